@@ -1,0 +1,211 @@
+//! The Agent Card, read leniently in all three shapes (toolnexus, A2A 0.3
+//! with `url`, A2A 1.0 with `supportedInterfaces`).
+
+use crate::error::Error;
+use crate::rpc::Dialect;
+use crate::url;
+use serde_json::Value;
+
+/// One advertised skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardSkill {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+}
+
+impl CardSkill {
+    /// `id`, else `name`: what the tool name is built from.
+    pub fn key(&self) -> Option<&str> {
+        self.id.as_deref().or(self.name.as_deref())
+    }
+}
+
+/// One entry of a 1.0 card's `supportedInterfaces` (or 0.3 `additionalInterfaces`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardInterface {
+    pub url: String,
+    pub protocol_binding: String,
+    pub protocol_version: Option<String>,
+}
+
+/// The parts of an Agent Card the client uses. Unknown fields are ignored;
+/// fields of the wrong type count as absent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentCard {
+    pub name: String,
+    pub description: Option<String>,
+    pub version: Option<String>,
+    pub protocol_version: Option<String>,
+    pub url: Option<String>,
+    pub preferred_transport: Option<String>,
+    pub supported_interfaces: Vec<CardInterface>,
+    pub provider_organization: Option<String>,
+    pub skills: Vec<CardSkill>,
+}
+
+fn text(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+fn interfaces(v: &Value, key: &str) -> Vec<CardInterface> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|i| {
+            Some(CardInterface {
+                url: text(i, "url")?,
+                // 0.3 says `transport`, 1.0 says `protocolBinding`.
+                protocol_binding: text(i, "protocolBinding").or_else(|| text(i, "transport"))?,
+                protocol_version: text(i, "protocolVersion"),
+            })
+        })
+        .collect()
+}
+
+impl AgentCard {
+    /// Parses a card from JSON bytes. Fails with [`Error::Malformed`] when the
+    /// body is not JSON or not a card (an object with a string `name`).
+    pub fn parse(body: &[u8]) -> Result<Self, Error> {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| Error::Malformed(format!("the Agent Card is not valid JSON: {e}")))?;
+        Self::from_value(&v)
+    }
+
+    /// Reads a card from a JSON value; see [`AgentCard::parse`].
+    pub fn from_value(v: &Value) -> Result<Self, Error> {
+        if !v.is_object() {
+            return Err(Error::Malformed("the Agent Card is not a JSON object".into()));
+        }
+        let name = text(v, "name").ok_or_else(|| {
+            Error::Malformed("not an Agent Card: it has no string \"name\"".into())
+        })?;
+        let skills = v
+            .get("skills")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|s| CardSkill {
+                id: text(s, "id"),
+                name: text(s, "name"),
+                description: text(s, "description"),
+                tags: s
+                    .get("tags")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| t.as_str().map(str::to_string))
+                    .collect(),
+            })
+            .collect();
+        let mut supported_interfaces = interfaces(v, "supportedInterfaces");
+        supported_interfaces.extend(interfaces(v, "additionalInterfaces"));
+        Ok(AgentCard {
+            name,
+            description: text(v, "description"),
+            version: text(v, "version"),
+            protocol_version: text(v, "protocolVersion"),
+            url: text(v, "url"),
+            preferred_transport: text(v, "preferredTransport"),
+            supported_interfaces,
+            provider_organization: v.get("provider").and_then(|p| text(p, "organization")),
+            skills,
+        })
+    }
+
+    /// The JSON-RPC endpoint (resolved against `card_url`) and the dialect to
+    /// speak there.
+    ///
+    /// A JSON-RPC interface of protocol 1.x wins (1.0). Otherwise a 0.3
+    /// JSON-RPC interface, or the top-level `url`: A2A 0.3 when the card has
+    /// 0.3 markers (`preferredTransport`, interfaces), else the toolnexus
+    /// dialect. With no usable URL at all, the card URL's origin.
+    pub fn endpoint(&self, card_url: &str) -> (Dialect, String) {
+        let jsonrpc = |i: &&CardInterface| i.protocol_binding.eq_ignore_ascii_case("JSONRPC");
+        let v1 = self.supported_interfaces.iter().filter(jsonrpc).find(|i| {
+            i.protocol_version.as_deref().is_some_and(|p| p.starts_with('1'))
+        });
+        if let Some(i) = v1 {
+            return (Dialect::V10, url::resolve(card_url, &i.url));
+        }
+        let marked_03 = self.preferred_transport.is_some() || !self.supported_interfaces.is_empty();
+        if let Some(u) = self.url.as_deref().filter(|u| !u.is_empty()) {
+            let dialect = if marked_03 { Dialect::V03 } else { Dialect::Toolnexus };
+            return (dialect, url::resolve(card_url, u));
+        }
+        if let Some(i) = self.supported_interfaces.iter().find(jsonrpc) {
+            return (Dialect::V03, url::resolve(card_url, &i.url));
+        }
+        let origin = url::origin(card_url).unwrap_or(card_url);
+        (Dialect::Toolnexus, format!("{origin}/"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn card(v: Value) -> AgentCard {
+        AgentCard::from_value(&v).expect("a card")
+    }
+
+    const CARD_URL: &str = "http://127.0.0.1:9/.well-known/agent-card.json";
+
+    #[test]
+    fn toolnexus_card_with_url() {
+        let c = card(json!({"name": "desk", "url": "http://127.0.0.1:9/", "protocolVersion": "0.3.0",
+                            "skills": [{"id": "greet", "name": "greet", "description": "hi"}]}));
+        assert_eq!(c.endpoint(CARD_URL), (Dialect::Toolnexus, "http://127.0.0.1:9/".into()));
+        assert_eq!(c.skills[0].key(), Some("greet"));
+    }
+
+    #[test]
+    fn a2a_03_card_with_preferred_transport() {
+        let c = card(json!({"name": "a", "url": "http://127.0.0.1:9/rpc", "preferredTransport": "JSONRPC",
+                            "protocolVersion": "0.3.0", "skills": []}));
+        assert_eq!(c.endpoint(CARD_URL), (Dialect::V03, "http://127.0.0.1:9/rpc".into()));
+    }
+
+    #[test]
+    fn a2a_10_card_with_supported_interfaces() {
+        let c = card(json!({"name": "a", "skills": [], "supportedInterfaces": [
+            {"url": "http://127.0.0.1:9/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://127.0.0.1:9/v03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": "/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}));
+        assert_eq!(c.endpoint(CARD_URL), (Dialect::V10, "http://127.0.0.1:9/a2a".into()));
+    }
+
+    #[test]
+    fn hybrid_card_prefers_10() {
+        let c = card(json!({"name": "h", "url": "http://h/", "preferredTransport": "JSONRPC",
+            "supportedInterfaces": [{"url": "http://h/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                                    {"url": "http://h/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]}));
+        assert_eq!(c.endpoint(CARD_URL).0, Dialect::V10);
+    }
+
+    #[test]
+    fn falls_back_to_the_card_origin() {
+        let c = card(json!({"name": "reviewer", "skills": [{"id": "review"}]}));
+        assert_eq!(c.endpoint(CARD_URL), (Dialect::Toolnexus, "http://127.0.0.1:9/".into()));
+    }
+
+    #[test]
+    fn tolerates_unknown_and_mistyped_fields() {
+        let c = card(json!({"name": "n", "description": 5, "skills": [{"name": "s", "tags": ["a", 1]}, 7],
+                            "capabilities": {"x": true}, "url": null}));
+        assert_eq!(c.description, None);
+        assert_eq!(c.skills.len(), 2);
+        assert_eq!(c.skills[0].tags, ["a"]);
+        assert_eq!(c.skills[1].key(), None);
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_card() {
+        assert!(matches!(AgentCard::parse(b"<html>"), Err(Error::Malformed(_))));
+        assert!(matches!(AgentCard::parse(b"[1]"), Err(Error::Malformed(_))));
+        assert!(matches!(AgentCard::parse(b"{\"skills\":[]}"), Err(Error::Malformed(_))));
+    }
+}

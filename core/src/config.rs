@@ -1,0 +1,111 @@
+//! The `agents` config block.
+
+use crate::agent::Agent;
+use serde_json::Value;
+
+/// Parses an `agents` block `{ "<id>": {card, headers?, timeout?, pollEvery?,
+/// enabled?, disabled?} }` into descriptors, in the block's order.
+///
+/// Entries without a string `card` are skipped. `disabled: true` wins, then
+/// `enabled: false`; anything else is enabled. `null` (or any non-object)
+/// gives an empty list. Fields of the wrong type are ignored, so defaults
+/// apply. The key is only an identifier: tool names come from the card.
+pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
+    let Some(entries) = block.as_object() else {
+        return Vec::new();
+    };
+    entries
+        .values()
+        .filter_map(|entry| {
+            let card = entry.get("card")?.as_str()?;
+            let flag = |k: &str| entry.get(k).and_then(Value::as_bool);
+            if flag("disabled") == Some(true) || flag("enabled") == Some(false) {
+                return None;
+            }
+            let millis = |k: &str| entry.get(k).and_then(Value::as_u64);
+            let headers = entry
+                .get("headers")
+                .and_then(Value::as_object)
+                .map(|h| {
+                    h.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(Agent {
+                card: card.to_string(),
+                headers,
+                timeout: millis("timeout"),
+                poll_every: millis("pollEvery"),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    // Seed 002, example 1.
+    #[test]
+    fn one_card_only_entry_leaves_fields_unset() {
+        let parsed = parse_agents_config(
+            &json!({"librarian": {"card": "https://library.internal/.well-known/agent-card.json"}}),
+        );
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(parsed[0].card, "https://library.internal/.well-known/agent-card.json");
+        assert_eq!(parsed[0].timeout, None);
+        assert_eq!(parsed[0].poll_every, None);
+        assert!(parsed[0].headers.is_empty());
+    }
+
+    // Seed 002, example 2.
+    #[test]
+    fn disabled_wins_then_enabled_false() {
+        let parsed = parse_agents_config(&json!({
+            "keep": {"card": "http://x/1"},
+            "skippedByDisabled": {"card": "http://x/2", "disabled": true},
+            "skippedByEnabledFalse": {"card": "http://x/3", "enabled": false},
+            "skippedPrecedence": {"card": "http://x/4", "enabled": true, "disabled": true},
+            "keptExplicitEnabled": {"card": "http://x/5", "enabled": true},
+        }));
+        let mut cards: Vec<_> = parsed.iter().map(|a| a.card.as_str()).collect();
+        cards.sort();
+        assert_eq!(cards, ["http://x/1", "http://x/5"]);
+    }
+
+    // Seed 002, example 3 (the parse half; the toolkit half is a host test).
+    #[test]
+    fn carries_headers_timeout_and_poll_every() {
+        let parsed = parse_agents_config(&json!({"planner": {
+            "card": "http://127.0.0.1:1/.well-known/agent-card.json",
+            "timeout": 5000, "pollEvery": 10, "headers": {"X-Trace": "abc"}}}));
+        assert_eq!(parsed[0].timeout, Some(5000));
+        assert_eq!(parsed[0].poll_every, Some(10));
+        assert_eq!(parsed[0].headers, vec![("X-Trace".to_string(), "abc".to_string())]);
+    }
+
+    #[test]
+    fn null_and_junk_give_nothing_and_never_panic() {
+        assert!(parse_agents_config(&Value::Null).is_empty());
+        assert!(parse_agents_config(&json!([1, 2])).is_empty());
+        let parsed = parse_agents_config(&json!({
+            "noCard": {"headers": {}},
+            "numCard": {"card": 7},
+            "notObject": "http://x",
+            "badTypes": {"card": "http://x/ok", "timeout": "soon", "pollEvery": -1,
+                         "headers": {"A": 1, "B": "b"}, "disabled": "yes"},
+        }));
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(parsed[0].card, "http://x/ok");
+        assert_eq!((parsed[0].timeout, parsed[0].poll_every), (None, None));
+        assert_eq!(parsed[0].headers, vec![("B".to_string(), "b".to_string())]);
+    }
+
+    #[test]
+    fn keeps_the_block_order() {
+        let parsed = parse_agents_config(&json!({"z": {"card": "1"}, "a": {"card": "2"}}));
+        assert_eq!(parsed.iter().map(|a| a.card.as_str()).collect::<Vec<_>>(), ["1", "2"]);
+    }
+}

@@ -1,0 +1,197 @@
+//! JSON-RPC envelopes in the three dialects a peer may speak.
+
+use crate::error::Error;
+use crate::http::{HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+
+/// The wire dialect spoken with a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// The toolnexus reference: `SendMessage`/`GetTask` with 0.3 shapes, no version header.
+    Toolnexus,
+    /// A2A 0.3: `message/send`, `tasks/get`, `tasks/cancel`.
+    V03,
+    /// A2A 1.0: `SendMessage`, `GetTask`, `CancelTask`, `A2A-Version: 1.0`, 1.0 shapes.
+    V10,
+}
+
+/// JSON-RPC: the method does not exist.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// A2A: the protocol version is not supported.
+pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+
+impl Dialect {
+    /// `"toolnexus"`, `"0.3"` or `"1.0"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Toolnexus => "toolnexus",
+            Dialect::V03 => "0.3",
+            Dialect::V10 => "1.0",
+        }
+    }
+
+    /// The dialect to retry a first SendMessage in after the peer answered
+    /// JSON-RPC error `code`, if that error means "wrong dialect".
+    pub fn fallback(self, code: i64) -> Option<Dialect> {
+        match (self, code) {
+            (Dialect::V10, VERSION_NOT_SUPPORTED | METHOD_NOT_FOUND) => Some(Dialect::V03),
+            (Dialect::V03 | Dialect::Toolnexus, VERSION_NOT_SUPPORTED) => Some(Dialect::V10),
+            (Dialect::V03, METHOD_NOT_FOUND) => Some(Dialect::Toolnexus),
+            (Dialect::Toolnexus, METHOD_NOT_FOUND) => Some(Dialect::V03),
+            _ => None,
+        }
+    }
+
+    fn method(self, op: Op) -> &'static str {
+        match (self, op) {
+            (Dialect::V03, Op::Send) => "message/send",
+            (Dialect::V03, Op::Get) => "tasks/get",
+            (Dialect::V03, Op::Cancel) => "tasks/cancel",
+            (_, Op::Send) => "SendMessage",
+            (_, Op::Get) => "GetTask",
+            (_, Op::Cancel) => "CancelTask",
+        }
+    }
+
+    /// The non-blocking SendMessage params for a user message of one text part.
+    fn send_params(self, message_id: &str, text: &str) -> Value {
+        match self {
+            Dialect::V10 => json!({
+                "message": {"role": "ROLE_USER", "messageId": message_id, "parts": [{"text": text}]},
+                "configuration": {"returnImmediately": true},
+            }),
+            Dialect::V03 | Dialect::Toolnexus => json!({
+                "message": {"kind": "message", "role": "user", "messageId": message_id,
+                            "parts": [{"kind": "text", "text": text}]},
+                "configuration": {"blocking": false},
+            }),
+        }
+    }
+
+    fn request(self, endpoint: &str, rpc_id: u64, op: Op, params: Value) -> HttpRequest {
+        let body = json!({"jsonrpc": "2.0", "id": rpc_id, "method": self.method(op), "params": params});
+        let req = HttpRequest::post_json(endpoint, body.to_string().into_bytes());
+        match self {
+            Dialect::V10 => req.with_header("A2A-Version", "1.0"),
+            Dialect::V03 | Dialect::Toolnexus => req,
+        }
+    }
+
+    /// A non-blocking SendMessage of `text`.
+    pub fn send_message(self, endpoint: &str, rpc_id: u64, message_id: &str, text: &str) -> HttpRequest {
+        self.request(endpoint, rpc_id, Op::Send, self.send_params(message_id, text))
+    }
+
+    /// A GetTask for `task_id`.
+    pub fn get_task(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
+        self.request(endpoint, rpc_id, Op::Get, json!({"id": task_id}))
+    }
+
+    /// A CancelTask for `task_id`.
+    pub fn cancel_task(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
+        self.request(endpoint, rpc_id, Op::Cancel, json!({"id": task_id}))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Send,
+    Get,
+    Cancel,
+}
+
+/// Reads a JSON-RPC reply: the `result`, or the peer's error. A non-JSON
+/// body is [`Error::Status`] on a non-2xx status and [`Error::Malformed`] otherwise.
+pub fn parse_reply(resp: &HttpResponse, url: &str) -> Result<Value, Error> {
+    let status_error = || Error::Status {
+        status: resp.status,
+        url: url.to_string(),
+        body: resp.body_snippet(200),
+    };
+    let Ok(mut v) = serde_json::from_slice::<Value>(&resp.body) else {
+        if !resp.is_success() {
+            return Err(status_error());
+        }
+        return Err(Error::Malformed(format!(
+            "the reply from {url} is not JSON: {}",
+            resp.body_snippet(200)
+        )));
+    };
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(Error::Rpc {
+            code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+                .to_string(),
+        });
+    }
+    if !resp.is_success() {
+        return Err(status_error());
+    }
+    match v.get_mut("result") {
+        Some(result) => Ok(result.take()),
+        None => Err(Error::Malformed(format!(
+            "the reply from {url} is not a JSON-RPC response: {}",
+            resp.body_snippet(200)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(req: &HttpRequest) -> Value {
+        serde_json::from_slice(&req.body).expect("json body")
+    }
+
+    #[test]
+    fn each_dialect_builds_its_own_send() {
+        let t = Dialect::Toolnexus.send_message("http://p/", 1, "m1", "hi");
+        assert_eq!(body(&t)["method"], "SendMessage");
+        assert_eq!(body(&t)["params"]["configuration"]["blocking"], false);
+        assert_eq!(body(&t)["params"]["message"]["parts"][0]["kind"], "text");
+        assert_eq!(t.header("A2A-Version"), None);
+        assert_eq!(t.header("content-type"), Some("application/json"));
+
+        let v03 = Dialect::V03.send_message("http://p/", 1, "m1", "hi");
+        assert_eq!(body(&v03)["method"], "message/send");
+        assert_eq!(body(&Dialect::V03.get_task("u", 2, "t"))["method"], "tasks/get");
+        assert_eq!(body(&Dialect::V03.cancel_task("u", 3, "t"))["method"], "tasks/cancel");
+
+        let v10 = Dialect::V10.send_message("http://p/", 1, "m1", "hi");
+        assert_eq!(v10.header("A2A-Version"), Some("1.0"));
+        assert_eq!(body(&v10)["params"]["message"]["role"], "ROLE_USER");
+        assert_eq!(body(&v10)["params"]["message"]["parts"][0], json!({"text": "hi"}));
+        assert_eq!(body(&v10)["params"]["configuration"]["returnImmediately"], true);
+        assert_eq!(body(&Dialect::V10.get_task("u", 2, "t"))["params"], json!({"id": "t"}));
+    }
+
+    #[test]
+    fn fallback_goes_to_the_other_dialect_only_for_dialect_errors() {
+        assert_eq!(Dialect::V10.fallback(-32009), Some(Dialect::V03));
+        assert_eq!(Dialect::V10.fallback(-32601), Some(Dialect::V03));
+        assert_eq!(Dialect::V03.fallback(-32009), Some(Dialect::V10));
+        assert_eq!(Dialect::Toolnexus.fallback(-32601), Some(Dialect::V03));
+        assert_eq!(Dialect::V10.fallback(-32602), None);
+        assert_eq!(Dialect::V03.fallback(-32001), None);
+    }
+
+    #[test]
+    fn replies_are_read_leniently() {
+        let ok = HttpResponse::json(200, br#"{"jsonrpc":"2.0","id":1,"result":{"id":"t"}}"#.to_vec());
+        assert_eq!(parse_reply(&ok, "u"), Ok(json!({"id": "t"})));
+        let err = HttpResponse::json(200, br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}"#.to_vec());
+        assert_eq!(parse_reply(&err, "u"), Err(Error::Rpc { code: -32001, message: "Task not found".into() }));
+        let err400 = HttpResponse::json(400, br#"{"error":{"code":-32600}}"#.to_vec());
+        assert!(matches!(parse_reply(&err400, "u"), Err(Error::Rpc { code: -32600, .. })));
+        let html = HttpResponse { status: 502, headers: vec![], body: b"<h1>bad gateway</h1>".to_vec() };
+        assert!(matches!(parse_reply(&html, "u"), Err(Error::Status { status: 502, .. })));
+        let junk = HttpResponse::json(200, b"nope".to_vec());
+        assert!(matches!(parse_reply(&junk, "u"), Err(Error::Malformed(_))));
+        let empty = HttpResponse::json(200, b"{}".to_vec());
+        assert!(matches!(parse_reply(&empty, "u"), Err(Error::Malformed(_))));
+    }
+}

@@ -1,0 +1,402 @@
+//! The A2A Task and Message, read leniently from any of the three wire
+//! shapes and written in the 0.3 or the 1.0 shape.
+
+use serde_json::{json, Map, Value};
+
+/// The lifecycle state of a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    Submitted,
+    Working,
+    InputRequired,
+    AuthRequired,
+    Completed,
+    Failed,
+    Canceled,
+    Rejected,
+    /// A state this library does not know (kept so a peer's novelty never fails a call).
+    Unknown,
+}
+
+/// Which wire shape to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A2A 0.3 and the toolnexus dialect: `kind` fields, `completed`, `agent`.
+    V03,
+    /// A2A 1.0: `TASK_STATE_COMPLETED`, `ROLE_AGENT`, parts without `kind`.
+    V10,
+}
+
+impl TaskState {
+    /// Reads `completed`, `TASK_STATE_COMPLETED`, `input-required`,
+    /// `TASK_STATE_INPUT_REQUIRED`, `cancelled`, … ; anything else is `Unknown`.
+    pub fn parse(s: &str) -> TaskState {
+        let s = s.strip_prefix("TASK_STATE_").unwrap_or(s);
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "submitted" => TaskState::Submitted,
+            "working" => TaskState::Working,
+            "input-required" => TaskState::InputRequired,
+            "auth-required" => TaskState::AuthRequired,
+            "completed" => TaskState::Completed,
+            "failed" => TaskState::Failed,
+            "canceled" | "cancelled" => TaskState::Canceled,
+            "rejected" => TaskState::Rejected,
+            _ => TaskState::Unknown,
+        }
+    }
+
+    /// The 0.3 / toolnexus spelling (`input-required`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "submitted",
+            TaskState::Working => "working",
+            TaskState::InputRequired => "input-required",
+            TaskState::AuthRequired => "auth-required",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Canceled => "canceled",
+            TaskState::Rejected => "rejected",
+            TaskState::Unknown => "unknown",
+        }
+    }
+
+    /// The 1.0 spelling (`TASK_STATE_INPUT_REQUIRED`).
+    pub fn as_v10(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::AuthRequired => "TASK_STATE_AUTH_REQUIRED",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+            TaskState::Unknown => "TASK_STATE_UNSPECIFIED",
+        }
+    }
+
+    /// Completed, failed, canceled or rejected: the task will not change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
+        )
+    }
+
+    /// Input- or auth-required: the agent waits for the caller.
+    pub fn is_interrupted(self) -> bool {
+        matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Agent,
+}
+
+impl Role {
+    fn parse(s: &str) -> Role {
+        let s = s.strip_prefix("ROLE_").unwrap_or(s);
+        if s.eq_ignore_ascii_case("agent") {
+            Role::Agent
+        } else {
+            Role::User
+        }
+    }
+}
+
+/// A message; only its text parts are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    pub message_id: String,
+    pub parts: Vec<String>,
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+}
+
+/// An artifact; only its text parts are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    pub artifact_id: String,
+    pub parts: Vec<String>,
+}
+
+/// A task as the client sees it and the server stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub id: String,
+    pub context_id: String,
+    pub state: TaskState,
+    pub status_message: Option<Message>,
+    pub artifacts: Vec<Artifact>,
+    pub history: Vec<Message>,
+}
+
+fn text_of(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+/// The text parts of a `parts` array: `{kind:"text", text}` (0.3) or `{text}` (1.0).
+fn text_parts(v: &Value) -> Vec<String> {
+    v.get("parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|p| matches!(p.get("kind").and_then(Value::as_str), None | Some("text")))
+        .filter_map(|p| text_of(p, "text"))
+        .collect()
+}
+
+fn parts_value(parts: &[String], shape: Shape) -> Value {
+    parts
+        .iter()
+        .map(|t| match shape {
+            Shape::V03 => json!({"kind": "text", "text": t}),
+            Shape::V10 => json!({"text": t}),
+        })
+        .collect()
+}
+
+impl Message {
+    /// An agent message with one text part.
+    pub fn agent_text(message_id: String, text: String) -> Self {
+        Message {
+            role: Role::Agent,
+            message_id,
+            parts: vec![text],
+            context_id: None,
+            task_id: None,
+        }
+    }
+
+    /// Reads a message leniently; `None` when `v` is not an object.
+    pub fn from_value(v: &Value) -> Option<Message> {
+        v.as_object()?;
+        Some(Message {
+            role: Role::parse(v.get("role").and_then(Value::as_str).unwrap_or("user")),
+            message_id: text_of(v, "messageId").unwrap_or_default(),
+            parts: text_parts(v),
+            context_id: text_of(v, "contextId"),
+            task_id: text_of(v, "taskId"),
+        })
+    }
+
+    /// The text parts joined by `"\n"`.
+    pub fn text(&self) -> String {
+        self.parts.join("\n")
+    }
+
+    /// The message in the given wire shape.
+    pub fn to_value(&self, shape: Shape) -> Value {
+        let mut m = Map::new();
+        if shape == Shape::V03 {
+            m.insert("kind".into(), "message".into());
+        }
+        let role = match (self.role, shape) {
+            (Role::User, Shape::V03) => "user",
+            (Role::Agent, Shape::V03) => "agent",
+            (Role::User, Shape::V10) => "ROLE_USER",
+            (Role::Agent, Shape::V10) => "ROLE_AGENT",
+        };
+        m.insert("role".into(), role.into());
+        m.insert("messageId".into(), self.message_id.clone().into());
+        m.insert("parts".into(), parts_value(&self.parts, shape));
+        if let Some(c) = &self.context_id {
+            m.insert("contextId".into(), c.clone().into());
+        }
+        if let Some(t) = &self.task_id {
+            m.insert("taskId".into(), t.clone().into());
+        }
+        Value::Object(m)
+    }
+}
+
+impl Task {
+    /// Reads a task leniently: it needs a string `id`; a missing or unknown
+    /// state reads as [`TaskState::Unknown`].
+    pub fn from_value(v: &Value) -> Option<Task> {
+        let id = text_of(v, "id")?;
+        let status = v.get("status");
+        let state = status
+            .and_then(|s| s.get("state"))
+            .and_then(Value::as_str)
+            .map_or(TaskState::Unknown, TaskState::parse);
+        let list = |key: &str| v.get(key).and_then(Value::as_array).into_iter().flatten();
+        Some(Task {
+            id,
+            context_id: text_of(v, "contextId").unwrap_or_default(),
+            state,
+            status_message: status.and_then(|s| s.get("message")).and_then(Message::from_value),
+            artifacts: list("artifacts")
+                .map(|a| Artifact {
+                    artifact_id: text_of(a, "artifactId").unwrap_or_default(),
+                    parts: text_parts(a),
+                })
+                .collect(),
+            history: list("history").filter_map(Message::from_value).collect(),
+        })
+    }
+
+    /// All artifact text parts joined by `"\n"`, or `None` when there are none.
+    pub fn artifact_text(&self) -> Option<String> {
+        let parts: Vec<&str> = self
+            .artifacts
+            .iter()
+            .flat_map(|a| a.parts.iter().map(String::as_str))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n"))
+    }
+
+    /// The text of the status message, when it has any.
+    pub fn status_text(&self) -> Option<String> {
+        self.status_message
+            .as_ref()
+            .map(Message::text)
+            .filter(|t| !t.is_empty())
+    }
+
+    /// What a completed task answered: the artifacts' text, else the last
+    /// agent message in the history, else the status message, else `""`.
+    pub fn output_text(&self) -> String {
+        self.artifact_text()
+            .or_else(|| {
+                self.history
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::Agent)
+                    .map(Message::text)
+            })
+            .or_else(|| self.status_text())
+            .unwrap_or_default()
+    }
+
+    /// The task in the given wire shape.
+    pub fn to_value(&self, shape: Shape) -> Value {
+        let mut status = Map::new();
+        status.insert(
+            "state".into(),
+            match shape {
+                Shape::V03 => self.state.as_str(),
+                Shape::V10 => self.state.as_v10(),
+            }
+            .into(),
+        );
+        if let Some(m) = &self.status_message {
+            status.insert("message".into(), m.to_value(shape));
+        }
+        let mut t = Map::new();
+        t.insert("id".into(), self.id.clone().into());
+        t.insert("contextId".into(), self.context_id.clone().into());
+        if shape == Shape::V03 {
+            t.insert("kind".into(), "task".into());
+        }
+        t.insert("status".into(), Value::Object(status));
+        if !self.artifacts.is_empty() {
+            let artifacts = self
+                .artifacts
+                .iter()
+                .map(|a| json!({"artifactId": a.artifact_id, "parts": parts_value(&a.parts, shape)}))
+                .collect();
+            t.insert("artifacts".into(), Value::Array(artifacts));
+        }
+        if !self.history.is_empty() {
+            let history = self.history.iter().map(|m| m.to_value(shape)).collect();
+            t.insert("history".into(), Value::Array(history));
+        }
+        Value::Object(t)
+    }
+}
+
+/// What a SendMessage returned: a task to follow, or a direct message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendResult {
+    Task(Task),
+    Message(Message),
+}
+
+impl SendResult {
+    /// Reads a SendMessage `result` in any shape: a bare task (toolnexus,
+    /// 0.3), `{task}` / `{message}` (1.0), or a bare 0.3 message.
+    pub fn from_value(v: &Value) -> Option<SendResult> {
+        if let Some(t) = v.get("task") {
+            return Task::from_value(t).map(SendResult::Task);
+        }
+        if let Some(m) = v.get("message") {
+            return Message::from_value(m).map(SendResult::Message);
+        }
+        let is_message = v.get("kind").and_then(Value::as_str) == Some("message")
+            || (v.get("status").is_none() && v.get("parts").is_some());
+        if is_message {
+            return Message::from_value(v).map(SendResult::Message);
+        }
+        Task::from_value(v).map(SendResult::Task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_read_in_every_spelling() {
+        assert_eq!(TaskState::parse("completed"), TaskState::Completed);
+        assert_eq!(TaskState::parse("TASK_STATE_COMPLETED"), TaskState::Completed);
+        assert_eq!(TaskState::parse("TASK_STATE_INPUT_REQUIRED"), TaskState::InputRequired);
+        assert_eq!(TaskState::parse("auth-required"), TaskState::AuthRequired);
+        assert_eq!(TaskState::parse("cancelled"), TaskState::Canceled);
+        assert_eq!(TaskState::parse("bogus"), TaskState::Unknown);
+        for s in [TaskState::Working, TaskState::Rejected, TaskState::InputRequired] {
+            assert_eq!(TaskState::parse(s.as_str()), s);
+            assert_eq!(TaskState::parse(s.as_v10()), s);
+        }
+    }
+
+    #[test]
+    fn reads_a_10_task_and_writes_it_back_in_both_shapes() {
+        let v = json!({"task": {"id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"artifactId": "a", "parts": [{"text": "one"}, {"mediaType": "text/plain", "text": "two"}]}],
+            "history": [{"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "q"}]}]}});
+        let SendResult::Task(t) = SendResult::from_value(&v).expect("task") else { panic!("not a task") };
+        assert_eq!(t.state, TaskState::Completed);
+        assert_eq!(t.output_text(), "one\ntwo");
+        let v03 = t.to_value(Shape::V03);
+        assert_eq!(v03["kind"], "task");
+        assert_eq!(v03["status"]["state"], "completed");
+        assert_eq!(v03["artifacts"][0]["parts"][0], json!({"kind": "text", "text": "one"}));
+        assert_eq!(v03["history"][0]["role"], "user");
+        let v10 = t.to_value(Shape::V10);
+        assert_eq!(v10["status"]["state"], "TASK_STATE_COMPLETED");
+        assert_eq!(v10["artifacts"][0]["parts"][0], json!({"text": "one"}));
+        assert!(v10.get("kind").is_none());
+        assert_eq!(Task::from_value(&v10), Some(t.clone()));
+        assert_eq!(Task::from_value(&v03), Some(t));
+    }
+
+    #[test]
+    fn output_falls_back_to_history_then_status() {
+        let t = Task::from_value(&json!({"id": "t", "status": {"state": "completed",
+            "message": {"role": "agent", "parts": [{"kind": "text", "text": "status says"}]}},
+            "history": [{"role": "agent", "parts": [{"kind": "text", "text": "first"}]},
+                        {"role": "agent", "parts": [{"kind": "text", "text": "last"}, {"kind": "data", "data": {}}]},
+                        {"role": "user", "parts": [{"kind": "text", "text": "q"}]}]})).expect("task");
+        assert_eq!(t.output_text(), "last");
+        let t = Task::from_value(&json!({"id": "t", "status": {"state": "completed",
+            "message": {"role": "ROLE_AGENT", "parts": [{"text": "status says"}]}}})).expect("task");
+        assert_eq!(t.output_text(), "status says");
+    }
+
+    #[test]
+    fn direct_messages_are_recognised() {
+        for v in [json!({"message": {"role": "ROLE_AGENT", "messageId": "m", "parts": [{"text": "hi"}]}}),
+                  json!({"kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": "hi"}]})] {
+            let Some(SendResult::Message(m)) = SendResult::from_value(&v) else { panic!("{v}") };
+            assert_eq!((m.role, m.text()), (Role::Agent, "hi".to_string()));
+        }
+        assert_eq!(SendResult::from_value(&json!({"status": {}})), None);
+        assert_eq!(SendResult::from_value(&json!("x")), None);
+    }
+}

@@ -1,0 +1,233 @@
+//! A scripted in-memory A2A peer with virtual time, for tests: no sockets,
+//! no real sleeping. Enabled in this crate's tests and by the `testing` feature.
+
+use crate::error::TransportError;
+use crate::http::{HttpRequest, HttpResponse};
+use crate::transport::{MaybeSend, Transport};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+
+/// What the peer does with one JSON-RPC request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Answer `{"jsonrpc":"2.0","id":…,"result": value}`.
+    Result(Value),
+    /// Answer a JSON-RPC error.
+    RpcError(i64, &'static str),
+    /// Answer this raw HTTP status and body.
+    Http(u16, &'static str),
+    /// Never answer (the connection is refused or reset).
+    Unreachable,
+    /// Take this long (virtual ms), then do the inner reply.
+    Delay(u64, Box<Reply>),
+}
+
+/// A task result in the toolnexus shape, for scripts.
+pub fn task(id: &str, state: &str) -> Value {
+    json!({"id": id, "status": {"state": state}})
+}
+
+/// A task that carries a status message.
+pub fn task_with_message(id: &str, state: &str, text: &str) -> Value {
+    json!({"id": id, "status": {"state": state,
+        "message": {"role": "agent", "parts": [{"kind": "text", "text": text}]}}})
+}
+
+/// A completed task with one text artifact.
+pub fn completed(id: &str, text: &str) -> Value {
+    json!({"id": id, "status": {"state": "completed"},
+        "artifacts": [{"artifactId": "a1", "parts": [{"kind": "text", "text": text}]}]})
+}
+
+#[derive(Default)]
+struct Script {
+    card: Option<Value>,
+    /// Replies by JSON-RPC method, consumed in order; the last one repeats.
+    by_method: HashMap<String, Vec<Reply>>,
+}
+
+/// An in-memory peer implementing [`Transport`], with a virtual clock that
+/// jumps forward whenever something sleeps.
+#[derive(Default)]
+pub struct ScriptedPeer {
+    now: AtomicU64,
+    ids: AtomicU64,
+    script: Mutex<Script>,
+    log: Mutex<Vec<(u64, HttpRequest)>>,
+    env: HashMap<String, String>,
+    /// Virtual instants something is due at (answers in flight, aborts); a
+    /// sleep never jumps the clock past one of them.
+    events: Mutex<Vec<u64>>,
+}
+
+impl ScriptedPeer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serve this card at any GET.
+    pub fn card(self, card: Value) -> Self {
+        self.script.lock().expect("script lock").card = Some(card);
+        self
+    }
+
+    /// Answer the JSON-RPC `method` with these replies in turn (the last repeats).
+    pub fn on(self, method: &str, replies: Vec<Reply>) -> Self {
+        self.script
+            .lock()
+            .expect("script lock")
+            .by_method
+            .insert(method.to_string(), replies);
+        self
+    }
+
+    /// An environment variable the host would expose.
+    pub fn env_var(mut self, name: &str, value: &str) -> Self {
+        self.env.insert(name.into(), value.into());
+        self
+    }
+
+    /// The virtual time now.
+    pub fn now(&self) -> u64 {
+        self.now.load(Ordering::SeqCst)
+    }
+
+    /// Every request so far, with the virtual time it was sent at.
+    pub fn requests(&self) -> Vec<(u64, HttpRequest)> {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    /// The JSON-RPC methods called so far, in order.
+    pub fn methods(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter_map(|(_, r)| serde_json::from_slice::<Value>(&r.body).ok())
+            .filter_map(|v| v["method"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// A future that completes once the virtual clock reaches `at_ms`.
+    pub fn abort_at(&self, at_ms: u64) -> impl Future<Output = ()> + '_ {
+        self.events.lock().expect("events lock").push(at_ms);
+        std::future::poll_fn(move |_| if self.now() >= at_ms { Poll::Ready(()) } else { Poll::Pending })
+    }
+
+    fn answer(&self, req: &HttpRequest) -> (u64, Result<HttpResponse, TransportError>) {
+        let mut script = self.script.lock().expect("script lock");
+        if req.method == "GET" {
+            return match &script.card {
+                Some(card) => (0, Ok(HttpResponse::json(200, card.to_string().into_bytes()))),
+                None => (0, Ok(HttpResponse { status: 404, headers: vec![], body: b"not found".to_vec() })),
+            };
+        }
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let method = body["method"].as_str().unwrap_or_default().to_string();
+        let id = body["id"].clone();
+        let reply = match script.by_method.get_mut(&method) {
+            Some(list) if list.len() > 1 => list.remove(0),
+            Some(list) if !list.is_empty() => list[0].clone(),
+            _ => Reply::RpcError(-32601, "Method not found"),
+        };
+        let mut delay = 0;
+        let mut reply = reply;
+        while let Reply::Delay(ms, inner) = reply {
+            delay += ms;
+            reply = *inner;
+        }
+        let rpc = |v: Value| Ok(HttpResponse::json(200, v.to_string().into_bytes()));
+        let out = match reply {
+            Reply::Result(r) => rpc(json!({"jsonrpc": "2.0", "id": id, "result": r})),
+            Reply::RpcError(code, msg) => {
+                rpc(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": msg}}))
+            }
+            Reply::Http(status, text) => Ok(HttpResponse { status, headers: vec![], body: text.as_bytes().to_vec() }),
+            Reply::Unreachable => Err(TransportError("connection refused".into())),
+            Reply::Delay(..) => unreachable!("delays were unwrapped above"),
+        };
+        (delay, out)
+    }
+}
+
+/// Completes when the virtual clock reaches `at`. Polling it moves the clock
+/// to the earliest due instant (an answer in flight, an abort) or to `at`.
+struct VirtualSleep<'a> {
+    peer: &'a ScriptedPeer,
+    at: u64,
+}
+
+impl Future for VirtualSleep<'_> {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        let now = self.peer.now();
+        let next = self.peer.events.lock().expect("events lock").iter().copied().filter(|&t| t > now).min();
+        match next {
+            Some(t) if t < self.at => {
+                self.peer.now.store(t, Ordering::SeqCst);
+                Poll::Pending
+            }
+            _ => {
+                self.peer.now.fetch_max(self.at, Ordering::SeqCst);
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+impl Transport for ScriptedPeer {
+    fn send(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend {
+        let (delay, out) = self.answer(&request);
+        self.log.lock().expect("log lock").push((self.now(), request));
+        let due = self.now() + delay;
+        if delay > 0 {
+            self.events.lock().expect("events lock").push(due);
+        }
+        let now = &self.now;
+        // Virtual latency: the answer becomes ready once the clock reaches `due`.
+        // The call's own deadline timer moves the clock, so a slow answer loses
+        // the race against a deadline exactly as it would on a real network.
+        let mut out = Some(out);
+        std::future::poll_fn(move |_| {
+            if now.load(Ordering::SeqCst) >= due || delay == 0 {
+                now.fetch_max(due, Ordering::SeqCst);
+                Poll::Ready(out.take().unwrap_or(Err(TransportError("polled twice".into()))))
+            } else {
+                Poll::Pending
+            }
+        })
+    }
+
+    fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
+        VirtualSleep { peer: self, at: at_ms }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now()
+    }
+
+    fn new_id(&self) -> String {
+        format!("id-{}", self.ids.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    fn env(&self, name: &str) -> Option<String> {
+        self.env.get(name).cloned()
+    }
+}
+
+/// Runs a future whose every wait is virtual to completion.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    for _ in 0..1_000_000 {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+    panic!("the future did not finish: a virtual wait never became ready")
+}

@@ -1,0 +1,127 @@
+//! Tool descriptors, results, and the LLM-provider schema adapters.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// What a tool looks like to a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    #[serde(rename = "inputSchema")]
+    pub input_schema: Value,
+    /// Where the tool comes from: `"a2a"`, `"skill"` or `"host"`.
+    pub source: String,
+}
+
+/// The outcome of running a tool. Tools report failure here rather than by
+/// returning an error, so a model can read it and react.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub output: String,
+    #[serde(rename = "isError")]
+    pub is_error: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+impl ToolResult {
+    /// A successful result without metadata.
+    pub fn ok(output: impl Into<String>) -> Self {
+        ToolResult {
+            output: output.into(),
+            is_error: false,
+            metadata: None,
+        }
+    }
+
+    /// A failed result without metadata.
+    pub fn error(output: impl Into<String>) -> Self {
+        ToolResult {
+            output: output.into(),
+            is_error: true,
+            metadata: None,
+        }
+    }
+}
+
+/// The fixed input schema of every A2A tool: one required string `task`.
+pub fn a2a_input_schema(description: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {"task": {"type": "string", "description": description}},
+        "required": ["task"],
+    })
+}
+
+/// OpenAI chat-completions `tools` entries.
+pub fn to_openai(specs: &[ToolSpec]) -> Vec<Value> {
+    specs
+        .iter()
+        .map(|s| {
+            json!({"type": "function", "function": {
+                "name": s.name, "description": s.description, "parameters": s.input_schema}})
+        })
+        .collect()
+}
+
+/// Anthropic messages `tools` entries.
+pub fn to_anthropic(specs: &[ToolSpec]) -> Vec<Value> {
+    specs
+        .iter()
+        .map(|s| json!({"name": s.name, "description": s.description, "input_schema": s.input_schema}))
+        .collect()
+}
+
+/// Gemini `functionDeclarations` entries. Gemini rejects some JSON Schema
+/// keywords (`$schema`, `additionalProperties`), so they are removed.
+pub fn to_gemini(specs: &[ToolSpec]) -> Vec<Value> {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "$schema" | "additionalProperties"))
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+            other => other.clone(),
+        }
+    }
+    specs
+        .iter()
+        .map(|s| json!({"name": s.name, "description": s.description, "parameters": strip(&s.input_schema)}))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ToolSpec {
+        ToolSpec {
+            name: "reviewer_review".into(),
+            description: "Review some code".into(),
+            input_schema: json!({"type": "object", "additionalProperties": false,
+                                 "properties": {"task": {"type": "string"}}, "required": ["task"]}),
+            source: "a2a".into(),
+        }
+    }
+
+    #[test]
+    fn adapters_emit_each_provider_shape() {
+        let s = [spec()];
+        assert_eq!(to_openai(&s)[0]["function"]["name"], "reviewer_review");
+        assert_eq!(to_openai(&s)[0]["function"]["parameters"]["required"], json!(["task"]));
+        assert_eq!(to_anthropic(&s)[0]["input_schema"]["type"], "object");
+        let g = &to_gemini(&s)[0];
+        assert_eq!(g["parameters"]["properties"]["task"]["type"], "string");
+        assert!(g["parameters"].get("additionalProperties").is_none());
+    }
+
+    #[test]
+    fn results_serialise_in_camel_case() {
+        let v = serde_json::to_value(ToolResult::error("x")).expect("json");
+        assert_eq!(v, json!({"output": "x", "isError": true}));
+    }
+}

@@ -1,0 +1,298 @@
+//! A2A agents as tools, and the [`Toolkit`] that gathers tools from several
+//! sources behind one `execute(name, args)`.
+
+use crate::agent::Agent;
+use crate::call::{CallMachine, CallSpec};
+use crate::card::AgentCard;
+use crate::driver::drive;
+use crate::error::Error;
+use crate::http::HttpRequest;
+use crate::rpc::Dialect;
+use crate::sanitize::sanitize;
+use crate::tool::{a2a_input_schema, to_anthropic, to_gemini, to_openai, ToolResult, ToolSpec};
+use crate::transport::{BoxFuture, Transport};
+use serde_json::Value;
+use std::future::Future;
+use std::sync::Arc;
+
+/// One skill of a remote agent, callable as a tool.
+#[derive(Debug, Clone)]
+pub struct A2aTool {
+    pub spec: ToolSpec,
+    pub agent: Agent,
+    /// The card's `name` (reported as `metadata.agent`).
+    pub agent_name: String,
+    pub skill: String,
+    pub endpoint: String,
+    pub dialect: Dialect,
+}
+
+impl A2aTool {
+    /// Runs the skill with `args.task`: SendMessage, then poll GetTask until the
+    /// task settles. Never fails: every problem comes back as `is_error`.
+    pub async fn execute<T: Transport>(
+        &self,
+        transport: &T,
+        args: &Value,
+        abort: impl Future<Output = ()>,
+    ) -> ToolResult {
+        let Some(task) = args.get("task").and_then(Value::as_str) else {
+            return ToolResult::error(format!(
+                "{}: the argument \"task\" (a string) is required",
+                self.spec.name
+            ));
+        };
+        let spec = CallSpec {
+            agent: self.agent_name.clone(),
+            endpoint: self.endpoint.clone(),
+            dialect: self.dialect,
+            headers: self.agent.expanded_headers(|n| transport.env(n)),
+            timeout_ms: self.agent.timeout_ms(),
+            poll_every_ms: self.agent.poll_every_ms(),
+            message_id: transport.new_id(),
+            text: task.to_string(),
+        };
+        drive(&mut CallMachine::new(spec), transport, abort).await
+    }
+}
+
+/// Runs `fut` until `deadline_ms`; `None` when the deadline came first.
+async fn within<T: Transport, F: Future>(transport: &T, deadline_ms: u64, fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let mut timer = std::pin::pin!(transport.sleep_until(deadline_ms));
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Some(v));
+        }
+        timer.as_mut().poll(cx).map(|_| None)
+    })
+    .await
+}
+
+/// GETs and parses the agent's card (bounded by the agent's timeout).
+pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
+    let mut req = HttpRequest::get(&agent.card).with_header("Accept", "application/json");
+    req.headers.extend(agent.expanded_headers(|n| transport.env(n)));
+    let deadline = transport.now_ms().saturating_add(agent.timeout_ms());
+    let resp = within(transport, deadline, transport.send(req))
+        .await
+        .ok_or_else(|| {
+            Error::Transport(format!(
+                "fetching the Agent Card {} timed out after {}ms",
+                agent.card,
+                agent.timeout_ms()
+            ))
+        })?
+        .map_err(|e| Error::Transport(format!("fetching the Agent Card {} failed: {e}", agent.card)))?;
+    if !resp.is_success() {
+        return Err(Error::Status {
+            status: resp.status,
+            url: agent.card.clone(),
+            body: resp.body_snippet(200),
+        });
+    }
+    AgentCard::parse(&resp.body).map_err(|e| Error::Malformed(format!("{} ({})", e, agent.card)))
+}
+
+/// The tools of an already fetched card.
+pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
+    let (dialect, endpoint) = card.endpoint(&agent.card);
+    card.skills
+        .iter()
+        .filter_map(|skill| {
+            let key = skill.key()?;
+            let description = skill.description.clone().or_else(|| skill.name.clone()).unwrap_or_else(|| key.to_string());
+            Some(A2aTool {
+                spec: ToolSpec {
+                    name: format!("{}_{}", sanitize(&card.name), sanitize(key)),
+                    input_schema: a2a_input_schema(&description),
+                    description,
+                    source: "a2a".into(),
+                },
+                agent: agent.clone(),
+                agent_name: card.name.clone(),
+                skill: key.to_string(),
+                endpoint: endpoint.clone(),
+                dialect,
+            })
+        })
+        .collect()
+}
+
+/// Fetches the agent's card and returns one tool per advertised skill.
+/// Fails loudly (network, non-2xx, not a card); a [`Toolkit`] isolates that instead.
+pub async fn agent_tools<T: Transport>(transport: &T, agent: &Agent) -> Result<Vec<A2aTool>, Error> {
+    let card = fetch_card(transport, agent).await?;
+    Ok(card_tools(agent, &card))
+}
+
+/// A tool the host implements itself (a closure).
+#[cfg(not(target_arch = "wasm32"))]
+pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult> + Send + Sync>;
+/// A tool the host implements itself (a closure).
+#[cfg(target_arch = "wasm32")]
+pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult>>;
+
+#[derive(Clone)]
+enum ToolImpl {
+    A2a(A2aTool),
+    Host(HostFn),
+}
+
+#[derive(Clone)]
+struct Entry {
+    spec: ToolSpec,
+    imp: ToolImpl,
+}
+
+/// An agent that could not be resolved: it contributes no tools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentFailure {
+    pub card: String,
+    pub error: Error,
+}
+
+/// Tools from A2A agents and the host, behind one `execute(name, args)`.
+/// Names are unique: when two sources offer the same name, the first added wins.
+pub struct Toolkit<T: Transport> {
+    transport: T,
+    entries: Vec<Entry>,
+    failures: Vec<AgentFailure>,
+}
+
+impl<T: Transport> Toolkit<T> {
+    /// An empty toolkit over `transport`.
+    pub fn new(transport: T) -> Self {
+        Toolkit {
+            transport,
+            entries: Vec::new(),
+            failures: Vec::new(),
+        }
+    }
+
+    /// The transport the tools call through.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    fn push(&mut self, spec: ToolSpec, imp: ToolImpl) -> bool {
+        if self.entries.iter().any(|e| e.spec.name == spec.name) {
+            return false;
+        }
+        self.entries.push(Entry { spec, imp });
+        true
+    }
+
+    /// Resolves `agents` concurrently and adds their tools in the given order.
+    /// An agent that fails is recorded in [`Toolkit::failures`] and skipped.
+    pub async fn add_agents(&mut self, agents: &[Agent]) {
+        let transport = &self.transport;
+        let resolved =
+            futures_util::future::join_all(agents.iter().map(|a| agent_tools(transport, a))).await;
+        for (agent, result) in agents.iter().zip(resolved) {
+            match result {
+                Ok(tools) => {
+                    for t in tools {
+                        self.push(t.spec.clone(), ToolImpl::A2a(t));
+                    }
+                }
+                Err(error) => self.failures.push(AgentFailure {
+                    card: agent.card.clone(),
+                    error,
+                }),
+            }
+        }
+    }
+
+    /// Adds the agents of a config object's `agents` key (see
+    /// [`crate::parse_agents_config`]); other keys are ignored here.
+    pub async fn add_config(&mut self, config: &Value) {
+        let agents = crate::config::parse_agents_config(config.get("agents").unwrap_or(&Value::Null));
+        self.add_agents(&agents).await;
+    }
+
+    /// Adds one agent at run time; returns the names of the tools it added
+    /// (a failure is also recorded in [`Toolkit::failures`]).
+    pub async fn add_agent(&mut self, agent: Agent) -> Result<Vec<String>, Error> {
+        match agent_tools(&self.transport, &agent).await {
+            Ok(tools) => Ok(tools
+                .into_iter()
+                .filter_map(|t| {
+                    let name = t.spec.name.clone();
+                    self.push(t.spec.clone(), ToolImpl::A2a(t)).then_some(name)
+                })
+                .collect()),
+            Err(error) => {
+                self.failures.push(AgentFailure {
+                    card: agent.card.clone(),
+                    error: error.clone(),
+                });
+                Err(error)
+            }
+        }
+    }
+
+    /// Adds a host-implemented tool; `false` when the name is taken.
+    pub fn add_host_tool(&mut self, spec: ToolSpec, run: HostFn) -> bool {
+        self.push(spec, ToolImpl::Host(run))
+    }
+
+    /// Every tool, in order.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        self.entries.iter().map(|e| e.spec.clone()).collect()
+    }
+
+    /// One tool by name.
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.entries.iter().find(|e| e.spec.name == name).map(|e| &e.spec)
+    }
+
+    /// The A2A tool behind `name`, if it is one.
+    pub fn a2a_tool(&self, name: &str) -> Option<&A2aTool> {
+        self.entries.iter().find_map(|e| match &e.imp {
+            ToolImpl::A2a(t) if e.spec.name == name => Some(t),
+            _ => None,
+        })
+    }
+
+    /// Agents that failed to resolve.
+    pub fn failures(&self) -> &[AgentFailure] {
+        &self.failures
+    }
+
+    /// Runs tool `name`. An unknown name is `{isError, "Unknown tool: <name>"}`.
+    pub async fn execute(&self, name: &str, args: Value) -> ToolResult {
+        self.execute_with_abort(name, args, std::future::pending()).await
+    }
+
+    /// [`Toolkit::execute`] that stops (and cancels the remote task) when `abort` completes.
+    pub async fn execute_with_abort(
+        &self,
+        name: &str,
+        args: Value,
+        abort: impl Future<Output = ()>,
+    ) -> ToolResult {
+        let Some(entry) = self.entries.iter().find(|e| e.spec.name == name) else {
+            return ToolResult::error(format!("Unknown tool: {name}"));
+        };
+        match &entry.imp {
+            ToolImpl::A2a(t) => t.execute(&self.transport, &args, abort).await,
+            ToolImpl::Host(run) => run(args).await,
+        }
+    }
+
+    /// The tools as OpenAI `tools` entries.
+    pub fn to_openai(&self) -> Vec<Value> {
+        to_openai(&self.tools())
+    }
+
+    /// The tools as Anthropic `tools` entries.
+    pub fn to_anthropic(&self) -> Vec<Value> {
+        to_anthropic(&self.tools())
+    }
+
+    /// The tools as Gemini `functionDeclarations`.
+    pub fn to_gemini(&self) -> Vec<Value> {
+        to_gemini(&self.tools())
+    }
+}

@@ -1,0 +1,81 @@
+//! The only door to the world: hosts implement [`Transport`].
+
+use crate::error::TransportError;
+use crate::http::{HttpRequest, HttpResponse};
+use std::future::Future;
+
+/// `Send` on native targets (so servers can spawn the futures on a
+/// multi-threaded runtime); nothing on wasm32, where `fetch` futures are not `Send`.
+#[cfg(not(target_arch = "wasm32"))]
+pub trait MaybeSend: Send {}
+#[cfg(not(target_arch = "wasm32"))]
+impl<T: Send + ?Sized> MaybeSend for T {}
+#[cfg(target_arch = "wasm32")]
+pub trait MaybeSend {}
+#[cfg(target_arch = "wasm32")]
+impl<T: ?Sized> MaybeSend for T {}
+
+/// `Sync` on native targets, nothing on wasm32.
+#[cfg(not(target_arch = "wasm32"))]
+pub trait MaybeSync: Sync {}
+#[cfg(not(target_arch = "wasm32"))]
+impl<T: Sync + ?Sized> MaybeSync for T {}
+#[cfg(target_arch = "wasm32")]
+pub trait MaybeSync {}
+#[cfg(target_arch = "wasm32")]
+impl<T: ?Sized> MaybeSync for T {}
+
+/// Everything the core needs from its host: HTTP, time, fresh ids and
+/// environment lookups. Implementations stay thin; no protocol logic here.
+pub trait Transport: MaybeSend + MaybeSync {
+    /// Sends one HTTP request and returns the whole response. A non-2xx status
+    /// is a response, not an error; only "no answer at all" is an error.
+    fn send(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend;
+
+    /// Completes at (or soon after) the instant `at_ms` of [`Transport::now_ms`].
+    fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend;
+
+    /// Milliseconds on a monotonic clock; only differences matter.
+    fn now_ms(&self) -> u64;
+
+    /// A fresh unique id (message ids, task ids).
+    fn new_id(&self) -> String;
+
+    /// An environment variable, for `${NAME}` expansion in header values.
+    /// Hosts without an environment keep the default (unset).
+    fn env(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Shared transports are transports.
+impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
+    fn send(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend {
+        (**self).send(request)
+    }
+    fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
+        (**self).sleep_until(at_ms)
+    }
+    fn now_ms(&self) -> u64 {
+        (**self).now_ms()
+    }
+    fn new_id(&self) -> String {
+        (**self).new_id()
+    }
+    fn env(&self, name: &str) -> Option<String> {
+        (**self).env(name)
+    }
+}
+
+/// A boxed future: `Send` on native targets, not on wasm32.
+#[cfg(not(target_arch = "wasm32"))]
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed future: `Send` on native targets, not on wasm32.
+#[cfg(target_arch = "wasm32")]
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + 'a>>;

@@ -1,0 +1,67 @@
+//! The little URL handling the protocol needs: an origin, and resolving a
+//! card's (possibly relative) endpoint against the card URL. Kept tiny on
+//! purpose: a full URL crate costs tens of KB of wasm for IDNA tables.
+
+/// `scheme://authority` of an absolute URL, or `None` when it has no scheme.
+pub fn origin(url: &str) -> Option<&str> {
+    let scheme_end = url.find("://")?;
+    if scheme_end == 0 || !url[..scheme_end].chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) {
+        return None;
+    }
+    let rest = &url[scheme_end + 3..];
+    let auth_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    if auth_len == 0 {
+        return None;
+    }
+    Some(&url[..scheme_end + 3 + auth_len])
+}
+
+/// Resolves `reference` (absolute, scheme-relative, absolute-path or relative
+/// path) against the absolute URL `base`.
+pub fn resolve(base: &str, reference: &str) -> String {
+    if origin(reference).is_some() {
+        return reference.to_string();
+    }
+    if let Some(rest) = reference.strip_prefix("//") {
+        let scheme = base.find("://").map(|i| &base[..i]).unwrap_or("http");
+        return format!("{scheme}://{rest}");
+    }
+    let Some(base_origin) = origin(base) else {
+        return reference.to_string();
+    };
+    if reference.starts_with('/') {
+        return format!("{base_origin}{reference}");
+    }
+    // A relative path: replace the last segment of the base path.
+    let path = &base[base_origin.len()..];
+    let path = &path[..path.find(['?', '#']).unwrap_or(path.len())];
+    let dir = &path[..path.rfind('/').map(|i| i + 1).unwrap_or(0)];
+    let dir = if dir.is_empty() { "/" } else { dir };
+    format!("{base_origin}{dir}{reference}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_is_scheme_and_authority() {
+        assert_eq!(
+            origin("http://127.0.0.1:8080/.well-known/agent-card.json"),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(origin("https://a.example?x=1"), Some("https://a.example"));
+        assert_eq!(origin("/relative"), None);
+        assert_eq!(origin("http:///nohost"), None);
+    }
+
+    #[test]
+    fn resolves_every_reference_form() {
+        let card = "http://h:1/.well-known/agent-card.json";
+        assert_eq!(resolve(card, "http://x/rpc"), "http://x/rpc");
+        assert_eq!(resolve(card, "//y:2/a"), "http://y:2/a");
+        assert_eq!(resolve(card, "/a2a/v1"), "http://h:1/a2a/v1");
+        assert_eq!(resolve(card, "rpc"), "http://h:1/.well-known/rpc");
+        assert_eq!(resolve("http://h:1", "rpc"), "http://h:1/rpc");
+    }
+}

@@ -1,0 +1,190 @@
+"""Official a2a-sdk (Python) A2A client for interop tests.
+
+Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking]
+
+  CARD_URL   full URL of the agent card, e.g.
+             http://127.0.0.1:P/.well-known/agent-card.json
+  --legacy / --v03
+             use the SDK's v0.3 compatible JSON-RPC transport
+             (a2a.compat.v0_3 CompatJsonRpcTransport) instead of the 1.0 one.
+  --non-blocking
+             send with configuration.returnImmediately=true (0.3: blocking=false)
+             and rely on GetTask polling.
+
+Fetches the card with the SDK (ClientFactory.create_from_url), sends one
+blocking, non-streaming message, polls GetTask (<= 10 s) while the returned
+task is not in a final state, then prints one JSON line
+  {"state": "...", "text": "..."}
+state: completed | failed | canceled | rejected | input-required |
+       auth-required | submitted | working | unknown | message
+       ("message" = the agent answered with a Message instead of a Task).
+text:  artifact text parts joined with "\n", else the text of the last agent
+       message (task history), else the status message text.
+Exit: 0 completed (or a Message reply), 2 other final state, 1 error/timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+
+from a2a.client import ClientCallContext, ClientConfig, ClientFactory
+from a2a.compat.v0_3.versions import is_legacy_version
+from a2a.types import (
+    AgentCard,
+    AgentInterface,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+
+
+POLL_BUDGET_S = 10.0
+POLL_INTERVAL_S = 0.2
+CALL_TIMEOUT_S = 30.0
+
+FINAL_STATES = {
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+    TaskState.TASK_STATE_INPUT_REQUIRED,
+    TaskState.TASK_STATE_AUTH_REQUIRED,
+}
+
+
+class LegacyClientFactory(ClientFactory):
+    """ClientFactory that always selects the SDK's v0.3 JSON-RPC transport.
+
+    The stock factory picks the v0.3 transport only when the chosen card
+    interface has a protocolVersion in [0.3, 1.0) and prefers 1.0 when both
+    are advertised. Here we keep only legacy interfaces; if the card has none,
+    its JSONRPC interfaces are re-stamped as 0.3.
+    """
+
+    def create(self, card: AgentCard, interceptors=None):  # type: ignore[override]
+        legacy = [
+            i
+            for i in card.supported_interfaces
+            if i.protocol_binding == 'JSONRPC'
+            and is_legacy_version(i.protocol_version)
+        ]
+        if not legacy:
+            legacy = [
+                AgentInterface(
+                    url=i.url,
+                    protocol_binding='JSONRPC',
+                    protocol_version='0.3',
+                    tenant=i.tenant,
+                )
+                for i in card.supported_interfaces
+                if i.protocol_binding == 'JSONRPC'
+            ]
+        forced = AgentCard()
+        forced.CopyFrom(card)
+        del forced.supported_interfaces[:]
+        forced.supported_interfaces.extend(legacy)
+        return super().create(forced, interceptors)
+
+
+def state_name(state: int) -> str:
+    name = TaskState.Name(state)
+    if name == 'TASK_STATE_UNSPECIFIED':
+        return 'unknown'
+    return name.removeprefix('TASK_STATE_').lower().replace('_', '-')
+
+
+def parts_text(parts) -> list[str]:
+    return [p.text for p in parts if p.WhichOneof('content') == 'text']
+
+
+def task_text(task: Task) -> str:
+    texts: list[str] = []
+    for artifact in task.artifacts:
+        texts.extend(parts_text(artifact.parts))
+    if texts:
+        return '\n'.join(texts)
+    for msg in reversed(task.history):
+        if msg.role == Role.ROLE_AGENT:
+            t = parts_text(msg.parts)
+            if t:
+                return '\n'.join(t)
+    if task.status.HasField('message'):
+        return '\n'.join(parts_text(task.status.message.parts))
+    return ''
+
+
+async def run(card_url: str, text: str, legacy: bool, non_blocking: bool) -> int:
+    factory_cls = LegacyClientFactory if legacy else ClientFactory
+    # streaming=False: use SendMessage / message/send (blocking), not SSE.
+    factory = factory_cls(ClientConfig(streaming=False))
+    # relative_card_path='/' means "fetch CARD_URL as given".
+    client = await factory.create_from_url(card_url, relative_card_path='/')
+    ctx = ClientCallContext(timeout=CALL_TIMEOUT_S)
+    try:
+        request = SendMessageRequest(
+            message=Message(
+                role=Role.ROLE_USER,
+                message_id=str(uuid.uuid4()),
+                parts=[Part(text=text)],
+            )
+        )
+        if non_blocking:
+            request.configuration.return_immediately = True
+        task: Task | None = None
+        reply: Message | None = None
+        async for event in client.send_message(request, context=ctx):
+            if event.HasField('task'):
+                task = event.task
+            elif event.HasField('message'):
+                reply = event.message
+        if task is None:
+            if reply is None:
+                raise RuntimeError('server returned neither a task nor a message')
+            print(json.dumps({'state': 'message', 'text': '\n'.join(parts_text(reply.parts))}))
+            return 0
+
+        deadline = time.monotonic() + POLL_BUDGET_S
+        while task.status.state not in FINAL_STATES:
+            if time.monotonic() >= deadline:
+                print(json.dumps({'state': state_name(task.status.state), 'text': task_text(task)}))
+                print(f'error: task {task.id} still {state_name(task.status.state)} '
+                      f'after {POLL_BUDGET_S:.0f}s of polling', file=sys.stderr)
+                return 1
+            await asyncio.sleep(POLL_INTERVAL_S)
+            task = await client.get_task(GetTaskRequest(id=task.id), context=ctx)
+
+        print(json.dumps({'state': state_name(task.status.state), 'text': task_text(task)}))
+        return 0 if task.status.state == TaskState.TASK_STATE_COMPLETED else 2
+    finally:
+        await client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('card_url')
+    parser.add_argument('text')
+    parser.add_argument('--legacy', '--v03', dest='legacy', action='store_true',
+                        help="use the SDK's v0.3 compatible JSON-RPC transport")
+    parser.add_argument('--non-blocking', action='store_true',
+                        help='returnImmediately=true; poll GetTask instead')
+    args = parser.parse_args()
+    try:
+        rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking))
+    except Exception as e:  # noqa: BLE001
+        print(f'error: {type(e).__name__}: {e}', file=sys.stderr)
+        rc = 1
+    sys.stdout.flush()
+    sys.exit(rc)
+
+
+if __name__ == '__main__':
+    main()

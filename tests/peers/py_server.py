@@ -1,0 +1,214 @@
+"""Official a2a-sdk (Python) A2A peer server for interop tests.
+
+Usage:  .venv/bin/python py_server.py --port P [--compat-03]
+
+Serves (single uvicorn/Starlette app on 127.0.0.1:P):
+  GET  /.well-known/agent-card.json   agent card
+  POST /                              JSON-RPC (A2A 1.0; plus 0.3 with --compat-03)
+
+Prints exactly one line `listening on http://127.0.0.1:P` (flushed) when ready.
+Exits cleanly on SIGTERM / SIGINT.
+
+Agent behaviour (decided by the user text, A2A messages carry no skill id):
+  * task goes `working`, ~150 ms pause, then
+  * text starts with "fail"  -> `failed`, status message (role agent)
+                                 "deliberate failure: <text>"
+  * text starts with "slow"  -> stays `working` 5 s, then completes like echo;
+                                 CancelTask ends it `canceled`
+  * otherwise                -> `completed` with one artifact, one text part
+                                 "echo: <text>"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+import uvicorn
+
+from starlette.applications import Starlette
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+    Part,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+
+
+HOST = '127.0.0.1'
+WORK_DELAY_S = 0.15
+SLOW_DELAY_S = 5.0
+
+log = logging.getLogger('py_server')
+
+
+class PeerExecutor(AgentExecutor):
+    """echo / fail / slow agent."""
+
+    async def execute(
+        self, context: RequestContext, event_queue: EventQueue
+    ) -> None:
+        task_id = context.task_id or ''
+        context_id = context.context_id or ''
+        text = context.get_user_input()
+
+        if context.current_task is None and context.message is not None:
+            # The first event of a new task must be the Task itself.
+            await event_queue.enqueue_event(
+                Task(
+                    id=task_id,
+                    context_id=context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                    history=[context.message],
+                )
+            )
+
+        updater = TaskUpdater(
+            event_queue=event_queue, task_id=task_id, context_id=context_id
+        )
+        await updater.start_work()
+        await asyncio.sleep(WORK_DELAY_S)
+
+        if text.startswith('fail'):
+            await updater.failed(
+                updater.new_agent_message(
+                    parts=[Part(text=f'deliberate failure: {text}')]
+                )
+            )
+            return
+
+        if text.startswith('slow'):
+            # Cancellation: the SDK cancels this coroutine (CancelledError)
+            # and calls cancel() below, which publishes CANCELED.
+            await asyncio.sleep(SLOW_DELAY_S)
+
+        await updater.add_artifact(
+            parts=[Part(text=f'echo: {text}')],
+            name='echo',
+            last_chunk=True,
+        )
+        await updater.complete()
+
+    async def cancel(
+        self, context: RequestContext, event_queue: EventQueue
+    ) -> None:
+        updater = TaskUpdater(
+            event_queue=event_queue,
+            task_id=context.task_id or '',
+            context_id=context.context_id or '',
+        )
+        await updater.cancel()
+
+
+def build_card(port: int, compat_03: bool) -> AgentCard:
+    url = f'http://{HOST}:{port}/'
+    interfaces = [
+        AgentInterface(protocol_binding='JSONRPC', protocol_version='1.0', url=url)
+    ]
+    if compat_03:
+        # The SDK only routes a binding to v0.3 clients if the card says so.
+        interfaces.append(
+            AgentInterface(
+                protocol_binding='JSONRPC', protocol_version='0.3', url=url
+            )
+        )
+    return AgentCard(
+        name='py-agent',
+        description='a2a-sdk (Python) interop peer: echo / fail / slow',
+        version='1.0.0',
+        provider=AgentProvider(organization='interop-tests', url='http://127.0.0.1/'),
+        supported_interfaces=interfaces,
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=['text/plain'],
+        default_output_modes=['text/plain'],
+        skills=[
+            AgentSkill(
+                id='echo',
+                name='echo',
+                description='Echo the task back',
+                tags=['echo'],
+                examples=['hello'],
+            ),
+            AgentSkill(
+                id='fail',
+                name='fail',
+                description='Always fails',
+                tags=['fail'],
+                examples=['fail please'],
+            ),
+        ],
+    )
+
+
+def build_app(port: int, compat_03: bool) -> Starlette:
+    card = build_card(port, compat_03)
+    handler = DefaultRequestHandler(
+        agent_executor=PeerExecutor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+    )
+    routes = []
+    routes += create_agent_card_routes(agent_card=card)
+    routes += create_jsonrpc_routes(
+        request_handler=handler, rpc_url='/', enable_v0_3_compat=compat_03
+    )
+    return Starlette(routes=routes)
+
+
+async def serve(port: int, compat_03: bool) -> None:
+    config = uvicorn.Config(
+        build_app(port, compat_03),
+        host=HOST,
+        port=port,
+        log_level=os.environ.get('PEER_LOG_LEVEL', 'warning'),
+        lifespan='off',
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    # uvicorn installs SIGINT/SIGTERM handlers that set should_exit.
+    serve_task = asyncio.create_task(server.serve())
+    while not server.started:
+        if serve_task.done():
+            await serve_task  # re-raise startup error
+            raise SystemExit(1)  # bind failure: uvicorn exits the process
+        await asyncio.sleep(0.02)
+    sys.stdout.write(f'listening on http://{HOST}:{port}\n')
+    sys.stdout.flush()
+    await serve_task
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--port', type=int, required=True)
+    parser.add_argument(
+        '--compat-03',
+        action='store_true',
+        help='enable the SDK v0.3 JSON-RPC compatibility layer',
+    )
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=os.environ.get('PEER_LOG_LEVEL', 'WARNING').upper(),
+        stream=sys.stderr,
+    )
+    # SIGTERM before uvicorn installs its handlers: just exit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    asyncio.run(serve(args.port, args.compat_03))
+
+
+if __name__ == '__main__':
+    main()
