@@ -18,8 +18,12 @@ pub mod config;
 pub mod driver;
 pub mod error;
 pub mod http;
+#[cfg(feature = "server")]
+pub mod llm;
 pub mod rpc;
 pub mod sanitize;
+#[cfg(feature = "server")]
+pub mod skills;
 pub mod task;
 pub mod tool;
 pub mod toolkit;

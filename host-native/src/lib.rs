@@ -1,1 +1,75 @@
+//! The native host of toolnexus A2A: a pooled HTTP client, a tokio/hyper
+//! server and the `toolnexus` CLI, over the no-I/O [`toolnexus_core`].
+//!
+//! Process, file and socket handling live here; protocol logic does not.
 
+pub mod http_server;
+pub mod transport;
+
+use serde_json::Value;
+use std::sync::Arc;
+pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};
+pub use transport::NativeTransport;
+
+/// A toolkit over the shared native transport.
+pub type Toolkit = toolnexus_core::Toolkit<Arc<NativeTransport>>;
+
+/// One skill of a remote agent, ready to call.
+#[derive(Clone)]
+pub struct RemoteTool {
+    inner: toolnexus_core::A2aTool,
+    transport: Arc<NativeTransport>,
+}
+
+impl RemoteTool {
+    /// The tool's name, description, input schema and source (`"a2a"`).
+    pub fn spec(&self) -> &ToolSpec {
+        &self.inner.spec
+    }
+
+    /// The skill id (or name) on the card.
+    pub fn skill(&self) -> &str {
+        &self.inner.skill
+    }
+
+    /// The card's name.
+    pub fn agent_name(&self) -> &str {
+        &self.inner.agent_name
+    }
+
+    /// Runs the skill with `args` (`{"task": "…"}`). Never fails; see [`ToolResult::is_error`].
+    pub async fn execute(&self, args: &Value) -> ToolResult {
+        self.inner.execute(&self.transport, args, std::future::pending()).await
+    }
+
+    /// [`RemoteTool::execute`] that stops, and cancels the remote task, when `abort` completes.
+    pub async fn execute_with_abort(&self, args: &Value, abort: impl std::future::Future<Output = ()>) -> ToolResult {
+        self.inner.execute(&self.transport, args, abort).await
+    }
+}
+
+/// Fetches the agent's card and returns one tool per skill. Fails loudly
+/// (unreachable, non-2xx, not a card); [`toolkit`] isolates failures instead.
+pub async fn agent_tools(agent: &Agent) -> Result<Vec<RemoteTool>, Error> {
+    let transport = NativeTransport::shared();
+    let tools = toolnexus_core::agent_tools(&transport, agent).await?;
+    Ok(tools
+        .into_iter()
+        .map(|inner| RemoteTool { inner, transport: transport.clone() })
+        .collect())
+}
+
+/// Builds a toolkit from `agents` and the `agents` key of `config`, resolving
+/// every agent concurrently. A failing agent is logged to stderr and
+/// contributes no tools; it never fails the toolkit.
+pub async fn toolkit(agents: &[Agent], config: Option<&Value>) -> Toolkit {
+    let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    tk.add_agents(agents).await;
+    if let Some(config) = config {
+        tk.add_config(config).await;
+    }
+    for f in tk.failures() {
+        eprintln!("toolnexus: agent {} skipped: {}", f.card, f.error);
+    }
+    tk
+}

@@ -1,1 +1,7 @@
-fn main() {}
+//! The `toolnexus` command line.
+
+mod cli;
+
+fn main() {
+    std::process::exit(cli::main());
+}

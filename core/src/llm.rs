@@ -1,0 +1,1 @@
+//! The LLM client loop (OpenAI and Anthropic styles) as a state machine.

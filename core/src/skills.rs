@@ -1,0 +1,1 @@
+//! Skills: SKILL.md parsing, the `skill` tool and the skills prompt.

@@ -1,0 +1,111 @@
+//! The native [`Transport`]: a pooled keep-alive HTTP/1.1 client (https via
+//! rustls with the webpki roots) and tokio timers.
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use toolnexus_core::{HttpRequest, HttpResponse, Transport, TransportError};
+
+/// The largest response body read (a card or a task); larger is a transport error.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// HTTP over a shared connection pool, tokio time, OS randomness and environment.
+#[derive(Clone)]
+pub struct NativeTransport {
+    client: HttpsClient,
+    epoch: Instant,
+}
+
+impl Default for NativeTransport {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NativeTransport {
+    /// A transport with its own connection pool.
+    pub fn new() -> Self {
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(https);
+        NativeTransport { client, epoch: Instant::now() }
+    }
+
+    /// The process-wide transport, so every caller shares one connection pool.
+    pub fn shared() -> Arc<NativeTransport> {
+        static SHARED: OnceLock<Arc<NativeTransport>> = OnceLock::new();
+        SHARED.get_or_init(|| Arc::new(NativeTransport::new())).clone()
+    }
+
+    async fn send_inner(&self, req: HttpRequest) -> Result<HttpResponse, TransportError> {
+        let mut builder = hyper::Request::builder().method(req.method.as_str()).uri(req.url.as_str());
+        for (name, value) in &req.headers {
+            // Header values may be secrets: name the header, never the value.
+            let valid = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+                && hyper::header::HeaderValue::from_str(value).is_ok();
+            if !valid {
+                return Err(TransportError(format!("the header {name:?} has an invalid name or value")));
+            }
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(req.body)))
+            .map_err(|e| TransportError(format!("cannot send to {}: {e}", req.url)))?;
+        let resp = self.client.request(request).await.map_err(|e| {
+            // hyper-util's error text alone ("client error (Connect)") hides the cause.
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                text = format!("{text}: {s}");
+                source = s.source();
+            }
+            TransportError(text)
+        })?;
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect();
+        let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await
+            .map_err(|e| TransportError(format!("reading the answer from {} failed: {e}", req.url)))?
+            .to_bytes()
+            .to_vec();
+        Ok(HttpResponse { status, headers, body })
+    }
+}
+
+impl Transport for NativeTransport {
+    fn send(&self, request: HttpRequest) -> impl Future<Output = Result<HttpResponse, TransportError>> + Send {
+        self.send_inner(request)
+    }
+
+    fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep_until((self.epoch + Duration::from_millis(at_ms)).into())
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn new_id(&self) -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}

@@ -1,0 +1,74 @@
+//! Shared pieces of the host tests: stub HTTP peers on 127.0.0.1.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+use toolnexus_core::{HttpRequest, HttpResponse};
+use toolnexus_host_native::http_server::{bind, ServerHandle, DEFAULT_BODY_LIMIT};
+
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// A real HTTP peer on 127.0.0.1 whose every request goes to a closure.
+pub struct Stub {
+    pub handle: ServerHandle,
+}
+
+impl Stub {
+    pub async fn start(handler: impl Fn(HttpRequest) -> HttpResponse + Send + Sync + 'static) -> Stub {
+        let handler = Arc::new(handler);
+        let handle = bind(
+            "127.0.0.1:0",
+            DEFAULT_BODY_LIMIT,
+            Arc::new(move |req| {
+                let handler = handler.clone();
+                Box::pin(async move { handler(req) })
+            }),
+        )
+        .await
+        .expect("bind a stub peer");
+        Stub { handle }
+    }
+
+    /// A peer like the seeds' stubs: `card` at the card path, every JSON-RPC
+    /// POST answered by `rpc(method, params)` with a `result`.
+    pub async fn a2a(card: Value, rpc: impl Fn(&str, &Value) -> Value + Send + Sync + 'static) -> Stub {
+        Stub::start(move |req| {
+            if req.url == CARD_PATH {
+                return json_response(200, &card);
+            }
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+            let method = body["method"].as_str().unwrap_or_default();
+            let result = rpc(method, &body["params"]);
+            json_response(200, &json!({"jsonrpc": "2.0", "id": body["id"], "result": result}))
+        })
+        .await
+    }
+
+    pub fn url(&self) -> &str {
+        &self.handle.url
+    }
+
+    pub fn card_url(&self) -> String {
+        format!("{}{CARD_PATH}", self.handle.url)
+    }
+}
+
+pub fn json_response(status: u16, v: &Value) -> HttpResponse {
+    HttpResponse::json(status, v.to_string().into_bytes())
+}
+
+/// The method of a JSON-RPC request body.
+pub fn method_of(req: &HttpRequest) -> String {
+    serde_json::from_slice::<Value>(&req.body)
+        .ok()
+        .and_then(|v| v["method"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+pub fn text_task(id: &str, state: &str, text: Option<&str>) -> Value {
+    match text {
+        Some(t) => json!({"id": id, "status": {"state": state},
+                          "artifacts": [{"parts": [{"kind": "text", "text": t}]}]}),
+        None => json!({"id": id, "status": {"state": state}}),
+    }
+}
