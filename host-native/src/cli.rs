@@ -6,7 +6,11 @@ use std::io::Read;
 use toolnexus_host_native::{agent_tools, Agent};
 
 #[derive(Parser)]
-#[command(name = "toolnexus", version, about = "Call A2A agents as tools, from the command line.")]
+#[command(
+    name = "toolnexus",
+    version,
+    about = "Call A2A agents as tools, from the command line."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,8 +57,16 @@ struct Fail(i32, String);
 
 fn parse_header(h: &str) -> Result<(String, String), Fail> {
     match h.split_once(':') {
-        Some((name, value)) if !name.trim().is_empty() => Ok((name.trim().to_string(), value.trim().to_string())),
-        _ => Err(Fail(1, format!("invalid header {:?}: expected \"Name: value\"", h.split(':').next().unwrap_or("")))),
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.trim().to_string()))
+        }
+        _ => Err(Fail(
+            1,
+            format!(
+                "invalid header {:?}: expected \"Name: value\"",
+                h.split(':').next().unwrap_or("")
+            ),
+        )),
     }
 }
 
@@ -62,7 +74,11 @@ impl Remote {
     fn agent(&self, poll_every: Option<u64>) -> Result<Agent, Fail> {
         Ok(Agent {
             card: self.card.clone(),
-            headers: self.headers.iter().map(|h| parse_header(h)).collect::<Result<_, _>>()?,
+            headers: self
+                .headers
+                .iter()
+                .map(|h| parse_header(h))
+                .collect::<Result<_, _>>()?,
             timeout: self.timeout,
             poll_every,
         })
@@ -86,37 +102,60 @@ async fn interrupted() {
 }
 
 fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
 }
 
 async fn tools(remote: Remote) -> Result<i32, Fail> {
     let agent = remote.agent(None)?;
-    let tools = agent_tools(&agent).await.map_err(|e| Fail(1, e.to_string()))?;
+    let tools = agent_tools(&agent)
+        .await
+        .map_err(|e| Fail(1, e.to_string()))?;
     print_json(&json!(tools.iter().map(|t| t.spec()).collect::<Vec<_>>()));
     Ok(0)
 }
 
-async fn call(remote: Remote, tool: String, task: String, poll_every: Option<u64>) -> Result<i32, Fail> {
+async fn call(
+    remote: Remote,
+    tool: String,
+    task: String,
+    poll_every: Option<u64>,
+) -> Result<i32, Fail> {
     let agent = remote.agent(poll_every)?;
     let task = if task == "-" {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
             .map_err(|e| Fail(1, format!("cannot read the task from stdin: {e}")))?;
-        text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_string()
+        text.strip_suffix('\n')
+            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+            .unwrap_or(&text)
+            .to_string()
     } else {
         task
     };
-    let tools = agent_tools(&agent).await.map_err(|e| Fail(1, e.to_string()))?;
+    let tools = agent_tools(&agent)
+        .await
+        .map_err(|e| Fail(1, e.to_string()))?;
     let Some(found) = tools
         .iter()
         .find(|t| t.spec().name == tool)
         .or_else(|| tools.iter().find(|t| t.skill() == tool))
     else {
         let names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
-        return Err(Fail(1, format!("the agent has no tool {tool:?} (it has: {})", names.join(", "))));
+        return Err(Fail(
+            1,
+            format!(
+                "the agent has no tool {tool:?} (it has: {})",
+                names.join(", ")
+            ),
+        ));
     };
-    let result = found.execute_with_abort(&json!({"task": task}), interrupted()).await;
+    let result = found
+        .execute_with_abort(&json!({"task": task}), interrupted())
+        .await;
     println!("{}", json!(result));
     Ok(if result.is_error { 2 } else { 0 })
 }
@@ -133,13 +172,23 @@ pub fn main() -> i32 {
         Err(e) => {
             // clap's message spans lines ("…not provided:\n  <TASK>\n\nUsage: …"); keep the first paragraph.
             let text = e.to_string();
-            let first: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
             let first = first.join(" ");
-            eprintln!("toolnexus: {} (see toolnexus --help)", first.trim_start_matches("error: "));
+            eprintln!(
+                "toolnexus: {} (see toolnexus --help)",
+                first.trim_start_matches("error: ")
+            );
             return 1;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("toolnexus: cannot start the async runtime: {e}");
@@ -149,7 +198,12 @@ pub fn main() -> i32 {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Tools { remote } => tools(remote).await,
-            Command::Call { remote, tool, task, poll_every } => call(remote, tool, task, poll_every).await,
+            Command::Call {
+                remote,
+                tool,
+                task,
+                poll_every,
+            } => call(remote, tool, task, poll_every).await,
         }
     });
     match outcome {

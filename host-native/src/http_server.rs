@@ -38,7 +38,11 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
 /// Binds `addr` (port 0 picks a free one) and serves `handler` until stopped.
 /// Bodies over `body_limit` bytes get 413 without reaching the handler.
-pub async fn bind(addr: &str, body_limit: usize, handler: Handler) -> std::io::Result<ServerHandle> {
+pub async fn bind(
+    addr: &str,
+    body_limit: usize,
+    handler: Handler,
+) -> std::io::Result<ServerHandle> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (stop, mut stopped) = watch::channel(false);
@@ -75,7 +79,11 @@ pub async fn bind(addr: &str, body_limit: usize, handler: Handler) -> std::io::R
     })
 }
 
-async fn handle(req: hyper::Request<Incoming>, limit: usize, handler: Handler) -> hyper::Response<Full<Bytes>> {
+async fn handle(
+    req: hyper::Request<Incoming>,
+    limit: usize,
+    handler: Handler,
+) -> hyper::Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
     let declared_too_big = parts
         .headers
@@ -85,7 +93,11 @@ async fn handle(req: hyper::Request<Incoming>, limit: usize, handler: Handler) -
     let body = if declared_too_big {
         None
     } else {
-        Limited::new(body, limit).collect().await.ok().map(|b| b.to_bytes().to_vec())
+        Limited::new(body, limit)
+            .collect()
+            .await
+            .ok()
+            .map(|b| b.to_bytes().to_vec())
     };
     let response = match body {
         Some(body) => {
@@ -94,12 +106,25 @@ async fn handle(req: hyper::Request<Incoming>, limit: usize, handler: Handler) -
                 .iter()
                 .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
                 .collect();
-            let url = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-            handler(HttpRequest { method: parts.method.as_str().to_string(), url, headers, body }).await
+            let url = parts
+                .uri
+                .path_and_query()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| "/".into());
+            handler(HttpRequest {
+                method: parts.method.as_str().to_string(),
+                url,
+                headers,
+                body,
+            })
+            .await
         }
         None => HttpResponse {
             status: 413,
-            headers: vec![("Content-Type".into(), "text/plain".into()), ("Connection".into(), "close".into())],
+            headers: vec![
+                ("Content-Type".into(), "text/plain".into()),
+                ("Connection".into(), "close".into()),
+            ],
             body: format!("request body over the {limit}-byte limit\n").into_bytes(),
         },
     };
@@ -107,9 +132,12 @@ async fn handle(req: hyper::Request<Incoming>, limit: usize, handler: Handler) -
     for (k, v) in &response.headers {
         builder = builder.header(k.as_str(), v.as_str());
     }
-    builder.body(Full::new(Bytes::from(response.body))).unwrap_or_else(|_| {
-        let mut r = hyper::Response::new(Full::new(Bytes::from_static(b"invalid response header\n")));
-        *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-        r
-    })
+    builder
+        .body(Full::new(Bytes::from(response.body)))
+        .unwrap_or_else(|_| {
+            let mut r =
+                hyper::Response::new(Full::new(Bytes::from_static(b"invalid response header\n")));
+            *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+            r
+        })
 }

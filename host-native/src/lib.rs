@@ -39,11 +39,17 @@ impl RemoteTool {
 
     /// Runs the skill with `args` (`{"task": "…"}`). Never fails; see [`ToolResult::is_error`].
     pub async fn execute(&self, args: &Value) -> ToolResult {
-        self.inner.execute(&self.transport, args, std::future::pending()).await
+        self.inner
+            .execute(&self.transport, args, std::future::pending())
+            .await
     }
 
     /// [`RemoteTool::execute`] that stops, and cancels the remote task, when `abort` completes.
-    pub async fn execute_with_abort(&self, args: &Value, abort: impl std::future::Future<Output = ()>) -> ToolResult {
+    pub async fn execute_with_abort(
+        &self,
+        args: &Value,
+        abort: impl std::future::Future<Output = ()>,
+    ) -> ToolResult {
         self.inner.execute(&self.transport, args, abort).await
     }
 }
@@ -55,7 +61,10 @@ pub async fn agent_tools(agent: &Agent) -> Result<Vec<RemoteTool>, Error> {
     let tools = toolnexus_core::agent_tools(&transport, agent).await?;
     Ok(tools
         .into_iter()
-        .map(|inner| RemoteTool { inner, transport: transport.clone() })
+        .map(|inner| RemoteTool {
+            inner,
+            transport: transport.clone(),
+        })
         .collect())
 }
 

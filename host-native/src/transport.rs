@@ -39,23 +39,32 @@ impl NativeTransport {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(https);
-        NativeTransport { client, epoch: Instant::now() }
+        NativeTransport {
+            client,
+            epoch: Instant::now(),
+        }
     }
 
     /// The process-wide transport, so every caller shares one connection pool.
     pub fn shared() -> Arc<NativeTransport> {
         static SHARED: OnceLock<Arc<NativeTransport>> = OnceLock::new();
-        SHARED.get_or_init(|| Arc::new(NativeTransport::new())).clone()
+        SHARED
+            .get_or_init(|| Arc::new(NativeTransport::new()))
+            .clone()
     }
 
     async fn send_inner(&self, req: HttpRequest) -> Result<HttpResponse, TransportError> {
-        let mut builder = hyper::Request::builder().method(req.method.as_str()).uri(req.url.as_str());
+        let mut builder = hyper::Request::builder()
+            .method(req.method.as_str())
+            .uri(req.url.as_str());
         for (name, value) in &req.headers {
             // Header values may be secrets: name the header, never the value.
             let valid = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
                 && hyper::header::HeaderValue::from_str(value).is_ok();
             if !valid {
-                return Err(TransportError(format!("the header {name:?} has an invalid name or value")));
+                return Err(TransportError(format!(
+                    "the header {name:?} has an invalid name or value"
+                )));
             }
             builder = builder.header(name.as_str(), value.as_str());
         }
@@ -81,15 +90,24 @@ impl NativeTransport {
         let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
             .collect()
             .await
-            .map_err(|e| TransportError(format!("reading the answer from {} failed: {e}", req.url)))?
+            .map_err(|e| {
+                TransportError(format!("reading the answer from {} failed: {e}", req.url))
+            })?
             .to_bytes()
             .to_vec();
-        Ok(HttpResponse { status, headers, body })
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
     }
 }
 
 impl Transport for NativeTransport {
-    fn send(&self, request: HttpRequest) -> impl Future<Output = Result<HttpResponse, TransportError>> + Send {
+    fn send(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, TransportError>> + Send {
         self.send_inner(request)
     }
 

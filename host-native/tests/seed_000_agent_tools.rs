@@ -16,7 +16,9 @@ async fn one_skill_one_tool() {
         |_, _| json!(null),
     )
     .await;
-    let tools = agent_tools(&Agent::new(peer.card_url())).await.expect("tools");
+    let tools = agent_tools(&Agent::new(peer.card_url()))
+        .await
+        .expect("tools");
     assert_eq!(tools.len(), 1);
     let review = tools[0].spec();
     assert_eq!(review.name, "reviewer_review");
@@ -47,12 +49,19 @@ async fn submit_then_poll_until_completed() {
         },
     )
     .await;
-    let agent = Agent { timeout: Some(5_000), poll_every: Some(10), ..Agent::new(peer.card_url()) };
+    let agent = Agent {
+        timeout: Some(5_000),
+        poll_every: Some(10),
+        ..Agent::new(peer.card_url())
+    };
     let tools = agent_tools(&agent).await.expect("tools");
     let r = tools[0].execute(&json!({"task": "ship the release"})).await;
     assert!(!r.is_error, "{}", r.output);
     assert_eq!(r.output, "3 steps planned");
-    assert!(polls.load(Ordering::SeqCst) >= 2, "expected at least 2 polls");
+    assert!(
+        polls.load(Ordering::SeqCst) >= 2,
+        "expected at least 2 polls"
+    );
     let meta = r.metadata.expect("metadata");
     assert_eq!(meta["state"], "completed");
     assert_eq!(meta["agent"], "planner");
@@ -80,10 +89,17 @@ async fn two_skills_and_a_failed_task() {
         },
     )
     .await;
-    let agent = Agent { timeout: Some(5_000), poll_every: Some(5), ..Agent::new(peer.card_url()) };
+    let agent = Agent {
+        timeout: Some(5_000),
+        poll_every: Some(5),
+        ..Agent::new(peer.card_url())
+    };
     let tools = agent_tools(&agent).await.expect("tools");
     assert_eq!(tools.len(), 2);
-    let fail = tools.iter().find(|t| t.spec().name == "reviewer_fail").expect("reviewer_fail");
+    let fail = tools
+        .iter()
+        .find(|t| t.spec().name == "reviewer_fail")
+        .expect("reviewer_fail");
     let r = fail.execute(&json!({"task": "please fail"})).await;
     assert!(r.is_error);
     assert!(r.output.contains("diff would not apply"), "{}", r.output);

@@ -12,15 +12,19 @@ use toolnexus_host_native::toolkit;
 /// top-level `agents` key wired into a toolkit and executed.
 #[tokio::test]
 async fn config_block_parsed_and_wired_into_a_toolkit() {
-    let peer = Stub::a2a(json!({"name": "planner", "skills": [{"id": "plan", "description": "Plan"}]}), |_, _| {
-        text_task("t1", "completed", Some("planned"))
-    })
+    let peer = Stub::a2a(
+        json!({"name": "planner", "skills": [{"id": "plan", "description": "Plan"}]}),
+        |_, _| text_task("t1", "completed", Some("planned")),
+    )
     .await;
     let block = json!({"planner": {"card": peer.card_url(), "timeout": 5000, "pollEvery": 10,
                                    "headers": {"X-Trace": "abc"}}});
     let parsed = parse_agents_config(&block);
     assert_eq!(parsed[0].timeout, Some(5000));
-    assert_eq!(parsed[0].headers, vec![("X-Trace".to_string(), "abc".to_string())]);
+    assert_eq!(
+        parsed[0].headers,
+        vec![("X-Trace".to_string(), "abc".to_string())]
+    );
 
     let config = json!({"agents": block});
     let tk = toolkit(&[], Some(&config)).await;

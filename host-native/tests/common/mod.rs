@@ -14,7 +14,9 @@ pub struct Stub {
 }
 
 impl Stub {
-    pub async fn start(handler: impl Fn(HttpRequest) -> HttpResponse + Send + Sync + 'static) -> Stub {
+    pub async fn start(
+        handler: impl Fn(HttpRequest) -> HttpResponse + Send + Sync + 'static,
+    ) -> Stub {
         let handler = Arc::new(handler);
         let handle = bind(
             "127.0.0.1:0",
@@ -31,7 +33,10 @@ impl Stub {
 
     /// A peer like the seeds' stubs: `card` at the card path, every JSON-RPC
     /// POST answered by `rpc(method, params)` with a `result`.
-    pub async fn a2a(card: Value, rpc: impl Fn(&str, &Value) -> Value + Send + Sync + 'static) -> Stub {
+    pub async fn a2a(
+        card: Value,
+        rpc: impl Fn(&str, &Value) -> Value + Send + Sync + 'static,
+    ) -> Stub {
         Stub::start(move |req| {
             if req.url == CARD_PATH {
                 return json_response(200, &card);
@@ -39,7 +44,10 @@ impl Stub {
             let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
             let method = body["method"].as_str().unwrap_or_default();
             let result = rpc(method, &body["params"]);
-            json_response(200, &json!({"jsonrpc": "2.0", "id": body["id"], "result": result}))
+            json_response(
+                200,
+                &json!({"jsonrpc": "2.0", "id": body["id"], "result": result}),
+            )
         })
         .await
     }
