@@ -23,6 +23,8 @@ pub mod llm;
 pub mod rpc;
 pub mod sanitize;
 #[cfg(feature = "server")]
+pub mod server;
+#[cfg(feature = "server")]
 pub mod skills;
 pub mod task;
 pub mod tool;

@@ -1,1 +1,819 @@
 //! Skills: SKILL.md parsing, the `skill` tool and the skills prompt.
+//!
+//! A skill is a named set of instructions. The served agent's system prompt
+//! lists the skills ([`SkillSet::prompt`]); the model loads one with the
+//! `skill` tool ([`SkillSet::tool_spec`], [`SkillSet::run_tool`]) before it
+//! follows it. This module reads no files: the host walks its folders and
+//! hands each SKILL.md in as a `(path, text)` pair.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use yaml_rust2::parser::{Event, Parser, Tag};
+use yaml_rust2::scanner::TScalarStyle;
+use yaml_rust2::Yaml;
+
+use crate::tool::{ToolResult, ToolSpec};
+
+/// The path recorded for skills given as data rather than read from a file.
+const DATA_ORIGIN: &str = "<data>";
+
+/// The YAML core-schema tag prefix that `!!str`, `!!int`, … expand to.
+const CORE_TAG_HANDLE: &str = "tag:yaml.org,2002:";
+
+/// One skill: a name, a description and its instructions (the SKILL.md body).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skill {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub content: String,
+}
+
+/// A SKILL.md that was not loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedSkill {
+    pub path: String,
+    pub reason: String,
+}
+
+/// Parses one SKILL.md: YAML frontmatter between a first line `---` and the
+/// next `---` line, then the Markdown body.
+///
+/// `name` is required (a non-empty string after trimming); `description` is
+/// optional (`""` when absent or null; a number or boolean keeps its text).
+/// Both are trimmed. The body after the closing `---`, with leading blank
+/// lines removed and trailing whitespace trimmed, is the `content`; CRLF line
+/// endings become LF and a UTF-8 BOM is ignored. Anything else (no or
+/// unclosed frontmatter, a YAML syntax error, a frontmatter that is not a
+/// mapping, a missing, empty or non-string `name`) is an `Err` with a reason
+/// to show the operator. Never panics.
+pub fn parse_skill_md(text: &str) -> Result<Skill, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = text.replace("\r\n", "\n");
+    let (yaml, body) = split_frontmatter(&text)?;
+    let fields = read_frontmatter(yaml)?;
+
+    let name = match fields.name {
+        None => return Err("missing `name` in frontmatter".into()),
+        Some(Node::Scalar(text, ScalarKind::Str)) => text.trim().to_string(),
+        Some(other) => return Err(format!("`name` must be a string, found {}", other.kind())),
+    };
+    if name.is_empty() {
+        return Err("`name` is empty".into());
+    }
+    let description = match fields.description {
+        None | Some(Node::Scalar(_, ScalarKind::Null)) => String::new(),
+        Some(Node::Scalar(text, _)) => text.trim().to_string(),
+        Some(other) => {
+            return Err(format!(
+                "`description` must be a string, found {}",
+                other.kind()
+            ))
+        }
+    };
+    Ok(Skill {
+        name,
+        description,
+        content: body_content(body),
+    })
+}
+
+/// Splits normalised SKILL.md text into its frontmatter YAML and its body.
+fn split_frontmatter(text: &str) -> Result<(&str, &str), String> {
+    let mut lines = text.split_inclusive('\n');
+    let first = lines.next().unwrap_or("");
+    if first.trim_end() != "---" {
+        return Err("no frontmatter: the file must start with a `---` line".into());
+    }
+    let start = first.len();
+    let mut end = start;
+    for line in lines {
+        if line.trim_end() == "---" {
+            // `end` and `line.len()` are sums of whole lines of `text`, so
+            // both slices fall on line (and therefore char) boundaries.
+            let yaml = text.get(start..end).unwrap_or("");
+            let body = text.get(end + line.len()..).unwrap_or("");
+            return Ok((yaml, body));
+        }
+        end += line.len();
+    }
+    Err("unclosed frontmatter: no `---` line ends it".into())
+}
+
+/// The body without its leading blank lines and trailing whitespace.
+fn body_content(body: &str) -> String {
+    let mut rest = body;
+    while let Some((line, after)) = rest.split_once('\n') {
+        if !line.trim().is_empty() {
+            break;
+        }
+        rest = after;
+    }
+    rest.trim_end().to_string()
+}
+
+/// What a YAML scalar resolves to under the core schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScalarKind {
+    Str,
+    Null,
+    Bool,
+    Number,
+}
+
+/// A frontmatter value, reduced to what a skill needs to know about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    /// A scalar: its source text and what it resolves to.
+    Scalar(String, ScalarKind),
+    /// A sequence or a mapping, named for error messages.
+    Collection(&'static str),
+}
+
+impl Node {
+    /// The node's kind as a reason string names it ("a number", "a sequence").
+    fn kind(&self) -> &'static str {
+        match self {
+            Node::Scalar(_, ScalarKind::Str) => "a string",
+            Node::Scalar(_, ScalarKind::Null) => "null",
+            Node::Scalar(_, ScalarKind::Bool) => "a boolean",
+            Node::Scalar(_, ScalarKind::Number) => "a number",
+            Node::Collection(kind) => kind,
+        }
+    }
+
+    /// Resolves a scalar event the way `yaml_rust2::YamlLoader` does: quoted
+    /// and block scalars are strings, core tags (`!!str`, `!!int`, …) decide,
+    /// and untagged plain scalars follow the core schema.
+    fn scalar(text: String, style: TScalarStyle, tag: Option<&Tag>) -> Node {
+        let kind = match tag {
+            _ if style != TScalarStyle::Plain => ScalarKind::Str,
+            Some(tag) if tag.handle == CORE_TAG_HANDLE => match tag.suffix.as_str() {
+                "null" => ScalarKind::Null,
+                "bool" => ScalarKind::Bool,
+                "int" | "float" => ScalarKind::Number,
+                _ => ScalarKind::Str,
+            },
+            Some(_) => ScalarKind::Str,
+            None => match Yaml::from_str(&text) {
+                Yaml::Null => ScalarKind::Null,
+                Yaml::Boolean(_) => ScalarKind::Bool,
+                Yaml::Integer(_) | Yaml::Real(_) => ScalarKind::Number,
+                _ => ScalarKind::Str,
+            },
+        };
+        Node::Scalar(text, kind)
+    }
+}
+
+/// The top-level fields of a frontmatter block that a skill uses.
+#[derive(Debug, Default)]
+struct Frontmatter {
+    name: Option<Node>,
+    description: Option<Node>,
+}
+
+/// Reads `name` and `description` from frontmatter YAML.
+///
+/// This walks the parser's events instead of building a document tree:
+/// nested values are skipped without being stored, and aliases are never
+/// expanded, so neither deep nesting nor an alias bomb can exhaust the
+/// stack or memory of a wasm instance.
+fn read_frontmatter(yaml: &str) -> Result<Frontmatter, String> {
+    let mut parser = Parser::new_from_str(yaml);
+    let mut fields = Frontmatter::default();
+    // Anchored nodes by anchor id, so `name: *alias` resolves to its scalar.
+    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    let mut documents = 0usize;
+    let mut root: Option<&'static str> = None;
+    // Collection nesting: 1 inside the root mapping, 2 inside its values.
+    let mut depth = 0usize;
+    // Nodes completed directly in the root mapping: even means a key is next.
+    let mut entries = 0usize;
+    let mut key: Option<String> = None;
+
+    loop {
+        let (event, _) = parser.next_token().map_err(|e| {
+            // Marker lines count from 1 within the frontmatter, which starts
+            // on the file's second line; columns count from 0.
+            let m = e.marker();
+            format!(
+                "invalid YAML in frontmatter (line {}, column {}): {}",
+                m.line() + 1,
+                m.col() + 1,
+                e.info()
+            )
+        })?;
+        let node = match event {
+            Event::StreamEnd => break,
+            Event::DocumentStart => {
+                documents += 1;
+                if documents > 1 {
+                    return Err("frontmatter holds more than one YAML document".into());
+                }
+                continue;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                depth = depth.saturating_sub(1);
+                if depth == 1 {
+                    entries += 1;
+                }
+                continue;
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let node = Node::scalar(text, style, tag.as_ref());
+                if anchor > 0 {
+                    anchors.insert(anchor, node.clone());
+                }
+                node
+            }
+            Event::Alias(anchor) => anchors
+                .get(&anchor)
+                .cloned()
+                .unwrap_or(Node::Collection("an unknown alias")),
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                let node = Node::Collection(if matches!(event, Event::SequenceStart(..)) {
+                    "a sequence"
+                } else {
+                    "a mapping"
+                });
+                if anchor > 0 {
+                    anchors.insert(anchor, node.clone());
+                }
+                depth += 1;
+                node
+            }
+            Event::StreamStart | Event::DocumentEnd | Event::Nothing => continue,
+        };
+        let opens = matches!(node, Node::Collection(_));
+        // `depth` already counts a collection that this event opened.
+        let level = if opens { depth - 1 } else { depth };
+        if level == 0 {
+            root = Some(node.kind());
+            continue;
+        }
+        if level != 1 || root != Some("a mapping") {
+            continue;
+        }
+        if entries % 2 == 0 {
+            key = match &node {
+                Node::Scalar(text, _) => Some(text.clone()),
+                Node::Collection(_) => None,
+            };
+        } else {
+            let slot = match key.take().as_deref() {
+                Some("name") => Some(("name", &mut fields.name)),
+                Some("description") => Some(("description", &mut fields.description)),
+                _ => None,
+            };
+            if let Some((field, slot)) = slot {
+                if slot.is_some() {
+                    return Err(format!("duplicate key `{field}` in frontmatter"));
+                }
+                *slot = Some(node);
+            }
+        }
+        if !opens {
+            entries += 1;
+        }
+    }
+
+    match root {
+        Some("a mapping") => Ok(fields),
+        None => Err("frontmatter is empty: it must be a mapping with a `name`".into()),
+        Some(kind) => Err(format!("frontmatter must be a mapping, found {kind}")),
+    }
+}
+
+/// A set of skills with unique names: the first skill of a name wins.
+#[derive(Debug, Clone, Default)]
+pub struct SkillSet {
+    skills: Vec<Skill>,
+    /// Where each skill came from (a path or `<data>`), parallel to `skills`.
+    origins: Vec<String>,
+    skipped: Vec<SkippedSkill>,
+}
+
+impl SkillSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        SkillSet::default()
+    }
+
+    /// Loads SKILL.md files given as `(path, text)`, in the order given.
+    ///
+    /// Malformed files and later duplicates of a name are recorded in
+    /// [`SkillSet::skipped`] with a reason, never an error. The caller must
+    /// pass files in a stable order (e.g. sorted by path) so that the same
+    /// skill wins every time.
+    pub fn from_files<I: IntoIterator<Item = (String, String)>>(files: I) -> Self {
+        let mut set = SkillSet::new();
+        for (path, text) in files {
+            match parse_skill_md(&text) {
+                Ok(skill) => {
+                    set.insert(skill, path);
+                }
+                Err(reason) => set.skipped.push(SkippedSkill { path, reason }),
+            }
+        }
+        set
+    }
+
+    /// Adds a skill given as data, with its name and description trimmed.
+    ///
+    /// Returns false, and records it as skipped with path `<data>`, when the
+    /// name is empty or already taken.
+    pub fn add(&mut self, mut skill: Skill) -> bool {
+        skill.name = skill.name.trim().to_string();
+        skill.description = skill.description.trim().to_string();
+        self.insert(skill, DATA_ORIGIN.to_string())
+    }
+
+    fn insert(&mut self, skill: Skill, origin: String) -> bool {
+        let reason = if skill.name.is_empty() {
+            "empty skill name".to_string()
+        } else if let Some((_, first)) = self
+            .skills
+            .iter()
+            .zip(&self.origins)
+            .find(|(s, _)| s.name == skill.name)
+        {
+            format!(
+                "duplicate skill name {} (first defined in {first})",
+                skill.name
+            )
+        } else {
+            self.skills.push(skill);
+            self.origins.push(origin);
+            return true;
+        };
+        self.skipped.push(SkippedSkill {
+            path: origin,
+            reason,
+        });
+        false
+    }
+
+    /// The skills, in the order they were loaded.
+    pub fn skills(&self) -> &[Skill] {
+        &self.skills
+    }
+
+    /// The SKILL.md files and data skills that were not loaded, and why.
+    pub fn skipped(&self) -> &[SkippedSkill] {
+        &self.skipped
+    }
+
+    /// The skill with this exact name.
+    pub fn get(&self, name: &str) -> Option<&Skill> {
+        self.skills.iter().find(|s| s.name == name)
+    }
+
+    /// True when the set holds no skills; hosts then offer no `skill` tool.
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty()
+    }
+
+    /// Keeps only skills whose names are in `allow` (unknown names ignored).
+    pub fn retain_names(&mut self, allow: &[String]) {
+        let skills = std::mem::take(&mut self.skills);
+        let origins = std::mem::take(&mut self.origins);
+        (self.skills, self.origins) = skills
+            .into_iter()
+            .zip(origins)
+            .filter(|(s, _)| allow.contains(&s.name))
+            .unzip();
+    }
+
+    /// The system-prompt section listing the skills, one `name: description`
+    /// per line, and telling the model to load a skill with the `skill` tool
+    /// before following it. Empty when there are no skills.
+    pub fn prompt(&self) -> String {
+        if self.skills.is_empty() {
+            return String::new();
+        }
+        let mut out = String::from(
+            "## Skills\n\nYou have the skills listed below. Before you follow a skill, \
+             load its full instructions with the `skill` tool (argument `name`), \
+             then follow what it returns.\n\n",
+        );
+        for skill in &self.skills {
+            // A multi-line description would break the one-line-per-skill list.
+            let description = skill
+                .description
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            if description.is_empty() {
+                out.push_str(&format!("- {}\n", skill.name));
+            } else {
+                out.push_str(&format!("- {}: {description}\n", skill.name));
+            }
+        }
+        out
+    }
+
+    /// The `skill` tool's spec (name and source `"skill"`): one required
+    /// string argument `name`, restricted to the skill names.
+    ///
+    /// The `enum` is left out when the set is empty, since providers reject
+    /// an empty one; hosts should not offer the tool then.
+    pub fn tool_spec(&self) -> ToolSpec {
+        let mut name = json!({
+            "type": "string",
+            "description": "The name of the skill to load.",
+        });
+        if !self.skills.is_empty() {
+            name["enum"] = self
+                .skills
+                .iter()
+                .map(|s| Value::from(s.name.as_str()))
+                .collect();
+        }
+        ToolSpec {
+            name: "skill".into(),
+            description: format!(
+                "Loads a skill's instructions. Call it before following a skill, then \
+                 follow the instructions it returns. Available skills: {}.",
+                self.names()
+            ),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"name": name},
+                "required": ["name"],
+            }),
+            source: "skill".into(),
+        }
+    }
+
+    /// Runs the `skill` tool: `{"name": "<skill>"}` gives that skill's
+    /// content; an unknown or missing name gives an error result that lists
+    /// the available names, so the model can retry.
+    pub fn run_tool(&self, args: &Value) -> ToolResult {
+        let requested = args.get("name");
+        if let Some(skill) = requested
+            .and_then(Value::as_str)
+            .and_then(|name| self.get(name.trim()))
+        {
+            return ToolResult::ok(skill.content.clone());
+        }
+        let shown = match requested {
+            Some(Value::String(name)) => name.clone(),
+            Some(other) => other.to_string(),
+            None => "(no name given)".into(),
+        };
+        ToolResult::error(format!(
+            "Unknown skill: {shown}. Available skills: {}.",
+            self.names()
+        ))
+    }
+
+    /// The skill names joined for a message, or `none`.
+    fn names(&self) -> String {
+        if self.skills.is_empty() {
+            return "none".into();
+        }
+        self.skills
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "---\nname: pdf-tools\ndescription: Work with PDF files\n---\n\n# PDF tools\n\nUse `pdftotext`.\n";
+
+    fn skill(name: &str, description: &str, content: &str) -> Skill {
+        Skill {
+            name: name.into(),
+            description: description.into(),
+            content: content.into(),
+        }
+    }
+
+    fn files(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect()
+    }
+
+    /// Asserts that `text` is rejected with a reason containing `expected`.
+    fn assert_rejected(text: &str, expected: &str) {
+        match parse_skill_md(text) {
+            Ok(s) => panic!("expected an error containing {expected:?}, parsed {s:?}"),
+            Err(reason) => assert!(
+                reason.contains(expected),
+                "reason {reason:?} does not contain {expected:?}"
+            ),
+        }
+    }
+
+    #[test]
+    fn a_good_skill_md_gives_name_description_and_body() {
+        assert_eq!(
+            parse_skill_md(GOOD),
+            Ok(skill(
+                "pdf-tools",
+                "Work with PDF files",
+                "# PDF tools\n\nUse `pdftotext`."
+            ))
+        );
+    }
+
+    #[test]
+    fn a_missing_description_is_empty() {
+        let s = parse_skill_md("---\nname: hello\n---\nSay hello.").expect("parses");
+        assert_eq!(s, skill("hello", "", "Say hello."));
+        let s = parse_skill_md("---\nname: hello\ndescription:\n---\n").expect("parses");
+        assert_eq!(s.description, "");
+        assert_eq!(s.content, "");
+    }
+
+    #[test]
+    fn values_are_trimmed_and_body_loses_leading_blank_lines_only() {
+        let text = "---\nname: \"  hello-world  \"\ndescription: '  greets  '\n---\n\n  \n    indented\n\nend  \n\n";
+        assert_eq!(
+            parse_skill_md(text),
+            Ok(skill("hello-world", "greets", "    indented\n\nend"))
+        );
+    }
+
+    #[test]
+    fn crlf_line_endings_and_a_bom_are_accepted() {
+        let text =
+            "\u{feff}---\r\nname: hello\r\ndescription: hi\r\n---\r\n\r\nline 1\r\nline 2\r\n";
+        assert_eq!(
+            parse_skill_md(text),
+            Ok(skill("hello", "hi", "line 1\nline 2"))
+        );
+    }
+
+    #[test]
+    fn yaml_features_resolve_like_a_yaml_parser() {
+        let text = "---\n# a comment\nname: !!str 123\ndescription: >\n  folded\n  text\nmetadata: {tags: [a, b]}\n---\nbody";
+        assert_eq!(
+            parse_skill_md(text),
+            Ok(skill("123", "folded text", "body"))
+        );
+        let text = "---\nlabel: &n shared\nname: *n\n---\n";
+        assert_eq!(parse_skill_md(text).map(|s| s.name), Ok("shared".into()));
+        // A number as description keeps its text rather than losing the skill.
+        let text = "---\nname: n\ndescription: 1.5\n---\n";
+        assert_eq!(
+            parse_skill_md(text).map(|s| s.description),
+            Ok("1.5".into())
+        );
+        // Only top-level keys count.
+        assert_rejected("---\nmeta:\n  name: nested\n---\n", "missing `name`");
+    }
+
+    #[test]
+    fn malformed_files_are_rejected_with_a_reason() {
+        assert_rejected("# Just markdown\n", "no frontmatter");
+        assert_rejected("", "no frontmatter");
+        assert_rejected("---\nname: x\n", "unclosed frontmatter");
+        assert_rejected("---", "unclosed frontmatter");
+        assert_rejected(
+            "---\nname: [unclosed\n---\n",
+            "invalid YAML in frontmatter (line 3",
+        );
+        assert_rejected(
+            "---\n- name\n- x\n---\n",
+            "frontmatter must be a mapping, found a sequence",
+        );
+        assert_rejected(
+            "---\njust text\n---\n",
+            "frontmatter must be a mapping, found a string",
+        );
+        assert_rejected("---\n---\nbody", "frontmatter is empty");
+        assert_rejected("---\ndescription: d\n---\n", "missing `name`");
+        assert_rejected(
+            "---\nname: 42\n---\n",
+            "`name` must be a string, found a number",
+        );
+        assert_rejected("---\nname: true\n---\n", "found a boolean");
+        assert_rejected("---\nname: [a]\n---\n", "found a sequence");
+        assert_rejected("---\nname: \"  \"\n---\n", "`name` is empty");
+        assert_rejected("---\nname:\n---\n", "found null");
+        assert_rejected(
+            "---\nname: a\ndescription: {x: 1}\n---\n",
+            "`description` must be a string",
+        );
+        assert_rejected("---\nname: a\nname: b\n---\n", "duplicate key `name`");
+        assert_rejected(
+            "---\nname: a\n...\n--- b\n---\n",
+            "more than one YAML document",
+        );
+    }
+
+    #[test]
+    fn hostile_yaml_is_rejected_or_parsed_without_expansion() {
+        let deep_flow = format!("---\nname: x\nd: {}\n---\n", "[".repeat(10_000));
+        assert_rejected(&deep_flow, "invalid YAML");
+        let deep_block = format!("---\nname: x\nd: {}x\n---\n", "- ".repeat(2_000));
+        assert_rejected(&deep_block, "invalid YAML");
+        let deep_value = format!("---\nname: x\nd:\n  {}x\n---\n", "- ".repeat(2_000));
+        assert_eq!(parse_skill_md(&deep_value).map(|s| s.name), Ok("x".into()));
+        // An alias bomb: expanded it would hold 10^9 strings.
+        let mut bomb = String::from("---\nname: bomb\nl0: &l0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let p = i - 1;
+            bomb.push_str(&format!("l{i}: &l{i} [*l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}]\n"));
+        }
+        bomb.push_str("---\n");
+        assert_eq!(parse_skill_md(&bomb).map(|s| s.name), Ok("bomb".into()));
+    }
+
+    #[test]
+    fn malformed_files_are_skipped_and_the_rest_loaded() {
+        let set = SkillSet::from_files(files(&[
+            ("a/SKILL.md", GOOD),
+            ("b/SKILL.md", "no frontmatter"),
+            ("c/SKILL.md", "---\nname: [unclosed\n---\n"),
+            ("d/SKILL.md", "---\nname: 7\n---\n"),
+        ]));
+        assert_eq!(set.skills().len(), 1);
+        let skipped: Vec<&str> = set.skipped().iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(skipped, ["b/SKILL.md", "c/SKILL.md", "d/SKILL.md"]);
+        assert!(set.skipped().iter().all(|s| !s.reason.is_empty()));
+    }
+
+    #[test]
+    fn the_first_skill_of_a_name_wins_and_the_duplicate_is_recorded() {
+        let set = SkillSet::from_files(files(&[
+            ("one/SKILL.md", "---\nname: x\ndescription: first\n---\n"),
+            (
+                "two/SKILL.md",
+                "---\nname: \" x \"\ndescription: second\n---\n",
+            ),
+        ]));
+        assert_eq!(set.skills().len(), 1);
+        assert_eq!(set.get("x").map(|s| s.description.as_str()), Some("first"));
+        assert_eq!(
+            set.skipped(),
+            [SkippedSkill {
+                path: "two/SKILL.md".into(),
+                reason: "duplicate skill name x (first defined in one/SKILL.md)".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn skills_given_as_data_are_added_unless_empty_or_taken() {
+        let mut set = SkillSet::new();
+        assert!(set.is_empty());
+        assert!(set.add(skill(" greet ", " Say hi ", "Say hi.")));
+        assert_eq!(set.get("greet"), Some(&skill("greet", "Say hi", "Say hi.")));
+        assert!(!set.add(skill("greet", "", "")));
+        assert!(!set.add(skill("  ", "", "")));
+        assert_eq!(
+            set.skipped(),
+            [
+                SkippedSkill {
+                    path: "<data>".into(),
+                    reason: "duplicate skill name greet (first defined in <data>)".into(),
+                },
+                SkippedSkill {
+                    path: "<data>".into(),
+                    reason: "empty skill name".into(),
+                },
+            ]
+        );
+        let from_json: Skill = serde_json::from_value(json!({"name": "n"})).expect("skill");
+        assert_eq!(from_json, skill("n", "", ""));
+    }
+
+    #[test]
+    fn retain_names_keeps_the_allowlist_and_ignores_unknown_names() {
+        let mut set = SkillSet::new();
+        for name in ["a", "b", "c"] {
+            set.add(skill(name, "", ""));
+        }
+        set.retain_names(&["c".into(), "a".into(), "nope".into()]);
+        let names: Vec<&str> = set.skills().iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        // A removed name is free again.
+        assert!(set.add(skill("b", "", "")));
+    }
+
+    #[test]
+    fn prompt_lists_each_skill_and_says_to_load_it_first() {
+        let mut set = SkillSet::new();
+        assert_eq!(set.prompt(), "");
+        set.add(skill("pdf", "Work with\nPDF files", ""));
+        set.add(skill("bare", "", ""));
+        let prompt = set.prompt();
+        assert!(
+            prompt.contains("\n- pdf: Work with PDF files\n- bare\n"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("`skill` tool"), "{prompt}");
+    }
+
+    #[test]
+    fn tool_spec_offers_one_required_name_from_the_skill_names() {
+        let mut set = SkillSet::new();
+        set.add(skill("a", "", ""));
+        set.add(skill("b", "", ""));
+        let spec = set.tool_spec();
+        assert_eq!(
+            (spec.name.as_str(), spec.source.as_str()),
+            ("skill", "skill")
+        );
+        assert!(spec.description.contains("Loads a skill's instructions"));
+        assert!(spec.description.contains("a, b"));
+        assert_eq!(spec.input_schema["type"], "object");
+        assert_eq!(spec.input_schema["required"], json!(["name"]));
+        let name = &spec.input_schema["properties"]["name"];
+        assert_eq!(name["type"], "string");
+        assert_eq!(name["enum"], json!(["a", "b"]));
+        assert!(name["description"].is_string());
+        assert!(
+            SkillSet::new().tool_spec().input_schema["properties"]["name"]
+                .get("enum")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn run_tool_returns_content_or_names_the_available_skills() {
+        let mut set = SkillSet::new();
+        set.add(skill("a", "", "Do A."));
+        set.add(skill("b", "", "Do B."));
+        assert_eq!(set.run_tool(&json!({"name": "b"})), ToolResult::ok("Do B."));
+        let unknown = set.run_tool(&json!({"name": "zzz"}));
+        assert!(unknown.is_error);
+        assert_eq!(
+            unknown.output,
+            "Unknown skill: zzz. Available skills: a, b."
+        );
+        let missing = set.run_tool(&json!({}));
+        assert!(missing.is_error);
+        assert!(missing.output.starts_with("Unknown skill: "));
+        assert!(missing.output.contains("a, b"));
+        assert!(set.run_tool(&json!({"name": 3})).is_error);
+        assert!(set.run_tool(&json!("a")).is_error);
+    }
+
+    #[test]
+    fn random_and_mutated_input_never_panics() {
+        const ALPHABET: &[u8] =
+            b"-:[]{}\"'&*!|>#%@`,?\t \r\n\n\nname description\xef\xbb\xbf\xff\x00";
+        let seeds = [
+            GOOD,
+            "---\nname: a\n---\n",
+            "---\r\nname: 'b'\r\n---\r\nx",
+            "---\nname: &a \"c\"\nd: [*a, {k: v}]\n...\n",
+            "---\nname: |\n  multi\n  line\ndescription: >-\n  f\n---\n",
+            "\u{feff}---\n%YAML 1.2\n--- !!map\nname: !!str x\n---\n",
+        ];
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |bound: usize| -> usize {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) as usize) % bound.max(1)
+        };
+        for _ in 0..200 {
+            let mut bytes = seeds[next(seeds.len())].as_bytes().to_vec();
+            for _ in 0..1 + next(8) {
+                let at = next(bytes.len() + 1);
+                let byte = if next(4) == 0 {
+                    next(256) as u8
+                } else {
+                    ALPHABET[next(ALPHABET.len())]
+                };
+                match next(4) {
+                    0 if at < bytes.len() => bytes[at] = byte,
+                    1 if at < bytes.len() => {
+                        bytes.remove(at);
+                    }
+                    2 => {
+                        let len = next(bytes.len() - at + 1);
+                        let copy = bytes[at..at + len].to_vec();
+                        bytes.splice(at..at, copy);
+                    }
+                    _ => bytes.insert(at, byte),
+                }
+            }
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if let Ok(skill) = parse_skill_md(&text) {
+                assert!(
+                    !skill.name.is_empty() && skill.name.trim() == skill.name,
+                    "{text:?}"
+                );
+                assert_eq!(skill.description.trim(), skill.description, "{text:?}");
+                assert_eq!(skill.content.trim_end(), skill.content, "{text:?}");
+            }
+            let set = SkillSet::from_files([("f".to_string(), text)]);
+            assert_eq!(set.skills().len() + set.skipped().len(), 1);
+        }
+    }
+}

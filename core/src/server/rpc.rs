@@ -1,0 +1,86 @@
+//! Reading JSON-RPC requests on the server side, in any dialect.
+
+use crate::http::HttpRequest;
+use crate::task::Shape;
+use serde_json::Value;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+pub const TASK_NOT_FOUND: i64 = -32001;
+pub const TASK_NOT_CANCELABLE: i64 = -32002;
+pub const UNSUPPORTED_OPERATION: i64 = -32004;
+pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+
+/// A JSON-RPC error to send back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError { code, message: message.into() }
+    }
+    pub fn invalid_params(message: &str) -> Self {
+        RpcError::new(INVALID_PARAMS, format!("Invalid params: {message}"))
+    }
+    pub fn internal(message: String) -> Self {
+        RpcError::new(INTERNAL_ERROR, message)
+    }
+}
+
+/// A well-formed JSON-RPC call.
+#[derive(Debug)]
+pub struct RpcRequest {
+    pub id: Value,
+    pub method: String,
+    pub params: Value,
+    /// The shape to answer in: 1.0 when `A2A-Version` starts with `1`.
+    pub shape: Shape,
+}
+
+impl RpcRequest {
+    /// Reads the call, or the error to answer with (and the id, when known).
+    pub fn parse(req: &HttpRequest) -> Result<RpcRequest, (Value, RpcError)> {
+        let shape = match req.header("A2A-Version").map(str::trim) {
+            None | Some("") => Shape::V03,
+            Some(v) if v.starts_with('1') => Shape::V10,
+            Some(v) if v.starts_with("0.3") => Shape::V03,
+            Some(v) => {
+                return Err((
+                    Value::Null,
+                    RpcError::new(VERSION_NOT_SUPPORTED, format!("A2A version {v} is not supported (use 1.0 or 0.3)")),
+                ))
+            }
+        };
+        let v: Value = serde_json::from_slice(&req.body)
+            .map_err(|e| (Value::Null, RpcError::new(PARSE_ERROR, format!("Parse error: {e}"))))?;
+        let Value::Object(mut obj) = v else {
+            return Err((Value::Null, RpcError::new(INVALID_REQUEST, "Invalid Request: expected a JSON object")));
+        };
+        let id = match obj.remove("id") {
+            Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
+            None => Value::Null,
+            Some(_) => {
+                return Err((Value::Null, RpcError::new(INVALID_REQUEST, "Invalid Request: id must be a string or number")))
+            }
+        };
+        if obj.get("jsonrpc").is_some_and(|j| j != "2.0") {
+            return Err((id, RpcError::new(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")));
+        }
+        let method = match obj.remove("method") {
+            Some(Value::String(m)) => m,
+            _ => return Err((id, RpcError::new(INVALID_REQUEST, "Invalid Request: method must be a string"))),
+        };
+        let params = match obj.remove("params") {
+            Some(p @ Value::Object(_)) => p,
+            None | Some(Value::Null) => Value::Object(Default::default()),
+            Some(_) => return Err((id, RpcError::invalid_params("params must be an object"))),
+        };
+        Ok(RpcRequest { id, method, params, shape })
+    }
+}
