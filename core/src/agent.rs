@@ -39,7 +39,10 @@ impl Agent {
     }
 
     /// The headers with `${NAME}` expanded through `lookup`.
-    pub fn expanded_headers(&self, lookup: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    pub fn expanded_headers(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Vec<(String, String)> {
         self.headers
             .iter()
             .map(|(k, v)| (k.clone(), expand_env(v, &lookup)))

@@ -98,12 +98,22 @@ impl CallMachine {
 
     fn send_message(&mut self) -> Step<ToolResult> {
         let id = self.next_rpc_id();
-        let req = self.dialect.send_message(&self.spec.endpoint, id, &self.spec.message_id, &self.spec.text);
-        Step::Send { request: self.with_headers(req), deadline_ms: self.deadline_ms }
+        let req = self.dialect.send_message(
+            &self.spec.endpoint,
+            id,
+            &self.spec.message_id,
+            &self.spec.text,
+        );
+        Step::Send {
+            request: self.with_headers(req),
+            deadline_ms: self.deadline_ms,
+        }
     }
 
     fn task_label(&self) -> String {
-        self.task_id.clone().unwrap_or_else(|| "(not created)".into())
+        self.task_id
+            .clone()
+            .unwrap_or_else(|| "(not created)".into())
     }
 
     fn finish(&self, now_ms: u64, is_error: bool, output: String) -> Step<ToolResult> {
@@ -158,7 +168,11 @@ impl CallMachine {
             // The agent waits for the caller: polling on would only burn the timeout.
             TaskState::InputRequired | TaskState::AuthRequired => {
                 let question = task.status_text().or_else(|| {
-                    task.history.iter().rev().find(|m| m.role == crate::task::Role::Agent).map(|m| m.text())
+                    task.history
+                        .iter()
+                        .rev()
+                        .find(|m| m.role == crate::task::Role::Agent)
+                        .map(|m| m.text())
                 });
                 let output = match question {
                     Some(q) => format!("A2A task {id} {state}: {q}"),
@@ -221,7 +235,9 @@ impl Machine for CallMachine {
                             self.finish(now_ms, false, m.text())
                         }
                         None => {
-                            let err = Error::Malformed(format!("the reply is neither a task nor a message: {v}"));
+                            let err = Error::Malformed(format!(
+                                "the reply is neither a task nor a message: {v}"
+                            ));
                             self.fail(now_ms, &what, &err)
                         }
                     },
@@ -249,7 +265,9 @@ impl Machine for CallMachine {
                                 match task {
                                     Some(task) => self.on_task(now_ms, task),
                                     None => {
-                                        let err = Error::Malformed(format!("the reply is not a task: {v}"));
+                                        let err = Error::Malformed(format!(
+                                            "the reply is not a task: {v}"
+                                        ));
                                         self.fail(now_ms, &what, &err)
                                     }
                                 }
@@ -274,7 +292,10 @@ impl Machine for CallMachine {
                 let id = self.next_rpc_id();
                 let task_id = self.task_id.clone().unwrap_or_default();
                 let req = self.dialect.get_task(&self.spec.endpoint, id, &task_id);
-                Step::Send { request: self.with_headers(req), deadline_ms: self.deadline_ms }
+                Step::Send {
+                    request: self.with_headers(req),
+                    deadline_ms: self.deadline_ms,
+                }
             }
             // A request's deadline is the call's deadline, handled above.
             Phase::Sending | Phase::Polling => self.timed_out(now_ms),

@@ -19,7 +19,11 @@ fn spec(dialect: Dialect) -> CallSpec {
 }
 
 fn run_with(peer: &ScriptedPeer, spec: CallSpec) -> ToolResult {
-    block_on(drive(&mut CallMachine::new(spec), peer, std::future::pending()))
+    block_on(drive(
+        &mut CallMachine::new(spec),
+        peer,
+        std::future::pending(),
+    ))
 }
 
 fn run(peer: &ScriptedPeer) -> ToolResult {
@@ -38,12 +42,17 @@ fn ok(v: Value) -> Reply {
 fn completed_after_polling_joins_artifact_text() {
     let peer = ScriptedPeer::new()
         .on("SendMessage", vec![ok(task("t1", "working"))])
-        .on("GetTask", vec![
-            ok(task("t1", "working")),
-            ok(json!({"id": "t1", "status": {"state": "completed"}, "artifacts": [
+        .on(
+            "GetTask",
+            vec![
+                ok(task("t1", "working")),
+                ok(
+                    json!({"id": "t1", "status": {"state": "completed"}, "artifacts": [
                 {"parts": [{"kind": "text", "text": "3 steps"}, {"kind": "data", "data": {}}]},
-                {"parts": [{"kind": "text", "text": "planned"}]}]})),
-        ]);
+                {"parts": [{"kind": "text", "text": "planned"}]}]}),
+                ),
+            ],
+        );
     let r = run(&peer);
     assert_eq!((r.output.as_str(), r.is_error), ("3 steps\nplanned", false));
     assert_eq!(meta(&r)["state"], "completed");
@@ -55,10 +64,13 @@ fn completed_after_polling_joins_artifact_text() {
 
 #[test]
 fn completed_without_artifacts_uses_the_last_agent_message() {
-    let peer = ScriptedPeer::new().on("SendMessage", vec![ok(json!({"id": "t1",
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![ok(json!({"id": "t1",
         "status": {"state": "completed"}, "history": [
             {"role": "user", "parts": [{"kind": "text", "text": "q"}]},
-            {"role": "agent", "parts": [{"kind": "text", "text": "from history"}]}]}))]);
+            {"role": "agent", "parts": [{"kind": "text", "text": "from history"}]}]}))],
+    );
     let r = run(&peer);
     assert_eq!((r.output.as_str(), r.is_error), ("from history", false));
     assert_eq!(meta(&r)["polls"], 0);
@@ -68,7 +80,14 @@ fn completed_without_artifacts_uses_the_last_agent_message() {
 fn failed_carries_the_remote_status_message() {
     let peer = ScriptedPeer::new()
         .on("SendMessage", vec![ok(task("t1", "submitted"))])
-        .on("GetTask", vec![ok(task_with_message("t1", "failed", "diff would not apply"))]);
+        .on(
+            "GetTask",
+            vec![ok(task_with_message(
+                "t1",
+                "failed",
+                "diff would not apply",
+            ))],
+        );
     let r = run(&peer);
     assert!(r.is_error);
     assert_eq!(r.output, "A2A task t1 failed: diff would not apply");
@@ -81,11 +100,24 @@ fn canceled_and_rejected_are_errors_with_or_without_a_message() {
         .on("SendMessage", vec![ok(task("t1", "working"))])
         .on("GetTask", vec![ok(task("t1", "canceled"))]);
     let r = run(&peer);
-    assert_eq!((r.output.as_str(), r.is_error), ("A2A task t1 canceled", true));
+    assert_eq!(
+        (r.output.as_str(), r.is_error),
+        ("A2A task t1 canceled", true)
+    );
 
-    let peer = ScriptedPeer::new().on("SendMessage", vec![ok(task_with_message("t2", "TASK_STATE_REJECTED", "not my job"))]);
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![ok(task_with_message(
+            "t2",
+            "TASK_STATE_REJECTED",
+            "not my job",
+        ))],
+    );
     let r = run(&peer);
-    assert_eq!((r.output.as_str(), r.is_error), ("A2A task t2 rejected: not my job", true));
+    assert_eq!(
+        (r.output.as_str(), r.is_error),
+        ("A2A task t2 rejected: not my job", true)
+    );
     assert_eq!(meta(&r)["state"], "rejected");
 }
 
@@ -93,18 +125,36 @@ fn canceled_and_rejected_are_errors_with_or_without_a_message() {
 fn input_required_stops_polling_and_returns_the_question() {
     let peer = ScriptedPeer::new()
         .on("SendMessage", vec![ok(task("t1", "working"))])
-        .on("GetTask", vec![ok(task_with_message("t1", "input-required", "Which branch?"))]);
+        .on(
+            "GetTask",
+            vec![ok(task_with_message(
+                "t1",
+                "input-required",
+                "Which branch?",
+            ))],
+        );
     let r = run(&peer);
     assert!(r.is_error);
     assert_eq!(r.output, "A2A task t1 input-required: Which branch?");
     assert_eq!(meta(&r)["state"], "input-required");
     assert_eq!(meta(&r)["polls"], 1);
-    assert!(peer.now() < 100, "stopped at once, not at the timeout: {}", peer.now());
+    assert!(
+        peer.now() < 100,
+        "stopped at once, not at the timeout: {}",
+        peer.now()
+    );
 }
 
 #[test]
 fn auth_required_stops_polling_too() {
-    let peer = ScriptedPeer::new().on("SendMessage", vec![ok(task_with_message("t1", "TASK_STATE_AUTH_REQUIRED", "Log in first"))]);
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![ok(task_with_message(
+            "t1",
+            "TASK_STATE_AUTH_REQUIRED",
+            "Log in first",
+        ))],
+    );
     let r = run(&peer);
     assert_eq!(r.output, "A2A task t1 auth-required: Log in first");
     assert_eq!(meta(&r)["state"], "auth-required");
@@ -115,18 +165,39 @@ fn timeout_has_the_exact_text_and_stops_at_the_deadline() {
     let peer = ScriptedPeer::new()
         .on("SendMessage", vec![ok(task("t1", "submitted"))])
         .on("GetTask", vec![ok(task("t1", "working"))]);
-    let r = run_with(&peer, CallSpec { timeout_ms: 100, ..spec(Dialect::Toolnexus) });
+    let r = run_with(
+        &peer,
+        CallSpec {
+            timeout_ms: 100,
+            ..spec(Dialect::Toolnexus)
+        },
+    );
     assert!(r.is_error);
-    assert_eq!(r.output, "A2A task t1 timed out after 100ms (state=working)");
+    assert_eq!(
+        r.output,
+        "A2A task t1 timed out after 100ms (state=working)"
+    );
     assert_eq!(meta(&r)["ms"], 100);
     assert_eq!(peer.now(), 100);
 }
 
 #[test]
 fn a_send_slower_than_the_timeout_times_out() {
-    let peer = ScriptedPeer::new().on("SendMessage", vec![Reply::Delay(10_000, Box::new(ok(task("t1", "working"))))]);
-    let r = run_with(&peer, CallSpec { timeout_ms: 300, ..spec(Dialect::Toolnexus) });
-    assert_eq!(r.output, "A2A task (not created) timed out after 300ms (state=unknown)");
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![Reply::Delay(10_000, Box::new(ok(task("t1", "working"))))],
+    );
+    let r = run_with(
+        &peer,
+        CallSpec {
+            timeout_ms: 300,
+            ..spec(Dialect::Toolnexus)
+        },
+    );
+    assert_eq!(
+        r.output,
+        "A2A task (not created) timed out after 300ms (state=unknown)"
+    );
     assert_eq!(meta(&r)["taskId"], Value::Null);
 }
 
@@ -136,15 +207,25 @@ fn abort_stops_before_the_next_get_task_and_cancels_remotely() {
         .on("SendMessage", vec![ok(task("t1", "working"))])
         .on("GetTask", vec![ok(task("t1", "working"))])
         .on("CancelTask", vec![ok(task("t1", "canceled"))]);
-    let spec = CallSpec { poll_every_ms: 1_000, ..spec(Dialect::Toolnexus) };
-    let r = block_on(drive(&mut CallMachine::new(spec), &peer, peer.abort_at(500)));
+    let spec = CallSpec {
+        poll_every_ms: 1_000,
+        ..spec(Dialect::Toolnexus)
+    };
+    let r = block_on(drive(
+        &mut CallMachine::new(spec),
+        &peer,
+        peer.abort_at(500),
+    ));
     assert!(r.is_error);
     assert_eq!(r.output, "A2A task t1 canceled");
     assert_eq!(meta(&r)["state"], "canceled");
     let methods = peer.methods();
     assert_eq!(methods.last().map(String::as_str), Some("CancelTask"));
     let after_abort = peer.requests().iter().filter(|(t, _)| *t >= 500).count();
-    assert_eq!(after_abort, 1, "only the CancelTask after the abort: {methods:?}");
+    assert_eq!(
+        after_abort, 1,
+        "only the CancelTask after the abort: {methods:?}"
+    );
 }
 
 #[test]
@@ -152,17 +233,34 @@ fn abort_of_a_peer_that_ignores_cancel_still_returns_promptly() {
     let peer = ScriptedPeer::new()
         .on("message/send", vec![ok(task("t1", "working"))])
         .on("tasks/get", vec![ok(task("t1", "working"))])
-        .on("tasks/cancel", vec![Reply::Delay(60_000, Box::new(ok(task("t1", "canceled"))))]);
-    let r = block_on(drive(&mut CallMachine::new(spec(Dialect::V03)), &peer, peer.abort_at(100)));
+        .on(
+            "tasks/cancel",
+            vec![Reply::Delay(60_000, Box::new(ok(task("t1", "canceled"))))],
+        );
+    let r = block_on(drive(
+        &mut CallMachine::new(spec(Dialect::V03)),
+        &peer,
+        peer.abort_at(100),
+    ));
     assert_eq!(r.output, "A2A task t1 canceled");
     assert_eq!(peer.now(), 100 + CANCEL_GRACE_MS);
-    assert_eq!(peer.methods().last().map(String::as_str), Some("tasks/cancel"));
+    assert_eq!(
+        peer.methods().last().map(String::as_str),
+        Some("tasks/cancel")
+    );
 }
 
 #[test]
 fn abort_before_the_task_exists_returns_canceled() {
-    let peer = ScriptedPeer::new().on("SendMessage", vec![Reply::Delay(1_000, Box::new(ok(task("t1", "working"))))]);
-    let r = block_on(drive(&mut CallMachine::new(spec(Dialect::Toolnexus)), &peer, peer.abort_at(50)));
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![Reply::Delay(1_000, Box::new(ok(task("t1", "working"))))],
+    );
+    let r = block_on(drive(
+        &mut CallMachine::new(spec(Dialect::Toolnexus)),
+        &peer,
+        peer.abort_at(50),
+    ));
     assert_eq!(r.output, "A2A task (not created) canceled");
     assert_eq!(meta(&r)["state"], "canceled");
     assert_eq!(peer.methods(), ["SendMessage"]);
@@ -175,12 +273,21 @@ fn json_rpc_errors_are_results_with_the_error_text() {
         .on("GetTask", vec![Reply::RpcError(-32001, "Task not found")]);
     let r = run(&peer);
     assert!(r.is_error);
-    assert_eq!(r.output, "A2A GetTask t1 failed: JSON-RPC error -32001: Task not found");
+    assert_eq!(
+        r.output,
+        "A2A GetTask t1 failed: JSON-RPC error -32001: Task not found"
+    );
     assert_eq!(meta(&r)["taskId"], "t1");
 
-    let peer = ScriptedPeer::new().on("SendMessage", vec![Reply::RpcError(-32602, "Invalid params")]);
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![Reply::RpcError(-32602, "Invalid params")],
+    );
     let r = run(&peer);
-    assert_eq!(r.output, "A2A SendMessage to http://peer/ failed: JSON-RPC error -32602: Invalid params");
+    assert_eq!(
+        r.output,
+        "A2A SendMessage to http://peer/ failed: JSON-RPC error -32602: Invalid params"
+    );
     assert_eq!(meta(&r)["state"], "unknown");
 }
 
@@ -188,14 +295,23 @@ fn json_rpc_errors_are_results_with_the_error_text() {
 fn transport_errors_are_results() {
     let peer = ScriptedPeer::new().on("SendMessage", vec![Reply::Unreachable]);
     let r = run(&peer);
-    assert_eq!((r.output.as_str(), r.is_error), ("A2A SendMessage to http://peer/ failed: connection refused", true));
+    assert_eq!(
+        (r.output.as_str(), r.is_error),
+        (
+            "A2A SendMessage to http://peer/ failed: connection refused",
+            true
+        )
+    );
 }
 
 #[test]
 fn a_transient_poll_failure_is_retried_but_not_forever() {
     let peer = ScriptedPeer::new()
         .on("SendMessage", vec![ok(task("t1", "working"))])
-        .on("GetTask", vec![Reply::Unreachable, ok(completed("t1", "done"))]);
+        .on(
+            "GetTask",
+            vec![Reply::Unreachable, ok(completed("t1", "done"))],
+        );
     let r = run(&peer);
     assert_eq!((r.output.as_str(), r.is_error), ("done", false));
 
@@ -213,25 +329,41 @@ fn malformed_replies_are_errors_never_panics() {
     for (reply, needle) in [
         (Reply::Http(200, "<html>hello</html>"), "is not JSON"),
         (Reply::Http(500, "boom"), "HTTP 500 from http://peer/: boom"),
-        (Reply::Http(200, "{\"jsonrpc\":\"2.0\"}"), "not a JSON-RPC response"),
+        (
+            Reply::Http(200, "{\"jsonrpc\":\"2.0\"}"),
+            "not a JSON-RPC response",
+        ),
         (ok(json!({"no": "id"})), "neither a task nor a message"),
         (ok(json!(42)), "neither a task nor a message"),
     ] {
         let peer = ScriptedPeer::new().on("SendMessage", vec![reply]);
         let r = run(&peer);
-        assert!(r.is_error && r.output.contains(needle), "{needle}: {}", r.output);
+        assert!(
+            r.is_error && r.output.contains(needle),
+            "{needle}: {}",
+            r.output
+        );
     }
     let peer = ScriptedPeer::new()
         .on("SendMessage", vec![ok(task("t1", "working"))])
         .on("GetTask", vec![ok(json!(["not", "a", "task"]))]);
     let r = run(&peer);
-    assert!(r.is_error && r.output.starts_with("A2A GetTask t1 failed: the reply is not a task"), "{}", r.output);
+    assert!(
+        r.is_error
+            && r.output
+                .starts_with("A2A GetTask t1 failed: the reply is not a task"),
+        "{}",
+        r.output
+    );
 }
 
 #[test]
 fn a_direct_message_reply_completes_without_a_task() {
-    let peer = ScriptedPeer::new().on("SendMessage", vec![ok(json!({"message": {
-        "role": "ROLE_AGENT", "messageId": "x", "parts": [{"text": "right away"}]}}))]);
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![ok(json!({"message": {
+        "role": "ROLE_AGENT", "messageId": "x", "parts": [{"text": "right away"}]}}))],
+    );
     let r = run_with(&peer, spec(Dialect::V10));
     assert_eq!((r.output.as_str(), r.is_error), ("right away", false));
     assert_eq!(meta(&r)["state"], "completed");
@@ -241,7 +373,10 @@ fn a_direct_message_reply_completes_without_a_task() {
 fn version_mismatch_retries_once_in_the_other_dialect() {
     // A 0.3-only peer answers 1.0 with -32009; the call switches for good.
     let peer = ScriptedPeer::new()
-        .on("SendMessage", vec![Reply::RpcError(-32009, "Version not supported")])
+        .on(
+            "SendMessage",
+            vec![Reply::RpcError(-32009, "Version not supported")],
+        )
         .on("message/send", vec![ok(task("t1", "working"))])
         .on("tasks/get", vec![ok(completed("t1", "ok in 0.3"))]);
     let r = run_with(&peer, spec(Dialect::V10));
@@ -255,11 +390,20 @@ fn version_mismatch_retries_once_in_the_other_dialect() {
 #[test]
 fn method_not_found_on_the_first_call_retries_once_only() {
     let peer = ScriptedPeer::new()
-        .on("SendMessage", vec![Reply::RpcError(-32601, "Method not found")])
-        .on("message/send", vec![Reply::RpcError(-32601, "Method not found")]);
+        .on(
+            "SendMessage",
+            vec![Reply::RpcError(-32601, "Method not found")],
+        )
+        .on(
+            "message/send",
+            vec![Reply::RpcError(-32601, "Method not found")],
+        );
     let r = run(&peer);
     assert!(r.is_error);
-    assert_eq!(r.output, "A2A SendMessage to http://peer/ failed: JSON-RPC error -32601: Method not found");
+    assert_eq!(
+        r.output,
+        "A2A SendMessage to http://peer/ failed: JSON-RPC error -32601: Method not found"
+    );
     assert_eq!(peer.methods(), ["SendMessage", "message/send"]);
 }
 
@@ -267,10 +411,24 @@ fn method_not_found_on_the_first_call_retries_once_only() {
 fn polls_start_fast_and_back_off_to_poll_every() {
     let peer = ScriptedPeer::new()
         .on("SendMessage", vec![ok(task("t1", "working"))])
-        .on("GetTask", vec![
-            ok(task("t1", "working")), ok(task("t1", "working")), ok(task("t1", "working")),
-            ok(task("t1", "working")), ok(task("t1", "working")), ok(completed("t1", "x"))]);
-    let r = run_with(&peer, CallSpec { poll_every_ms: 100, ..spec(Dialect::Toolnexus) });
+        .on(
+            "GetTask",
+            vec![
+                ok(task("t1", "working")),
+                ok(task("t1", "working")),
+                ok(task("t1", "working")),
+                ok(task("t1", "working")),
+                ok(task("t1", "working")),
+                ok(completed("t1", "x")),
+            ],
+        );
+    let r = run_with(
+        &peer,
+        CallSpec {
+            poll_every_ms: 100,
+            ..spec(Dialect::Toolnexus)
+        },
+    );
     assert!(!r.is_error);
     let times: Vec<u64> = peer.requests().iter().skip(1).map(|(t, _)| *t).collect();
     assert_eq!(times, [25, 75, 175, 275, 375, 475]);

@@ -77,7 +77,9 @@ impl AgentCard {
     /// Reads a card from a JSON value; see [`AgentCard::parse`].
     pub fn from_value(v: &Value) -> Result<Self, Error> {
         if !v.is_object() {
-            return Err(Error::Malformed("the Agent Card is not a JSON object".into()));
+            return Err(Error::Malformed(
+                "the Agent Card is not a JSON object".into(),
+            ));
         }
         let name = text(v, "name").ok_or_else(|| {
             Error::Malformed("not an Agent Card: it has no string \"name\"".into())
@@ -125,14 +127,20 @@ impl AgentCard {
     pub fn endpoint(&self, card_url: &str) -> (Dialect, String) {
         let jsonrpc = |i: &&CardInterface| i.protocol_binding.eq_ignore_ascii_case("JSONRPC");
         let v1 = self.supported_interfaces.iter().filter(jsonrpc).find(|i| {
-            i.protocol_version.as_deref().is_some_and(|p| p.starts_with('1'))
+            i.protocol_version
+                .as_deref()
+                .is_some_and(|p| p.starts_with('1'))
         });
         if let Some(i) = v1 {
             return (Dialect::V10, url::resolve(card_url, &i.url));
         }
         let marked_03 = self.preferred_transport.is_some() || !self.supported_interfaces.is_empty();
         if let Some(u) = self.url.as_deref().filter(|u| !u.is_empty()) {
-            let dialect = if marked_03 { Dialect::V03 } else { Dialect::Toolnexus };
+            let dialect = if marked_03 {
+                Dialect::V03
+            } else {
+                Dialect::Toolnexus
+            };
             return (dialect, url::resolve(card_url, u));
         }
         if let Some(i) = self.supported_interfaces.iter().find(jsonrpc) {
@@ -156,17 +164,27 @@ mod tests {
 
     #[test]
     fn toolnexus_card_with_url() {
-        let c = card(json!({"name": "desk", "url": "http://127.0.0.1:9/", "protocolVersion": "0.3.0",
-                            "skills": [{"id": "greet", "name": "greet", "description": "hi"}]}));
-        assert_eq!(c.endpoint(CARD_URL), (Dialect::Toolnexus, "http://127.0.0.1:9/".into()));
+        let c = card(
+            json!({"name": "desk", "url": "http://127.0.0.1:9/", "protocolVersion": "0.3.0",
+                            "skills": [{"id": "greet", "name": "greet", "description": "hi"}]}),
+        );
+        assert_eq!(
+            c.endpoint(CARD_URL),
+            (Dialect::Toolnexus, "http://127.0.0.1:9/".into())
+        );
         assert_eq!(c.skills[0].key(), Some("greet"));
     }
 
     #[test]
     fn a2a_03_card_with_preferred_transport() {
-        let c = card(json!({"name": "a", "url": "http://127.0.0.1:9/rpc", "preferredTransport": "JSONRPC",
-                            "protocolVersion": "0.3.0", "skills": []}));
-        assert_eq!(c.endpoint(CARD_URL), (Dialect::V03, "http://127.0.0.1:9/rpc".into()));
+        let c = card(
+            json!({"name": "a", "url": "http://127.0.0.1:9/rpc", "preferredTransport": "JSONRPC",
+                            "protocolVersion": "0.3.0", "skills": []}),
+        );
+        assert_eq!(
+            c.endpoint(CARD_URL),
+            (Dialect::V03, "http://127.0.0.1:9/rpc".into())
+        );
     }
 
     #[test]
@@ -175,27 +193,37 @@ mod tests {
             {"url": "http://127.0.0.1:9/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
             {"url": "http://127.0.0.1:9/v03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
             {"url": "/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}));
-        assert_eq!(c.endpoint(CARD_URL), (Dialect::V10, "http://127.0.0.1:9/a2a".into()));
+        assert_eq!(
+            c.endpoint(CARD_URL),
+            (Dialect::V10, "http://127.0.0.1:9/a2a".into())
+        );
     }
 
     #[test]
     fn hybrid_card_prefers_10() {
-        let c = card(json!({"name": "h", "url": "http://h/", "preferredTransport": "JSONRPC",
+        let c = card(
+            json!({"name": "h", "url": "http://h/", "preferredTransport": "JSONRPC",
             "supportedInterfaces": [{"url": "http://h/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-                                    {"url": "http://h/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]}));
+                                    {"url": "http://h/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]}),
+        );
         assert_eq!(c.endpoint(CARD_URL).0, Dialect::V10);
     }
 
     #[test]
     fn falls_back_to_the_card_origin() {
         let c = card(json!({"name": "reviewer", "skills": [{"id": "review"}]}));
-        assert_eq!(c.endpoint(CARD_URL), (Dialect::Toolnexus, "http://127.0.0.1:9/".into()));
+        assert_eq!(
+            c.endpoint(CARD_URL),
+            (Dialect::Toolnexus, "http://127.0.0.1:9/".into())
+        );
     }
 
     #[test]
     fn tolerates_unknown_and_mistyped_fields() {
-        let c = card(json!({"name": "n", "description": 5, "skills": [{"name": "s", "tags": ["a", 1]}, 7],
-                            "capabilities": {"x": true}, "url": null}));
+        let c = card(
+            json!({"name": "n", "description": 5, "skills": [{"name": "s", "tags": ["a", 1]}, 7],
+                            "capabilities": {"x": true}, "url": null}),
+        );
         assert_eq!(c.description, None);
         assert_eq!(c.skills.len(), 2);
         assert_eq!(c.skills[0].tags, ["a"]);
@@ -204,8 +232,14 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_card() {
-        assert!(matches!(AgentCard::parse(b"<html>"), Err(Error::Malformed(_))));
+        assert!(matches!(
+            AgentCard::parse(b"<html>"),
+            Err(Error::Malformed(_))
+        ));
         assert!(matches!(AgentCard::parse(b"[1]"), Err(Error::Malformed(_))));
-        assert!(matches!(AgentCard::parse(b"{\"skills\":[]}"), Err(Error::Malformed(_))));
+        assert!(matches!(
+            AgentCard::parse(b"{\"skills\":[]}"),
+            Err(Error::Malformed(_))
+        ));
     }
 }

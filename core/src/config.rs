@@ -54,7 +54,10 @@ mod tests {
             &json!({"librarian": {"card": "https://library.internal/.well-known/agent-card.json"}}),
         );
         assert_eq!(parsed.len(), 1);
-        assert_eq!(parsed[0].card, "https://library.internal/.well-known/agent-card.json");
+        assert_eq!(
+            parsed[0].card,
+            "https://library.internal/.well-known/agent-card.json"
+        );
         assert_eq!(parsed[0].timeout, None);
         assert_eq!(parsed[0].poll_every, None);
         assert!(parsed[0].headers.is_empty());
@@ -83,7 +86,10 @@ mod tests {
             "timeout": 5000, "pollEvery": 10, "headers": {"X-Trace": "abc"}}}));
         assert_eq!(parsed[0].timeout, Some(5000));
         assert_eq!(parsed[0].poll_every, Some(10));
-        assert_eq!(parsed[0].headers, vec![("X-Trace".to_string(), "abc".to_string())]);
+        assert_eq!(
+            parsed[0].headers,
+            vec![("X-Trace".to_string(), "abc".to_string())]
+        );
     }
 
     #[test]
@@ -106,6 +112,9 @@ mod tests {
     #[test]
     fn keeps_the_block_order() {
         let parsed = parse_agents_config(&json!({"z": {"card": "1"}, "a": {"card": "2"}}));
-        assert_eq!(parsed.iter().map(|a| a.card.as_str()).collect::<Vec<_>>(), ["1", "2"]);
+        assert_eq!(
+            parsed.iter().map(|a| a.card.as_str()).collect::<Vec<_>>(),
+            ["1", "2"]
+        );
     }
 }

@@ -15,7 +15,10 @@ use std::task::Poll;
 pub enum Step<T> {
     /// Send this request; if no answer came by `deadline_ms`, call
     /// [`Machine::handle_timeout`] instead.
-    Send { request: HttpRequest, deadline_ms: u64 },
+    Send {
+        request: HttpRequest,
+        deadline_ms: u64,
+    },
     /// Call [`Machine::handle_timeout`] at `until_ms`.
     Sleep { until_ms: u64 },
     /// Finished.
@@ -59,7 +62,10 @@ pub async fn drive<M: Machine, T: Transport>(
     loop {
         let (op, until) = match step {
             Step::Done(out) => return out,
-            Step::Send { request, deadline_ms } => (Some(transport.send(request)), deadline_ms),
+            Step::Send {
+                request,
+                deadline_ms,
+            } => (Some(transport.send(request)), deadline_ms),
             Step::Sleep { until_ms } => (None, until_ms),
         };
         let mut op = pin!(op);

@@ -24,7 +24,11 @@ pub enum Error {
     /// browser, that it sends CORS headers).
     Transport(String),
     /// The peer answered with a non-2xx HTTP status.
-    Status { status: u16, url: String, body: String },
+    Status {
+        status: u16,
+        url: String,
+        body: String,
+    },
     /// The peer answered, but not with what the protocol says (not JSON, not
     /// an Agent Card, a reply with neither result nor error). The peer is broken
     /// or the URL points at something else.

@@ -12,8 +12,8 @@
 //! one small generic driver ([`driver::drive`]).
 
 pub mod agent;
-pub mod card;
 pub mod call;
+pub mod card;
 pub mod config;
 pub mod driver;
 pub mod error;

@@ -69,7 +69,8 @@ impl Dialect {
     }
 
     fn request(self, endpoint: &str, rpc_id: u64, op: Op, params: Value) -> HttpRequest {
-        let body = json!({"jsonrpc": "2.0", "id": rpc_id, "method": self.method(op), "params": params});
+        let body =
+            json!({"jsonrpc": "2.0", "id": rpc_id, "method": self.method(op), "params": params});
         let req = HttpRequest::post_json(endpoint, body.to_string().into_bytes());
         match self {
             Dialect::V10 => req.with_header("A2A-Version", "1.0"),
@@ -78,8 +79,19 @@ impl Dialect {
     }
 
     /// A non-blocking SendMessage of `text`.
-    pub fn send_message(self, endpoint: &str, rpc_id: u64, message_id: &str, text: &str) -> HttpRequest {
-        self.request(endpoint, rpc_id, Op::Send, self.send_params(message_id, text))
+    pub fn send_message(
+        self,
+        endpoint: &str,
+        rpc_id: u64,
+        message_id: &str,
+        text: &str,
+    ) -> HttpRequest {
+        self.request(
+            endpoint,
+            rpc_id,
+            Op::Send,
+            self.send_params(message_id, text),
+        )
     }
 
     /// A GetTask for `task_id`.
@@ -158,15 +170,30 @@ mod tests {
 
         let v03 = Dialect::V03.send_message("http://p/", 1, "m1", "hi");
         assert_eq!(body(&v03)["method"], "message/send");
-        assert_eq!(body(&Dialect::V03.get_task("u", 2, "t"))["method"], "tasks/get");
-        assert_eq!(body(&Dialect::V03.cancel_task("u", 3, "t"))["method"], "tasks/cancel");
+        assert_eq!(
+            body(&Dialect::V03.get_task("u", 2, "t"))["method"],
+            "tasks/get"
+        );
+        assert_eq!(
+            body(&Dialect::V03.cancel_task("u", 3, "t"))["method"],
+            "tasks/cancel"
+        );
 
         let v10 = Dialect::V10.send_message("http://p/", 1, "m1", "hi");
         assert_eq!(v10.header("A2A-Version"), Some("1.0"));
         assert_eq!(body(&v10)["params"]["message"]["role"], "ROLE_USER");
-        assert_eq!(body(&v10)["params"]["message"]["parts"][0], json!({"text": "hi"}));
-        assert_eq!(body(&v10)["params"]["configuration"]["returnImmediately"], true);
-        assert_eq!(body(&Dialect::V10.get_task("u", 2, "t"))["params"], json!({"id": "t"}));
+        assert_eq!(
+            body(&v10)["params"]["message"]["parts"][0],
+            json!({"text": "hi"})
+        );
+        assert_eq!(
+            body(&v10)["params"]["configuration"]["returnImmediately"],
+            true
+        );
+        assert_eq!(
+            body(&Dialect::V10.get_task("u", 2, "t"))["params"],
+            json!({"id": "t"})
+        );
     }
 
     #[test]
@@ -181,14 +208,37 @@ mod tests {
 
     #[test]
     fn replies_are_read_leniently() {
-        let ok = HttpResponse::json(200, br#"{"jsonrpc":"2.0","id":1,"result":{"id":"t"}}"#.to_vec());
+        let ok = HttpResponse::json(
+            200,
+            br#"{"jsonrpc":"2.0","id":1,"result":{"id":"t"}}"#.to_vec(),
+        );
         assert_eq!(parse_reply(&ok, "u"), Ok(json!({"id": "t"})));
-        let err = HttpResponse::json(200, br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}"#.to_vec());
-        assert_eq!(parse_reply(&err, "u"), Err(Error::Rpc { code: -32001, message: "Task not found".into() }));
+        let err = HttpResponse::json(
+            200,
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}"#
+                .to_vec(),
+        );
+        assert_eq!(
+            parse_reply(&err, "u"),
+            Err(Error::Rpc {
+                code: -32001,
+                message: "Task not found".into()
+            })
+        );
         let err400 = HttpResponse::json(400, br#"{"error":{"code":-32600}}"#.to_vec());
-        assert!(matches!(parse_reply(&err400, "u"), Err(Error::Rpc { code: -32600, .. })));
-        let html = HttpResponse { status: 502, headers: vec![], body: b"<h1>bad gateway</h1>".to_vec() };
-        assert!(matches!(parse_reply(&html, "u"), Err(Error::Status { status: 502, .. })));
+        assert!(matches!(
+            parse_reply(&err400, "u"),
+            Err(Error::Rpc { code: -32600, .. })
+        ));
+        let html = HttpResponse {
+            status: 502,
+            headers: vec![],
+            body: b"<h1>bad gateway</h1>".to_vec(),
+        };
+        assert!(matches!(
+            parse_reply(&html, "u"),
+            Err(Error::Status { status: 502, .. })
+        ));
         let junk = HttpResponse::json(200, b"nope".to_vec());
         assert!(matches!(parse_reply(&junk, "u"), Err(Error::Malformed(_))));
         let empty = HttpResponse::json(200, b"{}".to_vec());

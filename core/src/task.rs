@@ -229,7 +229,9 @@ impl Task {
             id,
             context_id: text_of(v, "contextId").unwrap_or_default(),
             state,
-            status_message: status.and_then(|s| s.get("message")).and_then(Message::from_value),
+            status_message: status
+                .and_then(|s| s.get("message"))
+                .and_then(Message::from_value),
             artifacts: list("artifacts")
                 .map(|a| Artifact {
                     artifact_id: text_of(a, "artifactId").unwrap_or_default(),
@@ -298,7 +300,9 @@ impl Task {
             let artifacts = self
                 .artifacts
                 .iter()
-                .map(|a| json!({"artifactId": a.artifact_id, "parts": parts_value(&a.parts, shape)}))
+                .map(
+                    |a| json!({"artifactId": a.artifact_id, "parts": parts_value(&a.parts, shape)}),
+                )
                 .collect();
             t.insert("artifacts".into(), Value::Array(artifacts));
         }
@@ -343,12 +347,22 @@ mod tests {
     #[test]
     fn states_read_in_every_spelling() {
         assert_eq!(TaskState::parse("completed"), TaskState::Completed);
-        assert_eq!(TaskState::parse("TASK_STATE_COMPLETED"), TaskState::Completed);
-        assert_eq!(TaskState::parse("TASK_STATE_INPUT_REQUIRED"), TaskState::InputRequired);
+        assert_eq!(
+            TaskState::parse("TASK_STATE_COMPLETED"),
+            TaskState::Completed
+        );
+        assert_eq!(
+            TaskState::parse("TASK_STATE_INPUT_REQUIRED"),
+            TaskState::InputRequired
+        );
         assert_eq!(TaskState::parse("auth-required"), TaskState::AuthRequired);
         assert_eq!(TaskState::parse("cancelled"), TaskState::Canceled);
         assert_eq!(TaskState::parse("bogus"), TaskState::Unknown);
-        for s in [TaskState::Working, TaskState::Rejected, TaskState::InputRequired] {
+        for s in [
+            TaskState::Working,
+            TaskState::Rejected,
+            TaskState::InputRequired,
+        ] {
             assert_eq!(TaskState::parse(s.as_str()), s);
             assert_eq!(TaskState::parse(s.as_v10()), s);
         }
@@ -360,13 +374,18 @@ mod tests {
             "status": {"state": "TASK_STATE_COMPLETED"},
             "artifacts": [{"artifactId": "a", "parts": [{"text": "one"}, {"mediaType": "text/plain", "text": "two"}]}],
             "history": [{"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "q"}]}]}});
-        let SendResult::Task(t) = SendResult::from_value(&v).expect("task") else { panic!("not a task") };
+        let SendResult::Task(t) = SendResult::from_value(&v).expect("task") else {
+            panic!("not a task")
+        };
         assert_eq!(t.state, TaskState::Completed);
         assert_eq!(t.output_text(), "one\ntwo");
         let v03 = t.to_value(Shape::V03);
         assert_eq!(v03["kind"], "task");
         assert_eq!(v03["status"]["state"], "completed");
-        assert_eq!(v03["artifacts"][0]["parts"][0], json!({"kind": "text", "text": "one"}));
+        assert_eq!(
+            v03["artifacts"][0]["parts"][0],
+            json!({"kind": "text", "text": "one"})
+        );
         assert_eq!(v03["history"][0]["role"], "user");
         let v10 = t.to_value(Shape::V10);
         assert_eq!(v10["status"]["state"], "TASK_STATE_COMPLETED");
@@ -385,15 +404,20 @@ mod tests {
                         {"role": "user", "parts": [{"kind": "text", "text": "q"}]}]})).expect("task");
         assert_eq!(t.output_text(), "last");
         let t = Task::from_value(&json!({"id": "t", "status": {"state": "completed",
-            "message": {"role": "ROLE_AGENT", "parts": [{"text": "status says"}]}}})).expect("task");
+            "message": {"role": "ROLE_AGENT", "parts": [{"text": "status says"}]}}}))
+        .expect("task");
         assert_eq!(t.output_text(), "status says");
     }
 
     #[test]
     fn direct_messages_are_recognised() {
-        for v in [json!({"message": {"role": "ROLE_AGENT", "messageId": "m", "parts": [{"text": "hi"}]}}),
-                  json!({"kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": "hi"}]})] {
-            let Some(SendResult::Message(m)) = SendResult::from_value(&v) else { panic!("{v}") };
+        for v in [
+            json!({"message": {"role": "ROLE_AGENT", "messageId": "m", "parts": [{"text": "hi"}]}}),
+            json!({"kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": "hi"}]}),
+        ] {
+            let Some(SendResult::Message(m)) = SendResult::from_value(&v) else {
+                panic!("{v}")
+            };
             assert_eq!((m.role, m.text()), (Role::Agent, "hi".to_string()));
         }
         assert_eq!(SendResult::from_value(&json!({"status": {}})), None);

@@ -113,15 +113,31 @@ impl ScriptedPeer {
     /// A future that completes once the virtual clock reaches `at_ms`.
     pub fn abort_at(&self, at_ms: u64) -> impl Future<Output = ()> + '_ {
         self.events.lock().expect("events lock").push(at_ms);
-        std::future::poll_fn(move |_| if self.now() >= at_ms { Poll::Ready(()) } else { Poll::Pending })
+        std::future::poll_fn(move |_| {
+            if self.now() >= at_ms {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
     }
 
     fn answer(&self, req: &HttpRequest) -> (u64, Result<HttpResponse, TransportError>) {
         let mut script = self.script.lock().expect("script lock");
         if req.method == "GET" {
             return match &script.card {
-                Some(card) => (0, Ok(HttpResponse::json(200, card.to_string().into_bytes()))),
-                None => (0, Ok(HttpResponse { status: 404, headers: vec![], body: b"not found".to_vec() })),
+                Some(card) => (
+                    0,
+                    Ok(HttpResponse::json(200, card.to_string().into_bytes())),
+                ),
+                None => (
+                    0,
+                    Ok(HttpResponse {
+                        status: 404,
+                        headers: vec![],
+                        body: b"not found".to_vec(),
+                    }),
+                ),
             };
         }
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
@@ -144,7 +160,11 @@ impl ScriptedPeer {
             Reply::RpcError(code, msg) => {
                 rpc(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": msg}}))
             }
-            Reply::Http(status, text) => Ok(HttpResponse { status, headers: vec![], body: text.as_bytes().to_vec() }),
+            Reply::Http(status, text) => Ok(HttpResponse {
+                status,
+                headers: vec![],
+                body: text.as_bytes().to_vec(),
+            }),
             Reply::Unreachable => Err(TransportError("connection refused".into())),
             Reply::Delay(..) => unreachable!("delays were unwrapped above"),
         };
@@ -163,7 +183,15 @@ impl Future for VirtualSleep<'_> {
     type Output = ();
     fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
         let now = self.peer.now();
-        let next = self.peer.events.lock().expect("events lock").iter().copied().filter(|&t| t > now).min();
+        let next = self
+            .peer
+            .events
+            .lock()
+            .expect("events lock")
+            .iter()
+            .copied()
+            .filter(|&t| t > now)
+            .min();
         match next {
             Some(t) if t < self.at => {
                 self.peer.now.store(t, Ordering::SeqCst);
@@ -183,7 +211,10 @@ impl Transport for ScriptedPeer {
         request: HttpRequest,
     ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend {
         let (delay, out) = self.answer(&request);
-        self.log.lock().expect("log lock").push((self.now(), request));
+        self.log
+            .lock()
+            .expect("log lock")
+            .push((self.now(), request));
         let due = self.now() + delay;
         if delay > 0 {
             self.events.lock().expect("events lock").push(due);
@@ -196,7 +227,10 @@ impl Transport for ScriptedPeer {
         std::future::poll_fn(move |_| {
             if now.load(Ordering::SeqCst) >= due || delay == 0 {
                 now.fetch_max(due, Ordering::SeqCst);
-                Poll::Ready(out.take().unwrap_or(Err(TransportError("polled twice".into()))))
+                Poll::Ready(
+                    out.take()
+                        .unwrap_or(Err(TransportError("polled twice".into()))),
+                )
             } else {
                 Poll::Pending
             }
@@ -204,7 +238,10 @@ impl Transport for ScriptedPeer {
     }
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
-        VirtualSleep { peer: self, at: at_ms }
+        VirtualSleep {
+            peer: self,
+            at: at_ms,
+        }
     }
 
     fn now_ms(&self) -> u64 {

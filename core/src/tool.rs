@@ -112,7 +112,10 @@ mod tests {
     fn adapters_emit_each_provider_shape() {
         let s = [spec()];
         assert_eq!(to_openai(&s)[0]["function"]["name"], "reviewer_review");
-        assert_eq!(to_openai(&s)[0]["function"]["parameters"]["required"], json!(["task"]));
+        assert_eq!(
+            to_openai(&s)[0]["function"]["parameters"]["required"],
+            json!(["task"])
+        );
         assert_eq!(to_anthropic(&s)[0]["input_schema"]["type"], "object");
         let g = &to_gemini(&s)[0];
         assert_eq!(g["parameters"]["properties"]["task"]["type"], "string");

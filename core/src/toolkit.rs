@@ -57,7 +57,11 @@ impl A2aTool {
 }
 
 /// Runs `fut` until `deadline_ms`; `None` when the deadline came first.
-async fn within<T: Transport, F: Future>(transport: &T, deadline_ms: u64, fut: F) -> Option<F::Output> {
+async fn within<T: Transport, F: Future>(
+    transport: &T,
+    deadline_ms: u64,
+    fut: F,
+) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     let mut timer = std::pin::pin!(transport.sleep_until(deadline_ms));
     std::future::poll_fn(|cx| {
@@ -72,7 +76,8 @@ async fn within<T: Transport, F: Future>(transport: &T, deadline_ms: u64, fut: F
 /// GETs and parses the agent's card (bounded by the agent's timeout).
 pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
     let mut req = HttpRequest::get(&agent.card).with_header("Accept", "application/json");
-    req.headers.extend(agent.expanded_headers(|n| transport.env(n)));
+    req.headers
+        .extend(agent.expanded_headers(|n| transport.env(n)));
     let deadline = transport.now_ms().saturating_add(agent.timeout_ms());
     let resp = within(transport, deadline, transport.send(req))
         .await
@@ -83,7 +88,12 @@ pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<Ag
                 agent.timeout_ms()
             ))
         })?
-        .map_err(|e| Error::Transport(format!("fetching the Agent Card {} failed: {e}", agent.card)))?;
+        .map_err(|e| {
+            Error::Transport(format!(
+                "fetching the Agent Card {} failed: {e}",
+                agent.card
+            ))
+        })?;
     if !resp.is_success() {
         return Err(Error::Status {
             status: resp.status,
@@ -101,7 +111,11 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
         .iter()
         .filter_map(|skill| {
             let key = skill.key()?;
-            let description = skill.description.clone().or_else(|| skill.name.clone()).unwrap_or_else(|| key.to_string());
+            let description = skill
+                .description
+                .clone()
+                .or_else(|| skill.name.clone())
+                .unwrap_or_else(|| key.to_string());
             Some(A2aTool {
                 spec: ToolSpec {
                     name: format!("{}_{}", sanitize(&card.name), sanitize(key)),
@@ -121,7 +135,10 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
 
 /// Fetches the agent's card and returns one tool per advertised skill.
 /// Fails loudly (network, non-2xx, not a card); a [`Toolkit`] isolates that instead.
-pub async fn agent_tools<T: Transport>(transport: &T, agent: &Agent) -> Result<Vec<A2aTool>, Error> {
+pub async fn agent_tools<T: Transport>(
+    transport: &T,
+    agent: &Agent,
+) -> Result<Vec<A2aTool>, Error> {
     let card = fetch_card(transport, agent).await?;
     Ok(card_tools(agent, &card))
 }
@@ -135,8 +152,23 @@ pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult>>;
 
 #[derive(Clone)]
 enum ToolImpl {
-    A2a(A2aTool),
+    A2a(Box<A2aTool>),
+    #[cfg(feature = "server")]
+    Skill(Arc<crate::skills::SkillSet>),
     Host(HostFn),
+}
+
+impl ToolImpl {
+    /// Precedence when two sources offer one name: agents, then skills, then
+    /// the host's own tools. Within a source, the first added wins.
+    fn rank(&self) -> u8 {
+        match self {
+            ToolImpl::A2a(_) => 0,
+            #[cfg(feature = "server")]
+            ToolImpl::Skill(_) => 1,
+            ToolImpl::Host(_) => 2,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -158,6 +190,8 @@ pub struct Toolkit<T: Transport> {
     transport: T,
     entries: Vec<Entry>,
     failures: Vec<AgentFailure>,
+    #[cfg(feature = "server")]
+    skills: Option<Arc<crate::skills::SkillSet>>,
 }
 
 impl<T: Transport> Toolkit<T> {
@@ -167,6 +201,8 @@ impl<T: Transport> Toolkit<T> {
             transport,
             entries: Vec::new(),
             failures: Vec::new(),
+            #[cfg(feature = "server")]
+            skills: None,
         }
     }
 
@@ -176,11 +212,17 @@ impl<T: Transport> Toolkit<T> {
     }
 
     fn push(&mut self, spec: ToolSpec, imp: ToolImpl) -> bool {
-        if self.entries.iter().any(|e| e.spec.name == spec.name) {
-            return false;
+        match self.entries.iter().position(|e| e.spec.name == spec.name) {
+            Some(i) if self.entries[i].imp.rank() <= imp.rank() => false,
+            Some(i) => {
+                self.entries[i] = Entry { spec, imp };
+                true
+            }
+            None => {
+                self.entries.push(Entry { spec, imp });
+                true
+            }
         }
-        self.entries.push(Entry { spec, imp });
-        true
     }
 
     /// Resolves `agents` concurrently and adds their tools in the given order.
@@ -193,7 +235,7 @@ impl<T: Transport> Toolkit<T> {
             match result {
                 Ok(tools) => {
                     for t in tools {
-                        self.push(t.spec.clone(), ToolImpl::A2a(t));
+                        self.push(t.spec.clone(), ToolImpl::A2a(Box::new(t)));
                     }
                 }
                 Err(error) => self.failures.push(AgentFailure {
@@ -207,7 +249,8 @@ impl<T: Transport> Toolkit<T> {
     /// Adds the agents of a config object's `agents` key (see
     /// [`crate::parse_agents_config`]); other keys are ignored here.
     pub async fn add_config(&mut self, config: &Value) {
-        let agents = crate::config::parse_agents_config(config.get("agents").unwrap_or(&Value::Null));
+        let agents =
+            crate::config::parse_agents_config(config.get("agents").unwrap_or(&Value::Null));
         self.add_agents(&agents).await;
     }
 
@@ -219,7 +262,8 @@ impl<T: Transport> Toolkit<T> {
                 .into_iter()
                 .filter_map(|t| {
                     let name = t.spec.name.clone();
-                    self.push(t.spec.clone(), ToolImpl::A2a(t)).then_some(name)
+                    self.push(t.spec.clone(), ToolImpl::A2a(Box::new(t)))
+                        .then_some(name)
                 })
                 .collect()),
             Err(error) => {
@@ -237,6 +281,60 @@ impl<T: Transport> Toolkit<T> {
         self.push(spec, ToolImpl::Host(run))
     }
 
+    /// Adds skills: the `skill` tool that loads one, and the skills prompt
+    /// ([`Toolkit::skills_prompt`]). Replaces skills added before.
+    #[cfg(feature = "server")]
+    pub fn add_skills(&mut self, skills: crate::skills::SkillSet) {
+        self.entries
+            .retain(|e| !matches!(e.imp, ToolImpl::Skill(_)));
+        let skills = Arc::new(skills);
+        if !skills.is_empty() {
+            self.push(skills.tool_spec(), ToolImpl::Skill(skills.clone()));
+        }
+        self.skills = Some(skills);
+    }
+
+    /// The skills, if any were added.
+    #[cfg(feature = "server")]
+    pub fn skills(&self) -> Option<&crate::skills::SkillSet> {
+        self.skills.as_deref()
+    }
+
+    /// The system-prompt section listing the skills (empty without skills).
+    #[cfg(feature = "server")]
+    pub fn skills_prompt(&self) -> String {
+        self.skills.as_ref().map(|s| s.prompt()).unwrap_or_default()
+    }
+
+    /// Runs the LLM loop on `prompt` with this toolkit's tools offered and
+    /// executed; the skills prompt joins the configured system prompt.
+    #[cfg(feature = "server")]
+    pub async fn run_llm(
+        &self,
+        cfg: &crate::llm::LlmConfig,
+        prompt: &str,
+    ) -> Result<crate::llm::RunResult, Error> {
+        let mut cfg = cfg.clone();
+        let skills_prompt = self.skills_prompt();
+        if !skills_prompt.is_empty() {
+            cfg.system_prompt = Some(match cfg.system_prompt.take() {
+                Some(own) if !own.trim().is_empty() => format!("{own}\n\n{skills_prompt}"),
+                _ => skills_prompt,
+            });
+        }
+        let execute = |call: crate::llm::ToolCall| async move {
+            self.execute(&call.name, call.arguments).await
+        };
+        crate::llm::run(
+            &self.transport,
+            &cfg,
+            prompt.to_string(),
+            self.tools(),
+            execute,
+        )
+        .await
+    }
+
     /// Every tool, in order.
     pub fn tools(&self) -> Vec<ToolSpec> {
         self.entries.iter().map(|e| e.spec.clone()).collect()
@@ -244,13 +342,16 @@ impl<T: Transport> Toolkit<T> {
 
     /// One tool by name.
     pub fn get(&self, name: &str) -> Option<&ToolSpec> {
-        self.entries.iter().find(|e| e.spec.name == name).map(|e| &e.spec)
+        self.entries
+            .iter()
+            .find(|e| e.spec.name == name)
+            .map(|e| &e.spec)
     }
 
     /// The A2A tool behind `name`, if it is one.
     pub fn a2a_tool(&self, name: &str) -> Option<&A2aTool> {
         self.entries.iter().find_map(|e| match &e.imp {
-            ToolImpl::A2a(t) if e.spec.name == name => Some(t),
+            ToolImpl::A2a(t) if e.spec.name == name => Some(t.as_ref()),
             _ => None,
         })
     }
@@ -262,7 +363,8 @@ impl<T: Transport> Toolkit<T> {
 
     /// Runs tool `name`. An unknown name is `{isError, "Unknown tool: <name>"}`.
     pub async fn execute(&self, name: &str, args: Value) -> ToolResult {
-        self.execute_with_abort(name, args, std::future::pending()).await
+        self.execute_with_abort(name, args, std::future::pending())
+            .await
     }
 
     /// [`Toolkit::execute`] that stops (and cancels the remote task) when `abort` completes.
@@ -277,6 +379,8 @@ impl<T: Transport> Toolkit<T> {
         };
         match &entry.imp {
             ToolImpl::A2a(t) => t.execute(&self.transport, &args, abort).await,
+            #[cfg(feature = "server")]
+            ToolImpl::Skill(skills) => skills.run_tool(&args),
             ToolImpl::Host(run) => run(args).await,
         }
     }

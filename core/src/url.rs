@@ -5,7 +5,11 @@
 /// `scheme://authority` of an absolute URL, or `None` when it has no scheme.
 pub fn origin(url: &str) -> Option<&str> {
     let scheme_end = url.find("://")?;
-    if scheme_end == 0 || !url[..scheme_end].chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) {
+    if scheme_end == 0
+        || !url[..scheme_end]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
         return None;
     }
     let rest = &url[scheme_end + 3..];

@@ -3,10 +3,15 @@
 //!
 //! Process, file and socket handling live here; protocol logic does not.
 
+pub mod config_file;
 pub mod http_server;
+pub mod serve;
+pub mod skills_dir;
+pub mod store;
 pub mod transport;
 
 use serde_json::Value;
+pub use serve::{serve, Model, ServeHandle, ServeOptions};
 use std::sync::Arc;
 pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};
 pub use transport::NativeTransport;

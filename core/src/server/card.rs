@@ -41,7 +41,11 @@ pub const DEFAULT_VERSION: &str = "0.1.0";
 pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
     let advertised: Vec<Value> = skills
         .iter()
-        .filter(|s| cfg.skills.as_ref().is_none_or(|allow| allow.iter().any(|a| a == &s.name)))
+        .filter(|s| {
+            cfg.skills
+                .as_ref()
+                .is_none_or(|allow| allow.iter().any(|a| a == &s.name))
+        })
         .map(|s| json!({"id": s.name, "name": s.name, "description": s.description, "tags": []}))
         .collect();
     let mut card = Map::new();
@@ -49,8 +53,14 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
         card.insert(k.to_string(), v);
     };
     put("name", cfg.name.as_deref().unwrap_or(DEFAULT_NAME).into());
-    put("description", cfg.description.as_deref().unwrap_or("").into());
-    put("version", cfg.version.as_deref().unwrap_or(DEFAULT_VERSION).into());
+    put(
+        "description",
+        cfg.description.as_deref().unwrap_or("").into(),
+    );
+    put(
+        "version",
+        cfg.version.as_deref().unwrap_or(DEFAULT_VERSION).into(),
+    );
     put("protocolVersion", "0.3.0".into());
     put("url", url.into());
     put("preferredTransport", "JSONRPC".into());
@@ -61,11 +71,17 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ]),
     );
-    put("capabilities", json!({"streaming": false, "pushNotifications": false}));
+    put(
+        "capabilities",
+        json!({"streaming": false, "pushNotifications": false}),
+    );
     put("defaultInputModes", json!(["text"]));
     put("defaultOutputModes", json!(["text"]));
     if let Some(p) = &cfg.provider {
-        put("provider", json!({"organization": p.organization, "url": p.url}));
+        put(
+            "provider",
+            json!({"organization": p.organization, "url": p.url}),
+        );
     }
     put("skills", Value::Array(advertised));
     Value::Object(card)
@@ -76,7 +92,11 @@ mod tests {
     use super::*;
 
     fn skill(name: &str) -> Skill {
-        Skill { name: name.into(), description: format!("{name} skill"), content: String::new() }
+        Skill {
+            name: name.into(),
+            description: format!("{name} skill"),
+            content: String::new(),
+        }
     }
 
     // Seed 001, example 1: defaults with no config.
@@ -89,7 +109,10 @@ mod tests {
         assert_eq!(card["protocolVersion"], "0.3.0");
         assert_eq!(card["url"], "http://127.0.0.1:8080/");
         assert_eq!(card["skills"], json!([]));
-        assert_eq!(card["capabilities"], json!({"streaming": false, "pushNotifications": false}));
+        assert_eq!(
+            card["capabilities"],
+            json!({"streaming": false, "pushNotifications": false})
+        );
         assert_eq!(card["defaultInputModes"], json!(["text"]));
         assert_eq!(card["defaultOutputModes"], json!(["text"]));
         assert!(card.get("provider").is_none());
@@ -104,7 +127,11 @@ mod tests {
             skills: Some(vec!["hello-world".into(), "does-not-exist".into()]),
             ..Default::default()
         };
-        let card = build_agent_card(&cfg, &[skill("hello-world"), skill("other")], "http://127.0.0.1:0/");
+        let card = build_agent_card(
+            &cfg,
+            &[skill("hello-world"), skill("other")],
+            "http://127.0.0.1:0/",
+        );
         let got = card["skills"].as_array().expect("skills");
         assert_eq!(got.len(), 1);
         assert_eq!(got[0]["id"], got[0]["name"]);
@@ -118,11 +145,17 @@ mod tests {
         let cfg = A2aConfig {
             name: Some("front-desk".into()),
             version: Some("2.3.0".into()),
-            provider: Some(Provider { organization: "Acme Corp".into(), url: "https://acme.example".into() }),
+            provider: Some(Provider {
+                organization: "Acme Corp".into(),
+                url: "https://acme.example".into(),
+            }),
             ..Default::default()
         };
         let card = build_agent_card(&cfg, &[], "http://h/");
-        assert_eq!(card["provider"], json!({"organization": "Acme Corp", "url": "https://acme.example"}));
+        assert_eq!(
+            card["provider"],
+            json!({"organization": "Acme Corp", "url": "https://acme.example"})
+        );
         assert_eq!(card["version"], "2.3.0");
     }
 
@@ -130,7 +163,10 @@ mod tests {
     fn the_card_is_a_hybrid_both_protocols_read() {
         let card = build_agent_card(&A2aConfig::default(), &[skill("s")], "http://h:1/");
         let parsed = crate::card::AgentCard::from_value(&card).expect("our own reader accepts it");
-        assert_eq!(parsed.endpoint("http://h:1/.well-known/agent-card.json"), (crate::Dialect::V10, "http://h:1/".into()));
+        assert_eq!(
+            parsed.endpoint("http://h:1/.well-known/agent-card.json"),
+            (crate::Dialect::V10, "http://h:1/".into())
+        );
         assert_eq!(card["preferredTransport"], "JSONRPC");
         assert_eq!(card["supportedInterfaces"][1]["protocolVersion"], "0.3");
     }

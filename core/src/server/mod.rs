@@ -5,10 +5,12 @@
 //! calls [`A2aServer::handle`]; none re-implements routing.
 
 mod card;
+mod fulfil;
 mod rpc;
 mod store;
 
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
+pub use fulfil::{EchoFulfiller, LlmFulfiller};
 pub use store::{MemoryStore, StoreError, TaskStore, DEFAULT_MAX_TASKS};
 
 use crate::http::{HttpRequest, HttpResponse};
@@ -121,7 +123,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     pub async fn handle(self: &Arc<Self>, req: HttpRequest) -> HttpResponse {
         let mut resp = self.route(req).await;
         if let Some(origin) = &self.cors_origin {
-            resp.headers.push(("Access-Control-Allow-Origin".into(), origin.clone()));
+            resp.headers
+                .push(("Access-Control-Allow-Origin".into(), origin.clone()));
             if origin != "*" {
                 resp.headers.push(("Vary".into(), "Origin".into()));
             }
@@ -138,12 +141,19 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(o) => &req.url[o.len()..],
             None => req.url.as_str(),
         };
-        let path = path.split(['?', '#']).next().filter(|p| !p.is_empty()).unwrap_or("/");
+        let path = path
+            .split(['?', '#'])
+            .next()
+            .filter(|p| !p.is_empty())
+            .unwrap_or("/");
         match (req.method.as_str(), path) {
             ("OPTIONS", _) if self.cors_origin.is_some() => HttpResponse {
                 status: 204,
                 headers: vec![
-                    ("Access-Control-Allow-Methods".into(), "GET, POST, OPTIONS".into()),
+                    (
+                        "Access-Control-Allow-Methods".into(),
+                        "GET, POST, OPTIONS".into(),
+                    ),
                     (
                         "Access-Control-Allow-Headers".into(),
                         req.header("Access-Control-Request-Headers")
@@ -158,7 +168,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             ("POST", "/") => self.json_rpc(&req).await,
             (_, "/" | CARD_PATH | LEGACY_CARD_PATH) => {
                 let mut r = plain(405, "method not allowed");
-                r.headers.push(("Allow".into(), if path == "/" { "POST" } else { "GET" }.into()));
+                r.headers.push((
+                    "Allow".into(),
+                    if path == "/" { "POST" } else { "GET" }.into(),
+                ));
                 r
             }
             _ => plain(404, "not found"),
@@ -175,7 +188,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         };
         let body = match outcome {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}}),
+            Err(e) => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
+            }
         };
         HttpResponse::json(200, body.to_string().into_bytes())
     }
@@ -190,9 +205,15 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             "CancelTask" | "tasks/cancel" => self.cancel(&call.params, shape).await,
             "SendStreamingMessage" | "message/stream" | "SubscribeToTask" | "tasks/resubscribe" => {
-                Err(RpcError::new(rpc::UNSUPPORTED_OPERATION, "streaming is not supported by this agent"))
+                Err(RpcError::new(
+                    rpc::UNSUPPORTED_OPERATION,
+                    "streaming is not supported by this agent",
+                ))
             }
-            other => Err(RpcError::new(rpc::METHOD_NOT_FOUND, format!("Method not found: {other}"))),
+            other => Err(RpcError::new(
+                rpc::METHOD_NOT_FOUND,
+                format!("Method not found: {other}"),
+            )),
         }
     }
 
@@ -203,20 +224,30 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))?;
         match self.store.get(id).await {
             Ok(Some(task)) => Ok(task),
-            Ok(None) => Err(RpcError::new(rpc::TASK_NOT_FOUND, format!("Task not found: {id}"))),
+            Ok(None) => Err(RpcError::new(
+                rpc::TASK_NOT_FOUND,
+                format!("Task not found: {id}"),
+            )),
             Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
         }
     }
 
-    async fn send_message(self: &Arc<Self>, params: &Value, shape: Shape) -> Result<Value, RpcError> {
+    async fn send_message(
+        self: &Arc<Self>,
+        params: &Value,
+        shape: Shape,
+    ) -> Result<Value, RpcError> {
         let msg = params
             .get("message")
             .filter(|m| m.is_object())
             .ok_or_else(|| RpcError::invalid_params("params.message must be an object"))?;
         if msg.get("parts").is_some_and(|p| !p.is_array()) {
-            return Err(RpcError::invalid_params("params.message.parts must be an array"));
+            return Err(RpcError::invalid_params(
+                "params.message.parts must be an array",
+            ));
         }
-        let mut user = Message::from_value(msg).unwrap_or_else(|| Message::agent_text(String::new(), String::new()));
+        let mut user = Message::from_value(msg)
+            .unwrap_or_else(|| Message::agent_text(String::new(), String::new()));
         user.role = Role::User;
         if user.parts.is_empty() {
             return Err(RpcError::invalid_params("the message has no text part"));
@@ -224,11 +255,19 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let config = params.get("configuration");
         let flag = |k: &str| config.and_then(|c| c.get(k)).and_then(Value::as_bool);
         // 1.0 blocks unless returnImmediately; 0.3 blocks unless blocking:false.
-        let blocking = !(flag("returnImmediately") == Some(true) || flag("blocking") == Some(false));
-        let skill = msg.get("metadata").and_then(|m| m.get("skill")).and_then(Value::as_str).map(str::to_string);
+        let blocking =
+            !(flag("returnImmediately") == Some(true) || flag("blocking") == Some(false));
+        let skill = msg
+            .get("metadata")
+            .and_then(|m| m.get("skill"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
 
         let task_id = self.host.new_id();
-        let context_id = user.context_id.clone().unwrap_or_else(|| self.host.new_id());
+        let context_id = user
+            .context_id
+            .clone()
+            .unwrap_or_else(|| self.host.new_id());
         if user.message_id.is_empty() {
             user.message_id = self.host.new_id();
         }
@@ -249,7 +288,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .map_err(|e| RpcError::internal(format!("the task could not be stored: {e}")))?;
 
         let settled = blocking.then(|| self.watch(&task_id));
-        let request = FulfilRequest { task_id, context_id, text, skill };
+        let request = FulfilRequest {
+            task_id,
+            context_id,
+            text,
+            skill,
+        };
         self.start(request);
         let task = match settled {
             Some(rx) => rx.await.unwrap_or(task),
@@ -265,7 +309,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// A receiver that gets the task once it settles.
     fn watch(&self, task_id: &str) -> futures_channel::oneshot::Receiver<Task> {
         let (tx, rx) = futures_channel::oneshot::channel();
-        lock(&self.waiters).entry(task_id.to_string()).or_default().push(tx);
+        lock(&self.waiters)
+            .entry(task_id.to_string())
+            .or_default()
+            .push(tx);
         rx
     }
 
@@ -273,7 +320,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let (abort, registration) = AbortHandle::new_pair();
         lock(&self.running).insert(
             request.task_id.clone(),
-            Running { abort, skill: request.skill.clone(), text: request.text.clone() },
+            Running {
+                abort,
+                skill: request.skill.clone(),
+                text: request.text.clone(),
+            },
         );
         let server = self.clone();
         let job = async move {
@@ -288,7 +339,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     async fn fulfil(self: Arc<Self>, request: FulfilRequest) {
         let id = request.task_id.clone();
-        let Some(mut task) = self.load_for_update(&id).await else { return };
+        let Some(mut task) = self.load_for_update(&id).await else {
+            return;
+        };
         task.state = TaskState::Working;
         self.save_quietly(&task).await;
 
@@ -301,7 +354,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let result = match outcome {
             Ok(text) => {
                 task.state = TaskState::Completed;
-                task.artifacts = vec![Artifact { artifact_id: self.host.new_id(), parts: vec![text.clone()] }];
+                task.artifacts = vec![Artifact {
+                    artifact_id: self.host.new_id(),
+                    parts: vec![text.clone()],
+                }];
                 text
             }
             Err(error) => {
@@ -313,18 +369,21 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 error
             }
         };
-        self.settle(task, request.skill, request.text, Some(result)).await;
+        self.settle(task, request.skill, request.text, Some(result))
+            .await;
     }
 
     async fn load_for_update(&self, id: &str) -> Option<Task> {
         match self.store.get(id).await {
             Ok(Some(t)) => Some(t),
             Ok(None) => {
-                self.host.report(&format!("task {id} vanished from the store before it ran"));
+                self.host
+                    .report(&format!("task {id} vanished from the store before it ran"));
                 None
             }
             Err(e) => {
-                self.host.report(&format!("task {id}: the store failed: {e}"));
+                self.host
+                    .report(&format!("task {id}: the store failed: {e}"));
                 None
             }
         }
@@ -332,12 +391,22 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     async fn save_quietly(&self, task: &Task) {
         if let Err(e) = self.store.save(task).await {
-            self.host.report(&format!("task {}: saving state {} failed: {e}", task.id, task.state.as_str()));
+            self.host.report(&format!(
+                "task {}: saving state {} failed: {e}",
+                task.id,
+                task.state.as_str()
+            ));
         }
     }
 
     /// Saves a terminal task, wakes blocking callers, runs the hook.
-    async fn settle(&self, task: Task, skill: Option<String>, text: String, result: Option<String>) {
+    async fn settle(
+        &self,
+        task: Task,
+        skill: Option<String>,
+        text: String,
+        result: Option<String>,
+    ) {
         self.save_quietly(&task).await;
         for tx in lock(&self.waiters).remove(&task.id).unwrap_or_default() {
             let _ = tx.send(task.clone());
@@ -356,7 +425,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if task.state.is_terminal() {
             return Err(RpcError::new(
                 rpc::TASK_NOT_CANCELABLE,
-                format!("Task cannot be canceled: {} is {}", task.id, task.state.as_str()),
+                format!(
+                    "Task cannot be canceled: {} is {}",
+                    task.id,
+                    task.state.as_str()
+                ),
             ));
         }
         let running = lock(&self.running).remove(&task.id);
@@ -365,7 +438,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 r.abort.abort();
                 (r.skill, r.text)
             }
-            None => (None, task.history.first().map(Message::text).unwrap_or_default()),
+            None => (
+                None,
+                task.history.first().map(Message::text).unwrap_or_default(),
+            ),
         };
         task.state = TaskState::Canceled;
         self.settle(task.clone(), skill, text, None).await;
@@ -374,7 +450,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 }
 
 fn history_length(params: &Value) -> Option<usize> {
-    params.get("historyLength").and_then(Value::as_u64).map(|n| n as usize)
+    params
+        .get("historyLength")
+        .and_then(Value::as_u64)
+        .map(|n| n as usize)
 }
 
 fn task_value(task: &Task, shape: Shape, history_length: Option<usize>) -> Value {

@@ -23,7 +23,10 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into() }
+        RpcError {
+            code,
+            message: message.into(),
+        }
     }
     pub fn invalid_params(message: &str) -> Self {
         RpcError::new(INVALID_PARAMS, format!("Invalid params: {message}"))
@@ -53,34 +56,63 @@ impl RpcRequest {
             Some(v) => {
                 return Err((
                     Value::Null,
-                    RpcError::new(VERSION_NOT_SUPPORTED, format!("A2A version {v} is not supported (use 1.0 or 0.3)")),
+                    RpcError::new(
+                        VERSION_NOT_SUPPORTED,
+                        format!("A2A version {v} is not supported (use 1.0 or 0.3)"),
+                    ),
                 ))
             }
         };
-        let v: Value = serde_json::from_slice(&req.body)
-            .map_err(|e| (Value::Null, RpcError::new(PARSE_ERROR, format!("Parse error: {e}"))))?;
+        let v: Value = serde_json::from_slice(&req.body).map_err(|e| {
+            (
+                Value::Null,
+                RpcError::new(PARSE_ERROR, format!("Parse error: {e}")),
+            )
+        })?;
         let Value::Object(mut obj) = v else {
-            return Err((Value::Null, RpcError::new(INVALID_REQUEST, "Invalid Request: expected a JSON object")));
+            return Err((
+                Value::Null,
+                RpcError::new(INVALID_REQUEST, "Invalid Request: expected a JSON object"),
+            ));
         };
         let id = match obj.remove("id") {
             Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
             None => Value::Null,
             Some(_) => {
-                return Err((Value::Null, RpcError::new(INVALID_REQUEST, "Invalid Request: id must be a string or number")))
+                return Err((
+                    Value::Null,
+                    RpcError::new(
+                        INVALID_REQUEST,
+                        "Invalid Request: id must be a string or number",
+                    ),
+                ))
             }
         };
         if obj.get("jsonrpc").is_some_and(|j| j != "2.0") {
-            return Err((id, RpcError::new(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")));
+            return Err((
+                id,
+                RpcError::new(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\""),
+            ));
         }
         let method = match obj.remove("method") {
             Some(Value::String(m)) => m,
-            _ => return Err((id, RpcError::new(INVALID_REQUEST, "Invalid Request: method must be a string"))),
+            _ => {
+                return Err((
+                    id,
+                    RpcError::new(INVALID_REQUEST, "Invalid Request: method must be a string"),
+                ))
+            }
         };
         let params = match obj.remove("params") {
             Some(p @ Value::Object(_)) => p,
             None | Some(Value::Null) => Value::Object(Default::default()),
             Some(_) => return Err((id, RpcError::invalid_params("params must be an object"))),
         };
-        Ok(RpcRequest { id, method, params, shape })
+        Ok(RpcRequest {
+            id,
+            method,
+            params,
+            shape,
+        })
     }
 }

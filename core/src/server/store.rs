@@ -51,7 +51,10 @@ impl MemoryStore {
     pub fn new(max_tasks: usize) -> Self {
         MemoryStore {
             max_tasks: max_tasks.max(1),
-            inner: Mutex::new(Inner { tasks: HashMap::new(), finished: VecDeque::new() }),
+            inner: Mutex::new(Inner {
+                tasks: HashMap::new(),
+                finished: VecDeque::new(),
+            }),
         }
     }
 
@@ -71,7 +74,13 @@ impl MemoryStore {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn save_now(&self, task: &Task) -> Result<(), StoreError> {
+    /// The task with this id, now.
+    pub fn get_now(&self, id: &str) -> Option<Task> {
+        self.lock().tasks.get(id).cloned()
+    }
+
+    /// Stores the task now (see the type's eviction rule).
+    pub fn save_now(&self, task: &Task) -> Result<(), StoreError> {
         let mut inner = self.lock();
         let is_new = !inner.tasks.contains_key(&task.id);
         if is_new && inner.tasks.len() >= self.max_tasks {
@@ -86,7 +95,10 @@ impl MemoryStore {
                 inner.tasks.remove(&old);
             }
         }
-        let was_terminal = inner.tasks.get(&task.id).is_some_and(|t| t.state.is_terminal());
+        let was_terminal = inner
+            .tasks
+            .get(&task.id)
+            .is_some_and(|t| t.state.is_terminal());
         if task.state.is_terminal() && !was_terminal {
             inner.finished.push_back(task.id.clone());
         }
@@ -97,7 +109,7 @@ impl MemoryStore {
 
 impl TaskStore for MemoryStore {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
-        std::future::ready(Ok(self.lock().tasks.get(id).cloned()))
+        std::future::ready(Ok(self.get_now(id)))
     }
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
@@ -112,7 +124,14 @@ mod tests {
     use crate::testing::block_on;
 
     fn task(id: &str, state: TaskState) -> Task {
-        Task { id: id.into(), context_id: "c".into(), state, status_message: None, artifacts: vec![], history: vec![] }
+        Task {
+            id: id.into(),
+            context_id: "c".into(),
+            state,
+            status_message: None,
+            artifacts: vec![],
+            history: vec![],
+        }
     }
 
     #[test]

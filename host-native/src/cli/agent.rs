@@ -1,0 +1,223 @@
+//! `toolnexus serve` and `toolnexus card`.
+
+use super::Fail;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use toolnexus_core::llm::{LlmConfig, LlmStyle};
+use toolnexus_core::server::{build_agent_card, A2aConfig, Provider};
+use toolnexus_core::skills::SkillSet;
+use toolnexus_host_native::config_file::ConfigFile;
+use toolnexus_host_native::skills_dir::load_skill_dirs;
+use toolnexus_host_native::{serve as serve_agent, toolkit, Model, ServeOptions};
+
+/// What the agent is: skills, config, and card identity.
+#[derive(clap::Args)]
+pub struct Identity {
+    /// A folder searched for **/SKILL.md. Repeatable.
+    #[arg(long = "skills", value_name = "DIR")]
+    skills: Vec<PathBuf>,
+    /// A JSON file with `agents`, `a2a` and `llm` blocks; flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
+    /// The card name [default: toolnexus-agent]
+    #[arg(long, value_name = "N")]
+    name: Option<String>,
+    /// The card description [default: ""]
+    #[arg(long, value_name = "D")]
+    description: Option<String>,
+    /// The card version [default: 0.1.0]
+    #[arg(long = "agent-version", value_name = "V")]
+    agent_version: Option<String>,
+    /// The provider's organization (with --provider-url)
+    #[arg(long = "provider-org", value_name = "O", requires = "provider_url")]
+    provider_org: Option<String>,
+    /// The provider's URL (with --provider-org)
+    #[arg(long = "provider-url", value_name = "U", requires = "provider_org")]
+    provider_url: Option<String>,
+    /// Advertise only this skill. Repeatable; unknown names are ignored.
+    #[arg(long = "expose", value_name = "SKILL")]
+    expose: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    id: Identity,
+    /// Where to listen; port 0 picks a free port.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    addr: String,
+    /// The task store: memory, or file:DIR (survives restarts) [default: memory]
+    #[arg(long, value_name = "memory|file:DIR")]
+    store: Option<String>,
+    /// The base URL the card advertises (behind a proxy, or when bound to 0.0.0.0).
+    #[arg(long = "public-url", value_name = "URL")]
+    public_url: Option<String>,
+    /// Access-Control-Allow-Origin for browsers; "none" sends no CORS headers [default: *]
+    #[arg(long = "cors-origin", value_name = "O")]
+    cors_origin: Option<String>,
+    /// Who answers tasks: openai, anthropic, or echo (offline: answers with the task's text).
+    #[arg(long, value_name = "STYLE", value_parser = ["openai", "anthropic", "echo"])]
+    llm: Option<String>,
+    /// The model endpoint [default: https://api.openai.com/v1 or https://api.anthropic.com]
+    #[arg(long = "llm-base-url", value_name = "URL")]
+    llm_base_url: Option<String>,
+    /// The model name (required for openai and anthropic).
+    #[arg(long, value_name = "M")]
+    model: Option<String>,
+    /// The environment variable holding the API key [default: OPENAI_API_KEY or ANTHROPIC_API_KEY]
+    #[arg(long = "api-key-env", value_name = "NAME")]
+    api_key_env: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct CardArgs {
+    #[command(flatten)]
+    id: Identity,
+    /// The JSON-RPC URL the card advertises.
+    #[arg(long, value_name = "URL")]
+    url: String,
+}
+
+/// The identity, skills and config file behind `serve` and `card`.
+struct Resolved {
+    card: A2aConfig,
+    skills: SkillSet,
+    config: ConfigFile,
+}
+
+impl Identity {
+    fn resolve(&self) -> Result<Resolved, Fail> {
+        let config = match &self.config {
+            Some(path) => ConfigFile::load(path).map_err(|e| Fail(1, e))?,
+            None => ConfigFile::default(),
+        };
+        let mut card = config.a2a.card.clone();
+        let set = |slot: &mut Option<String>, flag: &Option<String>| {
+            if flag.is_some() {
+                slot.clone_from(flag);
+            }
+        };
+        set(&mut card.name, &self.name);
+        set(&mut card.description, &self.description);
+        set(&mut card.version, &self.agent_version);
+        if let (Some(organization), Some(url)) = (&self.provider_org, &self.provider_url) {
+            card.provider = Some(Provider {
+                organization: organization.clone(),
+                url: url.clone(),
+            });
+        }
+        if !self.expose.is_empty() {
+            card.skills = Some(self.expose.clone());
+        }
+        let skills = load_skill_dirs(&self.skills).map_err(|e| Fail(1, e))?;
+        for s in skills.skipped() {
+            eprintln!("toolnexus: skill {} skipped: {}", s.path, s.reason);
+        }
+        Ok(Resolved {
+            card,
+            skills,
+            config,
+        })
+    }
+}
+
+pub fn card(args: CardArgs) -> Result<i32, Fail> {
+    let r = args.id.resolve()?;
+    super::remote::print_json(&build_agent_card(&r.card, r.skills.skills(), &args.url));
+    Ok(0)
+}
+
+fn model(args: &ServeArgs, config: &ConfigFile) -> Result<Model, Fail> {
+    let block = config.llm.clone().unwrap_or_default();
+    let style = args.llm.clone().or(block.style.clone());
+    let style = match style.as_deref() {
+        None => {
+            eprintln!("toolnexus: no model configured (--llm or the config's llm block): answering with the echo model");
+            return Ok(Model::Echo);
+        }
+        Some("echo") => return Ok(Model::Echo),
+        Some(s) => s.parse::<LlmStyle>().map_err(|e| Fail(1, e.to_string()))?,
+    };
+    let base_url = args
+        .llm_base_url
+        .clone()
+        .or(block.base_url.clone())
+        .unwrap_or_else(|| {
+            match style {
+                LlmStyle::OpenAi => "https://api.openai.com/v1",
+                LlmStyle::Anthropic => "https://api.anthropic.com",
+            }
+            .to_string()
+        });
+    let model = args.model.clone().or(block.model.clone()).ok_or_else(|| {
+        Fail(
+            1,
+            format!(
+                "--model is required with --llm {style} (or \"model\" in the config's llm block)"
+            ),
+        )
+    })?;
+    let mut cfg = LlmConfig::new(base_url, style, model);
+    let key_env = args.api_key_env.clone().or(block.api_key_env.clone());
+    cfg.api_key = match key_env {
+        Some(name) => Some(std::env::var(&name).map_err(|_| {
+            Fail(
+                1,
+                format!("the environment variable {name} (the API key) is not set"),
+            )
+        })?),
+        None => block.api_key.clone().or_else(|| {
+            let default = match style {
+                LlmStyle::OpenAi => "OPENAI_API_KEY",
+                LlmStyle::Anthropic => "ANTHROPIC_API_KEY",
+            };
+            std::env::var(default).ok()
+        }),
+    };
+    cfg.headers = block.headers.into_iter().collect();
+    cfg.system_prompt = block.system_prompt;
+    if let Some(n) = block.max_turns {
+        cfg.max_turns = n;
+    }
+    Ok(Model::Llm(cfg))
+}
+
+pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
+    let r = args.id.resolve()?;
+    let model = model(&args, &r.config)?;
+    let mut tk = toolkit(&[], Some(&r.config.raw)).await;
+    tk.add_skills(r.skills);
+    let mut options = ServeOptions::new(Arc::new(tk), model);
+    options.a2a = Some(r.card);
+    options.store = args
+        .store
+        .clone()
+        .or(r.config.a2a.store.clone())
+        .unwrap_or_else(|| "memory".into());
+    options.public_url = args.public_url.clone();
+    options.cors_origin = match args.cors_origin.as_deref() {
+        Some("none") => None,
+        Some(o) => Some(o.to_string()),
+        None => Some("*".into()),
+    };
+    options.on_task = Some(Arc::new(|e| {
+        eprintln!("toolnexus: task {} {}", e.id, e.state);
+    }));
+    let handle = serve_agent(&args.addr, options)
+        .await
+        .map_err(|e| Fail(1, e))?;
+    println!("listening on {}", handle.url);
+    let _ = std::io::stdout().flush();
+    eprintln!(
+        "toolnexus: Agent Card at {}.well-known/agent-card.json",
+        handle.card_url
+    );
+    for id in &handle.recovered {
+        eprintln!("toolnexus: task {id} was interrupted by a restart; marked failed");
+    }
+    super::remote::interrupted().await;
+    eprintln!("toolnexus: stopping");
+    handle.stop().await;
+    Ok(0)
+}

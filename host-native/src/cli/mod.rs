@@ -1,0 +1,116 @@
+//! Argument parsing and dispatch of `toolnexus`.
+
+mod agent;
+mod demo;
+mod remote;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "toolnexus",
+    version,
+    about = "Call A2A agents as tools, and serve skills as an A2A agent.",
+    after_help = "Start with `toolnexus demo`: an offline round trip, no setup needed."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a remote agent's skills as a JSON array of tools.
+    Tools {
+        #[command(flatten)]
+        remote: remote::Remote,
+    },
+    /// Run one skill of a remote agent; print {"output","isError","metadata"}.
+    ///
+    /// Exit 0 when isError is false, 2 when true, 1 when the card cannot be
+    /// resolved or has no such tool. Ctrl-C or SIGTERM cancels the task.
+    Call {
+        #[command(flatten)]
+        remote: remote::Remote,
+        /// The tool name (reviewer_review) or the skill id (review).
+        tool: String,
+        /// The task text, or - to read it from stdin.
+        task: String,
+        /// Upper bound of the interval between two polls in ms [default: 1000]
+        #[arg(long, value_name = "MS")]
+        poll_every: Option<u64>,
+    },
+    /// Serve skills (and the config's agents as tools) as an A2A agent.
+    ///
+    /// The first stdout line is "listening on http://HOST:PORT". Ctrl-C or
+    /// SIGTERM stops it cleanly.
+    Serve(agent::ServeArgs),
+    /// Print the Agent Card a `serve` with these options would serve at URL.
+    Card(agent::CardArgs),
+    /// Offline demo: serve the bundled example skills with the echo model,
+    /// resolve them with agentTools and run one task end to end.
+    Demo,
+}
+
+/// A failure that ends the command: one line on stderr, then this exit code.
+pub struct Fail(pub i32, pub String);
+
+/// Runs the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
+            print!("{e}");
+            return 0;
+        }
+        Err(e) => {
+            // clap's message spans lines ("…not provided:\n  <TASK>\n\nUsage: …"); keep the first paragraph.
+            let text = e.to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let first = first.join(" ");
+            eprintln!(
+                "toolnexus: {} (see toolnexus --help)",
+                first.trim_start_matches("error: ")
+            );
+            return 1;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("toolnexus: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Tools { remote } => remote::tools(remote).await,
+            Command::Call {
+                remote,
+                tool,
+                task,
+                poll_every,
+            } => remote::call(remote, tool, task, poll_every).await,
+            Command::Serve(args) => agent::serve(args).await,
+            Command::Card(args) => agent::card(args),
+            Command::Demo => demo::run().await,
+        }
+    });
+    // Don't wait for idle keep-alive connections or stray tasks at exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(code) => code,
+        Err(Fail(code, message)) => {
+            eprintln!("toolnexus: {message}");
+            code
+        }
+    }
+}

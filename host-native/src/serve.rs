@@ -1,0 +1,260 @@
+//! `serve`: skills and tools as an A2A agent on tokio/hyper, over the core
+//! server function.
+
+use crate::http_server::{self, ServerHandle, DEFAULT_BODY_LIMIT};
+use crate::store::AnyStore;
+use crate::{NativeTransport, Toolkit};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use toolnexus_core::llm::LlmConfig;
+use toolnexus_core::server::{
+    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, Fulfiller, LlmFulfiller, ServerHost,
+    ServerOptions, TaskEvent,
+};
+use toolnexus_core::server::{StoreError, TaskStore};
+use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::Task;
+
+/// Who answers the tasks.
+#[derive(Clone)]
+pub enum Model {
+    /// An OpenAI- or Anthropic-style endpoint, with the toolkit's tools offered.
+    Llm(LlmConfig),
+    /// Answers each task with its own text (offline; for trying things out).
+    Echo,
+    /// Anything else.
+    Custom(Arc<dyn Fulfiller>),
+}
+
+/// A task hook.
+pub type OnTask = Arc<dyn Fn(&TaskEvent) + Send + Sync>;
+
+/// What to serve and how.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// The card identity; `None` serves no A2A profile (every route 404).
+    pub a2a: Option<A2aConfig>,
+    /// The tools and skills offered to the model (skills are also advertised).
+    pub toolkit: Arc<Toolkit>,
+    pub model: Model,
+    /// `"memory"` (default) or `"file:<dir>"`.
+    pub store: String,
+    /// The base URL the card advertises (behind a proxy, or bound to 0.0.0.0).
+    pub public_url: Option<String>,
+    /// `Access-Control-Allow-Origin`; `None` disables CORS headers. Default `*`.
+    pub cors_origin: Option<String>,
+    /// Largest accepted request body; default 1 MiB (larger ⇒ 413).
+    pub body_limit: usize,
+    /// Called on every terminal state.
+    pub on_task: Option<OnTask>,
+    /// Called after every saved state change (submitted, working, …).
+    pub on_state: Option<OnState>,
+}
+
+/// A state-change hook: the task as just saved.
+pub type OnState = Arc<dyn Fn(&Task) + Send + Sync>;
+
+/// The store, with the state-change hook.
+pub struct ObservedStore {
+    inner: AnyStore,
+    on_state: Option<OnState>,
+}
+
+impl TaskStore for ObservedStore {
+    fn get(
+        &self,
+        id: &str,
+    ) -> impl std::future::Future<Output = Result<Option<Task>, StoreError>> + Send {
+        self.inner.get(id)
+    }
+
+    fn save(
+        &self,
+        task: &Task,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        let saved = self.inner.save(task);
+        let hook = self.on_state.clone().map(|h| (h, task.clone()));
+        async move {
+            saved.await?;
+            if let Some((hook, task)) = hook {
+                hook(&task);
+            }
+            Ok(())
+        }
+    }
+}
+
+impl ServeOptions {
+    /// Defaults: an A2A profile with default identity, memory store, CORS `*`, 1 MiB bodies.
+    pub fn new(toolkit: Arc<Toolkit>, model: Model) -> Self {
+        ServeOptions {
+            a2a: Some(A2aConfig::default()),
+            toolkit,
+            model,
+            store: "memory".into(),
+            public_url: None,
+            cors_origin: Some("*".into()),
+            body_limit: DEFAULT_BODY_LIMIT,
+            on_task: None,
+            on_state: None,
+        }
+    }
+}
+
+/// Background jobs in flight, so a stop can wait for them.
+#[derive(Default)]
+struct Jobs {
+    running: AtomicUsize,
+    idle: Notify,
+}
+
+struct NativeHost {
+    on_task: Option<OnTask>,
+    jobs: Arc<Jobs>,
+}
+
+impl ServerHost for NativeHost {
+    fn new_id(&self) -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+
+    fn spawn(&self, job: BoxFuture<'static, ()>) {
+        let jobs = self.jobs.clone();
+        jobs.running.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            job.await;
+            if jobs.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                jobs.idle.notify_waiters();
+            }
+        });
+    }
+
+    fn on_task(&self, event: TaskEvent) {
+        if let Some(hook) = &self.on_task {
+            hook(&event);
+        }
+    }
+
+    fn report(&self, problem: &str) {
+        eprintln!("toolnexus: {problem}");
+    }
+}
+
+type Server = A2aServer<ObservedStore, NativeHost, Arc<dyn Fulfiller>>;
+
+/// A running agent.
+pub struct ServeHandle {
+    /// `http://HOST:PORT` (the bound address, with the real port).
+    pub url: String,
+    /// The URL the card advertises as its JSON-RPC endpoint.
+    pub card_url: String,
+    /// Tasks a crash had left unfinished, now failed (file store only).
+    pub recovered: Vec<String>,
+    http: ServerHandle,
+    jobs: Arc<Jobs>,
+}
+
+impl ServeHandle {
+    /// Stops accepting, finishes requests in flight, and waits up to
+    /// `grace` for running tasks to settle.
+    pub async fn stop_within(self, grace: Duration) {
+        self.http.stop().await;
+        let wait = async {
+            while self.jobs.running.load(Ordering::SeqCst) > 0 {
+                let idle = self.jobs.idle.notified();
+                if self.jobs.running.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                idle.await;
+            }
+        };
+        let _ = tokio::time::timeout(grace, wait).await;
+    }
+
+    /// [`ServeHandle::stop_within`] 10 seconds.
+    pub async fn stop(self) {
+        self.stop_within(Duration::from_secs(10)).await;
+    }
+}
+
+/// Serves `options` on `addr` (`HOST:PORT`; port 0 picks a free one).
+pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, String> {
+    let (store, recovered) = AnyStore::open(&options.store).map_err(|e| e.to_string())?;
+    let listener_addr = addr.to_string();
+    // Bind first: the card needs the real port.
+    let cell: Arc<std::sync::OnceLock<Arc<Server>>> = Arc::default();
+    let for_handler = cell.clone();
+    let handler: http_server::Handler = Arc::new(move |req| {
+        let server = for_handler.get().cloned();
+        Box::pin(async move {
+            match server {
+                Some(s) => s.handle(req).await,
+                None => toolnexus_core::HttpResponse {
+                    status: 503,
+                    headers: vec![],
+                    body: b"starting\n".to_vec(),
+                },
+            }
+        })
+    });
+    let http = http_server::bind(&listener_addr, options.body_limit, handler)
+        .await
+        .map_err(|e| format!("cannot listen on {listener_addr}: {e}"))?;
+    let card_url = match &options.public_url {
+        Some(u) => format!("{}/", u.trim_end_matches('/')),
+        None if http.addr.ip().is_unspecified() => {
+            format!("http://127.0.0.1:{}/", http.addr.port())
+        }
+        None => format!("{}/", http.url),
+    };
+    let skills = options
+        .toolkit
+        .skills()
+        .map(|s| s.skills().to_vec())
+        .unwrap_or_default();
+    let card = options
+        .a2a
+        .as_ref()
+        .map(|cfg| build_agent_card(cfg, &skills, &card_url));
+    let fulfiller: Arc<dyn Fulfiller> = match options.model {
+        Model::Llm(llm) => Arc::new(LlmFulfiller {
+            toolkit: options.toolkit.clone(),
+            llm,
+        }),
+        Model::Echo => Arc::new(EchoFulfiller),
+        Model::Custom(f) => f,
+    };
+    let jobs = Arc::new(Jobs::default());
+    let host = NativeHost {
+        on_task: options.on_task,
+        jobs: jobs.clone(),
+    };
+    let store = ObservedStore {
+        inner: store,
+        on_state: options.on_state,
+    };
+    let server = A2aServer::new(
+        ServerOptions {
+            card,
+            cors_origin: options.cors_origin,
+        },
+        store,
+        host,
+        fulfiller,
+    );
+    let _ = cell.set(server);
+    Ok(ServeHandle {
+        url: http.url.clone(),
+        card_url,
+        recovered,
+        http,
+        jobs,
+    })
+}
+
+/// The shared transport, for building toolkits to serve.
+pub fn transport() -> Arc<NativeTransport> {
+    NativeTransport::shared()
+}

@@ -1,0 +1,179 @@
+//! Task stores of the native host: memory, or one JSON file per task.
+
+use futures_util::future::BoxFuture;
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use toolnexus_core::server::{MemoryStore, StoreError, TaskStore};
+use toolnexus_core::task::{Message, Shape, Task, TaskState};
+use toolnexus_core::{sanitize, MaybeSend};
+
+/// Tasks as `<dir>/<sanitized id>.json`, each written to a temp file,
+/// fsynced and renamed into place, so a crash never leaves a torn file.
+pub struct FileStore {
+    dir: PathBuf,
+}
+
+/// The status text a task left unfinished by a crash is failed with.
+pub const INTERRUPTED: &str = "the server stopped before this task finished; send it again";
+
+impl FileStore {
+    /// Opens (creating) `dir`. Tasks a crash left `submitted` or `working` are
+    /// marked `failed` with [`INTERRUPTED`]; their ids are returned.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<(FileStore, Vec<String>), StoreError> {
+        let dir = dir.into();
+        let err =
+            |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", dir.display()));
+        std::fs::create_dir_all(&dir).map_err(|e| err("cannot create the store folder", e))?;
+        let store = FileStore { dir: dir.clone() };
+        let mut recovered = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| err("cannot read the store folder", e))? {
+            let path = entry
+                .map_err(|e| err("cannot read the store folder", e))?
+                .path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if name.contains(".json.tmp-") {
+                // A write that never reached its rename: the old file (if any) is intact.
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if !name.ends_with(".json") {
+                continue;
+            }
+            let Some(mut task) = read_task(&path)? else {
+                continue;
+            };
+            if matches!(task.state, TaskState::Submitted | TaskState::Working) {
+                task.state = TaskState::Failed;
+                let mut m =
+                    Message::agent_text(format!("{}-interrupted", task.id), INTERRUPTED.into());
+                m.context_id = Some(task.context_id.clone());
+                m.task_id = Some(task.id.clone());
+                task.status_message = Some(m);
+                write_atomically(&store.path(&task.id), &task)?;
+                recovered.push(task.id);
+            }
+        }
+        Ok((store, recovered))
+    }
+
+    fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{}.json", sanitize(id)))
+    }
+}
+
+fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError(format!("cannot read {}: {e}", path.display()))),
+    };
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| StoreError(format!("{} is not valid JSON: {e}", path.display())))?;
+    Task::from_value(&value)
+        .map(Some)
+        .ok_or_else(|| StoreError(format!("{} is not a task", path.display())))
+}
+
+fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
+    let err = |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", path.display()));
+    let tmp = path.with_extension(format!("json.tmp-{}", uuid::Uuid::new_v4()));
+    let body = task.to_value(Shape::V03).to_string();
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(body.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // Make the rename itself durable.
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| err("cannot write", e))
+}
+
+impl FileStore {
+    /// Reads a task on the blocking pool; the future borrows nothing.
+    pub fn get_owned(&self, id: &str) -> BoxFuture<'static, Result<Option<Task>, StoreError>> {
+        let path = self.path(id);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || read_task(&path))
+                .await
+                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+        })
+    }
+
+    /// Writes a task on the blocking pool; the future borrows nothing.
+    pub fn save_owned(&self, task: &Task) -> BoxFuture<'static, Result<(), StoreError>> {
+        let path = self.path(&task.id);
+        let task = task.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || write_atomically(&path, &task))
+                .await
+                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+        })
+    }
+}
+
+impl TaskStore for FileStore {
+    fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
+        self.get_owned(id)
+    }
+
+    fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        self.save_owned(task)
+    }
+}
+
+/// A store picked by a selector string.
+pub enum AnyStore {
+    Memory(MemoryStore),
+    File(FileStore),
+}
+
+impl AnyStore {
+    /// `"memory"` or `"file:<dir>"`; anything else is an error. For a file
+    /// store, also the ids of tasks recovered from a crash.
+    pub fn open(selector: &str) -> Result<(AnyStore, Vec<String>), StoreError> {
+        match selector.trim() {
+            "" | "memory" => Ok((AnyStore::Memory(MemoryStore::default()), Vec::new())),
+            s => match s.strip_prefix("file:") {
+                Some(dir) if !dir.trim().is_empty() => {
+                    let (store, recovered) = FileStore::open(dir.trim())?;
+                    Ok((AnyStore::File(store), recovered))
+                }
+                Some(_) => Err(StoreError(
+                    "the store selector \"file:\" needs a folder: file:<dir>".into(),
+                )),
+                None => Err(StoreError(format!(
+                    "unknown task store {s:?}: use \"memory\" or \"file:<dir>\""
+                ))),
+            },
+        }
+    }
+}
+
+impl TaskStore for AnyStore {
+    fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
+        match self {
+            AnyStore::Memory(m) => Box::pin(std::future::ready(Ok(m.get_now(id)))),
+            AnyStore::File(f) => f.get_owned(id),
+        }
+    }
+
+    fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        match self {
+            AnyStore::Memory(m) => {
+                Box::pin(std::future::ready(m.save_now(task))) as BoxFuture<'static, _>
+            }
+            AnyStore::File(f) => f.save_owned(task),
+        }
+    }
+}
