@@ -180,7 +180,8 @@ def main() -> None:
     try:
         rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking))
     except Exception as e:  # noqa: BLE001
-        print(f'error: {type(e).__name__}: {e}', file=sys.stderr)
+        msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
+        print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)
         rc = 1
     sys.stdout.flush()
     sys.exit(rc)

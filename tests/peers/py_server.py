@@ -177,7 +177,7 @@ async def serve(port: int, compat_03: bool) -> None:
         port=port,
         log_level=os.environ.get('PEER_LOG_LEVEL', 'warning'),
         lifespan='off',
-        timeout_graceful_shutdown=2,
+        timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)
     # uvicorn installs SIGINT/SIGTERM handlers that set should_exit.

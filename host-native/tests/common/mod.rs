@@ -80,3 +80,29 @@ pub fn text_task(id: &str, state: &str, text: Option<&str>) -> Value {
         None => json!({"id": id, "status": {"state": state}}),
     }
 }
+
+/// An OpenAI-style model endpoint: every `POST …/chat/completions` body goes
+/// to `answer`, which returns the `choices[0].message`; the bodies are logged.
+pub async fn openai_stub(
+    answer: impl Fn(&Value) -> Value + Send + Sync + 'static,
+) -> (Stub, Arc<std::sync::Mutex<Vec<Value>>>) {
+    let log: Arc<std::sync::Mutex<Vec<Value>>> = Arc::default();
+    let seen = log.clone();
+    let stub = Stub::start(move |req| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        seen.lock().expect("log").push(body.clone());
+        if !req.url.ends_with("/chat/completions") {
+            return json_response(404, &json!({"error": {"message": "wrong path"}}));
+        }
+        let message = answer(&body);
+        json_response(200, &json!({"model": "stub-model", "choices": [{"message": message}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}))
+    })
+    .await;
+    (stub, log)
+}
+
+/// A chat-completions message with just text.
+pub fn say(text: &str) -> Value {
+    json!({"role": "assistant", "content": text})
+}
