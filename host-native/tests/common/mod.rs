@@ -106,3 +106,69 @@ pub async fn openai_stub(
 pub fn say(text: &str) -> Value {
     json!({"role": "assistant", "content": text})
 }
+
+/// The repository root.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
+}
+
+/// A child process killed when dropped.
+pub struct Proc {
+    pub child: tokio::process::Child,
+    pub url: String,
+}
+
+/// Starts `program args…` and waits (bounded) for its first stdout line,
+/// `listening on http://HOST:PORT`.
+pub async fn start_listening(program: &std::path::Path, args: &[&str]) -> Proc {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{} did not start within 60 s", program.display()))
+        .expect("read stdout")
+        .unwrap_or_else(|| panic!("{} exited before listening", program.display()));
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+        .trim()
+        .to_string();
+    // Keep draining stdout so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Proc { child, url }
+}
+
+/// A port that was free a moment ago (for peers that need one given).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// The `toolnexus` binary built for these tests.
+pub fn toolnexus_bin() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_toolnexus"))
+}
+
+/// Runs a program to completion (bounded), returning (exit code, stdout, stderr).
+pub async fn run_to_end(program: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(90),
+        tokio::process::Command::new(program).args(args).stdin(std::process::Stdio::null()).kill_on_drop(true).output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{} {args:?} did not finish within 90 s", program.display()))
+    .expect("run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,211 @@
+//! Interop with the official A2A SDKs 1.3.0 (Python `a2a-sdk`, npm
+//! `@a2a-js/sdk`), in their default 1.0 mode and with 0.3 compatibility, and
+//! with a toolnexus-dialect peer — as a client (`toolnexus call`) and as a
+//! server (`toolnexus serve` called by the official clients).
+//!
+//! The peers come from `bash tests/peers/setup.sh`, which the README test
+//! command runs first.
+
+mod common;
+
+use common::{free_port, repo_root, run_to_end, start_listening, toolnexus_bin, Proc};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+fn peers() -> PathBuf {
+    repo_root().join("tests/peers")
+}
+
+fn python() -> PathBuf {
+    let py = peers().join(".venv/bin/python");
+    assert!(
+        py.exists() && peers().join("js/node_modules/@a2a-js/sdk").exists(),
+        "the official SDK peers are not installed: run `bash tests/peers/setup.sh` (the README test command does)"
+    );
+    py
+}
+
+fn node() -> PathBuf {
+    PathBuf::from("node")
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Sdk {
+    Python,
+    Js,
+}
+
+async fn official_server(sdk: Sdk, compat_03: bool) -> Proc {
+    let port = free_port().to_string();
+    let mut args: Vec<String> = match sdk {
+        Sdk::Python => vec![peers().join("py_server.py").display().to_string()],
+        Sdk::Js => vec![peers().join("js/server.mjs").display().to_string()],
+    };
+    args.extend(["--port".to_string(), port]);
+    if compat_03 {
+        args.push("--compat-03".into());
+    }
+    let program = match sdk {
+        Sdk::Python => python(),
+        Sdk::Js => {
+            python();
+            node()
+        }
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    start_listening(&program, &args).await
+}
+
+async fn call(card: &str, tool: &str, task: &str) -> (i32, Value, String) {
+    let (code, stdout, stderr) = run_to_end(&toolnexus_bin(), &["call", card, tool, task, "--timeout", "30000"]).await;
+    let v = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (code, v, stderr)
+}
+
+/// `toolnexus tools` and `toolnexus call` against one peer: the echo skill
+/// completes with the agent's text, the fail skill comes back as isError with
+/// the agent's message.
+async fn client_round_trip(card: &str, agent: &str) {
+    let (code, stdout, stderr) = run_to_end(&toolnexus_bin(), &["tools", card]).await;
+    assert_eq!(code, 0, "tools: {stderr}");
+    let tools: Value = serde_json::from_str(&stdout).expect("tools JSON");
+    let names: Vec<&str> = tools.as_array().expect("array").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&format!("{agent}_echo").as_str()), "{names:?}");
+
+    let (code, r, stderr) = call(card, "echo", "hello interop").await;
+    assert_eq!(code, 0, "echo: {r} {stderr}");
+    assert_eq!(r["output"], "echo: hello interop");
+    assert_eq!(r["metadata"]["state"], "completed");
+    assert_eq!(r["metadata"]["agent"], agent);
+
+    let (code, r, stderr) = call(card, &format!("{agent}_fail"), "fail on purpose").await;
+    assert_eq!(code, 2, "fail: {r} {stderr}");
+    assert_eq!(r["isError"], true);
+    assert_eq!(r["metadata"]["state"], "failed");
+    assert!(r["output"].as_str().is_some_and(|o| o.contains("deliberate failure: fail on purpose")), "{r}");
+}
+
+#[tokio::test]
+async fn client_against_the_python_sdk_in_10_mode() {
+    let peer = official_server(Sdk::Python, false).await;
+    client_round_trip(&format!("{}/.well-known/agent-card.json", peer.url), "py-agent").await;
+}
+
+#[tokio::test]
+async fn client_against_the_python_sdk_with_03_compat() {
+    let peer = official_server(Sdk::Python, true).await;
+    client_round_trip(&format!("{}/.well-known/agent-card.json", peer.url), "py-agent").await;
+}
+
+#[tokio::test]
+async fn client_against_the_js_sdk_in_10_mode() {
+    let peer = official_server(Sdk::Js, false).await;
+    client_round_trip(&format!("{}/.well-known/agent-card.json", peer.url), "js-agent").await;
+}
+
+#[tokio::test]
+async fn client_against_the_js_sdk_with_03_compat() {
+    let peer = official_server(Sdk::Js, true).await;
+    client_round_trip(&format!("{}/.well-known/agent-card.json", peer.url), "js-agent").await;
+}
+
+/// A peer speaking only the toolnexus reference dialect: `SendMessage` and
+/// `GetTask` with 0.3 shapes, a card with just `url`; every other method name
+/// is -32601.
+#[tokio::test]
+async fn client_against_a_toolnexus_dialect_peer() {
+    use common::{json_response, Stub};
+    use std::sync::{Arc, Mutex};
+    let tasks: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let url_cell: Arc<Mutex<String>> = Arc::default();
+    let (tasks_h, url_h) = (tasks.clone(), url_cell.clone());
+    let peer = Stub::start(move |req| {
+        if req.method == "GET" {
+            let url = url_h.lock().expect("url").clone();
+            return json_response(200, &json!({"name": "tn-agent", "description": "", "version": "0.1.0",
+                "protocolVersion": "0.3.0", "url": url, "capabilities": {"streaming": false},
+                "skills": [{"id": "echo", "name": "echo", "description": "Echo"}, {"id": "fail", "name": "fail", "description": "Fails"}]}));
+        }
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let id = body["id"].clone();
+        let answer = |result: Value| json_response(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
+        let task_value = |tid: &str, text: &str| {
+            if text.starts_with("fail") {
+                json!({"id": tid, "contextId": "c", "status": {"state": "failed", "message": {"role": "agent",
+                    "parts": [{"kind": "text", "text": format!("deliberate failure: {text}")}]}}})
+            } else {
+                json!({"id": tid, "contextId": "c", "status": {"state": "completed"},
+                    "artifacts": [{"artifactId": "a", "parts": [{"kind": "text", "text": format!("echo: {text}")}]}]})
+            }
+        };
+        match body["method"].as_str() {
+            Some("SendMessage") if req.header("A2A-Version").is_none() => {
+                let text = body["params"]["message"]["parts"][0]["text"].as_str().unwrap_or_default().to_string();
+                let mut tasks = tasks_h.lock().expect("tasks");
+                let tid = format!("t{}", tasks.len() + 1);
+                tasks.push((tid.clone(), text));
+                answer(json!({"id": tid, "contextId": "c", "status": {"state": "working"}}))
+            }
+            Some("GetTask") => {
+                let tid = body["params"]["id"].as_str().unwrap_or_default();
+                let tasks = tasks_h.lock().expect("tasks");
+                match tasks.iter().find(|(t, _)| t == tid) {
+                    Some((t, text)) => answer(task_value(t, text)),
+                    None => json_response(200, &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32001, "message": "Task not found"}})),
+                }
+            }
+            other => json_response(200, &json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": format!("Method not found: {other:?}")}})),
+        }
+    })
+    .await;
+    *url_cell.lock().expect("url") = format!("{}/", peer.url());
+    client_round_trip(&peer.card_url(), "tn-agent").await;
+    peer.handle.stop().await;
+}
+
+async fn our_server() -> Proc {
+    let skills = repo_root().join("examples/skills").display().to_string();
+    start_listening(&toolnexus_bin(), &["serve", "--addr", "127.0.0.1:0", "--llm", "echo", "--skills", &skills, "--name", "tn-served"]).await
+}
+
+async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
+    let mut args: Vec<String> = match sdk {
+        Sdk::Python => vec![peers().join("py_client.py").display().to_string()],
+        Sdk::Js => vec![peers().join("js/client.mjs").display().to_string()],
+    };
+    args.extend([card.to_string(), text.to_string()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let program = match sdk {
+        Sdk::Python => python(),
+        Sdk::Js => {
+            python();
+            node()
+        }
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = run_to_end(&program, &args).await;
+    (code, serde_json::from_str(stdout.trim()).unwrap_or(Value::Null), stderr)
+}
+
+async fn served_to(sdk: Sdk) {
+    let server = our_server().await;
+    let card = format!("{}/.well-known/agent-card.json", server.url);
+    for mode in [&[][..], &["--non-blocking"], &["--legacy"], &["--legacy", "--non-blocking"]] {
+        let text = format!("hello from {sdk:?} {mode:?}");
+        let (code, v, stderr) = official_client(sdk, &card, &text, mode).await;
+        assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");
+        assert_eq!(v["state"], "completed", "{sdk:?} {mode:?}: {v}");
+        assert_eq!(v["text"], text.as_str(), "{sdk:?} {mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_calls_toolnexus_serve() {
+    served_to(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_js_sdk_client_calls_toolnexus_serve() {
+    served_to(Sdk::Js).await;
+}
