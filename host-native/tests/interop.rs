@@ -57,7 +57,11 @@ async fn official_server(sdk: Sdk, compat_03: bool) -> Proc {
 }
 
 async fn call(card: &str, tool: &str, task: &str) -> (i32, Value, String) {
-    let (code, stdout, stderr) = run_to_end(&toolnexus_bin(), &["call", card, tool, task, "--timeout", "30000"]).await;
+    let (code, stdout, stderr) = run_to_end(
+        &toolnexus_bin(),
+        &["call", card, tool, task, "--timeout", "30000"],
+    )
+    .await;
     let v = serde_json::from_str(&stdout).unwrap_or(Value::Null);
     (code, v, stderr)
 }
@@ -69,8 +73,16 @@ async fn client_round_trip(card: &str, agent: &str) {
     let (code, stdout, stderr) = run_to_end(&toolnexus_bin(), &["tools", card]).await;
     assert_eq!(code, 0, "tools: {stderr}");
     let tools: Value = serde_json::from_str(&stdout).expect("tools JSON");
-    let names: Vec<&str> = tools.as_array().expect("array").iter().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&format!("{agent}_echo").as_str()), "{names:?}");
+    let names: Vec<&str> = tools
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&format!("{agent}_echo").as_str()),
+        "{names:?}"
+    );
 
     let (code, r, stderr) = call(card, "echo", "hello interop").await;
     assert_eq!(code, 0, "echo: {r} {stderr}");
@@ -82,31 +94,52 @@ async fn client_round_trip(card: &str, agent: &str) {
     assert_eq!(code, 2, "fail: {r} {stderr}");
     assert_eq!(r["isError"], true);
     assert_eq!(r["metadata"]["state"], "failed");
-    assert!(r["output"].as_str().is_some_and(|o| o.contains("deliberate failure: fail on purpose")), "{r}");
+    assert!(
+        r["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("deliberate failure: fail on purpose")),
+        "{r}"
+    );
 }
 
 #[tokio::test]
 async fn client_against_the_python_sdk_in_10_mode() {
     let peer = official_server(Sdk::Python, false).await;
-    client_round_trip(&format!("{}/.well-known/agent-card.json", peer.url), "py-agent").await;
+    client_round_trip(
+        &format!("{}/.well-known/agent-card.json", peer.url),
+        "py-agent",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn client_against_the_python_sdk_with_03_compat() {
     let peer = official_server(Sdk::Python, true).await;
-    client_round_trip(&format!("{}/.well-known/agent-card.json", peer.url), "py-agent").await;
+    client_round_trip(
+        &format!("{}/.well-known/agent-card.json", peer.url),
+        "py-agent",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn client_against_the_js_sdk_in_10_mode() {
     let peer = official_server(Sdk::Js, false).await;
-    client_round_trip(&format!("{}/.well-known/agent-card.json", peer.url), "js-agent").await;
+    client_round_trip(
+        &format!("{}/.well-known/agent-card.json", peer.url),
+        "js-agent",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn client_against_the_js_sdk_with_03_compat() {
     let peer = official_server(Sdk::Js, true).await;
-    client_round_trip(&format!("{}/.well-known/agent-card.json", peer.url), "js-agent").await;
+    client_round_trip(
+        &format!("{}/.well-known/agent-card.json", peer.url),
+        "js-agent",
+    )
+    .await;
 }
 
 /// A peer speaking only the toolnexus reference dialect: `SendMessage` and
@@ -166,7 +199,21 @@ async fn client_against_a_toolnexus_dialect_peer() {
 
 async fn our_server() -> Proc {
     let skills = repo_root().join("examples/skills").display().to_string();
-    start_listening(&toolnexus_bin(), &["serve", "--addr", "127.0.0.1:0", "--llm", "echo", "--skills", &skills, "--name", "tn-served"]).await
+    start_listening(
+        &toolnexus_bin(),
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--skills",
+            &skills,
+            "--name",
+            "tn-served",
+        ],
+    )
+    .await
 }
 
 async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
@@ -185,13 +232,22 @@ async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i
     };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, stdout, stderr) = run_to_end(&program, &args).await;
-    (code, serde_json::from_str(stdout.trim()).unwrap_or(Value::Null), stderr)
+    (
+        code,
+        serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
+        stderr,
+    )
 }
 
 async fn served_to(sdk: Sdk) {
     let server = our_server().await;
     let card = format!("{}/.well-known/agent-card.json", server.url);
-    for mode in [&[][..], &["--non-blocking"], &["--legacy"], &["--legacy", "--non-blocking"]] {
+    for mode in [
+        &[][..],
+        &["--non-blocking"],
+        &["--legacy"],
+        &["--legacy", "--non-blocking"],
+    ] {
         let text = format!("hello from {sdk:?} {mode:?}");
         let (code, v, stderr) = official_client(sdk, &card, &text, mode).await;
         assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");

@@ -10,12 +10,18 @@ use toolnexus_core::llm::{LlmConfig, LlmStyle};
 use toolnexus_core::server::{build_agent_card, A2aConfig, Provider, TaskEvent};
 use toolnexus_core::skills::{Skill, SkillSet};
 use toolnexus_core::{HttpRequest, Transport};
-use toolnexus_host_native::{agent_tools, serve, Agent, Model, NativeTransport, ServeHandle, ServeOptions};
+use toolnexus_host_native::{
+    agent_tools, serve, Agent, Model, NativeTransport, ServeHandle, ServeOptions,
+};
 
 fn skills(list: &[(&str, &str, &str)]) -> SkillSet {
     let mut set = SkillSet::new();
     for (name, description, content) in list {
-        set.add(Skill { name: name.to_string(), description: description.to_string(), content: content.to_string() });
+        set.add(Skill {
+            name: name.to_string(),
+            description: description.to_string(),
+            content: content.to_string(),
+        });
     }
     set
 }
@@ -41,7 +47,10 @@ async fn post(url: &str, headers: &[(&str, &str)], body: Vec<u8>) -> toolnexus_c
     for (k, v) in headers {
         req = req.with_header(*k, *v);
     }
-    NativeTransport::shared().send(req).await.expect("an HTTP answer")
+    NativeTransport::shared()
+        .send(req)
+        .await
+        .expect("an HTTP answer")
 }
 
 async fn rpc(url: &str, version: Option<&str>, method: &str, params: Value) -> Value {
@@ -57,24 +66,36 @@ async fn rpc(url: &str, version: Option<&str>, method: &str, params: Value) -> V
 #[tokio::test]
 async fn the_served_card_is_build_agent_card() {
     let (llm, _) = openai_stub(|_| say("ok")).await;
-    let set = skills(&[("hello-world", "Greets", "Say hi."), ("summarize", "Summarizes", "Three bullets.")]);
+    let set = skills(&[
+        ("hello-world", "Greets", "Say hi."),
+        ("summarize", "Summarizes", "Three bullets."),
+    ]);
     let a2a = A2aConfig {
         name: Some("front-desk".into()),
         description: Some("Handles routine requests".into()),
         version: Some("2.3.0".into()),
-        provider: Some(Provider { organization: "Acme Corp".into(), url: "https://acme.example".into() }),
+        provider: Some(Provider {
+            organization: "Acme Corp".into(),
+            url: "https://acme.example".into(),
+        }),
         skills: None,
     };
     let mut options = ServeOptions::new(toolkit_with(set.clone()), openai(llm.url()));
     options.a2a = Some(a2a.clone());
     let handle = serve_with(options).await;
-    let resp = NativeTransport::shared().send(HttpRequest::get(format!("{}{CARD_PATH}", handle.url))).await.expect("card");
+    let resp = NativeTransport::shared()
+        .send(HttpRequest::get(format!("{}{CARD_PATH}", handle.url)))
+        .await
+        .expect("card");
     let served: Value = serde_json::from_slice(&resp.body).expect("JSON");
     assert_eq!(served["name"], "front-desk");
     assert_eq!(served["version"], "2.3.0");
     assert_eq!(served["provider"]["organization"], "Acme Corp");
     assert_eq!(served["url"], format!("{}/", handle.url));
-    assert_eq!(served, build_agent_card(&a2a, set.skills(), &format!("{}/", handle.url)));
+    assert_eq!(
+        served,
+        build_agent_card(&a2a, set.skills(), &format!("{}/", handle.url))
+    );
     handle.stop().await;
 }
 
@@ -83,16 +104,30 @@ async fn the_served_card_is_build_agent_card() {
 #[tokio::test]
 async fn a_served_skill_set_is_called_by_the_native_client() {
     let (llm, _) = openai_stub(|_| say("42")).await;
-    let set = skills(&[("answer", "answers questions", "Answer tersely."), ("greet", "says hello", "Say hello.")]);
+    let set = skills(&[
+        ("answer", "answers questions", "Answer tersely."),
+        ("greet", "says hello", "Say hello."),
+    ]);
     let mut options = ServeOptions::new(toolkit_with(set), openai(llm.url()));
-    options.a2a = Some(A2aConfig { name: Some("oracle".into()), ..Default::default() });
+    options.a2a = Some(A2aConfig {
+        name: Some("oracle".into()),
+        ..Default::default()
+    });
     let handle = serve_with(options).await;
     let card = format!("{}{CARD_PATH}", handle.url);
-    let tools = agent_tools(&Agent { poll_every: Some(25), ..Agent::new(&card) }).await.expect("tools");
+    let tools = agent_tools(&Agent {
+        poll_every: Some(25),
+        ..Agent::new(&card)
+    })
+    .await
+    .expect("tools");
     let mut names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["oracle_answer", "oracle_greet"]);
-    let tool = tools.iter().find(|t| t.spec().name == "oracle_answer").expect("oracle_answer");
+    let tool = tools
+        .iter()
+        .find(|t| t.spec().name == "oracle_answer")
+        .expect("oracle_answer");
     assert!(tool.spec().input_schema["properties"].get("task").is_some());
     let r = tool.execute(&json!({"task": "what is the answer?"})).await;
     assert_eq!((r.output.as_str(), r.is_error), ("42", false));
@@ -124,8 +159,16 @@ async fn the_model_loads_a_skill_through_the_tool_loop() {
     let r = tools[0].execute(&json!({"task": "hi"})).await;
     assert_eq!(r.output, "followed: Say a friendly hello.");
     let first = log.lock().expect("log")[0].clone();
-    assert_eq!(first["messages"][1], json!({"role": "user", "content": "hi"}));
-    assert!(first["messages"][0]["content"].as_str().is_some_and(|s| s.contains("greet")), "skills prompt");
+    assert_eq!(
+        first["messages"][1],
+        json!({"role": "user", "content": "hi"})
+    );
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.contains("greet")),
+        "skills prompt"
+    );
     assert_eq!(first["tools"][0]["function"]["name"], "skill");
     handle.stop().await;
 }
@@ -133,23 +176,48 @@ async fn the_model_loads_a_skill_through_the_tool_loop() {
 /// An Anthropic-style model endpoint fulfils tasks too.
 #[tokio::test]
 async fn an_anthropic_style_model_fulfils_tasks() {
-    let seen: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+    // (path, x-api-key) of every model request.
+    type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+    let seen: Seen = Arc::default();
     let log = seen.clone();
     let llm = Stub::start(move |req| {
-        log.lock().expect("log").push((req.url.clone(), req.header("x-api-key").map(str::to_string)));
-        json_response(200, &json!({"model": "claude-stub", "content": [{"type": "text", "text": "from claude"}],
-            "usage": {"input_tokens": 3, "output_tokens": 2}}))
+        log.lock()
+            .expect("log")
+            .push((req.url.clone(), req.header("x-api-key").map(str::to_string)));
+        json_response(
+            200,
+            &json!({"model": "claude-stub", "content": [{"type": "text", "text": "from claude"}],
+            "usage": {"input_tokens": 3, "output_tokens": 2}}),
+        )
     })
     .await;
     let mut cfg = LlmConfig::new(llm.url(), LlmStyle::Anthropic, "claude-stub");
     cfg.api_key = Some("anthropic-key".into());
-    let handle = serve_with(ServeOptions::new(toolkit_with(SkillSet::new()), Model::Llm(cfg))).await;
-    let v = rpc(&handle.url, None, "message/send", json!({"message": {"role": "user", "messageId": "m",
-        "parts": [{"kind": "text", "text": "hi"}]}, "configuration": {"blocking": true}}))
+    let handle = serve_with(ServeOptions::new(
+        toolkit_with(SkillSet::new()),
+        Model::Llm(cfg),
+    ))
+    .await;
+    let v = rpc(
+        &handle.url,
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m",
+        "parts": [{"kind": "text", "text": "hi"}]}, "configuration": {"blocking": true}}),
+    )
     .await;
     assert_eq!(v["result"]["status"]["state"], "completed", "{v}");
-    assert_eq!(v["result"]["artifacts"][0]["parts"][0]["text"], "from claude");
-    assert_eq!(seen.lock().expect("log")[0], ("/v1/messages".to_string(), Some("anthropic-key".to_string())));
+    assert_eq!(
+        v["result"]["artifacts"][0]["parts"][0]["text"],
+        "from claude"
+    );
+    assert_eq!(
+        seen.lock().expect("log")[0],
+        (
+            "/v1/messages".to_string(),
+            Some("anthropic-key".to_string())
+        )
+    );
     handle.stop().await;
 }
 
@@ -162,30 +230,50 @@ async fn a_model_error_fails_the_task_and_the_server_keeps_serving() {
         let mut n = counter.lock().expect("count");
         *n += 1;
         if *n == 1 {
-            toolnexus_core::HttpResponse { status: 500, headers: vec![], body: b"model exploded".to_vec() }
+            toolnexus_core::HttpResponse {
+                status: 500,
+                headers: vec![],
+                body: b"model exploded".to_vec(),
+            }
         } else {
-            json_response(200, &json!({"choices": [{"message": {"content": "recovered"}}]}))
+            json_response(
+                200,
+                &json!({"choices": [{"message": {"content": "recovered"}}]}),
+            )
         }
     })
     .await;
     let events: Arc<Mutex<Vec<TaskEvent>>> = Arc::default();
     let sink = events.clone();
     let mut options = ServeOptions::new(toolkit_with(SkillSet::new()), openai(llm.url()));
-    options.on_task = Some(Arc::new(move |e| sink.lock().expect("events").push(e.clone())));
+    options.on_task = Some(Arc::new(move |e| {
+        sink.lock().expect("events").push(e.clone())
+    }));
     let handle = serve_with(options).await;
-    let send = |text: &str| {
-        json!({"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": text}]}})
-    };
+    let send = |text: &str| json!({"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": text}]}});
     let v = rpc(&handle.url, Some("1.0"), "SendMessage", send("first")).await;
     let task = &v["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{v}");
     let m = &task["status"]["message"];
     assert_eq!(m["role"], "ROLE_AGENT");
     assert!(m["messageId"].is_string());
-    assert!(m["parts"][0]["text"].as_str().is_some_and(|t| t.contains("500") && t.contains("model exploded")), "{m}");
+    assert!(
+        m["parts"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("500") && t.contains("model exploded")),
+        "{m}"
+    );
     let v = rpc(&handle.url, Some("1.0"), "SendMessage", send("second")).await;
-    assert_eq!(v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
-    let states: Vec<String> = events.lock().expect("events").iter().map(|e| e.state.clone()).collect();
+    assert_eq!(
+        v["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let states: Vec<String> = events
+        .lock()
+        .expect("events")
+        .iter()
+        .map(|e| e.state.clone())
+        .collect();
     assert_eq!(states, ["failed", "completed"]);
     handle.stop().await;
 }
@@ -194,19 +282,32 @@ async fn a_model_error_fails_the_task_and_the_server_keeps_serving() {
 /// blocking:false and no version header, then GetTask.
 #[tokio::test]
 async fn the_reference_bodies_work() {
-    let handle = serve_with(ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo)).await;
+    let handle = serve_with(ServeOptions::new(
+        toolkit_with(SkillSet::new()),
+        Model::Echo,
+    ))
+    .await;
     let sent = post(&format!("{}/", handle.url), &[], br#"{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"role":"user","parts":[{"kind":"text","text":"ping"}]},"configuration":{"blocking":false}}}"#.to_vec()).await;
     let v: Value = serde_json::from_slice(&sent.body).expect("json");
     assert_eq!(v["id"], "1");
-    let id = v["result"]["id"].as_str().expect("a bare task with an id").to_string();
+    let id = v["result"]["id"]
+        .as_str()
+        .expect("a bare task with an id")
+        .to_string();
     assert!(v["result"]["contextId"].is_string());
     assert_eq!(v["result"]["kind"], "task");
     let mut state = String::new();
     for _ in 0..100 {
         let got = rpc(&handle.url, None, "GetTask", json!({"id": id})).await;
-        state = got["result"]["status"]["state"].as_str().unwrap_or_default().to_string();
+        state = got["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         if state == "completed" {
-            assert_eq!(got["result"]["artifacts"][0]["parts"][0], json!({"kind": "text", "text": "ping"}));
+            assert_eq!(
+                got["result"]["artifacts"][0]["parts"][0],
+                json!({"kind": "text", "text": "ping"})
+            );
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -218,18 +319,36 @@ async fn the_reference_bodies_work() {
 /// Bad input gets the right error, and the server stays up after each.
 #[tokio::test]
 async fn bad_input_gets_the_right_error_and_the_server_stays_up() {
-    let handle = serve_with(ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo)).await;
+    let handle = serve_with(ServeOptions::new(
+        toolkit_with(SkillSet::new()),
+        Model::Echo,
+    ))
+    .await;
     let url = format!("{}/", handle.url);
     let code = |resp: &toolnexus_core::HttpResponse| -> i64 {
         assert_eq!(resp.status, 200);
-        serde_json::from_slice::<Value>(&resp.body).expect("json")["error"]["code"].as_i64().expect("code")
+        serde_json::from_slice::<Value>(&resp.body).expect("json")["error"]["code"]
+            .as_i64()
+            .expect("code")
     };
-    assert_eq!(code(&post(&url, &[], b"this is not json".to_vec()).await), -32700);
+    assert_eq!(
+        code(&post(&url, &[], b"this is not json".to_vec()).await),
+        -32700
+    );
     assert_eq!(code(&post(&url, &[], b"[]".to_vec()).await), -32600);
     assert_eq!(code(&post(&url, &[], b"42".to_vec()).await), -32600);
     let wrong_types = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {"parts": 5}}});
-    assert_eq!(code(&post(&url, &[], wrong_types.to_string().into_bytes()).await), -32602);
-    let v = rpc(&handle.url, None, "tasks/get", json!({"id": "no-such-task"})).await;
+    assert_eq!(
+        code(&post(&url, &[], wrong_types.to_string().into_bytes()).await),
+        -32602
+    );
+    let v = rpc(
+        &handle.url,
+        None,
+        "tasks/get",
+        json!({"id": "no-such-task"}),
+    )
+    .await;
     assert_eq!(v["error"]["code"], -32001);
     let v = rpc(&handle.url, Some("1.0"), "GetTask", json!({"id": 12})).await;
     assert_eq!(v["error"]["code"], -32602);
@@ -237,8 +356,14 @@ async fn bad_input_gets_the_right_error_and_the_server_stays_up() {
     let resp = post(&url, &[], huge).await;
     assert_eq!(resp.status, 413);
     // Still serving.
-    let v = rpc(&handle.url, None, "message/send", json!({"message": {"role": "user", "messageId": "m",
-        "parts": [{"kind": "text", "text": "still here"}]}})).await;
+    let v = rpc(
+        &handle.url,
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m",
+        "parts": [{"kind": "text", "text": "still here"}]}}),
+    )
+    .await;
     assert_eq!(v["result"]["status"]["state"], "completed");
     handle.stop().await;
 }
@@ -249,16 +374,39 @@ async fn cors_preflight_and_a_configured_origin() {
     let mut options = ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo);
     options.cors_origin = Some("http://localhost:5173".into());
     let handle = serve_with(options).await;
-    let req = HttpRequest { method: "OPTIONS".into(), url: format!("{}/", handle.url),
-        headers: vec![("Origin".into(), "http://localhost:5173".into()),
-                      ("Access-Control-Request-Method".into(), "POST".into()),
-                      ("Access-Control-Request-Headers".into(), "content-type".into())], body: vec![] };
-    let resp = NativeTransport::shared().send(req).await.expect("preflight");
+    let req = HttpRequest {
+        method: "OPTIONS".into(),
+        url: format!("{}/", handle.url),
+        headers: vec![
+            ("Origin".into(), "http://localhost:5173".into()),
+            ("Access-Control-Request-Method".into(), "POST".into()),
+            (
+                "Access-Control-Request-Headers".into(),
+                "content-type".into(),
+            ),
+        ],
+        body: vec![],
+    };
+    let resp = NativeTransport::shared()
+        .send(req)
+        .await
+        .expect("preflight");
     assert_eq!(resp.status, 204);
-    assert_eq!(resp.header("access-control-allow-origin"), Some("http://localhost:5173"));
-    assert!(resp.header("access-control-allow-methods").is_some_and(|m| m.contains("POST")));
-    let card = NativeTransport::shared().send(HttpRequest::get(format!("{}{CARD_PATH}", handle.url))).await.expect("card");
-    assert_eq!(card.header("access-control-allow-origin"), Some("http://localhost:5173"));
+    assert_eq!(
+        resp.header("access-control-allow-origin"),
+        Some("http://localhost:5173")
+    );
+    assert!(resp
+        .header("access-control-allow-methods")
+        .is_some_and(|m| m.contains("POST")));
+    let card = NativeTransport::shared()
+        .send(HttpRequest::get(format!("{}{CARD_PATH}", handle.url)))
+        .await
+        .expect("card");
+    assert_eq!(
+        card.header("access-control-allow-origin"),
+        Some("http://localhost:5173")
+    );
     handle.stop().await;
 }
 
@@ -268,9 +416,17 @@ async fn no_profile_means_404_everywhere() {
     let mut options = ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo);
     options.a2a = None;
     let handle = serve_with(options).await;
-    let card = NativeTransport::shared().send(HttpRequest::get(format!("{}{CARD_PATH}", handle.url))).await.expect("answer");
+    let card = NativeTransport::shared()
+        .send(HttpRequest::get(format!("{}{CARD_PATH}", handle.url)))
+        .await
+        .expect("answer");
     assert_eq!(card.status, 404);
-    assert_eq!(post(&format!("{}/", handle.url), &[], b"{}".to_vec()).await.status, 404);
+    assert_eq!(
+        post(&format!("{}/", handle.url), &[], b"{}".to_vec())
+            .await
+            .status,
+        404
+    );
     handle.stop().await;
 }
 
@@ -289,11 +445,20 @@ async fn the_file_store_round_trips_across_a_restart() {
     let mut options = ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo);
     options.store = format!("file:{}", dir.display());
     let handle = serve_with(options.clone()).await;
-    let v = rpc(&handle.url, None, "message/send", json!({"message": {"role": "user", "messageId": "m",
-        "parts": [{"kind": "text", "text": "keep me"}]}})).await;
+    let v = rpc(
+        &handle.url,
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m",
+        "parts": [{"kind": "text", "text": "keep me"}]}}),
+    )
+    .await;
     let id = v["result"]["id"].as_str().expect("id").to_string();
     handle.stop().await;
-    let files: Vec<_> = std::fs::read_dir(&dir).expect("dir").filter_map(|e| e.ok()).collect();
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .collect();
     assert_eq!(files.len(), 1, "one file per task, no temp files left");
     let handle = serve_with(options).await;
     let got = rpc(&handle.url, None, "tasks/get", json!({"id": id})).await;
@@ -304,5 +469,12 @@ async fn the_file_store_round_trips_across_a_restart() {
 }
 
 fn uuid_like() -> String {
-    format!("{}-{:?}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos())
+    format!(
+        "{}-{:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+    )
 }

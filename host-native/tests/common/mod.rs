@@ -95,8 +95,11 @@ pub async fn openai_stub(
             return json_response(404, &json!({"error": {"message": "wrong path"}}));
         }
         let message = answer(&body);
-        json_response(200, &json!({"model": "stub-model", "choices": [{"message": message}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}))
+        json_response(
+            200,
+            &json!({"model": "stub-model", "choices": [{"message": message}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
+        )
     })
     .await;
     (stub, log)
@@ -109,7 +112,10 @@ pub fn say(text: &str) -> Value {
 
 /// The repository root.
 pub fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
 }
 
 /// A child process killed when dropped.
@@ -149,7 +155,11 @@ pub async fn start_listening(program: &std::path::Path, args: &[&str]) -> Proc {
 
 /// A port that was free a moment ago (for peers that need one given).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 /// The `toolnexus` binary built for these tests.
@@ -161,7 +171,11 @@ pub fn toolnexus_bin() -> std::path::PathBuf {
 pub async fn run_to_end(program: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(90),
-        tokio::process::Command::new(program).args(args).stdin(std::process::Stdio::null()).kill_on_drop(true).output(),
+        tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
     )
     .await
     .unwrap_or_else(|_| panic!("{} {args:?} did not finish within 90 s", program.display()))

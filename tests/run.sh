@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (.ci/run calls this).
+# Installs what it needs on a fresh machine: the wasm32 target, the official
+# A2A SDK peers (PyPI, npm), and whatever the wasm package's tests need.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain"
+if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  rustup target add wasm32-unknown-unknown
+fi
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+
+step "official A2A SDK peers (tests/peers/setup.sh)"
+bash tests/peers/setup.sh
+
+step "format and lints"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "core builds for wasm32 without I/O (full, and client-only)"
+cargo check -p toolnexus-core --target wasm32-unknown-unknown
+cargo check -p toolnexus-core --target wasm32-unknown-unknown --no-default-features
+
+step "Rust tests (core units, host scenarios, CLI, interop with the official SDKs)"
+cargo test --workspace
+
+if [[ -f wasm/test.sh ]]; then
+  step "npm package: Node, headless Chromium, workerd (wasm/test.sh)"
+  bash wasm/test.sh
+fi
+
+step "all suites passed"
