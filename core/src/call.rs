@@ -2,10 +2,16 @@
 //! task settles, mapped to a [`ToolResult`].
 //!
 //! Loop order, per the contract: check abort → check timeout → sleep → check
-//! abort → GetTask. The interval between polls starts at
-//! [`FIRST_POLL_DELAY_MS`] and doubles up to `poll_every`, so a quick task is
-//! seen within tens of milliseconds while a long one costs one request per
-//! `poll_every`.
+//! abort → GetTask. The interval between polls is a quarter of the time spent
+//! so far, at least [`FIRST_POLL_DELAY_MS`] and at most `poll_every`: a task
+//! is seen at most ~25% of its run time after it settles, and a long one costs
+//! one request per `poll_every`.
+//!
+//! When the card lists [`crate::card::LONG_POLL_EXTENSION`], every GetTask
+//! also asks `Prefer: wait=N` (RFC 7240). A peer that honours it holds the answer until the task settles or N seconds
+//! pass and says `Preference-Applied`; the call then polls again at once, so
+//! a settled task reaches the caller within a round trip. Other peers get the
+//! interval above (and never see the header, which browsers would preflight).
 
 use crate::driver::{Machine, Step};
 use crate::error::{Error, TransportError};
@@ -21,6 +27,8 @@ pub const FIRST_POLL_DELAY_MS: u64 = 25;
 pub const CANCEL_GRACE_MS: u64 = 2_000;
 /// Consecutive GetTask transport failures tolerated before giving up.
 pub const MAX_POLL_FAILURES: u32 = 3;
+/// The `Prefer: wait` asked of each GetTask, in seconds (capped by the time left).
+pub const LONG_POLL_SECS: u64 = 10;
 
 /// Everything one call needs, resolved: no defaults left to apply.
 #[derive(Debug, Clone)]
@@ -35,6 +43,8 @@ pub struct CallSpec {
     pub poll_every_ms: u64,
     pub message_id: String,
     pub text: String,
+    /// Ask GetTask to long-poll (the card lists [`crate::card::LONG_POLL_EXTENSION`]).
+    pub long_poll: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +65,6 @@ pub struct CallMachine {
     phase: Phase,
     started_ms: u64,
     deadline_ms: u64,
-    next_delay_ms: u64,
     rpc_id: u64,
     task_id: Option<String>,
     state: TaskState,
@@ -71,7 +80,6 @@ impl CallMachine {
             phase: Phase::Sending,
             started_ms: 0,
             deadline_ms: 0,
-            next_delay_ms: FIRST_POLL_DELAY_MS.min(spec.poll_every_ms),
             rpc_id: 0,
             task_id: None,
             state: TaskState::Unknown,
@@ -185,13 +193,21 @@ impl CallMachine {
     }
 
     fn wait(&mut self, now_ms: u64) -> Step<ToolResult> {
+        let elapsed = now_ms.saturating_sub(self.started_ms);
+        let delay = (elapsed / 4)
+            .max(FIRST_POLL_DELAY_MS)
+            .min(self.spec.poll_every_ms);
+        self.wait_for(now_ms, delay)
+    }
+
+    fn wait_for(&mut self, now_ms: u64, delay_ms: u64) -> Step<ToolResult> {
         if now_ms >= self.deadline_ms {
             return self.timed_out(now_ms);
         }
         self.phase = Phase::Waiting;
-        let until = (now_ms + self.next_delay_ms).min(self.deadline_ms);
-        self.next_delay_ms = (self.next_delay_ms * 2).min(self.spec.poll_every_ms).max(1);
-        Step::Sleep { until_ms: until }
+        Step::Sleep {
+            until_ms: (now_ms + delay_ms).min(self.deadline_ms),
+        }
     }
 }
 
@@ -257,12 +273,25 @@ impl Machine for CallMachine {
                     }
                     Ok(resp) => {
                         self.poll_failures = 0;
+                        let long_polled = resp
+                            .header("Preference-Applied")
+                            .is_some_and(|p| p.contains("wait"));
                         match parse_reply(&resp, &endpoint) {
                             Err(e) => self.fail(now_ms, &what, &e),
                             Ok(v) => {
                                 // 1.0 peers may wrap the task; accept both.
                                 let task = Task::from_value(v.get("task").unwrap_or(&v));
                                 match task {
+                                    // The peer already waited for us: ask again at once.
+                                    Some(task)
+                                        if long_polled
+                                            && !task.state.is_terminal()
+                                            && !task.state.is_interrupted() =>
+                                    {
+                                        self.task_id = Some(task.id.clone());
+                                        self.state = task.state;
+                                        self.wait_for(now_ms, 0)
+                                    }
                                     Some(task) => self.on_task(now_ms, task),
                                     None => {
                                         let err = Error::Malformed(format!(
@@ -291,7 +320,11 @@ impl Machine for CallMachine {
                 self.polls += 1;
                 let id = self.next_rpc_id();
                 let task_id = self.task_id.clone().unwrap_or_default();
-                let req = self.dialect.get_task(&self.spec.endpoint, id, &task_id);
+                let mut req = self.dialect.get_task(&self.spec.endpoint, id, &task_id);
+                let wait = LONG_POLL_SECS.min(self.deadline_ms.saturating_sub(now_ms) / 1000);
+                if self.spec.long_poll && wait > 0 {
+                    req = req.with_header("Prefer", format!("wait={wait}"));
+                }
                 Step::Send {
                     request: self.with_headers(req),
                     deadline_ms: self.deadline_ms,

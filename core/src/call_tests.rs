@@ -15,6 +15,7 @@ fn spec(dialect: Dialect) -> CallSpec {
         poll_every_ms: 10,
         message_id: "m1".into(),
         text: "ship the release".into(),
+        long_poll: true,
     }
 }
 
@@ -408,6 +409,102 @@ fn method_not_found_on_the_first_call_retries_once_only() {
 }
 
 #[test]
+fn every_get_task_asks_for_a_long_poll_within_the_time_left() {
+    let peer = ScriptedPeer::new()
+        .on("SendMessage", vec![ok(task("t1", "working"))])
+        .on(
+            "GetTask",
+            vec![ok(task("t1", "working")), ok(completed("t1", "x"))],
+        );
+    run_with(
+        &peer,
+        CallSpec {
+            timeout_ms: 60_000,
+            ..spec(Dialect::Toolnexus)
+        },
+    );
+    let prefer: Vec<Option<String>> = peer
+        .requests()
+        .iter()
+        .skip(1)
+        .map(|(_, r)| r.header("Prefer").map(str::to_string))
+        .collect();
+    assert_eq!(
+        prefer,
+        [Some("wait=10".to_string()), Some("wait=10".to_string())]
+    );
+    let peer = ScriptedPeer::new()
+        .on("SendMessage", vec![ok(task("t1", "working"))])
+        .on("GetTask", vec![ok(completed("t1", "x"))]);
+    run_with(
+        &peer,
+        CallSpec {
+            timeout_ms: 900,
+            ..spec(Dialect::Toolnexus)
+        },
+    );
+    assert_eq!(
+        peer.requests()[1].1.header("Prefer"),
+        None,
+        "under a second left: no wait asked"
+    );
+    let peer = ScriptedPeer::new()
+        .on("SendMessage", vec![ok(task("t1", "working"))])
+        .on("GetTask", vec![ok(completed("t1", "x"))]);
+    run_with(
+        &peer,
+        CallSpec {
+            long_poll: false,
+            ..spec(Dialect::Toolnexus)
+        },
+    );
+    assert_eq!(
+        peer.requests()[1].1.header("Prefer"),
+        None,
+        "a card without the extension: no header"
+    );
+}
+
+#[test]
+fn a_honoured_long_poll_is_followed_at_once_by_the_next() {
+    // The peer holds each GetTask 10 s (virtual) and says so; the task settles on the third.
+    let held = |r: Reply| Reply::LongPolled(Box::new(Reply::Delay(10_000, Box::new(r))));
+    let peer = ScriptedPeer::new()
+        .on("SendMessage", vec![ok(task("t1", "working"))])
+        .on(
+            "GetTask",
+            vec![
+                held(ok(task("t1", "working"))),
+                held(ok(task("t1", "working"))),
+                Reply::LongPolled(Box::new(Reply::Delay(
+                    3_000,
+                    Box::new(ok(completed("t1", "done"))),
+                ))),
+            ],
+        );
+    let r = run_with(
+        &peer,
+        CallSpec {
+            timeout_ms: 60_000,
+            poll_every_ms: 1_000,
+            ..spec(Dialect::Toolnexus)
+        },
+    );
+    assert_eq!((r.output.as_str(), r.is_error), ("done", false));
+    let times: Vec<u64> = peer.requests().iter().skip(1).map(|(t, _)| *t).collect();
+    assert_eq!(
+        times,
+        [25, 10_025, 20_025],
+        "no sleep between honoured long-polls"
+    );
+    assert_eq!(
+        peer.now(),
+        23_025,
+        "the result arrives the moment the peer answers"
+    );
+}
+
+#[test]
 fn polls_start_fast_and_back_off_to_poll_every() {
     let peer = ScriptedPeer::new()
         .on("SendMessage", vec![ok(task("t1", "working"))])
@@ -431,7 +528,8 @@ fn polls_start_fast_and_back_off_to_poll_every() {
     );
     assert!(!r.is_error);
     let times: Vec<u64> = peer.requests().iter().skip(1).map(|(t, _)| *t).collect();
-    assert_eq!(times, [25, 75, 175, 275, 375, 475]);
+    // A quarter of the elapsed time, at least 25 ms, at most poll_every.
+    assert_eq!(times, [25, 50, 75, 100, 125, 156]);
 }
 
 #[test]

@@ -43,7 +43,13 @@ pub struct AgentCard {
     pub supported_interfaces: Vec<CardInterface>,
     pub provider_organization: Option<String>,
     pub skills: Vec<CardSkill>,
+    /// `capabilities.extensions[].uri`.
+    pub extensions: Vec<String>,
 }
+
+/// The A2A extension a card lists when its GetTask honours `Prefer: wait=N`
+/// (RFC 7240) by holding the answer until the task settles.
+pub const LONG_POLL_EXTENSION: &str = "urn:toolnexus:a2a:get-task-long-poll:v1";
 
 fn text(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
@@ -114,7 +120,19 @@ impl AgentCard {
             supported_interfaces,
             provider_organization: v.get("provider").and_then(|p| text(p, "organization")),
             skills,
+            extensions: v
+                .pointer("/capabilities/extensions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| text(e, "uri"))
+                .collect(),
         })
+    }
+
+    /// Whether GetTask may be asked to long-poll ([`LONG_POLL_EXTENSION`]).
+    pub fn long_poll(&self) -> bool {
+        self.extensions.iter().any(|e| e == LONG_POLL_EXTENSION)
     }
 
     /// The JSON-RPC endpoint (resolved against `card_url`) and the dialect to

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::TScalarStyle;
-use yaml_rust2::Yaml;
 
 use crate::tool::{ToolResult, ToolSpec};
 
@@ -48,8 +47,9 @@ pub struct SkippedSkill {
 /// lines removed and trailing whitespace trimmed, is the `content`; CRLF line
 /// endings become LF and a UTF-8 BOM is ignored. Anything else (no or
 /// unclosed frontmatter, a YAML syntax error, a frontmatter that is not a
-/// mapping, a missing, empty or non-string `name`) is an `Err` with a reason
-/// to show the operator. Never panics.
+/// mapping, a missing, empty or non-string `name`, a `description` that is a
+/// sequence or mapping) is an `Err` with a reason to show the operator. Never
+/// panics, and never expands YAML aliases.
 pub fn parse_skill_md(text: &str) -> Result<Skill, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let text = text.replace("\r\n", "\n");
@@ -158,15 +158,51 @@ impl Node {
                 _ => ScalarKind::Str,
             },
             Some(_) => ScalarKind::Str,
-            None => match Yaml::from_str(&text) {
-                Yaml::Null => ScalarKind::Null,
-                Yaml::Boolean(_) => ScalarKind::Bool,
-                Yaml::Integer(_) | Yaml::Real(_) => ScalarKind::Number,
-                _ => ScalarKind::Str,
-            },
+            None => core_schema_kind(&text),
         };
         Node::Scalar(text, kind)
     }
+}
+
+/// Resolves an untagged plain scalar by the YAML 1.2 core schema (spec
+/// §10.3.2, "Tag Resolution").
+///
+/// `yaml_rust2::Yaml::from_str` answers the same question but parses floats
+/// with `f64::from_str`, which adds ~20 KB to the wasm for a yes/no answer.
+fn core_schema_kind(text: &str) -> ScalarKind {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return ScalarKind::Null,
+        "true" | "True" | "TRUE" | "false" | "False" | "FALSE" => return ScalarKind::Bool,
+        ".nan" | ".NaN" | ".NAN" => return ScalarKind::Number,
+        _ => {}
+    }
+    let digits_in = |t: &str, radix: u32| !t.is_empty() && t.chars().all(|c| c.is_digit(radix));
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let number = matches!(unsigned, ".inf" | ".Inf" | ".INF")
+        || is_decimal(unsigned)
+        || text.strip_prefix("0o").is_some_and(|d| digits_in(d, 8))
+        || text.strip_prefix("0x").is_some_and(|d| digits_in(d, 16));
+    if number {
+        ScalarKind::Number
+    } else {
+        ScalarKind::Str
+    }
+}
+
+/// Matches `( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?`,
+/// the unsigned part of the core schema's integers and floats.
+fn is_decimal(text: &str) -> bool {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, Some(exponent)),
+        None => (text, None),
+    };
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some(("", fraction)) => digits(fraction),
+        Some((whole, fraction)) => digits(whole) && (fraction.is_empty() || digits(fraction)),
+        None => digits(mantissa),
+    };
+    mantissa_ok && exponent.is_none_or(|e| digits(e.strip_prefix(['+', '-']).unwrap_or(e)))
 }
 
 /// The top-level fields of a frontmatter block that a skill uses.
@@ -207,7 +243,8 @@ fn read_frontmatter(yaml: &str) -> Result<Frontmatter, String> {
                 e.info()
             )
         })?;
-        let node = match event {
+        // `opens` marks a collection start: its node completes at its end.
+        let (node, opens) = match event {
             Event::StreamEnd => break,
             Event::DocumentStart => {
                 documents += 1;
@@ -228,12 +265,12 @@ fn read_frontmatter(yaml: &str) -> Result<Frontmatter, String> {
                 if anchor > 0 {
                     anchors.insert(anchor, node.clone());
                 }
-                node
+                (node, false)
             }
-            Event::Alias(anchor) => anchors
-                .get(&anchor)
-                .cloned()
-                .unwrap_or(Node::Collection("an unknown alias")),
+            Event::Alias(anchor) => {
+                let node = anchors.get(&anchor).cloned();
+                (node.unwrap_or(Node::Collection("an unknown alias")), false)
+            }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 let node = Node::Collection(if matches!(event, Event::SequenceStart(..)) {
                     "a sequence"
@@ -244,13 +281,16 @@ fn read_frontmatter(yaml: &str) -> Result<Frontmatter, String> {
                     anchors.insert(anchor, node.clone());
                 }
                 depth += 1;
-                node
+                (node, true)
             }
             Event::StreamStart | Event::DocumentEnd | Event::Nothing => continue,
         };
-        let opens = matches!(node, Node::Collection(_));
         // `depth` already counts a collection that this event opened.
-        let level = if opens { depth - 1 } else { depth };
+        let level = if opens {
+            depth.saturating_sub(1)
+        } else {
+            depth
+        };
         if level == 0 {
             root = Some(node.kind());
             continue;
@@ -564,6 +604,12 @@ mod tests {
         );
         let text = "---\nlabel: &n shared\nname: *n\n---\n";
         assert_eq!(parse_skill_md(text).map(|s| s.name), Ok("shared".into()));
+        let text = "---\nlist: &l [a]\ncopy: *l\nname: after-alias\n---\n";
+        assert_eq!(
+            parse_skill_md(text).map(|s| s.name),
+            Ok("after-alias".into())
+        );
+        assert_rejected("---\nl: &l [a]\nname: *l\n---\n", "found a sequence");
         // A number as description keeps its text rather than losing the skill.
         let text = "---\nname: n\ndescription: 1.5\n---\n";
         assert_eq!(
@@ -572,6 +618,34 @@ mod tests {
         );
         // Only top-level keys count.
         assert_rejected("---\nmeta:\n  name: nested\n---\n", "missing `name`");
+    }
+
+    #[test]
+    fn plain_scalars_resolve_by_the_yaml_core_schema() {
+        use ScalarKind::*;
+        let cases: &[(&[&str], ScalarKind)] = &[
+            (&["", "~", "null", "Null", "NULL"], Null),
+            (&["true", "True", "FALSE"], Bool),
+            (
+                &[
+                    "42", "-7", "+3", "0o17", "0x1F", "1.5", "-.5", "1.", "1e5", "2.5E-3", ".inf",
+                    "-.Inf", ".nan",
+                ],
+                Number,
+            ),
+            (
+                &[
+                    "1.2.3", "0x", "0o8", "e5", "1e", ".", "+", "inf", "nan", "+.nan", "v1.0",
+                    "1_000", "yes", "1-2", "0x1G", "NUll",
+                ],
+                Str,
+            ),
+        ];
+        for (texts, kind) in cases {
+            for text in *texts {
+                assert_eq!(core_schema_kind(text), *kind, "{text:?}");
+            }
+        }
     }
 
     #[test]

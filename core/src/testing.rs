@@ -24,6 +24,8 @@ pub enum Reply {
     Unreachable,
     /// Take this long (virtual ms), then do the inner reply.
     Delay(u64, Box<Reply>),
+    /// The inner reply, marked as a honoured long-poll (`Preference-Applied: wait=…`).
+    LongPolled(Box<Reply>),
 }
 
 /// A task result in the toolnexus shape, for scripts.
@@ -149,11 +151,21 @@ impl ScriptedPeer {
             _ => Reply::RpcError(-32601, "Method not found"),
         };
         let mut delay = 0;
+        let mut long_polled = false;
         let mut reply = reply;
-        while let Reply::Delay(ms, inner) = reply {
-            delay += ms;
-            reply = *inner;
-        }
+        let reply = loop {
+            match reply {
+                Reply::Delay(ms, inner) => {
+                    delay += ms;
+                    reply = *inner;
+                }
+                Reply::LongPolled(inner) => {
+                    long_polled = true;
+                    reply = *inner;
+                }
+                other => break other,
+            }
+        };
         let rpc = |v: Value| Ok(HttpResponse::json(200, v.to_string().into_bytes()));
         let out = match reply {
             Reply::Result(r) => rpc(json!({"jsonrpc": "2.0", "id": id, "result": r})),
@@ -166,8 +178,17 @@ impl ScriptedPeer {
                 body: text.as_bytes().to_vec(),
             }),
             Reply::Unreachable => Err(TransportError("connection refused".into())),
-            Reply::Delay(..) => unreachable!("delays were unwrapped above"),
+            Reply::Delay(..) | Reply::LongPolled(..) => {
+                unreachable!("wrappers were unwrapped above")
+            }
         };
+        let out = out.map(|mut r| {
+            if long_polled {
+                r.headers
+                    .push(("Preference-Applied".into(), "wait=10".into()));
+            }
+            r
+        });
         (delay, out)
     }
 }

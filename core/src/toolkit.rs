@@ -25,6 +25,8 @@ pub struct A2aTool {
     pub skill: String,
     pub endpoint: String,
     pub dialect: Dialect,
+    /// The card lists [`crate::card::LONG_POLL_EXTENSION`].
+    pub long_poll: bool,
 }
 
 impl A2aTool {
@@ -51,6 +53,7 @@ impl A2aTool {
             poll_every_ms: self.agent.poll_every_ms(),
             message_id: transport.new_id(),
             text: task.to_string(),
+            long_poll: self.long_poll,
         };
         drive(&mut CallMachine::new(spec), transport, abort).await
     }
@@ -128,6 +131,7 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
                 skill: key.to_string(),
                 endpoint: endpoint.clone(),
                 dialect,
+                long_poll: card.long_poll(),
             })
         })
         .collect()

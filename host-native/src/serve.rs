@@ -140,6 +140,10 @@ impl ServerHost for NativeHost {
     fn report(&self, problem: &str) {
         eprintln!("toolnexus: {problem}");
     }
+
+    fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
+        Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))))
+    }
 }
 
 type Server = A2aServer<ObservedStore, NativeHost, Arc<dyn Fulfiller>>;

@@ -478,3 +478,86 @@ fn uuid_like() -> String {
             .as_nanos()
     )
 }
+
+/// A fulfiller that takes `ms` before answering "slow done".
+struct Slow(u64);
+
+impl toolnexus_core::server::Fulfiller for Slow {
+    fn fulfil(
+        &self,
+        _: toolnexus_core::server::FulfilRequest,
+    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+        let ms = self.0;
+        Box::pin(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            Ok("slow done".to_string())
+        })
+    }
+}
+
+/// Our card lists the long-poll extension, so the native client asks
+/// `Prefer: wait` and the server answers the moment the task settles: a
+/// 1.5 s task is picked up by the first, held GetTask instead of a dozen polls.
+#[tokio::test]
+async fn a_slow_task_is_picked_up_by_one_held_get_task() {
+    let set = skills(&[("work", "works slowly", "Work.")]);
+    let handle = serve_with(ServeOptions::new(
+        toolkit_with(set),
+        Model::Custom(Arc::new(Slow(1_500))),
+    ))
+    .await;
+    let card = format!("{}{CARD_PATH}", handle.url);
+    let tools = agent_tools(&Agent::new(&card)).await.expect("tools");
+    let r = tools[0].execute(&json!({"task": "go"})).await;
+    assert_eq!((r.output.as_str(), r.is_error), ("slow done", false));
+    assert_eq!(
+        r.metadata.expect("metadata")["polls"],
+        1,
+        "one held GetTask saw the task settle"
+    );
+    handle.stop().await;
+}
+
+/// The served card advertises the long-poll extension, and a GetTask with
+/// `Prefer: wait` says `Preference-Applied`.
+#[tokio::test]
+async fn get_task_honours_prefer_wait() {
+    let handle = serve_with(ServeOptions::new(
+        toolkit_with(SkillSet::new()),
+        Model::Custom(Arc::new(Slow(300))),
+    ))
+    .await;
+    let card = NativeTransport::shared()
+        .send(HttpRequest::get(format!("{}{CARD_PATH}", handle.url)))
+        .await
+        .expect("card");
+    let card: Value = serde_json::from_slice(&card.body).expect("json");
+    assert_eq!(
+        card["capabilities"]["extensions"][0]["uri"],
+        toolnexus_core::card::LONG_POLL_EXTENSION
+    );
+    let v = rpc(
+        &handle.url,
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m",
+        "parts": [{"kind": "text", "text": "x"}]}, "configuration": {"blocking": false}}),
+    )
+    .await;
+    let id = v["result"]["id"].as_str().expect("id");
+    let body =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": id}}).to_string();
+    let resp = post(
+        &format!("{}/", handle.url),
+        &[("Prefer", "wait=5")],
+        body.into_bytes(),
+    )
+    .await;
+    assert_eq!(resp.header("preference-applied"), Some("wait=5"));
+    let got: Value = serde_json::from_slice(&resp.body).expect("json");
+    assert_eq!(
+        got["result"]["status"]["state"], "completed",
+        "held until the task settled"
+    );
+    handle.stop().await;
+}

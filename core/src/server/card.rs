@@ -73,7 +73,11 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
     );
     put(
         "capabilities",
-        json!({"streaming": false, "pushNotifications": false}),
+        json!({"streaming": false, "pushNotifications": false, "extensions": [{
+            "uri": crate::card::LONG_POLL_EXTENSION,
+            "description": "GetTask honours Prefer: wait=N (RFC 7240): it answers when the task settles or after N seconds",
+            "required": false,
+        }]}),
     );
     put("defaultInputModes", json!(["text"]));
     put("defaultOutputModes", json!(["text"]));
@@ -109,9 +113,11 @@ mod tests {
         assert_eq!(card["protocolVersion"], "0.3.0");
         assert_eq!(card["url"], "http://127.0.0.1:8080/");
         assert_eq!(card["skills"], json!([]));
+        assert_eq!(card["capabilities"]["streaming"], false);
+        assert_eq!(card["capabilities"]["pushNotifications"], false);
         assert_eq!(
-            card["capabilities"],
-            json!({"streaming": false, "pushNotifications": false})
+            card["capabilities"]["extensions"][0]["uri"],
+            crate::card::LONG_POLL_EXTENSION
         );
         assert_eq!(card["defaultInputModes"], json!(["text"]));
         assert_eq!(card["defaultOutputModes"], json!(["text"]));

@@ -67,6 +67,24 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     fn on_task(&self, _event: TaskEvent) {}
     /// Reports a problem no caller will see (a save that failed during fulfilment).
     fn report(&self, _problem: &str) {}
+    /// A timer, for GetTask long-polls (`Prefer: wait=N`). Hosts without one
+    /// keep the default, and GetTask then always answers at once.
+    fn sleep(&self, _ms: u64) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
+}
+
+/// The longest `Prefer: wait` honoured, in seconds.
+pub const MAX_WAIT_SECS: u64 = 30;
+
+/// The seconds of an RFC 7240 `Prefer: wait=N` header, capped at [`MAX_WAIT_SECS`].
+fn preferred_wait(req: &HttpRequest) -> Option<u64> {
+    let prefer = req.header("Prefer")?;
+    prefer
+        .split([',', ';'])
+        .filter_map(|p| p.trim().strip_prefix("wait="))
+        .find_map(|n| n.trim().parse::<u64>().ok())
+        .map(|n| n.min(MAX_WAIT_SECS))
 }
 
 /// How the server answers browsers and what it advertises.
@@ -125,6 +143,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if let Some(origin) = &self.cors_origin {
             resp.headers
                 .push(("Access-Control-Allow-Origin".into(), origin.clone()));
+            resp.headers.push((
+                "Access-Control-Expose-Headers".into(),
+                "Preference-Applied".into(),
+            ));
             if origin != "*" {
                 resp.headers.push(("Vary".into(), "Origin".into()));
             }
@@ -179,10 +201,20 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     async fn json_rpc(self: &Arc<Self>, req: &HttpRequest) -> HttpResponse {
+        let mut waited = None;
         let (id, outcome) = match RpcRequest::parse(req) {
             Ok(call) => {
                 let id = call.id.clone();
-                (id, self.dispatch(call).await)
+                let is_get = matches!(call.method.as_str(), "GetTask" | "tasks/get");
+                let wait = preferred_wait(req).filter(|_| is_get);
+                let outcome = match wait {
+                    Some(secs) if self.host.sleep(0).is_some() => {
+                        waited = Some(secs);
+                        self.get_task_waiting(&call, secs).await
+                    }
+                    _ => self.dispatch(call).await,
+                };
+                (id, outcome)
             }
             Err((id, err)) => (id, Err(err)),
         };
@@ -192,7 +224,64 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
             }
         };
-        HttpResponse::json(200, body.to_string().into_bytes())
+        let mut resp = HttpResponse::json(200, body.to_string().into_bytes());
+        if let Some(secs) = waited {
+            resp.headers
+                .push(("Preference-Applied".into(), format!("wait={secs}")));
+        }
+        resp
+    }
+
+    /// GetTask that holds the answer up to `secs` while the task is still
+    /// running, so a caller sees it settle at once instead of at its next poll.
+    async fn get_task_waiting(
+        self: &Arc<Self>,
+        call: &RpcRequest,
+        secs: u64,
+    ) -> Result<Value, RpcError> {
+        let id = call
+            .params
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        // Watch before reading, so a task settling in between is not missed.
+        let settled = self.watch(&id);
+        let task = match self.existing(&call.params).await {
+            Ok(t) => t,
+            Err(e) => {
+                drop(settled);
+                self.unwatch(&id);
+                return Err(e);
+            }
+        };
+        let task = if task.state.is_terminal() || task.state.is_interrupted() {
+            task
+        } else {
+            let timer = self
+                .host
+                .sleep(secs * 1000)
+                .unwrap_or_else(|| Box::pin(std::future::ready(())));
+            match futures_util::future::select(settled, timer).await {
+                futures_util::future::Either::Left((Ok(t), _)) => {
+                    return Ok(task_value(&t, call.shape, history_length(&call.params)))
+                }
+                _ => self.existing(&call.params).await?,
+            }
+        };
+        self.unwatch(&id);
+        Ok(task_value(&task, call.shape, history_length(&call.params)))
+    }
+
+    /// Drops the waiters of `task_id` whose receivers are gone.
+    fn unwatch(&self, task_id: &str) {
+        let mut waiters = lock(&self.waiters);
+        if let Some(list) = waiters.get_mut(task_id) {
+            list.retain(|tx| !tx.is_canceled());
+            if list.is_empty() {
+                waiters.remove(task_id);
+            }
+        }
     }
 
     async fn dispatch(self: &Arc<Self>, call: RpcRequest) -> Result<Value, RpcError> {
