@@ -193,6 +193,10 @@ impl CallMachine {
     }
 
     fn wait(&mut self, now_ms: u64) -> Step<ToolResult> {
+        // A peer that long-polls holds the first GetTask itself: ask at once.
+        if self.spec.long_poll && self.polls == 0 {
+            return self.wait_for(now_ms, 0);
+        }
         let elapsed = now_ms.saturating_sub(self.started_ms);
         let delay = (elapsed / 4)
             .max(FIRST_POLL_DELAY_MS)

@@ -1,7 +1,9 @@
 //! The A2A Task and Message, read leniently from any of the three wire
 //! shapes and written in the 0.3 or the 1.0 shape.
 
-use serde_json::{json, Map, Value};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
 
 /// The lifecycle state of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,16 +152,6 @@ fn text_parts(v: &Value) -> Vec<String> {
         .collect()
 }
 
-fn parts_value(parts: &[String], shape: Shape) -> Value {
-    parts
-        .iter()
-        .map(|t| match shape {
-            Shape::V03 => json!({"kind": "text", "text": t}),
-            Shape::V10 => json!({"text": t}),
-        })
-        .collect()
-}
-
 impl Message {
     /// An agent message with one text part.
     pub fn agent_text(message_id: String, text: String) -> Self {
@@ -191,26 +183,7 @@ impl Message {
 
     /// The message in the given wire shape.
     pub fn to_value(&self, shape: Shape) -> Value {
-        let mut m = Map::new();
-        if shape == Shape::V03 {
-            m.insert("kind".into(), "message".into());
-        }
-        let role = match (self.role, shape) {
-            (Role::User, Shape::V03) => "user",
-            (Role::Agent, Shape::V03) => "agent",
-            (Role::User, Shape::V10) => "ROLE_USER",
-            (Role::Agent, Shape::V10) => "ROLE_AGENT",
-        };
-        m.insert("role".into(), role.into());
-        m.insert("messageId".into(), self.message_id.clone().into());
-        m.insert("parts".into(), parts_value(&self.parts, shape));
-        if let Some(c) = &self.context_id {
-            m.insert("contextId".into(), c.clone().into());
-        }
-        if let Some(t) = &self.task_id {
-            m.insert("taskId".into(), t.clone().into());
-        }
-        Value::Object(m)
+        serde_json::to_value(Shaped(self, shape)).unwrap_or(Value::Null)
     }
 }
 
@@ -225,20 +198,30 @@ impl Task {
             .and_then(Value::as_str)
             .map_or(TaskState::Unknown, TaskState::parse);
         let list = |key: &str| v.get(key).and_then(Value::as_array).into_iter().flatten();
+        let context_id = text_of(v, "contextId").unwrap_or_default();
+        // A message repeating the task's own ids keeps none (they are written back on the wire).
+        let inner = |m: &Value| {
+            let mut m = Message::from_value(m)?;
+            if m.context_id.as_deref() == Some(context_id.as_str()) {
+                m.context_id = None;
+            }
+            if m.task_id.as_deref() == Some(id.as_str()) {
+                m.task_id = None;
+            }
+            Some(m)
+        };
         Some(Task {
-            id,
-            context_id: text_of(v, "contextId").unwrap_or_default(),
+            status_message: status.and_then(|s| s.get("message")).and_then(inner),
+            history: list("history").filter_map(inner).collect(),
+            id: id.clone(),
+            context_id: context_id.clone(),
             state,
-            status_message: status
-                .and_then(|s| s.get("message"))
-                .and_then(Message::from_value),
             artifacts: list("artifacts")
                 .map(|a| Artifact {
                     artifact_id: text_of(a, "artifactId").unwrap_or_default(),
                     parts: text_parts(a),
                 })
                 .collect(),
-            history: list("history").filter_map(Message::from_value).collect(),
         })
     }
 
@@ -277,40 +260,145 @@ impl Task {
 
     /// The task in the given wire shape.
     pub fn to_value(&self, shape: Shape) -> Value {
-        let mut status = Map::new();
-        status.insert(
-            "state".into(),
-            match shape {
-                Shape::V03 => self.state.as_str(),
-                Shape::V10 => self.state.as_v10(),
-            }
-            .into(),
-        );
-        if let Some(m) = &self.status_message {
-            status.insert("message".into(), m.to_value(shape));
+        serde_json::to_value(Shaped(self, shape)).unwrap_or(Value::Null)
+    }
+
+    /// The task in the given wire shape, keeping only the last `n` history
+    /// messages when `history_length` is `Some(n)`.
+    pub fn shaped(&self, shape: Shape, history_length: Option<usize>) -> ShapedTask<'_> {
+        ShapedTask {
+            task: self,
+            shape,
+            history_length,
         }
-        let mut t = Map::new();
-        t.insert("id".into(), self.id.clone().into());
-        t.insert("contextId".into(), self.context_id.clone().into());
+    }
+}
+
+/// A value written in one wire shape (serialises without building a `Value`).
+pub struct Shaped<'a, T>(pub &'a T, pub Shape);
+
+/// A task written in one wire shape, with its history optionally trimmed.
+pub struct ShapedTask<'a> {
+    pub task: &'a Task,
+    pub shape: Shape,
+    pub history_length: Option<usize>,
+}
+
+struct Parts<'a>(&'a [String], Shape);
+
+impl Serialize for Parts<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Part<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            kind: Option<&'static str>,
+            text: &'a str,
+        }
+        let kind = (self.1 == Shape::V03).then_some("text");
+        s.collect_seq(self.0.iter().map(|text| Part { kind, text }))
+    }
+}
+
+impl Serialize for Shaped<'_, Message> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        InTask(self.0, self.1, None).serialize(s)
+    }
+}
+
+/// A message inside a task: without ids of its own, it carries the task's
+/// `contextId` and `taskId` on the wire (so stores keep them once).
+struct InTask<'a>(&'a Message, Shape, Option<&'a Task>);
+
+impl Serialize for InTask<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (m, shape) = (self.0, self.1);
+        let mut map = s.serialize_map(None)?;
         if shape == Shape::V03 {
-            t.insert("kind".into(), "task".into());
+            map.serialize_entry("kind", "message")?;
         }
-        t.insert("status".into(), Value::Object(status));
-        if !self.artifacts.is_empty() {
-            let artifacts = self
-                .artifacts
-                .iter()
-                .map(
-                    |a| json!({"artifactId": a.artifact_id, "parts": parts_value(&a.parts, shape)}),
-                )
-                .collect();
-            t.insert("artifacts".into(), Value::Array(artifacts));
+        let role = match (m.role, shape) {
+            (Role::User, Shape::V03) => "user",
+            (Role::Agent, Shape::V03) => "agent",
+            (Role::User, Shape::V10) => "ROLE_USER",
+            (Role::Agent, Shape::V10) => "ROLE_AGENT",
+        };
+        map.serialize_entry("role", role)?;
+        map.serialize_entry("messageId", &m.message_id)?;
+        map.serialize_entry("parts", &Parts(&m.parts, shape))?;
+        let context_id = m
+            .context_id
+            .as_deref()
+            .or(self.2.map(|t| t.context_id.as_str()));
+        if let Some(c) = context_id {
+            map.serialize_entry("contextId", c)?;
         }
-        if !self.history.is_empty() {
-            let history = self.history.iter().map(|m| m.to_value(shape)).collect();
-            t.insert("history".into(), Value::Array(history));
+        if let Some(t) = m.task_id.as_deref().or(self.2.map(|t| t.id.as_str())) {
+            map.serialize_entry("taskId", t)?;
         }
-        Value::Object(t)
+        map.end()
+    }
+}
+
+impl Serialize for Shaped<'_, Task> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.shaped(self.1, None).serialize(s)
+    }
+}
+
+impl Serialize for ShapedTask<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Status<'a>(&'a Task, Shape);
+        impl Serialize for Status<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut map = s.serialize_map(None)?;
+                let state = match self.1 {
+                    Shape::V03 => self.0.state.as_str(),
+                    Shape::V10 => self.0.state.as_v10(),
+                };
+                map.serialize_entry("state", state)?;
+                if let Some(m) = &self.0.status_message {
+                    map.serialize_entry("message", &InTask(m, self.1, Some(self.0)))?;
+                }
+                map.end()
+            }
+        }
+        struct Artifacts<'a>(&'a [Artifact], Shape);
+        impl Serialize for Artifacts<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                #[derive(Serialize)]
+                #[serde(rename_all = "camelCase")]
+                struct One<'a> {
+                    artifact_id: &'a str,
+                    parts: Parts<'a>,
+                }
+                let shape = self.1;
+                s.collect_seq(self.0.iter().map(|a| One {
+                    artifact_id: &a.artifact_id,
+                    parts: Parts(&a.parts, shape),
+                }))
+            }
+        }
+        let (t, shape) = (self.task, self.shape);
+        let history = match self.history_length {
+            Some(n) if n < t.history.len() => &t.history[t.history.len() - n..],
+            _ => &t.history[..],
+        };
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("id", &t.id)?;
+        map.serialize_entry("contextId", &t.context_id)?;
+        if shape == Shape::V03 {
+            map.serialize_entry("kind", "task")?;
+        }
+        map.serialize_entry("status", &Status(t, shape))?;
+        if !t.artifacts.is_empty() {
+            map.serialize_entry("artifacts", &Artifacts(&t.artifacts, shape))?;
+        }
+        if !history.is_empty() {
+            let history: Vec<InTask<'_>> =
+                history.iter().map(|m| InTask(m, shape, Some(t))).collect();
+            map.serialize_entry("history", &history)?;
+        }
+        map.end()
     }
 }
 
@@ -343,6 +431,7 @@ impl SendResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn states_read_in_every_spelling() {

@@ -5,8 +5,7 @@ use futures_util::future::BoxFuture;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -58,10 +57,8 @@ pub async fn bind(
                         let handler = handler.clone();
                         async move { Ok::<_, std::convert::Infallible>(handle(req, body_limit, handler).await) }
                     });
-                    let conn = auto::Builder::new(TokioExecutor::new())
-                        .http1_only()
-                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                        .into_owned();
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service);
                     let conn = graceful.watch(conn);
                     tokio::spawn(async move { let _ = conn.await; });
                 }

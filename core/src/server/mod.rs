@@ -18,7 +18,7 @@ use crate::task::{Artifact, Message, Role, Shape, Task, TaskState};
 use crate::transport::{BoxFuture, MaybeSend, MaybeSync};
 use futures_util::future::{AbortHandle, Abortable};
 use rpc::{RpcError, RpcRequest};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -218,13 +218,29 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             Err((id, err)) => (id, Err(err)),
         };
-        let body = match outcome {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(e) => {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
-            }
+        let body = match &outcome {
+            Ok(result) => serde_json::to_vec(&Envelope {
+                jsonrpc: "2.0",
+                id: &id,
+                result: Some(result),
+                error: None,
+            }),
+            Err(e) => serde_json::to_vec(&Envelope {
+                jsonrpc: "2.0",
+                id: &id,
+                result: None,
+                error: Some(ErrorBody {
+                    code: e.code,
+                    message: &e.message,
+                }),
+            }),
         };
-        let mut resp = HttpResponse::json(200, body.to_string().into_bytes());
+        // Serialising plain data into memory cannot fail; keep a valid answer anyway.
+        let body = body.unwrap_or_else(|_| {
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#
+                .to_vec()
+        });
+        let mut resp = HttpResponse::json(200, body);
         if let Some(secs) = waited {
             resp.headers
                 .push(("Preference-Applied".into(), format!("wait={secs}")));
@@ -238,7 +254,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         self: &Arc<Self>,
         call: &RpcRequest,
         secs: u64,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answer, RpcError> {
         let id = call
             .params
             .get("id")
@@ -264,13 +280,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .unwrap_or_else(|| Box::pin(std::future::ready(())));
             match futures_util::future::select(settled, timer).await {
                 futures_util::future::Either::Left((Ok(t), _)) => {
-                    return Ok(task_value(&t, call.shape, history_length(&call.params)))
+                    return Ok(Answer::task(t, call.shape, history_length(&call.params)))
                 }
                 _ => self.existing(&call.params).await?,
             }
         };
         self.unwatch(&id);
-        Ok(task_value(&task, call.shape, history_length(&call.params)))
+        Ok(Answer::task(task, call.shape, history_length(&call.params)))
     }
 
     /// Drops the waiters of `task_id` whose receivers are gone.
@@ -284,13 +300,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    async fn dispatch(self: &Arc<Self>, call: RpcRequest) -> Result<Value, RpcError> {
+    async fn dispatch(self: &Arc<Self>, call: RpcRequest) -> Result<Answer, RpcError> {
         let shape = call.shape;
         match call.method.as_str() {
             "SendMessage" | "message/send" => self.send_message(&call.params, shape).await,
             "GetTask" | "tasks/get" => {
                 let task = self.existing(&call.params).await?;
-                Ok(task_value(&task, shape, history_length(&call.params)))
+                Ok(Answer::task(task, shape, history_length(&call.params)))
             }
             "CancelTask" | "tasks/cancel" => self.cancel(&call.params, shape).await,
             "SendStreamingMessage" | "message/stream" | "SubscribeToTask" | "tasks/resubscribe" => {
@@ -325,7 +341,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         self: &Arc<Self>,
         params: &Value,
         shape: Shape,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answer, RpcError> {
         let msg = params
             .get("message")
             .filter(|m| m.is_object())
@@ -360,8 +376,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if user.message_id.is_empty() {
             user.message_id = self.host.new_id();
         }
-        user.context_id = Some(context_id.clone());
-        user.task_id = Some(task_id.clone());
+        // Stored without ids of its own: on the wire it carries the task's.
+        user.context_id = None;
+        user.task_id = None;
         let text = user.text();
         let task = Task {
             id: task_id.clone(),
@@ -388,10 +405,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(rx) => rx.await.unwrap_or(task),
             None => task,
         };
-        let value = task_value(&task, shape, None);
-        Ok(match shape {
-            Shape::V10 => json!({"task": value}),
-            Shape::V03 => value,
+        // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
+        Ok(Answer {
+            wrap: shape == Shape::V10,
+            ..Answer::task(task, shape, None)
         })
     }
 
@@ -451,10 +468,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             Err(error) => {
                 task.state = TaskState::Failed;
-                let mut m = Message::agent_text(self.host.new_id(), error.clone());
-                m.context_id = Some(task.context_id.clone());
-                m.task_id = Some(task.id.clone());
-                task.status_message = Some(m);
+                // Its contextId and taskId come from the task on the wire.
+                task.status_message = Some(Message::agent_text(self.host.new_id(), error.clone()));
                 error
             }
         };
@@ -509,7 +524,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         });
     }
 
-    async fn cancel(self: &Arc<Self>, params: &Value, shape: Shape) -> Result<Value, RpcError> {
+    async fn cancel(self: &Arc<Self>, params: &Value, shape: Shape) -> Result<Answer, RpcError> {
         let mut task = self.existing(params).await?;
         if task.state.is_terminal() {
             return Err(RpcError::new(
@@ -534,7 +549,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         };
         task.state = TaskState::Canceled;
         self.settle(task.clone(), skill, text, None).await;
-        Ok(task_value(&task, shape, None))
+        Ok(Answer::task(task, shape, None))
     }
 }
 
@@ -545,15 +560,54 @@ fn history_length(params: &Value) -> Option<usize> {
         .map(|n| n as usize)
 }
 
-fn task_value(task: &Task, shape: Shape, history_length: Option<usize>) -> Value {
-    match history_length {
-        Some(n) if n < task.history.len() => {
-            let mut t = task.clone();
-            t.history.drain(..t.history.len() - n);
-            t.to_value(shape)
+/// A JSON-RPC result (always a task here), serialised straight to bytes.
+struct Answer {
+    task: Task,
+    shape: Shape,
+    history_length: Option<usize>,
+    /// 1.0 SendMessage results are `{"task": …}`.
+    wrap: bool,
+}
+
+impl Answer {
+    fn task(task: Task, shape: Shape, history_length: Option<usize>) -> Answer {
+        Answer {
+            task,
+            shape,
+            history_length,
+            wrap: false,
         }
-        _ => task.to_value(shape),
     }
+}
+
+impl serde::Serialize for Answer {
+    fn serialize<Ser: serde::Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
+        use serde::ser::SerializeMap;
+        let shaped = self.task.shaped(self.shape, self.history_length);
+        if self.wrap {
+            let mut map = s.serialize_map(Some(1))?;
+            map.serialize_entry("task", &shaped)?;
+            map.end()
+        } else {
+            serde::Serialize::serialize(&shaped, s)
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct ErrorBody<'a> {
+    code: i64,
+    message: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct Envelope<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Answer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorBody<'a>>,
 }
 
 fn plain(status: u16, text: &str) -> HttpResponse {

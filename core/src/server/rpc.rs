@@ -63,19 +63,26 @@ impl RpcRequest {
                 ))
             }
         };
-        let v: Value = serde_json::from_slice(&req.body).map_err(|e| {
-            (
-                Value::Null,
-                RpcError::new(PARSE_ERROR, format!("Parse error: {e}")),
-            )
+        // Typed, so the envelope never becomes a map; only the fields are values.
+        #[derive(serde::Deserialize)]
+        struct Envelope {
+            jsonrpc: Option<Value>,
+            id: Option<Value>,
+            method: Option<Value>,
+            params: Option<Value>,
+        }
+        let mut obj: Envelope = serde_json::from_slice(&req.body).map_err(|e| {
+            let err = match e.classify() {
+                // Valid JSON, but not a request object.
+                serde_json::error::Category::Data => RpcError::new(
+                    INVALID_REQUEST,
+                    "Invalid Request: expected a JSON-RPC object",
+                ),
+                _ => RpcError::new(PARSE_ERROR, format!("Parse error: {e}")),
+            };
+            (Value::Null, err)
         })?;
-        let Value::Object(mut obj) = v else {
-            return Err((
-                Value::Null,
-                RpcError::new(INVALID_REQUEST, "Invalid Request: expected a JSON object"),
-            ));
-        };
-        let id = match obj.remove("id") {
+        let id = match obj.id.take() {
             Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
             None => Value::Null,
             Some(_) => {
@@ -88,13 +95,13 @@ impl RpcRequest {
                 ))
             }
         };
-        if obj.get("jsonrpc").is_some_and(|j| j != "2.0") {
+        if obj.jsonrpc.as_ref().is_some_and(|j| j != "2.0") {
             return Err((
                 id,
                 RpcError::new(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\""),
             ));
         }
-        let method = match obj.remove("method") {
+        let method = match obj.method.take() {
             Some(Value::String(m)) => m,
             _ => {
                 return Err((
@@ -103,7 +110,7 @@ impl RpcRequest {
                 ))
             }
         };
-        let params = match obj.remove("params") {
+        let params = match obj.params.take() {
             Some(p @ Value::Object(_)) => p,
             None | Some(Value::Null) => Value::Object(Default::default()),
             Some(_) => return Err((id, RpcError::invalid_params("params must be an object"))),

@@ -2,8 +2,11 @@
 
 use crate::task::Task;
 use crate::transport::MaybeSend;
-use std::collections::{HashMap, VecDeque};
+use hashbrown::hash_table::{Entry, HashTable};
+use hashbrown::DefaultHashBuilder;
+use std::collections::VecDeque;
 use std::future::Future;
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 /// A store failure (disk full, a KV error, the memory store at capacity).
@@ -26,10 +29,41 @@ pub trait TaskStore: crate::transport::MaybeSend + crate::transport::MaybeSync +
 /// The default cap on tasks kept by [`MemoryStore`].
 pub const DEFAULT_MAX_TASKS: usize = 100_000;
 
+/// Tasks live boxed in a slab; the index and the eviction queue hold 4-byte
+/// slot numbers, so a task's id is stored once (in the task).
 struct Inner {
-    tasks: HashMap<String, Task>,
-    /// Finished task ids, oldest first: the eviction order.
-    finished: VecDeque<String>,
+    slots: Vec<Option<Box<Task>>>,
+    free: Vec<u32>,
+    /// Slot numbers, hashed by the id of the task in the slot.
+    index: HashTable<u32>,
+    /// Slots of finished tasks, oldest first: the eviction order.
+    finished: VecDeque<u32>,
+    hasher: DefaultHashBuilder,
+    len: usize,
+}
+
+impl Inner {
+    fn find(&self, id: &str) -> Option<u32> {
+        let hash = self.hasher.hash_one(id);
+        let slots = &self.slots;
+        self.index
+            .find(hash, |&slot| {
+                slots[slot as usize].as_ref().is_some_and(|t| t.id == id)
+            })
+            .copied()
+    }
+
+    fn remove(&mut self, slot: u32) {
+        let Some(task) = self.slots[slot as usize].take() else {
+            return;
+        };
+        let hash = self.hasher.hash_one(task.id.as_str());
+        if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
+            entry.remove();
+        }
+        self.free.push(slot);
+        self.len -= 1;
+    }
 }
 
 /// Tasks in memory, bounded: past `max_tasks`, the oldest finished tasks are
@@ -47,20 +81,24 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// A store that keeps at most `max_tasks` tasks (at least 1).
+    /// A store that keeps at most `max_tasks` tasks (at least 1, at most `u32::MAX`).
     pub fn new(max_tasks: usize) -> Self {
         MemoryStore {
-            max_tasks: max_tasks.max(1),
+            max_tasks: max_tasks.clamp(1, u32::MAX as usize),
             inner: Mutex::new(Inner {
-                tasks: HashMap::new(),
+                slots: Vec::new(),
+                free: Vec::new(),
+                index: HashTable::new(),
                 finished: VecDeque::new(),
+                hasher: DefaultHashBuilder::default(),
+                len: 0,
             }),
         }
     }
 
     /// How many tasks are stored.
     pub fn len(&self) -> usize {
-        self.lock().tasks.len()
+        self.lock().len
     }
 
     /// Whether the store is empty.
@@ -76,33 +114,67 @@ impl MemoryStore {
 
     /// The task with this id, now.
     pub fn get_now(&self, id: &str) -> Option<Task> {
-        self.lock().tasks.get(id).cloned()
+        let inner = self.lock();
+        let slot = inner.find(id)?;
+        inner.slots[slot as usize].as_deref().cloned()
     }
 
     /// Stores the task now (see the type's eviction rule).
     pub fn save_now(&self, task: &Task) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        let is_new = !inner.tasks.contains_key(&task.id);
-        if is_new && inner.tasks.len() >= self.max_tasks {
-            // Evict finished tasks, oldest first (skipping ids already gone).
-            while inner.tasks.len() >= self.max_tasks {
-                let Some(old) = inner.finished.pop_front() else {
-                    return Err(StoreError(format!(
-                        "the task store is full: {} unfinished tasks",
-                        inner.tasks.len()
-                    )));
-                };
-                inner.tasks.remove(&old);
+        if let Some(slot) = inner.find(&task.id) {
+            let stored = inner.slots[slot as usize]
+                .as_mut()
+                .expect("indexed slots hold a task");
+            let newly_finished = task.state.is_terminal() && !stored.state.is_terminal();
+            (**stored).clone_from(task);
+            if newly_finished {
+                inner.finished.push_back(slot);
             }
+            return Ok(());
         }
-        let was_terminal = inner
-            .tasks
-            .get(&task.id)
-            .is_some_and(|t| t.state.is_terminal());
-        if task.state.is_terminal() && !was_terminal {
-            inner.finished.push_back(task.id.clone());
+        while inner.len >= self.max_tasks {
+            let Some(old) = inner.finished.pop_front() else {
+                return Err(StoreError(format!(
+                    "the task store is full: {} unfinished tasks",
+                    inner.len
+                )));
+            };
+            inner.remove(old);
         }
-        inner.tasks.insert(task.id.clone(), task.clone());
+        let boxed = Box::new(task.clone());
+        let slot = match inner.free.pop() {
+            Some(slot) => {
+                inner.slots[slot as usize] = Some(boxed);
+                slot
+            }
+            None => {
+                inner.slots.push(Some(boxed));
+                (inner.slots.len() - 1) as u32
+            }
+        };
+        let hash = inner.hasher.hash_one(task.id.as_str());
+        let Inner {
+            index,
+            slots,
+            hasher,
+            ..
+        } = &mut *inner;
+        let rehash = |&s: &u32| {
+            slots[s as usize]
+                .as_ref()
+                .map_or(0, |t| hasher.hash_one(t.id.as_str()))
+        };
+        match index.entry(hash, |_| false, rehash) {
+            Entry::Vacant(v) => {
+                v.insert(slot);
+            }
+            Entry::Occupied(_) => unreachable!("the eq closure never matches"),
+        }
+        inner.len += 1;
+        if task.state.is_terminal() {
+            inner.finished.push_back(slot);
+        }
         Ok(())
     }
 }
@@ -142,6 +214,7 @@ mod tests {
         block_on(store.save(&task("c", TaskState::Submitted))).expect("c evicts a");
         assert_eq!(block_on(store.get("a")), Ok(None));
         assert!(block_on(store.get("b")).expect("get").is_some());
+        assert!(block_on(store.get("c")).expect("get").is_some());
         assert_eq!(store.len(), 2);
     }
 
@@ -156,5 +229,37 @@ mod tests {
         block_on(store.save(&task("a", TaskState::Completed))).expect("update a");
         block_on(store.save(&task("c", TaskState::Submitted))).expect("now a can go");
         assert_eq!(block_on(store.get("a")), Ok(None));
+    }
+
+    #[test]
+    fn updates_replace_and_finishing_twice_queues_once() {
+        let store = MemoryStore::new(3);
+        block_on(store.save(&task("a", TaskState::Submitted))).expect("a");
+        block_on(store.save(&task("a", TaskState::Completed))).expect("a done");
+        block_on(store.save(&task("a", TaskState::Completed))).expect("a again");
+        assert_eq!(
+            block_on(store.get("a")).expect("get").map(|t| t.state),
+            Some(TaskState::Completed)
+        );
+        assert_eq!(store.lock().finished.len(), 1);
+    }
+
+    #[test]
+    fn slots_are_reused_and_lookups_stay_right_under_churn() {
+        let store = MemoryStore::new(50);
+        for i in 0..1_000 {
+            block_on(store.save(&task(&format!("t{i}"), TaskState::Completed))).expect("save");
+        }
+        assert_eq!(store.len(), 50);
+        assert!(store.lock().slots.len() <= 50, "evicted slots were reused");
+        for i in 0..950 {
+            assert_eq!(store.get_now(&format!("t{i}")), None, "t{i} was evicted");
+        }
+        for i in 950..1_000 {
+            assert_eq!(
+                store.get_now(&format!("t{i}")).map(|t| t.id),
+                Some(format!("t{i}"))
+            );
+        }
     }
 }

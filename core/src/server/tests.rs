@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::skills::Skill;
+use serde_json::json;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
