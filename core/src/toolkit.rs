@@ -190,6 +190,8 @@ pub struct AgentFailure {
 
 /// Tools from A2A agents and the host, behind one `execute(name, args)`.
 /// Names are unique: when two sources offer the same name, the first added wins.
+/// Cloning is cheap (tools are shared) when the transport is.
+#[derive(Clone)]
 pub struct Toolkit<T: Transport> {
     transport: T,
     entries: Vec<Entry>,
@@ -236,17 +238,7 @@ impl<T: Transport> Toolkit<T> {
         let resolved =
             futures_util::future::join_all(agents.iter().map(|a| agent_tools(transport, a))).await;
         for (agent, result) in agents.iter().zip(resolved) {
-            match result {
-                Ok(tools) => {
-                    for t in tools {
-                        self.push(t.spec.clone(), ToolImpl::A2a(Box::new(t)));
-                    }
-                }
-                Err(error) => self.failures.push(AgentFailure {
-                    card: agent.card.clone(),
-                    error,
-                }),
-            }
+            let _ = self.add_resolved(agent, result);
         }
     }
 
@@ -261,7 +253,20 @@ impl<T: Transport> Toolkit<T> {
     /// Adds one agent at run time; returns the names of the tools it added
     /// (a failure is also recorded in [`Toolkit::failures`]).
     pub async fn add_agent(&mut self, agent: Agent) -> Result<Vec<String>, Error> {
-        match agent_tools(&self.transport, &agent).await {
+        let resolved = agent_tools(&self.transport, &agent).await;
+        self.add_resolved(&agent, resolved)
+    }
+
+    /// Adds an agent already resolved with [`agent_tools`]: its tools, or its
+    /// failure (recorded in [`Toolkit::failures`] and returned). Returns the
+    /// names of the tools added. For hosts that resolve without holding the
+    /// toolkit (resolve, then add to a clone and swap it in).
+    pub fn add_resolved(
+        &mut self,
+        agent: &Agent,
+        resolved: Result<Vec<A2aTool>, Error>,
+    ) -> Result<Vec<String>, Error> {
+        match resolved {
             Ok(tools) => Ok(tools
                 .into_iter()
                 .filter_map(|t| {
