@@ -156,7 +156,7 @@ pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult>>;
 
 #[derive(Clone)]
 enum ToolImpl {
-    A2a(Box<A2aTool>),
+    A2a(Arc<A2aTool>),
     #[cfg(feature = "server")]
     Skill(Arc<crate::skills::SkillSet>),
     Host(HostFn),
@@ -271,7 +271,7 @@ impl<T: Transport> Toolkit<T> {
                 .into_iter()
                 .filter_map(|t| {
                     let name = t.spec.name.clone();
-                    self.push(t.spec.clone(), ToolImpl::A2a(Box::new(t)))
+                    self.push(t.spec.clone(), ToolImpl::A2a(Arc::new(t)))
                         .then_some(name)
                 })
                 .collect()),
