@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Builds the npm package toolnexus-wasm into wasm/pkg and packs it into
+# wasm/toolnexus-wasm-<version>.tgz. Idempotent; installs what it needs:
+#   - the wasm32-unknown-unknown Rust target,
+#   - wasm-bindgen-cli at exactly the wasm-bindgen version in Cargo.lock
+#     (cargo install without --locked: the registry mirror may lack the newest
+#     transitive versions),
+#   - wasm-opt from the npm package binaryen (wasm/tools; never Debian's).
+#
+# Two builds of the crate: "full" (default features) and "client" (no server
+# feature: agents, tools and toolkits only). Each gets one optimised .wasm
+# shared by two glues from wasm-bindgen: --target web (browsers, bundlers,
+# workerd) and --target nodejs (Node, CommonJS; ESM wraps it).
+#
+# Usage: wasm/build.sh            (prints the sizes at the end)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+PKG="$HERE/pkg"
+PROFILE=wasm-release
+TARGET=wasm32-unknown-unknown
+CRATE=toolnexus_wasm
+say() { printf '[build] %s\n' "$*"; }
+
+# --- tools --------------------------------------------------------------------
+command -v node >/dev/null || { echo "node (>= 18) is required" >&2; exit 1; }
+command -v npm >/dev/null || { echo "npm is required" >&2; exit 1; }
+if ! rustup target list --installed | grep -qx "$TARGET"; then
+  say "adding the Rust target $TARGET"
+  rustup target add "$TARGET"
+fi
+
+# The version wasm-bindgen resolved to (resolving first if Cargo.lock lacks it).
+lock_version() {
+  awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$ROOT/Cargo.lock"
+}
+WB_VERSION="$(lock_version || true)"
+if [ -z "$WB_VERSION" ]; then
+  (cd "$ROOT" && cargo metadata --format-version 1 >/dev/null)
+  WB_VERSION="$(lock_version)"
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $WB_VERSION"; then
+  say "installing wasm-bindgen-cli $WB_VERSION (about 2 minutes)"
+  cargo install wasm-bindgen-cli --version "$WB_VERSION" --force
+fi
+
+WASM_OPT="$HERE/tools/node_modules/.bin/wasm-opt"
+if ! [ -x "$WASM_OPT" ]; then
+  say "installing binaryen (wasm-opt) from npm"
+  (cd "$HERE/tools" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+VERSION="$(awk -F'"' '/^\[workspace.package\]/ { w = 1 } w && /^version = / { print $2; exit }' "$ROOT/Cargo.toml")"
+
+# --- the two builds -------------------------------------------------------------
+FULL_NAMES="agent agentTools parseAgentsConfig buildAgentCard createToolkit createClient createA2AHandler sanitize"
+CLIENT_NAMES="agent agentTools parseAgentsConfig createToolkit sanitize"
+
+rm -rf "$PKG"
+mkdir -p "$PKG/dist"
+WORK="$ROOT/target/toolnexus-wasm-build"
+rm -rf "$WORK"
+
+# entries DIR "NAMES": the runtime entry points around the two glues.
+entries() {
+  local dir="$1" names="$2" list cjs
+  list="$(printf '%s, ' $names)"; list="${list%, }"
+  cjs="$(for n in $names; do printf '  %s: glue.%s,\n' "$n" "$n"; done)"
+  # Browsers and bundlers: fetch and instantiate the .wasm next to the glue.
+  cat >"$dir/browser.js" <<EOF
+import init, { $list } from "./$CRATE.js";
+await init({ module_or_path: new URL("./${CRATE}_bg.wasm", import.meta.url) });
+export { $list };
+EOF
+  # workerd: the .wasm is imported as a CompiledWasm module, then initSync.
+  cat >"$dir/workerd.js" <<EOF
+import wasmModule from "./${CRATE}_bg.wasm";
+import { initSync, $list } from "./$CRATE.js";
+initSync({ module: wasmModule });
+export { $list };
+EOF
+  # Node, CommonJS: wasm-bindgen's nodejs glue loads the .wasm synchronously.
+  cat >"$dir/node.cjs" <<EOF
+"use strict";
+const glue = require("./$CRATE.cjs");
+module.exports = {
+$cjs
+};
+EOF
+  # Node, ESM: the same instance as require() gets (no dual-package state).
+  cat >"$dir/node.js" <<EOF
+import { createRequire } from "node:module";
+const glue = createRequire(import.meta.url)("./node.cjs");
+export const { $list } = glue;
+EOF
+}
+
+build() {
+  local variant="$1" names="$2"; shift 2
+  say "cargo build ($variant)"
+  (cd "$ROOT" && cargo build -p toolnexus-wasm --target "$TARGET" --profile "$PROFILE" "$@")
+  local raw="$ROOT/target/$TARGET/$PROFILE/$CRATE.wasm" out="$PKG/dist/$variant"
+  mkdir -p "$WORK/$variant" "$out"
+  wasm-bindgen --target web --no-typescript --out-dir "$WORK/$variant/web" "$raw"
+  wasm-bindgen --target nodejs --no-typescript --out-dir "$WORK/$variant/node" "$raw"
+  # Both glues import the same functions, so one .wasm serves both.
+  if ! cmp -s "$WORK/$variant/web/${CRATE}_bg.wasm" "$WORK/$variant/node/${CRATE}_bg.wasm"; then
+    echo "wasm-bindgen made different .wasm files for web and nodejs ($variant)" >&2
+    exit 1
+  fi
+  say "wasm-opt -Oz ($variant)"
+  "$WASM_OPT" -Oz --strip-debug --strip-producers \
+    "$WORK/$variant/web/${CRATE}_bg.wasm" -o "$out/${CRATE}_bg.wasm"
+  cp "$WORK/$variant/web/$CRATE.js" "$out/$CRATE.js"
+  cp "$WORK/$variant/node/$CRATE.js" "$out/$CRATE.cjs"
+  entries "$out" "$names"
+}
+
+build full "$FULL_NAMES"
+build client "$CLIENT_NAMES" --no-default-features
+
+# --- the package ------------------------------------------------------------------
+say "assembling $PKG"
+sed "s/\"version\": \"0.0.0\"/\"version\": \"$VERSION\"/" "$HERE/js/package.json" >"$PKG/package.json"
+cat "$HERE/js/client.d.ts" "$HERE/js/server.d.ts" >"$PKG/index.d.ts"
+cp "$HERE/js/client.d.ts" "$PKG/client.d.ts"
+# CommonJS consumers get the same declarations as .d.cts.
+cp "$PKG/index.d.ts" "$PKG/index.d.cts"
+cp "$PKG/client.d.ts" "$PKG/client.d.cts"
+cp "$HERE/README.md" "$PKG/README.md"
+
+rm -f "$HERE"/toolnexus-wasm-*.tgz
+TARBALL="$(cd "$PKG" && npm pack --silent --pack-destination "$HERE")"
+say "packed $HERE/$TARBALL"
+
+# --- figures ------------------------------------------------------------------------
+for variant in full client; do
+  f="$PKG/dist/$variant/${CRATE}_bg.wasm"
+  say "$variant .wasm: $(wc -c <"$f") bytes raw, $(gzip -9 -c "$f" | wc -c) bytes gzip -9"
+done
+say "tarball: $(wc -c <"$HERE/$TARBALL") bytes"

@@ -1,0 +1,213 @@
+// Type declarations of toolnexus-wasm: call A2A agents as tools.
+// (The full entry "toolnexus-wasm" adds the server half below this part.)
+
+/** Any JSON value. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | JsonObject;
+
+/** A JSON object. */
+export type JsonObject = { [key: string]: JsonValue };
+
+/** What `error.kind` says about a thrown `Error`. */
+export type ErrorKind =
+  /** No HTTP answer at all (down, DNS, refused, CORS in browsers). */
+  | "transport"
+  /** The peer answered with a non-2xx HTTP status (see `status`, `url`). */
+  | "status"
+  /** The peer answered, but not with what the protocol says (not JSON, not a card). */
+  | "malformed"
+  /** The peer returned a JSON-RPC error (see `code`). */
+  | "rpc"
+  /** The caller passed something unusable. */
+  | "misuse";
+
+/** Every `Error` this package throws or rejects with. */
+export interface ToolnexusError extends Error {
+  kind: ErrorKind;
+  /** HTTP status, for kind "status". */
+  status?: number;
+  /** The URL that answered, for kind "status". */
+  url?: string;
+  /** The JSON-RPC error code, for kind "rpc". */
+  code?: number;
+}
+
+/** A remote A2A agent. Unset fields stay unset; defaults apply when it is resolved. */
+export interface Agent {
+  /** The Agent Card URL, e.g. `https://host/.well-known/agent-card.json`. */
+  card: string;
+  /**
+   * Extra request headers. `${NAME}` in a value expands from `process.env`
+   * (where there is one) at every call; values are secrets and never appear
+   * in errors.
+   */
+  headers?: Record<string, string>;
+  /** Overall time limit of one call (and of the card fetch) in ms. Default 300000. */
+  timeout?: number;
+  /** Poll interval in ms. Default 1000. */
+  pollEvery?: number;
+}
+
+/** An agent descriptor, or just its card URL. */
+export type AgentLike = Agent | string;
+
+/** One entry of an `agents` config block. */
+export interface AgentConfigEntry extends Agent {
+  enabled?: boolean;
+  disabled?: boolean;
+}
+
+/** An `agents` config block: `{ "<id>": {card, headers?, timeout?, pollEvery?, enabled?, disabled?} }`. */
+export type AgentsConfig = Record<string, AgentConfigEntry>;
+
+/** Where a tool comes from. */
+export type ToolSource = "a2a" | "skill" | "host";
+
+/** A tool as a model sees it. */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  inputSchema: JsonObject;
+  source: ToolSource;
+}
+
+/** The state of an A2A task. */
+export type TaskStateName =
+  | "submitted"
+  | "working"
+  | "input-required"
+  | "auth-required"
+  | "completed"
+  | "failed"
+  | "canceled"
+  | "rejected"
+  | "unknown";
+
+/** `metadata` of every A2A tool result. */
+export interface A2AResultMetadata {
+  /** The remote card's name. */
+  agent: string;
+  /** The remote task id (`null` when no task was created). */
+  taskId: string | null;
+  state: TaskStateName;
+  /** GetTask requests made. */
+  polls: number;
+  /** Duration of the call. */
+  ms: number;
+}
+
+/** The outcome of running a tool. Tools report failure here instead of throwing. */
+export interface ToolResult {
+  output: string;
+  isError: boolean;
+  /** Always set for A2A tools; whatever a host tool returned otherwise. */
+  metadata?: A2AResultMetadata | JsonObject;
+}
+
+/** Options of `execute`. */
+export interface ExecuteOptions {
+  /** Aborting stops the call before its next poll and cancels the remote task. */
+  signal?: AbortSignal;
+}
+
+/** The arguments of an A2A tool. */
+export interface A2AToolArgs {
+  task: string;
+}
+
+/** One skill of a remote agent, callable as a tool. */
+export interface Tool extends ToolSpec {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: JsonObject;
+  readonly source: "a2a";
+  /** SendMessage, then GetTask until the task settles. Never rejects. */
+  execute(args: A2AToolArgs, options?: ExecuteOptions): Promise<ToolResult>;
+  /** The spec as plain data. */
+  toJSON(): ToolSpec;
+  /** Frees the Rust side now (it is also freed when garbage collected). */
+  free(): void;
+}
+
+/** What a host tool's `execute` may return. */
+export type HostToolReturn =
+  | string
+  | { output: JsonValue; isError?: boolean; metadata?: JsonObject }
+  | JsonValue
+  | undefined;
+
+/** A tool the host implements in JavaScript. */
+export interface HostTool {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments. Default `{type: "object", properties: {}}`. */
+  inputSchema?: JsonObject;
+  /** Runs the tool; a throw or rejection becomes `{isError: true}`. */
+  execute(args: JsonObject): HostToolReturn | Promise<HostToolReturn>;
+}
+
+/** `createToolkit` options. */
+export interface ToolkitOptions {
+  /** A2A agents, resolved concurrently; one that fails is logged and skipped. */
+  agents?: AgentLike[];
+  /** A config object; its `agents` block is added like `agents`. */
+  config?: { agents?: AgentsConfig | null; [key: string]: unknown };
+  /** Host tools. */
+  tools?: HostTool[];
+}
+
+/** An OpenAI chat-completions `tools` entry. */
+export interface OpenAITool {
+  type: "function";
+  function: { name: string; description: string; parameters: JsonObject };
+}
+
+/** An Anthropic messages `tools` entry. */
+export interface AnthropicTool {
+  name: string;
+  description: string;
+  input_schema: JsonObject;
+}
+
+/** A Gemini `functionDeclarations` entry. */
+export interface GeminiFunctionDeclaration {
+  name: string;
+  description: string;
+  parameters: JsonObject;
+}
+
+/** An agent the toolkit could not resolve. */
+export interface AgentFailure {
+  card: string;
+  kind: ErrorKind;
+  message: string;
+}
+
+/** Tools from A2A agents, skills and the host behind one `execute`. Names are unique: the first wins. */
+export interface Toolkit {
+  tools(): ToolSpec[];
+  get(name: string): ToolSpec | undefined;
+  /** Never rejects; an unknown name is `{isError: true, output: "Unknown tool: <name>"}`. */
+  execute(name: string, args: JsonObject, options?: ExecuteOptions): Promise<ToolResult>;
+  /** Resolves one more agent; the names of the tools it added. Rejects with a `ToolnexusError`. */
+  addAgent(agent: AgentLike): Promise<string[]>;
+  toOpenAI(): OpenAITool[];
+  toAnthropic(): AnthropicTool[];
+  toGemini(): GeminiFunctionDeclaration[];
+  failures(): AgentFailure[];
+  free(): void;
+}
+
+/** Checks a descriptor and returns it as plain data. Throws a `ToolnexusError` (misuse). */
+export declare function agent(descriptor: AgentLike): Agent;
+
+/** Fetches the card: one `Tool` per skill. Rejects with a `ToolnexusError`. */
+export declare function agentTools(agent: AgentLike): Promise<Tool[]>;
+
+/** The enabled agents of an `agents` block (`null` gives `[]`). */
+export declare function parseAgentsConfig(block: AgentsConfig | null | undefined): Agent[];
+
+/** Gathers tools from agents, a config block, skills and host tools. */
+export declare function createToolkit(options?: ToolkitOptions): Promise<Toolkit>;
+
+/** Replaces every character outside `[a-zA-Z0-9_-]` with `_`. */
+export declare function sanitize(s: string): string;

@@ -1,0 +1,190 @@
+
+// ---------------------------------------------------------------------------
+// The server half (full entry "toolnexus-wasm" only).
+
+/** A skill as data. */
+export interface Skill {
+  name: string;
+  description?: string;
+  /** The instructions the model loads with the `skill` tool. */
+  content?: string;
+}
+
+/** A skill as data, or the text of a SKILL.md (YAML frontmatter with `name`). */
+export type SkillLike = Skill | string;
+
+export interface ToolkitOptions {
+  /** Skills: offered to a model through the `skill` tool. */
+  skills?: SkillLike[];
+}
+
+/** Who runs the agent. */
+export interface Provider {
+  organization: string;
+  url: string;
+}
+
+/** The agent's identity on its card. */
+export interface A2AConfig {
+  /** Default "toolnexus-agent". */
+  name?: string;
+  /** Default "". */
+  description?: string;
+  /** Default "0.1.0". */
+  version?: string;
+  provider?: Provider;
+  /** Advertise only these skills (unknown names are ignored). */
+  skills?: string[];
+}
+
+/** The served Agent Card (readable by A2A 0.3 and 1.0 clients). */
+export interface AgentCard {
+  name: string;
+  description: string;
+  version: string;
+  protocolVersion: string;
+  url: string;
+  preferredTransport: "JSONRPC";
+  supportedInterfaces: { url: string; protocolBinding: "JSONRPC"; protocolVersion: string }[];
+  capabilities: { streaming: boolean; pushNotifications: boolean };
+  defaultInputModes: string[];
+  defaultOutputModes: string[];
+  provider?: Provider;
+  skills: { id: string; name: string; description: string; tags: string[] }[];
+}
+
+/** Builds the card `createA2AHandler` serves at `url` (its JSON-RPC endpoint). Pure. */
+export declare function buildAgentCard(
+  cfg: A2AConfig | null | undefined,
+  skills: SkillLike[],
+  url: string,
+): AgentCard;
+
+/** `createClient` options: an OpenAI- or Anthropic-style model endpoint. */
+export interface ClientOptions {
+  /** E.g. `https://api.openai.com/v1` or `https://api.anthropic.com`. */
+  baseUrl: string;
+  style: "openai" | "anthropic";
+  model: string;
+  apiKey?: string;
+  /** Extra headers; one named like a default header replaces it. */
+  headers?: Record<string, string>;
+  systemPrompt?: string;
+  /** Model calls per run. Default 10. */
+  maxTurns?: number;
+  /** Sent to Anthropic-style endpoints. Default 4096. */
+  maxTokens?: number;
+  /** Per model request, in ms. Default 120000. */
+  timeout?: number;
+}
+
+/** One tool call of a run. */
+export interface ToolCallRecord {
+  name: string;
+  arguments: JsonValue;
+  output: string;
+  isError: boolean;
+}
+
+/** The outcome of `run`. */
+export interface RunResult {
+  /** The last reply's text. */
+  text: string;
+  toolCalls: ToolCallRecord[];
+  toolCallCount: number;
+  /** Model calls made. */
+  turns: number;
+  usage: { promptTokens: number; completionTokens: number; totalTokens: number };
+  model: string;
+}
+
+/** An LLM client. */
+export interface Client {
+  /** The tool loop: call the model, run its tool calls, feed the results back. Rejects with a `ToolnexusError`. */
+  run(prompt: string, options?: { toolkit?: Toolkit }): Promise<RunResult>;
+  free(): void;
+}
+
+export declare function createClient(options: ClientOptions): Client;
+
+/** A text part. */
+export interface TextPart {
+  kind: "text";
+  text: string;
+}
+
+/** A message of a stored task. */
+export interface A2AMessage {
+  kind: "message";
+  role: "user" | "agent";
+  messageId: string;
+  parts: TextPart[];
+  contextId?: string;
+  taskId?: string;
+}
+
+/** A task as a store sees it (the A2A 0.3 shape). */
+export interface A2ATask {
+  id: string;
+  contextId: string;
+  kind: "task";
+  status: { state: TaskStateName; message?: A2AMessage };
+  artifacts?: { artifactId: string; parts: TextPart[] }[];
+  history?: A2AMessage[];
+}
+
+/** Where tasks live (KV, Durable Objects, …). `save` must be durable when it resolves. */
+export interface TaskStore {
+  get(id: string): Promise<A2ATask | null | undefined> | A2ATask | null | undefined;
+  save(task: A2ATask): Promise<void> | void;
+}
+
+/** A task reached a terminal state. */
+export interface TaskEvent {
+  id: string;
+  skill?: string;
+  /** The task's text. */
+  task: string;
+  /** The answer (completed) or the error text (failed). */
+  result?: string;
+  state: TaskStateName;
+}
+
+/** `createA2AHandler` options. */
+export interface A2AHandlerOptions {
+  /** Advertised on the card and offered to the model through the `skill` tool. */
+  skills?: SkillLike[];
+  /** Who answers tasks: an LLM client, or "echo" (answers with the task's text). */
+  client: Client | "echo";
+  /** The card identity; `false` or `null` serves no A2A profile (every route 404). */
+  a2a?: A2AConfig | false | null;
+  /** Default "memory" (per isolate in a worker). */
+  store?: "memory" | TaskStore;
+  /** Called once per task on its terminal state. */
+  onTask?(event: TaskEvent): void | Promise<void>;
+  /** More tools for the model (agents, host tools). */
+  toolkit?: Toolkit;
+  /** The JSON-RPC URL the card advertises. Default: the first request's origin + "/". */
+  url?: string;
+  /** `Access-Control-Allow-Origin`; default "*"; `false` or `null` sends no CORS headers. */
+  cors?: string | false | null;
+}
+
+/** What keeps a worker alive after the response (workerd's `ExecutionContext`). */
+export interface WaitUntilContext {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+/**
+ * Serves the card (`GET /.well-known/agent-card.json`) and JSON-RPC (`POST /`).
+ * Call it as `handler(request, ctx?)`, or use it as a module worker's `fetch`
+ * (`(request, env, ctx)`): whichever argument has `waitUntil` keeps task
+ * fulfilment alive.
+ */
+export type A2AHandler = (
+  request: Request,
+  ctxOrEnv?: WaitUntilContext | unknown,
+  ctx?: WaitUntilContext,
+) => Promise<Response>;
+
+export declare function createA2AHandler(options: A2AHandlerOptions): A2AHandler;

@@ -1,0 +1,147 @@
+//! `agent`, `parseAgentsConfig`, `agentTools` and the `Tool` class.
+
+use crate::abort::Abort;
+use crate::convert::{
+    core_error, error_text, get, is_absent, misuse, opt_u64, result_to_js, set, spec_to_js,
+    string_pairs, to_js, to_json,
+};
+use crate::transport::JsTransport;
+use js_sys::{Array, Object, Promise};
+use std::rc::Rc;
+use toolnexus_core::{A2aTool, Agent, ToolResult};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+/// Reads an agent descriptor `{card, headers?, timeout?, pollEvery?}`, or a
+/// bare card URL string.
+pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
+    if let Some(card) = v.as_string() {
+        return Ok(Agent::new(card));
+    }
+    if !v.is_object() {
+        return Err(misuse(
+            "an agent is {card, headers?, timeout?, pollEvery?} or an Agent Card URL",
+        ));
+    }
+    let card = get(v, "card")
+        .as_string()
+        .ok_or_else(|| misuse("agent.card (the Agent Card URL, a string) is required"))?;
+    Ok(Agent {
+        card,
+        headers: string_pairs(&get(v, "headers"), "agent.headers")?,
+        timeout: opt_u64(v, "timeout", "agent")?,
+        poll_every: opt_u64(v, "pollEvery", "agent")?,
+    })
+}
+
+/// The descriptor as a plain object; unset fields stay unset.
+pub fn agent_to_js(a: &Agent) -> JsValue {
+    let o: JsValue = Object::new().into();
+    set(&o, "card", &a.card.as_str().into());
+    if !a.headers.is_empty() {
+        let h: JsValue = Object::new().into();
+        for (k, v) in &a.headers {
+            set(&h, k, &v.as_str().into());
+        }
+        set(&o, "headers", &h);
+    }
+    if let Some(t) = a.timeout {
+        set(&o, "timeout", &(t as f64).into());
+    }
+    if let Some(p) = a.poll_every {
+        set(&o, "pollEvery", &(p as f64).into());
+    }
+    o
+}
+
+/// A list of agents: descriptors or card URLs.
+pub fn agents_from_js(v: &JsValue, what: &str) -> Result<Vec<Agent>, JsValue> {
+    if is_absent(v) {
+        return Ok(Vec::new());
+    }
+    if !Array::is_array(v) {
+        return Err(misuse(format!(
+            "{what} must be an array of agents or card URLs"
+        )));
+    }
+    Array::from(v).iter().map(|a| agent_from_js(&a)).collect()
+}
+
+/// `agent({card, headers?, timeout?, pollEvery?})`: a checked descriptor.
+#[wasm_bindgen]
+pub fn agent(descriptor: JsValue) -> Result<JsValue, JsValue> {
+    Ok(agent_to_js(&agent_from_js(&descriptor)?))
+}
+
+/// `parseAgentsConfig(block)`: the enabled agents of an `agents` block.
+#[wasm_bindgen(js_name = parseAgentsConfig)]
+pub fn parse_agents_config(block: JsValue) -> Result<JsValue, JsValue> {
+    let block = to_json(&block, "the agents block")?;
+    let agents = toolnexus_core::parse_agents_config(&block);
+    Ok(agents.iter().map(agent_to_js).collect::<Array>().into())
+}
+
+/// `agentTools(agent)`: fetches the card, one `Tool` per skill. Rejects
+/// with a kinded `Error` (transport, status, malformed, misuse).
+#[wasm_bindgen(js_name = agentTools)]
+pub async fn agent_tools(agent: JsValue) -> Result<JsValue, JsValue> {
+    let agent = agent_from_js(&agent)?;
+    let tools = toolnexus_core::agent_tools(&JsTransport, &agent)
+        .await
+        .map_err(|e| core_error(&e))?;
+    Ok(tools
+        .into_iter()
+        .map(|t| JsValue::from(Tool { inner: Rc::new(t) }))
+        .collect::<Array>()
+        .into())
+}
+
+/// One skill of a remote agent, callable as a tool.
+#[wasm_bindgen]
+pub struct Tool {
+    inner: Rc<A2aTool>,
+}
+
+#[wasm_bindgen]
+impl Tool {
+    #[wasm_bindgen(getter)]
+    pub fn name(&self) -> String {
+        self.inner.spec.name.clone()
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn description(&self) -> String {
+        self.inner.spec.description.clone()
+    }
+
+    #[wasm_bindgen(getter, js_name = inputSchema)]
+    pub fn input_schema(&self) -> JsValue {
+        to_js(&self.inner.spec.input_schema)
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn source(&self) -> String {
+        self.inner.spec.source.clone()
+    }
+
+    /// `execute({task}, {signal}?)`: never rejects; problems come back as
+    /// `{isError: true}`.
+    pub fn execute(&self, args: JsValue, options: JsValue) -> Promise {
+        let tool = self.inner.clone();
+        let args = to_json(&args, "args");
+        let abort = Abort::from_options(&options);
+        future_to_promise(async move {
+            let result = match (args, abort) {
+                (Ok(args), Ok(abort)) => tool.execute(&JsTransport, &args, abort).await,
+                (Err(e), _) | (_, Err(e)) => ToolResult::error(error_text(&e)),
+            };
+            Ok(result_to_js(&result))
+        })
+    }
+
+    /// The spec as plain data (what `JSON.stringify(tool)` shows).
+    #[wasm_bindgen(js_name = toJSON)]
+    pub fn to_json(&self) -> JsValue {
+        spec_to_js(&self.inner.spec)
+    }
+}

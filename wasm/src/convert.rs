@@ -1,0 +1,241 @@
+//! JS values <-> JSON, JS `Error`s with a `kind`, and readers for option bags.
+//!
+//! Values cross the boundary as JSON text (`JSON.stringify` / `JSON.parse`):
+//! the core already carries serde_json, so this costs no extra code in the
+//! `.wasm`, unlike a serde <-> JS bridge.
+
+use js_sys::{Array, Object, Reflect, JSON};
+use serde_json::Value;
+use toolnexus_core::{Error, ToolResult, ToolSpec};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = console, js_name = error)]
+    pub fn console_error(message: &str);
+    #[wasm_bindgen(js_namespace = console, js_name = warn)]
+    pub fn console_warn(message: &str);
+    /// `String(v)`, which can throw (a `toString` that throws).
+    #[wasm_bindgen(js_name = String, catch)]
+    fn js_string(v: &JsValue) -> Result<String, JsValue>;
+}
+
+/// A JS `Error` with `message` and a `kind` property.
+pub fn error(kind: &str, message: &str) -> JsValue {
+    let e: JsValue = js_sys::Error::new(message).into();
+    set(&e, "kind", &kind.into());
+    e
+}
+
+/// An `Error` of kind `"misuse"`: the caller passed something unusable.
+pub fn misuse(message: impl AsRef<str>) -> JsValue {
+    error("misuse", message.as_ref())
+}
+
+/// A core error as a JS `Error`: `kind` always; `status` and `url` for
+/// HTTP status errors; `code` for JSON-RPC errors.
+pub fn core_error(e: &Error) -> JsValue {
+    let js = error(e.kind(), &e.to_string());
+    match e {
+        Error::Status { status, url, .. } => {
+            set(&js, "status", &(*status).into());
+            set(&js, "url", &url.as_str().into());
+        }
+        Error::Rpc { code, .. } => set(&js, "code", &(*code as f64).into()),
+        _ => {}
+    }
+    js
+}
+
+/// `target[key] = value`, ignoring failures (frozen objects).
+pub fn set(target: &JsValue, key: &str, value: &JsValue) {
+    let _ = Reflect::set(target, &JsValue::from_str(key), value);
+}
+
+/// `target[key]`, or `undefined` when `target` is not an object or the getter throws.
+pub fn get(target: &JsValue, key: &str) -> JsValue {
+    if !(target.is_object() || target.is_function()) {
+        return JsValue::UNDEFINED;
+    }
+    Reflect::get(target, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// Whether `v` is `undefined` or `null`.
+pub fn is_absent(v: &JsValue) -> bool {
+    v.is_undefined() || v.is_null()
+}
+
+/// The text of a thrown value: an `Error`'s message followed by its
+/// `cause` chain (Node's `fetch failed` hides the reason in `cause`).
+pub fn error_text(e: &JsValue) -> String {
+    fn one(v: &JsValue) -> String {
+        if let Some(s) = v.as_string() {
+            return s;
+        }
+        if let Some(s) = get(v, "message").as_string() {
+            return s;
+        }
+        js_string(v).unwrap_or_else(|_| "unknown error".into())
+    }
+    let mut text = one(e);
+    let mut cause = get(e, "cause");
+    // Bounded: a cause chain may be cyclic.
+    for _ in 0..4 {
+        if is_absent(&cause) {
+            break;
+        }
+        let more = one(&cause);
+        if !more.is_empty() && !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = get(&cause, "cause");
+    }
+    text
+}
+
+/// A JS value as JSON (`undefined` is `null`). `what` names it in errors.
+pub fn to_json(v: &JsValue, what: &str) -> Result<Value, JsValue> {
+    if v.is_undefined() {
+        return Ok(Value::Null);
+    }
+    let text = JSON::stringify(v).map_err(|e| {
+        misuse(format!(
+            "{what} cannot be turned into JSON: {}",
+            error_text(&e)
+        ))
+    })?;
+    match text.as_string() {
+        // Functions and symbols stringify to undefined.
+        None => Ok(Value::Null),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| misuse(format!("{what} is not valid JSON: {e}"))),
+    }
+}
+
+/// JSON as a plain JS value.
+pub fn to_js(v: &Value) -> JsValue {
+    // serde_json always writes valid JSON, which JSON.parse accepts.
+    JSON::parse(&v.to_string()).unwrap_or(JsValue::NULL)
+}
+
+/// A serialisable core value as a plain JS value.
+pub fn ser_to_js<T: serde::Serialize>(v: &T) -> JsValue {
+    serde_json::to_value(v)
+        .map(|v| to_js(&v))
+        .unwrap_or(JsValue::NULL)
+}
+
+/// `{output, isError, metadata?}`.
+pub fn result_to_js(r: &ToolResult) -> JsValue {
+    ser_to_js(r)
+}
+
+/// `{name, description, inputSchema, source}`.
+pub fn spec_to_js(s: &ToolSpec) -> JsValue {
+    ser_to_js(s)
+}
+
+/// Tool specs as an array.
+pub fn specs_to_js(specs: &[ToolSpec]) -> JsValue {
+    specs.iter().map(spec_to_js).collect::<Array>().into()
+}
+
+/// Plain JSON values as an array.
+pub fn values_to_js(values: &[Value]) -> JsValue {
+    values.iter().map(to_js).collect::<Array>().into()
+}
+
+/// `options[key]` as a string, if set. `what` names the option bag in errors.
+pub fn opt_string(options: &JsValue, key: &str, what: &str) -> Result<Option<String>, JsValue> {
+    let v = get(options, key);
+    if is_absent(&v) {
+        return Ok(None);
+    }
+    v.as_string()
+        .map(Some)
+        .ok_or_else(|| misuse(format!("{what}.{key} must be a string")))
+}
+
+/// `options[key]` as a string; absent is an error.
+#[cfg(feature = "server")]
+pub fn req_string(options: &JsValue, key: &str, what: &str) -> Result<String, JsValue> {
+    opt_string(options, key, what)?
+        .ok_or_else(|| misuse(format!("{what}.{key} (a string) is required")))
+}
+
+/// `options[key]` as a whole number >= 0, if set.
+pub fn opt_u64(options: &JsValue, key: &str, what: &str) -> Result<Option<u64>, JsValue> {
+    let v = get(options, key);
+    if is_absent(&v) {
+        return Ok(None);
+    }
+    match v.as_f64() {
+        Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 => Ok(Some(n as u64)),
+        _ => Err(misuse(format!(
+            "{what}.{key} must be a whole number of milliseconds (>= 0)"
+        ))),
+    }
+}
+
+/// `options[key]` as a function, if set.
+#[cfg(feature = "server")]
+pub fn opt_function(
+    options: &JsValue,
+    key: &str,
+    what: &str,
+) -> Result<Option<js_sys::Function>, JsValue> {
+    let v = get(options, key);
+    if is_absent(&v) {
+        return Ok(None);
+    }
+    v.dyn_into::<js_sys::Function>()
+        .map(Some)
+        .map_err(|_| misuse(format!("{what}.{key} must be a function")))
+}
+
+/// A `{name: "value"}` object as pairs, in insertion order.
+pub fn string_pairs(v: &JsValue, what: &str) -> Result<Vec<(String, String)>, JsValue> {
+    if is_absent(v) {
+        return Ok(Vec::new());
+    }
+    if !v.is_object() || Array::is_array(v) {
+        return Err(misuse(format!(
+            "{what} must be an object of header names to string values"
+        )));
+    }
+    Object::entries(v.unchecked_ref())
+        .iter()
+        .map(|entry| {
+            let name = Reflect::get_u32(&entry, 0)
+                .ok()
+                .and_then(|k| k.as_string())
+                .unwrap_or_default();
+            let value = Reflect::get_u32(&entry, 1).ok().and_then(|v| v.as_string());
+            value
+                .map(|value| (name.clone(), value))
+                .ok_or_else(|| misuse(format!("{what}.{name} must be a string")))
+        })
+        .collect()
+}
+
+/// `[[name, value], …]` (a `Headers` object or an array of pairs) as pairs.
+pub fn header_pairs(headers: &JsValue) -> Vec<(String, String)> {
+    Array::from(headers)
+        .iter()
+        .filter_map(|pair| {
+            let name = Reflect::get_u32(&pair, 0).ok()?.as_string()?;
+            let value = Reflect::get_u32(&pair, 1).ok()?.as_string()?;
+            Some((name, value))
+        })
+        .collect()
+}
+
+/// Pairs as `[[name, value], …]`, the shape `fetch` and `Response` take.
+pub fn pairs_to_js(pairs: &[(String, String)]) -> JsValue {
+    pairs
+        .iter()
+        .map(|(k, v)| -> JsValue { Array::of2(&k.as_str().into(), &v.as_str().into()).into() })
+        .collect::<Array>()
+        .into()
+}

@@ -1,0 +1,408 @@
+//! `createA2AHandler` (an edge worker's `fetch`) and `buildAgentCard`.
+//!
+//! The handler converts a `Request` into the core's `HttpRequest`, calls the
+//! same `A2aServer::handle` as the native server, and converts the answer into
+//! a `Response`. Fulfilment runs in the background with `spawn_local`; when
+//! the request came with a `ctx` that has `waitUntil` (workerd), the job's
+//! promise is handed to it so the runtime keeps the worker alive until the
+//! task settles.
+
+use crate::convert::{
+    console_error, error_text, get, header_pairs, is_absent, misuse, opt_function, opt_string,
+    pairs_to_js, ser_to_js, set, to_js, to_json,
+};
+use crate::handles::{self, Handle};
+use crate::skills::{skill_list, skill_set};
+use crate::store::HandlerStore;
+use crate::toolkit::{run_llm, CoreToolkit, Segments};
+use crate::transport::{new_id, JsTransport};
+use js_sys::{Function, Object, Promise, Uint8Array};
+use std::cell::{OnceCell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use toolnexus_core::llm::LlmConfig;
+use toolnexus_core::server::{
+    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, FulfilRequest, Fulfiller, MemoryStore,
+    ServerHost, ServerOptions, TaskEvent,
+};
+use toolnexus_core::skills::Skill;
+use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::{HttpRequest, HttpResponse};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
+
+/// The largest accepted request body, as in the native server (larger ⇒ 413).
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+
+#[wasm_bindgen]
+extern "C" {
+    type JsRequest;
+    #[wasm_bindgen(method, catch, js_name = arrayBuffer)]
+    fn array_buffer(this: &JsRequest) -> Result<Promise, JsValue>;
+
+    #[wasm_bindgen(js_name = Response)]
+    type JsResponse;
+    #[wasm_bindgen(constructor, js_class = "Response", catch)]
+    fn new(body: &JsValue, init: &JsValue) -> Result<JsResponse, JsValue>;
+}
+
+/// `a2a` options as the card identity; `false`/`null` means no A2A profile.
+fn a2a_config(v: &JsValue) -> Result<Option<A2aConfig>, JsValue> {
+    if v.is_undefined() {
+        return Ok(Some(A2aConfig::default()));
+    }
+    if v.is_null() || v.as_bool() == Some(false) {
+        return Ok(None);
+    }
+    let value = to_json(v, "a2a")?;
+    serde_json::from_value(value).map(Some).map_err(|e| {
+        misuse(format!(
+            "a2a must be {{name?, description?, version?, provider?, skills?}}: {e}"
+        ))
+    })
+}
+
+/// `buildAgentCard(cfg, skills, url)`: the card `createA2AHandler` serves. Pure.
+#[wasm_bindgen(js_name = buildAgentCard)]
+pub fn build_agent_card_js(
+    cfg: JsValue,
+    skills: JsValue,
+    url: JsValue,
+) -> Result<JsValue, JsValue> {
+    let cfg = if is_absent(&cfg) {
+        A2aConfig::default()
+    } else {
+        a2a_config(&cfg)?.unwrap_or_default()
+    };
+    let skills = skill_list(&skill_set(&skills, "skills")?);
+    let url = url
+        .as_string()
+        .ok_or_else(|| misuse("buildAgentCard(cfg, skills, url): url must be a string"))?;
+    Ok(to_js(&build_agent_card(&cfg, &skills, &url)))
+}
+
+// ---------------------------------------------------------------------------
+// The host: ids, background jobs, hooks
+
+thread_local! {
+    /// The `ctx` of the request whose future is being polled right now (see [`WithCtx`]).
+    static CURRENT_CTX: RefCell<Option<JsValue>> = const { RefCell::new(None) };
+}
+
+/// Makes `ctx` the current request context while `fut` is polled, so a job
+/// the core spawns during that poll is handed to that request's `waitUntil`.
+/// Requests interleave at await points; this keeps each job with its own request.
+struct WithCtx<F> {
+    ctx: Option<JsValue>,
+    fut: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for WithCtx<F> {
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        let outer = CURRENT_CTX.with(|c| c.replace(this.ctx.clone()));
+        let polled = this.fut.as_mut().poll(cx);
+        CURRENT_CTX.with(|c| *c.borrow_mut() = outer);
+        polled
+    }
+}
+
+#[derive(Clone)]
+struct WasmHost {
+    on_task: Option<Function>,
+}
+
+fn report(problem: &str) {
+    console_error(&format!("toolnexus: {problem}"));
+}
+
+impl ServerHost for WasmHost {
+    fn new_id(&self) -> String {
+        new_id()
+    }
+
+    fn spawn(&self, job: BoxFuture<'static, ()>) {
+        let ctx = CURRENT_CTX.with(|c| c.borrow().clone());
+        match ctx {
+            Some(ctx) => {
+                let done = future_to_promise(async move {
+                    job.await;
+                    Ok(JsValue::UNDEFINED)
+                });
+                let wait_until: Function = get(&ctx, "waitUntil").unchecked_into();
+                if let Err(e) = wait_until.call1(&ctx, &done) {
+                    report(&format!("ctx.waitUntil failed: {}", error_text(&e)));
+                }
+            }
+            None => spawn_local(job),
+        }
+    }
+
+    fn on_task(&self, event: TaskEvent) {
+        let Some(hook) = &self.on_task else { return };
+        match hook.call1(&JsValue::UNDEFINED, &ser_to_js(&event)) {
+            Err(e) => report(&format!("onTask threw: {}", error_text(&e))),
+            // A hook that returns a promise: report its rejection instead of
+            // leaving it unhandled (which ends a Node process).
+            Ok(ret) if get(&ret, "then").is_function() => spawn_local(async move {
+                if let Err(e) = JsFuture::from(Promise::resolve(&ret)).await {
+                    report(&format!("onTask failed: {}", error_text(&e)));
+                }
+            }),
+            Ok(_) => {}
+        }
+    }
+
+    fn report(&self, problem: &str) {
+        report(problem);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Who answers tasks
+
+/// Runs the LLM client loop with the skills (and the optional toolkit's tools).
+struct ModelFulfiller {
+    llm: Rc<LlmConfig>,
+    skills: Rc<CoreToolkit>,
+    toolkit: Option<Rc<Segments>>,
+}
+
+impl Fulfiller for ModelFulfiller {
+    fn fulfil(&self, request: FulfilRequest) -> BoxFuture<'static, Result<String, String>> {
+        let mut segments = vec![self.skills.clone()];
+        if let Some(t) = &self.toolkit {
+            segments.extend(t.snapshot());
+        }
+        let llm = self.llm.clone();
+        Box::pin(async move {
+            run_llm(&segments, &llm, &request.text)
+                .await
+                .map(|r| r.text)
+                .map_err(|e| format!("the model call failed: {e}"))
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The handler
+
+type Server = A2aServer<HandlerStore, WasmHost, Arc<dyn Fulfiller>>;
+
+/// What a server is built from, on the first request (the card needs a URL,
+/// and a worker learns its own origin only from a request).
+#[derive(Clone)]
+struct Parts {
+    a2a: Option<A2aConfig>,
+    skills: Vec<Skill>,
+    store: Option<JsValue>,
+    host: WasmHost,
+    fulfiller: Arc<dyn Fulfiller>,
+    url: Option<String>,
+    cors: Option<String>,
+}
+
+struct HandlerState {
+    parts: Parts,
+    server: OnceCell<Arc<Server>>,
+}
+
+impl HandlerState {
+    fn server(&self, request_url: &str) -> Arc<Server> {
+        self.server
+            .get_or_init(|| {
+                let p = &self.parts;
+                let url = p.url.clone().unwrap_or_else(|| {
+                    let origin = toolnexus_core::url::origin(request_url).unwrap_or("");
+                    format!("{origin}/")
+                });
+                let card = p
+                    .a2a
+                    .as_ref()
+                    .map(|cfg| build_agent_card(cfg, &p.skills, &url));
+                let store = match &p.store {
+                    Some(s) => HandlerStore::Js(s.clone()),
+                    None => HandlerStore::Memory(MemoryStore::default()),
+                };
+                A2aServer::new(
+                    ServerOptions {
+                        card,
+                        cors_origin: p.cors.clone(),
+                    },
+                    store,
+                    p.host.clone(),
+                    p.fulfiller.clone(),
+                )
+            })
+            .clone()
+    }
+}
+
+fn plain(status: u16, text: &str) -> HttpResponse {
+    HttpResponse {
+        status,
+        headers: vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
+        body: format!("{text}\n").into_bytes(),
+    }
+}
+
+/// The request as the core's `HttpRequest`, or the error answer (413).
+async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpResponse>, JsValue> {
+    let (Some(method), Some(url)) = (
+        get(request, "method").as_string(),
+        get(request, "url").as_string(),
+    ) else {
+        return Err(misuse("the handler takes a Request"));
+    };
+    let headers = header_pairs(&get(request, "headers"));
+    let declared = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+    let too_large = || plain(413, "request body too large");
+    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
+        return Ok(Err(too_large()));
+    }
+    let body = if method == "GET" || method == "HEAD" {
+        Vec::new()
+    } else {
+        let read = request
+            .unchecked_ref::<JsRequest>()
+            .array_buffer()
+            .map_err(|e| misuse(format!("cannot read the request body: {}", error_text(&e))))?;
+        let buffer = JsFuture::from(read).await?;
+        Uint8Array::new(&buffer).to_vec()
+    };
+    if body.len() > MAX_REQUEST_BYTES {
+        return Ok(Err(too_large()));
+    }
+    Ok(Ok(HttpRequest {
+        method,
+        url,
+        headers,
+        body,
+    }))
+}
+
+fn to_response(resp: HttpResponse) -> Result<JsValue, JsValue> {
+    let init: JsValue = Object::new().into();
+    set(&init, "status", &resp.status.into());
+    set(&init, "headers", &pairs_to_js(&resp.headers));
+    let body: JsValue = if resp.body.is_empty() {
+        JsValue::NULL
+    } else {
+        Uint8Array::from(&resp.body[..]).into()
+    };
+    JsResponse::new(&body, &init).map(Into::into)
+}
+
+impl HandlerState {
+    /// One request: `(request, ctx?)` or a module worker's `(request, env, ctx)`.
+    fn handle(self: Rc<Self>, request: JsValue, second: JsValue, third: JsValue) -> Promise {
+        let ctx = [second, third]
+            .into_iter()
+            .find(|c| get(c, "waitUntil").is_function());
+        let fut = async move {
+            let req = match read_request(&request).await? {
+                Ok(req) => req,
+                Err(answer) => return to_response(answer),
+            };
+            let server = self.server(&req.url);
+            to_response(server.handle(req).await)
+        };
+        future_to_promise(WithCtx {
+            ctx,
+            fut: Box::pin(fut),
+        })
+    }
+}
+
+/// `createA2AHandler({skills, client, a2a?, store?, onTask?, toolkit?, url?, cors?})`:
+/// a `(request, ctx?) => Promise<Response>` serving the card and JSON-RPC.
+#[wasm_bindgen(js_name = createA2AHandler)]
+pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
+    const WHAT: &str = "createA2AHandler options";
+    if !options.is_object() {
+        return Err(misuse(
+            "createA2AHandler takes {skills, client, a2a?, store?, onTask?}",
+        ));
+    }
+    let skills = skill_set(&get(&options, "skills"), "skills")?;
+    let toolkit = get(&options, "toolkit");
+    let toolkit = match handles::find(&toolkit) {
+        Some(Handle::Toolkit(s)) => Some(s),
+        _ if is_absent(&toolkit) => None,
+        _ => {
+            return Err(misuse(format!(
+                "{WHAT}.toolkit must be a Toolkit from createToolkit"
+            )))
+        }
+    };
+    let client = get(&options, "client");
+    let fulfiller: Arc<dyn Fulfiller> = if client.as_string().as_deref() == Some("echo") {
+        Arc::new(EchoFulfiller)
+    } else {
+        match handles::find(&client) {
+            Some(Handle::Client(llm)) => {
+                let mut tk = CoreToolkit::new(JsTransport);
+                tk.add_skills(skills.clone());
+                // Fulfillers are Arcs in the core; nothing here crosses threads.
+                #[allow(clippy::arc_with_non_send_sync)]
+                let f = Arc::new(ModelFulfiller {
+                    llm,
+                    skills: Rc::new(tk),
+                    toolkit,
+                });
+                f
+            }
+            _ => {
+                return Err(misuse(format!(
+                    "{WHAT}.client must be a Client from createClient, or \"echo\""
+                )))
+            }
+        }
+    };
+    let store = get(&options, "store");
+    let store = if is_absent(&store) || store.as_string().as_deref() == Some("memory") {
+        None
+    } else if get(&store, "get").is_function() && get(&store, "save").is_function() {
+        Some(store)
+    } else {
+        return Err(misuse(format!(
+            "{WHAT}.store must be \"memory\" or an object {{get(id), save(task)}}"
+        )));
+    };
+    let cors = get(&options, "cors");
+    let cors = if cors.is_undefined() {
+        Some("*".to_string())
+    } else if cors.is_null() || cors.as_bool() == Some(false) {
+        None
+    } else {
+        Some(opt_string(&options, "cors", WHAT)?.unwrap_or_default())
+    };
+    let state = Rc::new(HandlerState {
+        parts: Parts {
+            a2a: a2a_config(&get(&options, "a2a"))?,
+            skills: skill_list(&skills),
+            store,
+            host: WasmHost {
+                on_task: opt_function(&options, "onTask", WHAT)?,
+            },
+            fulfiller,
+            url: opt_string(&options, "url", WHAT)?,
+            cors,
+        },
+        server: OnceCell::new(),
+    });
+    let handler = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> Promise>::new(
+        move |request, second, third| state.clone().handle(request, second, third),
+    );
+    // The handler lives as long as the JS function does; wasm-bindgen frees
+    // the closure with it.
+    Ok(handler.into_js_value())
+}

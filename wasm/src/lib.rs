@@ -1,0 +1,55 @@
+//! toolnexus for JavaScript: the wasm-bindgen adapter behind the npm package
+//! `toolnexus-wasm` (browsers, edge workers on workerd, Node.js).
+//!
+//! **Architecture invariant:** no protocol logic lives here. This crate
+//! converts JS values, implements the core's `Transport` over the global
+//! `fetch` and `setTimeout` ([`transport`]), maps `AbortSignal`s ([`abort`]),
+//! `Request`/`Response` and `ctx.waitUntil` ([`handler`]); everything else is
+//! `toolnexus-core`. The public JS names are camelCase; the TypeScript types
+//! are hand-written in `wasm/js/*.d.ts`.
+//!
+//! Code map:
+//! - [`convert`]: JS values <-> JSON, `Error`s with a `kind`, option readers.
+//! - [`transport`]: `JsTransport` (fetch, timers, clock, ids, `process.env`).
+//! - [`agent`]: `agent`, `parseAgentsConfig`, `agentTools` and the `Tool` class.
+//! - [`toolkit`]: `createToolkit` and the `Toolkit` class.
+//! - [`client`], [`handler`], [`store`], [`skills`] (feature `server`):
+//!   `createClient`, `createA2AHandler`, `buildAgentCard`.
+//!
+//! The whole crate is empty on non-wasm targets, so workspace-wide native
+//! builds never compile the bindings.
+#![cfg(target_arch = "wasm32")]
+
+mod abort;
+mod agent;
+#[cfg(feature = "server")]
+mod client;
+mod convert;
+#[cfg(feature = "server")]
+mod handler;
+// Only the full build looks handles up (`run({toolkit})`, `createA2AHandler`).
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+mod handles;
+#[cfg(feature = "server")]
+mod skills;
+#[cfg(feature = "server")]
+mod store;
+mod toolkit;
+mod transport;
+
+use wasm_bindgen::prelude::*;
+
+/// Runs when the module is instantiated: panics (bugs) are logged with their
+/// message before the instance traps.
+#[wasm_bindgen(start)]
+fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        convert::console_error(&format!("toolnexus-wasm panicked: {info}"));
+    }));
+}
+
+/// `sanitize(s)`: every character outside `[a-zA-Z0-9_-]` becomes `_`.
+#[wasm_bindgen]
+pub fn sanitize(s: &str) -> String {
+    toolnexus_core::sanitize(s)
+}

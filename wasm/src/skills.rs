@@ -1,0 +1,57 @@
+//! Skills from JS: `{name, description?, content?}` objects or SKILL.md texts.
+
+use crate::convert::{console_warn, is_absent, misuse, to_json};
+use js_sys::Array;
+use toolnexus_core::skills::{parse_skill_md, Skill, SkillSet};
+use wasm_bindgen::JsValue;
+
+/// Reads `skills`: an array whose items are skill objects (a missing or
+/// empty `name` is an error) or SKILL.md texts (a malformed one is logged
+/// and skipped, as the native host does with files). Later duplicates of a
+/// name are logged and skipped: the first wins.
+pub fn skill_set(v: &JsValue, what: &str) -> Result<SkillSet, JsValue> {
+    let mut set = SkillSet::new();
+    if is_absent(v) {
+        return Ok(set);
+    }
+    if !Array::is_array(v) {
+        return Err(misuse(format!(
+            "{what} must be an array of {{name, description, content}} objects or SKILL.md texts"
+        )));
+    }
+    for (i, item) in Array::from(v).iter().enumerate() {
+        let skill = match item.as_string() {
+            Some(text) => match parse_skill_md(&text) {
+                Ok(skill) => skill,
+                Err(reason) => {
+                    console_warn(&format!("toolnexus: skill {what}[{i}] skipped: {reason}"));
+                    continue;
+                }
+            },
+            None => {
+                let value = to_json(&item, &format!("{what}[{i}]"))?;
+                let skill: Skill = serde_json::from_value(value).map_err(|e| {
+                    misuse(format!(
+                        "{what}[{i}] must be {{name, description?, content?}}: {e}"
+                    ))
+                })?;
+                if skill.name.trim().is_empty() {
+                    return Err(misuse(format!("{what}[{i}].name must not be empty")));
+                }
+                skill
+            }
+        };
+        let name = skill.name.clone();
+        if !set.add(skill) {
+            console_warn(&format!(
+                "toolnexus: skill {what}[{i}] skipped: duplicate name {name}"
+            ));
+        }
+    }
+    Ok(set)
+}
+
+/// The skills as a list, for the card.
+pub fn skill_list(set: &SkillSet) -> Vec<Skill> {
+    set.skills().to_vec()
+}

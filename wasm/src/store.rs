@@ -1,0 +1,69 @@
+//! The handler's task store: the core's bounded memory store, or a JS object
+//! `{get(id), save(task)}` returning promises (KV, Durable Objects, …).
+
+use crate::convert::{error_text, get, is_absent, to_js, to_json};
+use futures_util::future::Either;
+use js_sys::{Function, Promise};
+use std::future::Future;
+use toolnexus_core::server::{MemoryStore, StoreError, TaskStore};
+use toolnexus_core::task::Shape;
+use toolnexus_core::transport::MaybeSend;
+use toolnexus_core::Task;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+
+/// The memory store, or a JS object `{get(id), save(task)}` returning
+/// promises (KV, Durable Objects, …). Tasks cross as A2A 0.3 task objects.
+pub enum HandlerStore {
+    Memory(MemoryStore),
+    Js(JsValue),
+}
+
+async fn call_store(
+    store: JsValue,
+    method: &'static str,
+    arg: JsValue,
+) -> Result<JsValue, StoreError> {
+    let f = get(&store, method)
+        .dyn_into::<Function>()
+        .map_err(|_| StoreError(format!("the store has no {method} function")))?;
+    let returned = f
+        .call1(&store, &arg)
+        .map_err(|e| StoreError(error_text(&e)))?;
+    JsFuture::from(Promise::resolve(&returned))
+        .await
+        .map_err(|e| StoreError(error_text(&e)))
+}
+
+async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> {
+    let v = call_store(store, "get", id.as_str().into()).await?;
+    if is_absent(&v) {
+        return Ok(None);
+    }
+    let value = to_json(&v, "the stored task").map_err(|e| StoreError(error_text(&e)))?;
+    Task::from_value(&value).map(Some).ok_or_else(|| {
+        StoreError(format!(
+            "the store returned something that is not a task for {id}"
+        ))
+    })
+}
+
+impl TaskStore for HandlerStore {
+    fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
+        match self {
+            HandlerStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),
+            HandlerStore::Js(s) => Either::Right(js_get(s.clone(), id.to_string())),
+        }
+    }
+
+    fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        match self {
+            HandlerStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
+            HandlerStore::Js(s) => {
+                let fut = call_store(s.clone(), "save", to_js(&task.to_value(Shape::V03)));
+                Either::Right(async move { fut.await.map(|_| ()) })
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The core's `Transport` over what every JS runtime has on its global scope:
+//! `fetch`, `setTimeout`, `performance.now()`, `crypto.randomUUID()` and, in
+//! Node, `process.env`. Nothing here assumes `window` (Node and workerd have none).
+
+use crate::convert::{error_text, get, pairs_to_js, set};
+use js_sys::{Object, Promise, Uint8Array};
+use std::future::Future;
+use toolnexus_core::{HttpRequest, HttpResponse, MaybeSend, Transport, TransportError};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+
+/// The largest response body read (a card or a task), as in the native host.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+#[wasm_bindgen]
+extern "C" {
+    /// The global `fetch` (looked up at call time, so a polyfill installed
+    /// after loading is used too).
+    #[wasm_bindgen(js_name = fetch, catch)]
+    fn global_fetch(url: &str, init: &Object) -> Result<Promise, JsValue>;
+
+    type FetchResponse;
+    #[wasm_bindgen(method, getter)]
+    fn status(this: &FetchResponse) -> u16;
+    #[wasm_bindgen(method, getter)]
+    fn headers(this: &FetchResponse) -> JsValue;
+    #[wasm_bindgen(method, catch, js_name = arrayBuffer)]
+    fn array_buffer(this: &FetchResponse) -> Result<Promise, JsValue>;
+
+    #[wasm_bindgen(js_name = AbortController)]
+    type Controller;
+    #[wasm_bindgen(constructor, js_class = "AbortController", catch)]
+    fn new() -> Result<Controller, JsValue>;
+    #[wasm_bindgen(method, getter)]
+    fn signal(this: &Controller) -> JsValue;
+    #[wasm_bindgen(method)]
+    fn abort(this: &Controller);
+
+    #[wasm_bindgen(js_namespace = performance, js_name = now, catch)]
+    fn performance_now() -> Result<f64, JsValue>;
+    #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID, catch)]
+    fn random_uuid() -> Result<String, JsValue>;
+}
+
+/// HTTP over the global `fetch`, timers over `setTimeout`. Stateless: every
+/// toolkit, tool and handler shares the runtime's own connection handling.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JsTransport;
+
+/// Aborts the request when the call stops waiting for it (the core dropped
+/// the future on a timeout or an abort), so no fetch outlives its call.
+struct AbortOnDrop(Option<Controller>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.abort();
+        }
+    }
+}
+
+/// Header names are tokens; values have no CR, LF or NUL. Checked here so
+/// that the runtime's error (which may quote the value, a secret) never shows.
+fn check_header(name: &str, value: &str) -> Result<(), TransportError> {
+    let name_ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    let value_ok = !value.contains(['\r', '\n', '\0']);
+    if name_ok && value_ok {
+        Ok(())
+    } else {
+        Err(TransportError(format!(
+            "the header {name:?} has an invalid name or value"
+        )))
+    }
+}
+
+async fn send(req: HttpRequest) -> Result<HttpResponse, TransportError> {
+    for (name, value) in &req.headers {
+        check_header(name, value)?;
+    }
+    let init = Object::new();
+    set(&init, "method", &req.method.as_str().into());
+    set(&init, "headers", &pairs_to_js(&req.headers));
+    if !req.body.is_empty() {
+        set(&init, "body", &Uint8Array::from(&req.body[..]).into());
+    }
+    let mut guard = AbortOnDrop(Controller::new().ok());
+    if let Some(c) = &guard.0 {
+        set(&init, "signal", &c.signal());
+    }
+    let promise = global_fetch(&req.url, &init).map_err(|e| TransportError(error_text(&e)))?;
+    let resp: FetchResponse = JsFuture::from(promise)
+        .await
+        .map_err(|e| TransportError(error_text(&e)))?
+        .unchecked_into();
+    let status = resp.status();
+    let headers = crate::convert::header_pairs(&resp.headers());
+    let declared = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+    let too_large = || {
+        TransportError(format!(
+            "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
+        ))
+    };
+    if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES) {
+        return Err(too_large());
+    }
+    let read = resp
+        .array_buffer()
+        .map_err(|e| TransportError(error_text(&e)))?;
+    let buffer = JsFuture::from(read)
+        .await
+        .map_err(|e| TransportError(format!("reading the answer failed: {}", error_text(&e))))?;
+    let body = Uint8Array::new(&buffer).to_vec();
+    if body.len() > MAX_RESPONSE_BYTES {
+        return Err(too_large());
+    }
+    // Finished: nothing left to abort.
+    guard.0 = None;
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Milliseconds from `performance.now()` (monotonic), else `Date.now()`.
+pub fn now_ms() -> u64 {
+    performance_now().unwrap_or_else(|_| js_sys::Date::now()) as u64
+}
+
+/// `crypto.randomUUID()`, or a version-4 UUID from `Math.random()` where the
+/// runtime has no Web Crypto (Node 18 without the global, old browsers).
+pub fn new_id() -> String {
+    random_uuid().unwrap_or_else(|_| {
+        let mut b = [0u8; 16];
+        for byte in &mut b {
+            *byte = (js_sys::Math::random() * 256.0) as u8;
+        }
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        )
+    })
+}
+
+impl Transport for JsTransport {
+    fn send(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend {
+        send(request)
+    }
+
+    fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
+        // setTimeout takes a signed 32-bit delay; longer waits wake early and
+        // the core simply sleeps again.
+        let delay = at_ms.saturating_sub(now_ms()).min(i32::MAX as u64) as u32;
+        // Dropping the future clears the timer, so an abandoned sleep never
+        // keeps Node's event loop alive.
+        gloo_timers::future::TimeoutFuture::new(delay)
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn new_id(&self) -> String {
+        new_id()
+    }
+
+    /// `process.env[name]` where there is a `process` (Node, workerd with
+    /// `nodejs_compat`); browsers have no environment.
+    fn env(&self, name: &str) -> Option<String> {
+        let process = get(&js_sys::global(), "process");
+        get(&get(&process, "env"), name).as_string()
+    }
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Runs every test of the npm package toolnexus-wasm and prints per-suite pass
+# counts. Exits non-zero on any failure, and when a suite ran 0 tests.
+#
+# Installs what it needs on a clean machine: the Rust targets, wasm-bindgen-cli
+# and binaryen (through build.sh), the test packages (npm ci on the committed
+# wasm/tests/package-lock.json) and Debian's chromium + chromium-driver.
+#
+# Suites:
+#   core-wasm32   the core's unit tests compiled to wasm32 (wasip1) and run in
+#                 Node's WASI, with and without the server feature
+#   package       the "env" import gate, the exports map, the .d.ts under tsc
+#   node          the seed scenarios through the tarball, Node ESM + CJS
+#   chromium      a page in headless Chromium (Playwright) calling a local agent
+#   workerd       workers in Miniflare serving and calling agents
+#
+# Usage: wasm/test.sh [suite ...]     (default: all)
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+TESTS="$HERE/tests"
+export PATH="$HOME/.cargo/bin:$PATH"
+ALL_SUITES="core-wasm32 package node chromium workerd"
+SUITES="${*:-$ALL_SUITES}"
+say() { printf '\n[test] %s\n' "$*"; }
+die() { printf '[test] FATAL: %s\n' "$*" >&2; exit 1; }
+
+SUMMARY=()
+TOTAL_PASS=0
+TOTAL_FAIL=0
+record() { # suite passed failed
+  local suite="$1" pass="${2:-0}" failn="${3:-0}"
+  if [ "$pass" -eq 0 ] && [ "$failn" -eq 0 ]; then
+    failn=1
+    SUMMARY+=("$(printf '%-12s ran 0 tests (counted as a failure)' "$suite")")
+  else
+    SUMMARY+=("$(printf '%-12s %d passed, %d failed' "$suite" "$pass" "$failn")")
+  fi
+  TOTAL_PASS=$((TOTAL_PASS + pass))
+  TOTAL_FAIL=$((TOTAL_FAIL + failn))
+}
+wants() { case " $SUITES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+for s in $SUITES; do
+  case " $ALL_SUITES " in *" $s "*) ;; *) die "unknown suite $s (suites: $ALL_SUITES)" ;; esac
+done
+
+# --- build and install -----------------------------------------------------------
+say "building the package (wasm/build.sh)"
+bash "$HERE/build.sh" || die "wasm/build.sh failed"
+TARBALL="$(ls "$HERE"/toolnexus-wasm-*.tgz 2>/dev/null | head -1)"
+[ -n "$TARBALL" ] || die "no tarball after build.sh"
+
+if wants node || wants chromium || wants workerd; then
+  say "building the native toolnexus CLI (peers and clients of the tests)"
+  (cd "$ROOT" && cargo build -p toolnexus-host-native) || die "cargo build -p toolnexus-host-native failed"
+fi
+
+if wants package || wants node || wants chromium || wants workerd; then
+  say "installing the test packages (npm ci in wasm/tests)"
+  if ! cmp -s "$TESTS/package-lock.json" "$TESTS/node_modules/.toolnexus-lock" 2>/dev/null; then
+    (cd "$TESTS" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in wasm/tests"
+    cp "$TESTS/package-lock.json" "$TESTS/node_modules/.toolnexus-lock"
+  fi
+
+  APP="$(mktemp -d "${TMPDIR:-/tmp}/toolnexus-wasm-app.XXXXXX")"
+  trap 'rm -rf "$APP"' EXIT
+  say "installing $(basename "$TARBALL") into a fresh folder ($APP)"
+  (
+    cd "$APP" &&
+      printf '{"name":"toolnexus-wasm-app","private":true,"version":"0.0.0"}\n' >package.json &&
+      npm install --no-audit --no-fund --loglevel=error "$TARBALL"
+  ) || die "npm install of the tarball failed"
+  # How a user imports the package: bare specifiers, resolved by Node.
+  printf 'export * from "toolnexus-wasm";\n' >"$APP/esm.mjs"
+  printf 'export * from "toolnexus-wasm/client";\n' >"$APP/client.mjs"
+  printf 'module.exports = require("toolnexus-wasm");\n' >"$APP/cjs.cjs"
+  printf 'module.exports = require("toolnexus-wasm/client");\n' >"$APP/client.cjs"
+  export TOOLNEXUS_WASM_APP="$APP"
+fi
+
+if wants chromium && ! [ -x /usr/bin/chromium ]; then
+  say "installing Debian's chromium and chromium-driver"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null ||
+    die "apt-get install chromium chromium-driver failed"
+fi
+
+# --- suites ----------------------------------------------------------------------
+if wants core-wasm32; then
+  say "core-wasm32: cargo test -p toolnexus-core --target wasm32-wasip1 (in Node's WASI)"
+  rustup target list --installed | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
+  pass=0 failn=0
+  for features in "" "--no-default-features"; do
+    log="$(mktemp)"
+    (cd "$ROOT" && CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $TESTS/wasi-run.mjs" \
+      timeout 900 cargo test -p toolnexus-core --target wasm32-wasip1 $features 2>&1) | tee "$log" |
+      grep -E '^(test result|running|error)|panicked|FAILED'
+    rc=${PIPESTATUS[0]}
+    p=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^passed/) s += $i } END { print s + 0 }' "$log")
+    f=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^failed/) s += $i } END { print s + 0 }' "$log")
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    pass=$((pass + p)) failn=$((failn + f))
+    rm -f "$log"
+  done
+  record core-wasm32 "$pass" "$failn"
+fi
+
+run_node_suite() { # suite file...
+  local suite="$1" tap
+  shift
+  tap="$(mktemp)"
+  say "$suite: node --test $*"
+  (cd "$TESTS" && timeout 900 node --test --test-concurrency=1 --test-timeout=180000 \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$tap" "$@")
+  local rc=$?
+  local p f
+  p=$(awk '/^# pass / { print $3 }' "$tap" | tail -1)
+  f=$(awk '/^# fail / { print $3 }' "$tap" | tail -1)
+  p=${p:-0} f=${f:-0}
+  # Node counts a file without tests as one passing test: count real ones.
+  if ! grep -E '^\s*(not )?ok [0-9]+ - ' "$tap" | grep -qvE ' - \S*\.test\.mjs$'; then
+    p=0 f=0
+  fi
+  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+  record "$suite" "$p" "$f"
+  rm -f "$tap"
+}
+
+wants package && run_node_suite package package.test.mjs
+wants node && run_node_suite node node.test.mjs
+wants chromium && run_node_suite chromium browser.test.mjs
+wants workerd && run_node_suite workerd workerd.test.mjs
+
+# --- summary ---------------------------------------------------------------------
+say "summary"
+for line in "${SUMMARY[@]}"; do echo "  $line"; done
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+[ "$TOTAL_FAIL" -eq 0 ]

@@ -1,0 +1,379 @@
+// The seed scenarios under Node, through the packed tarball installed into a
+// fresh folder (wasm/test.sh), against real local HTTP peers on 127.0.0.1.
+
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import {
+  eventually, importShim, killChildren, serveFetch, startNativeEchoAgent, startPeer, startStubLlm, toolCall, withTimeout,
+} from './helpers.mjs';
+
+const tn = await importShim('esm.mjs');
+const closers = [];
+after(async () => {
+  await Promise.all(closers.map((c) => c()));
+  await killChildren();
+});
+
+async function peer(options) {
+  const p = await startPeer(options);
+  closers.push(p.close);
+  return p;
+}
+
+/** Asserts that `promise` rejects with an `Error` of this `kind`. */
+async function rejectsWithKind(promise, kind, pattern) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof Error, 'an Error');
+    assert.equal(e.kind, kind, `kind of: ${e.message}`);
+    if (pattern) assert.match(e.message, pattern);
+    return true;
+  });
+}
+
+describe('imports', () => {
+  test('ESM and CommonJS entries expose the same API', async () => {
+    const cjs = await importShim('cjs.cjs');
+    const names = ['agent', 'agentTools', 'parseAgentsConfig', 'buildAgentCard', 'createToolkit', 'createClient', 'createA2AHandler', 'sanitize'];
+    for (const n of names) {
+      assert.equal(typeof tn[n], 'function', `ESM ${n}`);
+      assert.equal(typeof cjs[n], 'function', `CJS ${n}`);
+    }
+    // Node gets one instance whichever way it loads the package.
+    assert.equal(cjs.agentTools, tn.agentTools);
+    assert.equal(tn.sanitize('café-1 x'), 'caf_-1_x');
+  });
+
+  test('the client-only entry loads under ESM and CommonJS and has no server half', async () => {
+    const esm = await importShim('client.mjs');
+    const cjs = await importShim('client.cjs');
+    for (const m of [esm, cjs]) {
+      assert.deepEqual(Object.keys(m).sort(), ['agent', 'agentTools', 'createToolkit', 'parseAgentsConfig', 'sanitize']);
+    }
+    await rejectsWithKind(esm.createToolkit({ skills: [{ name: 'x' }] }), 'misuse', /full build/);
+  });
+});
+
+describe('outbound: agents as tools', () => {
+  test('round trip: SendMessage, at least two polls, completed with the artifact text', async () => {
+    const p = await peer({ name: 'echo agent', workingPolls: 2 });
+    const tools = await tn.agentTools(tn.agent({ card: p.cardUrl, pollEvery: 20 }));
+    assert.equal(tools.length, 1);
+    const [tool] = tools;
+    assert.equal(tool.name, 'echo_agent_echo');
+    assert.equal(tool.source, 'a2a');
+    assert.equal(tool.description, 'Echoes the task');
+    assert.deepEqual(tool.inputSchema, {
+      type: 'object', properties: { task: { type: 'string', description: 'Echoes the task' } }, required: ['task'],
+    });
+    const r = await tool.execute({ task: 'hello' });
+    assert.equal(r.isError, false, r.output);
+    assert.equal(r.output, 'echo: hello');
+    assert.equal(r.metadata.agent, 'echo agent');
+    assert.equal(r.metadata.state, 'completed');
+    assert.ok(r.metadata.polls >= 2, `polls: ${r.metadata.polls}`);
+    assert.ok(p.methods().filter((m) => m === 'GetTask' || m === 'tasks/get').length >= 2);
+    assert.deepEqual(JSON.parse(JSON.stringify(tool)), {
+      name: tool.name, description: tool.description, inputSchema: tool.inputSchema, source: 'a2a',
+    });
+  });
+
+  test('a failed task is isError with the remote message', async () => {
+    const p = await peer({ workingPolls: 1 });
+    const [tool] = await tn.agentTools({ card: p.cardUrl, pollEvery: 10 });
+    const r = await tool.execute({ task: 'fail please' });
+    assert.equal(r.isError, true);
+    assert.match(r.output, /^A2A task \S+ failed: deliberate failure: fail please$/);
+    assert.equal(r.metadata.state, 'failed');
+  });
+
+  test('two skills give two tools with sanitized names', async () => {
+    const p = await peer({
+      name: 'Review Bot',
+      skills: [
+        { id: 'review', name: 'Review', description: 'Reviews code' },
+        { id: 'sum.up', name: 'Summarize', description: 'Summarizes' },
+      ],
+    });
+    const tools = await tn.agentTools(p.cardUrl);
+    assert.deepEqual(tools.map((t) => t.name), ['Review_Bot_review', 'Review_Bot_sum_up']);
+    assert.deepEqual(tools.map((t) => t.description), ['Reviews code', 'Summarizes']);
+  });
+
+  test('a bad card rejects with an Error that has a kind', async () => {
+    const notJson = await peer({ card: () => 'this is not json' });
+    await rejectsWithKind(tn.agentTools(notJson.cardUrl), 'malformed');
+    const status = await peer({ card: () => ({ status: 500 }) });
+    await rejectsWithKind(tn.agentTools(status.cardUrl), 'status', /HTTP 500/);
+    const closed = await peer();
+    await closed.close();
+    await rejectsWithKind(tn.agentTools({ card: closed.cardUrl, timeout: 5000 }), 'transport', /ECONNREFUSED|fetch failed/);
+    await rejectsWithKind(tn.agentTools({ card: 42 }), 'misuse');
+    assert.throws(() => tn.agent({ card: 'http://x/', timeout: -1 }), (e) => e.kind === 'misuse');
+  });
+
+  test('abort with an AbortController gives a canceled result and cancels the remote task', async () => {
+    const p = await peer();
+    const [tool] = await tn.agentTools({ card: p.cardUrl, pollEvery: 20 });
+    const controller = new AbortController();
+    const running = tool.execute({ task: 'slow job' }, { signal: controller.signal });
+    await eventually(() => p.methods().some((m) => m === 'GetTask' || m === 'tasks/get'), 5000, 'a first poll');
+    controller.abort();
+    const r = await withTimeout(running, 5000, 'the aborted call');
+    assert.equal(r.isError, true);
+    assert.match(r.output, /^A2A task \S+ canceled$/);
+    assert.equal(r.metadata.state, 'canceled');
+    await eventually(() => p.methods().some((m) => m === 'CancelTask' || m === 'tasks/cancel'), 5000, 'CancelTask');
+  });
+
+  test('an already aborted signal stops before any task is created', async () => {
+    const p = await peer();
+    const [tool] = await tn.agentTools(p.cardUrl);
+    const r = await tool.execute({ task: 'never' }, { signal: AbortSignal.abort() });
+    assert.equal(r.isError, true);
+    assert.equal(r.metadata.state, 'canceled');
+    assert.equal(p.methods().length, 0);
+  });
+
+  test('a timeout is a result, not a throw', async () => {
+    const p = await peer();
+    const [tool] = await tn.agentTools({ card: p.cardUrl, pollEvery: 20, timeout: 300 });
+    const r = await tool.execute({ task: 'slow forever' });
+    assert.equal(r.isError, true);
+    assert.match(r.output, /timed out after 300ms \(state=working\)/);
+  });
+
+  test('header values expand ${NAME} from process.env at every call', async () => {
+    const p = await peer();
+    process.env.TN_WASM_TEST_TOKEN = 'tok-1';
+    const [tool] = await tn.agentTools({ card: p.cardUrl, pollEvery: 10, headers: { Authorization: 'Bearer ${TN_WASM_TEST_TOKEN}' } });
+    process.env.TN_WASM_TEST_TOKEN = 'tok-2';
+    await tool.execute({ task: 'hi' });
+    const auth = p.requests.map((r) => r.headers.authorization);
+    assert.equal(auth[0], 'Bearer tok-1');
+    assert.equal(auth.at(-1), 'Bearer tok-2');
+  });
+});
+
+describe('config and toolkit', () => {
+  test('parseAgentsConfig keeps enabled agents and leaves unset fields unset', () => {
+    assert.deepEqual(tn.parseAgentsConfig(null), []);
+    assert.deepEqual(
+      tn.parseAgentsConfig({
+        librarian: { card: 'https://library.internal/.well-known/agent-card.json' },
+        off: { card: 'http://x/2', disabled: true },
+        alsoOff: { card: 'http://x/3', enabled: false },
+        planner: { card: 'http://x/4', timeout: 5000, pollEvery: 10, headers: { 'X-Trace': 'abc' } },
+        noCard: { headers: {} },
+      }),
+      [
+        { card: 'https://library.internal/.well-known/agent-card.json' },
+        { card: 'http://x/4', headers: { 'X-Trace': 'abc' }, timeout: 5000, pollEvery: 10 },
+      ],
+    );
+  });
+
+  test('a config block becomes a toolkit whose tools execute; a dead agent is skipped', async () => {
+    const p = await peer({ name: 'planner' });
+    const dead = await peer();
+    await dead.close();
+    const tk = await tn.createToolkit({
+      config: {
+        agents: {
+          planner: { card: p.cardUrl, pollEvery: 10, headers: { 'X-Trace': 'abc' } },
+          broken: { card: dead.cardUrl, timeout: 3000 },
+          off: { card: 'http://127.0.0.1:9/never', disabled: true },
+        },
+      },
+      tools: [{ name: 'add', description: 'Adds', inputSchema: { type: 'object' }, execute: ({ a, b }) => String(a + b) }],
+    });
+    assert.deepEqual(tk.tools().map((t) => [t.name, t.source]), [['planner_echo', 'a2a'], ['add', 'host']]);
+    assert.deepEqual(tk.failures().map((f) => [f.card, f.kind]), [[dead.cardUrl, 'transport']]);
+    const r = await tk.execute('planner_echo', { task: 'plan it' });
+    assert.equal(r.output, 'echo: plan it');
+    assert.ok(p.requests.filter((q) => q.method === 'POST').every((q) => q.headers['x-trace'] === 'abc'));
+    assert.deepEqual(await tk.execute('add', { a: 2, b: 3 }), { output: '5', isError: false });
+    assert.deepEqual(await tk.execute('nope', {}), { output: 'Unknown tool: nope', isError: true });
+    assert.equal(tk.get('add').description, 'Adds');
+    assert.equal(tk.get('nope'), undefined);
+    assert.equal(tk.toOpenAI()[0].function.name, 'planner_echo');
+    assert.equal(tk.toAnthropic()[1].input_schema.type, 'object');
+    assert.equal(tk.toGemini()[0].parameters.required[0], 'task');
+  });
+
+  test('host tools: objects, throws and rejections become results', async () => {
+    const tk = await tn.createToolkit({
+      tools: [
+        { name: 'obj', execute: async () => ({ output: 'done', isError: false, metadata: { n: 1 } }) },
+        { name: 'boom', execute: () => { throw new Error('kaput'); } },
+        { name: 'reject', execute: () => Promise.reject(new TypeError('nope')) },
+        { name: 'json', execute: () => ({ x: [1, 2] }) },
+      ],
+    });
+    assert.deepEqual(await tk.execute('obj', {}), { output: 'done', isError: false, metadata: { n: 1 } });
+    assert.deepEqual(await tk.execute('boom', {}), { output: 'kaput', isError: true });
+    assert.deepEqual(await tk.execute('reject', {}), { output: 'nope', isError: true });
+    assert.deepEqual(await tk.execute('json', {}), { output: '{"x":[1,2]}', isError: false });
+    await rejectsWithKind(tn.createToolkit({ tools: [{ name: 'x' }] }), 'misuse', /execute/);
+  });
+
+  test('skills in a toolkit: the skill tool loads a skill; a malformed SKILL.md is skipped', async () => {
+    const tk = await tn.createToolkit({
+      skills: [{ name: 'hello-world', description: 'Greets', content: 'Say hello.' }, '---\nname: [broken\n---\nbody', '---\nname: md\n---\nFrom markdown.'],
+    });
+    const skill = tk.get('skill');
+    assert.equal(skill.source, 'skill');
+    assert.deepEqual(skill.inputSchema.properties.name.enum, ['hello-world', 'md']);
+    assert.deepEqual(await tk.execute('skill', { name: 'md' }), { output: 'From markdown.', isError: false });
+    assert.equal((await tk.execute('skill', { name: 'nope' })).isError, true);
+    await rejectsWithKind(tn.createToolkit({ skills: [{ description: 'no name' }] }), 'misuse');
+  });
+
+  test('addAgent adds tools at run time and the abort signal reaches them', async () => {
+    const p = await peer({ name: 'late' });
+    const tk = await tn.createToolkit({});
+    assert.deepEqual(await tk.addAgent({ card: p.cardUrl, pollEvery: 10 }), ['late_echo']);
+    assert.deepEqual(await tk.addAgent({ card: p.cardUrl, pollEvery: 10 }), []);
+    assert.deepEqual(tk.tools().map((t) => t.name), ['late_echo']);
+    const controller = new AbortController();
+    const running = tk.execute('late_echo', { task: 'slow' }, { signal: controller.signal });
+    await eventually(() => p.methods().some((m) => m === 'GetTask' || m === 'tasks/get'), 5000, 'a poll');
+    controller.abort();
+    assert.equal((await withTimeout(running, 5000, 'abort')).metadata.state, 'canceled');
+    await rejectsWithKind(tk.addAgent('http://127.0.0.1:9/.well-known/agent-card.json'), 'transport');
+  });
+});
+
+describe('inbound: serve skills and resolve them', () => {
+  const skills = [
+    { name: 'hello-world', description: 'Greets people', content: 'Say hello warmly.\nThen stop.' },
+    '---\nname: summarize\ndescription: Summarizes text\n---\nSummarize in one line.\n',
+  ];
+
+  test('buildAgentCard: defaults, allowlist, provider', () => {
+    const card = tn.buildAgentCard({ name: 'front-desk', skills: ['summarize', 'nope'], provider: { organization: 'Acme', url: 'https://acme.example' } }, skills, 'http://127.0.0.1:1/');
+    assert.equal(card.name, 'front-desk');
+    assert.equal(card.version, '0.1.0');
+    assert.equal(card.protocolVersion, '0.3.0');
+    assert.equal(card.url, 'http://127.0.0.1:1/');
+    assert.deepEqual(card.skills, [{ id: 'summarize', name: 'summarize', description: 'Summarizes text', tags: [] }]);
+    assert.deepEqual(card.provider, { organization: 'Acme', url: 'https://acme.example' });
+    assert.deepEqual(tn.buildAgentCard(null, [], 'http://h/').skills, []);
+    assert.throws(() => tn.buildAgentCard({}, [], 7), (e) => e.kind === 'misuse');
+  });
+
+  test('createA2AHandler with a stub LLM behind a Node server, resolved with agentTools', async () => {
+    const llm = await startStubLlm();
+    closers.push(llm.close);
+    const events = [];
+    const saved = new Map();
+    const states = [];
+    const store = {
+      async get(id) { return saved.get(id) ?? null; },
+      async save(task) { states.push(task.status.state); saved.set(task.id, structuredClone(task)); },
+    };
+    const handler = tn.createA2AHandler({
+      skills,
+      client: tn.createClient({ baseUrl: llm.baseUrl, style: 'openai', model: 'stub-model', apiKey: 'sk-test-secret', systemPrompt: 'You are a test agent.' }),
+      a2a: { name: 'node-edge', description: 'Served by createA2AHandler' },
+      store,
+      onTask: (e) => events.push(e),
+    });
+    const server = await serveFetch((req) => handler(req));
+    closers.push(server.close);
+
+    const card = await (await fetch(`${server.url}/.well-known/agent-card.json`)).json();
+    assert.equal(card.name, 'node-edge');
+    assert.equal(card.url, `${server.url}/`);
+    assert.deepEqual(card.skills.map((s) => s.id), ['hello-world', 'summarize']);
+
+    const tools = await tn.agentTools({ card: `${server.url}/.well-known/agent-card.json`, pollEvery: 20 });
+    assert.deepEqual(tools.map((t) => t.name), ['node-edge_hello-world', 'node-edge_summarize']);
+    const r = await tools[0].execute({ task: 'greet Ada' });
+    assert.equal(r.isError, false, r.output);
+    assert.equal(r.output, 'stub answer [Say hello warmly.] to: greet Ada');
+    assert.equal(r.metadata.state, 'completed');
+
+    // The model saw the skills prompt and the `skill` tool, and the key.
+    const first = llm.calls[0];
+    assert.equal(first.headers.authorization, 'Bearer sk-test-secret');
+    assert.match(first.body.messages[0].content, /^You are a test agent\.\n\n## Skills/);
+    assert.ok(first.body.tools.some((t) => t.function.name === 'skill'));
+    assert.deepEqual([...new Set(states)], ['submitted', 'working', 'completed']);
+    await eventually(() => events.length === 1, 2000, 'onTask');
+    assert.equal(events[0].state, 'completed');
+    assert.equal(events[0].task, 'greet Ada');
+    assert.equal(events[0].result, 'stub answer [Say hello warmly.] to: greet Ada');
+  });
+
+  test('the handler speaks JSON-RPC errors, CORS and 404 like the native server', async () => {
+    const handler = tn.createA2AHandler({ skills, client: 'echo' });
+    const post = (body, headers = {}) => handler(new Request('http://edge.test/', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body }));
+    const json = async (resp) => (await resp).json();
+    assert.equal((await json(post('{oops'))).error.code, -32700);
+    assert.equal((await json(post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'nope', params: {} })))).error.code, -32601);
+    assert.equal((await json(post(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: 'x' } })))).error.code, -32001);
+    // A blocking A2A 1.0 SendMessage waits for the task (echo answers with the text).
+    const blocking = await json(post(JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'SendMessage', params: { message: { role: 'ROLE_USER', messageId: randomUUID(), parts: [{ text: 'ping' }] } } }), { 'A2A-Version': '1.0' }));
+    assert.equal(blocking.result.task.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(blocking.result.task.artifacts[0].parts[0].text, 'ping');
+    const preflight = await handler(new Request('http://edge.test/', { method: 'OPTIONS', headers: { 'Access-Control-Request-Headers': 'content-type' } }));
+    assert.equal(preflight.status, 204);
+    assert.equal(preflight.headers.get('access-control-allow-origin'), '*');
+    assert.equal((await handler(new Request('http://edge.test/elsewhere'))).status, 404);
+    const none = tn.createA2AHandler({ client: 'echo', a2a: false });
+    assert.equal((await none(new Request('http://edge.test/.well-known/agent-card.json'))).status, 404);
+    const big = await handler(new Request('http://edge.test/', { method: 'POST', body: 'x'.repeat(1024 * 1024 + 1) }));
+    assert.equal(big.status, 413);
+    assert.throws(() => tn.createA2AHandler({ client: 'gpt' }), (e) => e.kind === 'misuse');
+  });
+
+  test('ctx.waitUntil receives a promise that settles when the task does', async () => {
+    const handler = tn.createA2AHandler({ client: 'echo' });
+    const waited = [];
+    const ctx = { waitUntil: (p) => waited.push(p) };
+    const resp = await handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'message/send', params: { message: { role: 'user', messageId: 'm1', parts: [{ kind: 'text', text: 'later' }] }, configuration: { blocking: false } } }),
+    }), ctx);
+    const { result } = await resp.json();
+    assert.equal(result.status.state, 'submitted');
+    assert.equal(waited.length, 1);
+    await withTimeout(waited[0], 5000, 'the waitUntil promise');
+    const got = await (await handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tasks/get', params: { id: result.id } }),
+    }))).json();
+    assert.equal(got.result.status.state, 'completed');
+  });
+
+  test('createClient.run with a toolkit: the model calls a remote agent added at run time', async () => {
+    const p = await peer({ name: 'remote' });
+    const llm = await startStubLlm((body) => {
+      const done = body.messages.find((m) => m.role === 'tool');
+      return done ? { content: `final: ${done.content}` } : toolCall('remote_echo', { task: 'from the model' });
+    });
+    closers.push(llm.close);
+    const tk = await tn.createToolkit({ tools: [{ name: 'noop', execute: () => 'ok' }] });
+    await tk.addAgent({ card: p.cardUrl, pollEvery: 10 });
+    const client = tn.createClient({ baseUrl: llm.baseUrl, style: 'openai', model: 'stub-model' });
+    const result = await client.run('use the remote agent', { toolkit: tk });
+    assert.equal(result.text, 'final: echo: from the model');
+    assert.equal(result.toolCallCount, 1);
+    assert.equal(result.toolCalls[0].name, 'remote_echo');
+    assert.equal(result.turns, 2);
+    assert.deepEqual(result.usage, { promptTokens: 20, completionTokens: 10, totalTokens: 30 });
+    assert.deepEqual(llm.calls[0].body.tools.map((t) => t.function.name), ['noop', 'remote_echo']);
+    await rejectsWithKind(tn.createClient({ baseUrl: 'http://127.0.0.1:9', style: 'openai', model: 'm' }).run('x'), 'transport');
+    assert.throws(() => tn.createClient({ baseUrl: 'x', style: 'nope', model: 'm' }), (e) => e.kind === 'misuse');
+  });
+
+  test('the wasm client calls the native server (toolnexus serve --llm echo)', async () => {
+    const agent = await startNativeEchoAgent();
+    const tools = await tn.agentTools({ card: `${agent.url}/.well-known/agent-card.json`, pollEvery: 20 });
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['toolnexus-agent_hello-world', 'toolnexus-agent_summarize']);
+    const r = await tools[0].execute({ task: 'native round trip' });
+    assert.equal(r.output, 'native round trip');
+    assert.equal(r.isError, false);
+  });
+});

@@ -1,0 +1,234 @@
+// workerd through Miniflare: workers built on the package as installed from
+// the tarball. The package's "workerd" export is resolved from its exports
+// map, as wrangler's bundler does, and its .wasm is loaded as a CompiledWasm
+// module (the web glue + initSync).
+//
+// - a worker serving skills with createA2AHandler (its stub LLM reached with
+//   fetch) is called by the native client (toolnexus call) and by the
+//   official @a2a-js/sdk 1.3.0 client, in A2A 1.0 and 0.3;
+// - a worker calls a peer through agentTools;
+// - both entries import in workerd; the cold start is measured.
+
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, posix } from 'node:path';
+import { Miniflare } from 'miniflare';
+import { Role, TaskState } from '@a2a-js/sdk';
+import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { killChildren, pkgDir, run, startPeer, startStubLlm, TOOLNEXUS, withTimeout } from './helpers.mjs';
+
+const COMPAT_DATE = '2026-04-01';
+const cleanups = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+  await killChildren();
+});
+
+/**
+ * The modules of a worker whose source imports "toolnexus-wasm" (and
+ * "/client"): the worker, the package's files, and one alias module per entry
+ * named by its bare specifier and pointing at the "workerd" export.
+ */
+function workerModules(source) {
+  const root = '/worker';
+  const pkg = JSON.parse(readFileSync(join(pkgDir(), 'package.json'), 'utf8'));
+  const modules = [{ type: 'ESModule', path: `${root}/worker.js`, contents: source }];
+  for (const [specifier, subpath] of [['toolnexus-wasm', '.'], ['toolnexus-wasm/client', './client']]) {
+    const target = posix.join('node_modules/toolnexus-wasm', pkg.exports[subpath].workerd.default);
+    let rel = posix.relative(posix.dirname(specifier), target);
+    if (!rel.startsWith('.')) rel = `./${rel}`;
+    modules.push({ type: 'ESModule', path: `${root}/${specifier}`, contents: `export * from "${rel}";\n` });
+  }
+  for (const variant of readdirSync(join(pkgDir(), 'dist'))) {
+    for (const file of readdirSync(join(pkgDir(), 'dist', variant))) {
+      const path = `${root}/node_modules/toolnexus-wasm/dist/${variant}/${file}`;
+      const bytes = readFileSync(join(pkgDir(), 'dist', variant, file));
+      if (file.endsWith('.wasm')) modules.push({ type: 'CompiledWasm', path, contents: bytes });
+      else if (file.endsWith('.js')) modules.push({ type: 'ESModule', path, contents: bytes.toString() });
+    }
+  }
+  return { modules, modulesRoot: root };
+}
+
+/** Starts a worker listening on 127.0.0.1; returns {mf, url, readyMs}. */
+async function startWorker(source, bindings = {}) {
+  const t0 = performance.now();
+  const mf = new Miniflare({
+    ...workerModules(source),
+    compatibilityDate: COMPAT_DATE,
+    bindings,
+    host: '127.0.0.1',
+    port: 0,
+  });
+  cleanups.push(() => mf.dispose());
+  const url = await withTimeout(mf.ready, 30_000, 'Miniflare start');
+  return { mf, url: url.href.replace(/\/$/, ''), readyMs: performance.now() - t0 };
+}
+
+const SERVING_WORKER = `
+import { createA2AHandler, createClient } from "toolnexus-wasm";
+
+const skills = [
+  { name: "hello-world", description: "Greets people", content: "Say hello warmly.\\nThen stop." },
+  { name: "summarize", description: "Summarizes text", content: "One line only." },
+];
+let handler;
+
+export default {
+  fetch(request, env, ctx) {
+    handler ??= createA2AHandler({
+      skills,
+      client: createClient({ baseUrl: env.LLM_URL, style: "openai", model: "stub-model" }),
+      a2a: { name: "edge-agent", description: "Skills served from workerd" },
+    });
+    return handler(request, env, ctx);
+  },
+};
+`;
+
+let serving;
+async function servingWorker() {
+  if (serving) return serving;
+  const llm = await startStubLlm(undefined, { delayMs: 40 });
+  cleanups.push(llm.close);
+  const worker = await startWorker(SERVING_WORKER, { LLM_URL: llm.baseUrl });
+  serving = { ...worker, llm, cardUrl: `${worker.url}/.well-known/agent-card.json` };
+  return serving;
+}
+
+const partsText = (parts) => (parts ?? []).filter((p) => p?.content?.$case === 'text').map((p) => p.content.value);
+
+/** One message through the official JS SDK client; polls GetTask (≤ 10 s) unless the reply is final. */
+async function sdkCall(cardUrl, text, { legacy = false, nonBlocking = false } = {}) {
+  const legacyCompat = legacy ? { enabled: true } : undefined;
+  const resolver = new DefaultAgentCardResolver({ legacyCompat });
+  const factory = new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      cardResolver: resolver,
+      transports: [new JsonRpcTransportFactory({ legacyCompat })],
+      preferredTransports: ['JSONRPC'],
+    }),
+  );
+  let client;
+  if (!legacy) {
+    client = await factory.createFromUrl(cardUrl, '');
+  } else {
+    // The SDK picks its 0.3 transport for an interface that says 0.3.
+    const card = await resolver.resolve(cardUrl, '');
+    const v03 = (card.supportedInterfaces ?? []).filter((i) => /^0\.3/.test(i.protocolVersion ?? ''));
+    assert.ok(v03.length > 0, 'the card offers a 0.3 interface');
+    client = await factory.createFromAgentCard({ ...card, supportedInterfaces: v03 });
+  }
+  const opts = () => ({ signal: AbortSignal.timeout(20_000) });
+  let task = await client.sendMessage(
+    {
+      tenant: '',
+      message: {
+        messageId: randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER,
+        parts: [{ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: '' }],
+        metadata: undefined, extensions: [], referenceTaskIds: [],
+      },
+      configuration: nonBlocking
+        ? { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: true }
+        : undefined,
+      metadata: undefined,
+    },
+    opts(),
+  );
+  const final = new Set([TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED]);
+  const deadline = Date.now() + 10_000;
+  let polls = 0;
+  while (!final.has(task.status?.state)) {
+    assert.ok(Date.now() < deadline, `task still ${task.status?.state} after 10 s`);
+    await new Promise((r) => setTimeout(r, 100));
+    task = await client.getTask({ tenant: '', id: task.id, historyLength: undefined }, opts());
+    polls += 1;
+  }
+  const textOut = (task.artifacts ?? []).flatMap((a) => partsText(a.parts)).join('\n');
+  return { state: TaskState[task.status.state], text: textOut, polls };
+}
+
+test('a worker serving skills (createA2AHandler, stub LLM behind fetch) is called by the native client', async () => {
+  const w = await servingWorker();
+  const card = await (await fetch(w.cardUrl)).json();
+  assert.equal(card.name, 'edge-agent');
+  assert.equal(card.url, `${w.url}/`);
+  assert.deepEqual(card.skills.map((s) => s.id), ['hello-world', 'summarize']);
+  // Non-blocking SendMessage + GetTask polls: the task runs after the
+  // response, kept alive by ctx.waitUntil.
+  const r = await run(TOOLNEXUS, ['call', w.cardUrl, 'hello-world', 'greet the edge', '--poll-every', '50'], { timeout: 60_000 });
+  assert.equal(r.code, 0, `toolnexus call: ${r.stdout}\n${r.stderr}`);
+  const result = JSON.parse(r.stdout);
+  assert.equal(result.isError, false);
+  assert.equal(result.output, 'stub answer [Say hello warmly.] to: greet the edge');
+  assert.equal(result.metadata.agent, 'edge-agent');
+  assert.ok(w.llm.calls.length >= 2, 'the worker called the stub model twice (skill, then answer)');
+});
+
+test('the official @a2a-js/sdk client calls the worker (A2A 1.0 blocking, 0.3 non-blocking)', async () => {
+  const w = await servingWorker();
+  const v10 = await sdkCall(w.cardUrl, 'sdk says hi');
+  assert.deepEqual([v10.state, v10.text], ['TASK_STATE_COMPLETED', 'stub answer [Say hello warmly.] to: sdk says hi']);
+  const v03 = await sdkCall(w.cardUrl, 'legacy hi', { legacy: true, nonBlocking: true });
+  assert.deepEqual([v03.state, v03.text], ['TASK_STATE_COMPLETED', 'stub answer [Say hello warmly.] to: legacy hi']);
+});
+
+test('concurrent callers of one worker each get their own answer', async () => {
+  const w = await servingWorker();
+  const texts = ['one', 'two', 'three', 'four'];
+  const got = await Promise.all(texts.map((t, i) => sdkCall(w.cardUrl, `parallel ${t}`, i % 2 ? { legacy: true, nonBlocking: true } : {})));
+  assert.deepEqual(got.map((g) => g.text), texts.map((t) => `stub answer [Say hello warmly.] to: parallel ${t}`));
+});
+
+test('a worker calls a peer through agentTools', async () => {
+  const peer = await startPeer({ name: 'node-peer', workingPolls: 2 });
+  cleanups.push(peer.close);
+  const w = await startWorker(`
+import { agent, agentTools } from "toolnexus-wasm";
+
+export default {
+  async fetch(request, env) {
+    const tools = await agentTools(agent({ card: env.PEER_CARD, pollEvery: 50 }));
+    const result = await tools[0].execute({ task: "from the edge" });
+    return Response.json({ names: tools.map((t) => t.name), result });
+  },
+};
+`, { PEER_CARD: peer.cardUrl });
+  const got = await (await w.mf.dispatchFetch(w.url)).json();
+  assert.deepEqual(got.names, ['node-peer_echo']);
+  assert.equal(got.result.isError, false, got.result.output);
+  assert.equal(got.result.output, 'echo: from the edge');
+  assert.ok(got.result.metadata.polls >= 2);
+});
+
+test('both entries import in workerd; cold start (Miniflare up + first request)', async (t) => {
+  const baseline = await startWorker('export default { fetch() { return new Response("ok"); } };');
+  await baseline.mf.dispatchFetch(baseline.url);
+  const w = await startWorker(`
+import * as full from "toolnexus-wasm";
+import * as client from "toolnexus-wasm/client";
+export default {
+  fetch() {
+    return Response.json({ full: Object.keys(full).sort(), client: Object.keys(client).sort(), s: full.sanitize("a b") });
+  },
+};
+`);
+  const t0 = performance.now();
+  const got = await (await w.mf.dispatchFetch(w.url)).json();
+  const firstMs = performance.now() - t0;
+  assert.deepEqual(got.full, ['agent', 'agentTools', 'buildAgentCard', 'createA2AHandler', 'createClient', 'createToolkit', 'parseAgentsConfig', 'sanitize']);
+  assert.deepEqual(got.client, ['agent', 'agentTools', 'createToolkit', 'parseAgentsConfig', 'sanitize']);
+  assert.equal(got.s, 'a_b');
+  // A handler's first request (card), on a fresh instance: instantiation
+  // (both .wasm files compiled at startup) plus building the server.
+  const s = await startWorker(SERVING_WORKER, { LLM_URL: 'http://127.0.0.1:9/v1' });
+  const t1 = performance.now();
+  const card = await s.mf.dispatchFetch(`${s.url}/.well-known/agent-card.json`);
+  const cardMs = performance.now() - t1;
+  assert.equal(card.status, 200);
+  await card.arrayBuffer();
+  t.diagnostic(`cold start: Miniflare ready ${baseline.readyMs.toFixed(0)} ms (empty worker) vs ${w.readyMs.toFixed(0)} ms (both entries), first request ${firstMs.toFixed(0)} ms`);
+  t.diagnostic(`cold start: createA2AHandler worker ready ${s.readyMs.toFixed(0)} ms, first request (card) ${cardMs.toFixed(0)} ms`);
+});
