@@ -50,3 +50,43 @@ fn walk(dir: &Path, seen: &mut HashSet<PathBuf>, files: &mut Vec<(String, String
         }
     }
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    #[test]
+    fn follows_symlinks_once_and_ends_on_a_cycle() {
+        let root = std::env::temp_dir().join(format!("toolnexus-skills-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        write(
+            &root.join("a/greet/SKILL.md"),
+            "---\nname: greet\ndescription: says hi\n---\nSay hi.",
+        );
+        write(&root.join("a/broken/SKILL.md"), "no frontmatter here");
+        write(
+            &root.join("elsewhere/sum/SKILL.md"),
+            "---\nname: sum\n---\nAdd.",
+        );
+        // a/linked -> elsewhere (followed), a/loop -> a (a cycle).
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("a/linked")).expect("symlink");
+        std::os::unix::fs::symlink(root.join("a"), root.join("a/loop")).expect("symlink");
+        let set = load_skill_dirs(&[root.join("a")]).expect("loads");
+        let mut names: Vec<&str> = set.skills().iter().map(|s| s.name.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["greet", "sum"]);
+        assert_eq!(
+            set.skipped().len(),
+            1,
+            "the malformed one is skipped with a reason"
+        );
+        assert!(set.skipped()[0].path.ends_with("broken/SKILL.md"));
+        assert!(load_skill_dirs(&[root.join("missing")]).is_err());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

@@ -260,3 +260,33 @@ async fn demo_runs_a_task_end_to_end_offline() {
         "state changes in order"
     );
 }
+
+#[tokio::test]
+async fn public_url_is_what_the_card_advertises() {
+    let proc = start_listening(
+        &toolnexus_bin(),
+        &[
+            "serve",
+            "--addr",
+            "0.0.0.0:0",
+            "--llm",
+            "echo",
+            "--public-url",
+            "https://agents.example/desk",
+        ],
+    )
+    .await;
+    let port = proc.url.rsplit(':').next().expect("port");
+    let card = NativeTransport::shared()
+        .send(HttpRequest::get(format!(
+            "http://127.0.0.1:{port}/.well-known/agent-card.json"
+        )))
+        .await
+        .expect("card");
+    let card: Value = serde_json::from_slice(&card.body).expect("json");
+    assert_eq!(card["url"], "https://agents.example/desk/");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        "https://agents.example/desk/"
+    );
+}
