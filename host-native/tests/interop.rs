@@ -35,23 +35,22 @@ enum Sdk {
     Js,
 }
 
+/// The program and leading arguments that run one of the peer scripts:
+/// `tests/peers/<py>` under the venv's Python, or `tests/peers/<js>` under Node.
+fn peer_command(sdk: Sdk, py: &str, js: &str) -> (PathBuf, Vec<String>) {
+    let python = python(); // also checks that the peers are installed
+    match sdk {
+        Sdk::Python => (python, vec![peers().join(py).display().to_string()]),
+        Sdk::Js => (node(), vec![peers().join(js).display().to_string()]),
+    }
+}
+
 async fn official_server(sdk: Sdk, compat_03: bool) -> Proc {
-    let port = free_port().to_string();
-    let mut args: Vec<String> = match sdk {
-        Sdk::Python => vec![peers().join("py_server.py").display().to_string()],
-        Sdk::Js => vec![peers().join("js/server.mjs").display().to_string()],
-    };
-    args.extend(["--port".to_string(), port]);
+    let (program, mut args) = peer_command(sdk, "py_server.py", "js/server.mjs");
+    args.extend(["--port".to_string(), free_port().to_string()]);
     if compat_03 {
         args.push("--compat-03".into());
     }
-    let program = match sdk {
-        Sdk::Python => python(),
-        Sdk::Js => {
-            python();
-            node()
-        }
-    };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     start_listening(&program, &args).await
 }
@@ -217,19 +216,9 @@ async fn our_server() -> Proc {
 }
 
 async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
-    let mut args: Vec<String> = match sdk {
-        Sdk::Python => vec![peers().join("py_client.py").display().to_string()],
-        Sdk::Js => vec![peers().join("js/client.mjs").display().to_string()],
-    };
+    let (program, mut args) = peer_command(sdk, "py_client.py", "js/client.mjs");
     args.extend([card.to_string(), text.to_string()]);
     args.extend(extra.iter().map(|s| s.to_string()));
-    let program = match sdk {
-        Sdk::Python => python(),
-        Sdk::Js => {
-            python();
-            node()
-        }
-    };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, stdout, stderr) = run_to_end(&program, &args).await;
     (
