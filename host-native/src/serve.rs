@@ -1,9 +1,10 @@
 //! `serve`: skills and tools as an A2A agent on tokio/hyper, over the core
 //! server function.
 
-use crate::http_server::{self, ServerHandle, DEFAULT_BODY_LIMIT};
+use crate::http_server::{self, ServerHandle, StaticFiles, DEFAULT_BODY_LIMIT};
 use crate::store::AnyStore;
 use crate::{NativeTransport, Toolkit};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use tokio::sync::Notify;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
     build_agent_card, A2aConfig, A2aServer, EchoFulfiller, Fulfiller, LlmFulfiller, ServerHost,
-    ServerOptions, TaskEvent,
+    ServerOptions, TaskEvent, CARD_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
 use toolnexus_core::transport::BoxFuture;
@@ -51,6 +52,10 @@ pub struct ServeOptions {
     pub on_task: Option<OnTask>,
     /// Called after every saved state change (submitted, working, …).
     pub on_state: Option<OnState>,
+    /// A folder of static files (a browser UI) served beside the agent: every
+    /// GET and HEAD except the card's paths reads from it (`/` is its
+    /// `index.html`); `POST /`, `OPTIONS` and the card stay the agent's.
+    pub ui_dir: Option<PathBuf>,
 }
 
 /// A state-change hook: the task as just saved.
@@ -99,6 +104,7 @@ impl ServeOptions {
             body_limit: DEFAULT_BODY_LIMIT,
             on_task: None,
             on_state: None,
+            ui_dir: None,
         }
     }
 }
@@ -121,13 +127,20 @@ impl ServerHost for NativeHost {
     }
 
     fn spawn(&self, job: BoxFuture<'static, ()>) {
-        let jobs = self.jobs.clone();
-        jobs.running.fetch_add(1, Ordering::SeqCst);
-        tokio::spawn(async move {
-            job.await;
-            if jobs.running.fetch_sub(1, Ordering::SeqCst) == 1 {
-                jobs.idle.notify_waiters();
+        /// Counts the job out however it ends, a panic included.
+        struct Running(Arc<Jobs>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    self.0.idle.notify_waiters();
+                }
             }
+        }
+        self.jobs.running.fetch_add(1, Ordering::SeqCst);
+        let running = Running(self.jobs.clone());
+        tokio::spawn(async move {
+            let _running = running;
+            job.await;
         });
     }
 
@@ -186,13 +199,23 @@ impl ServeHandle {
 /// Serves `options` on `addr` (`HOST:PORT`; port 0 picks a free one).
 pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, String> {
     let (store, recovered) = AnyStore::open(&options.store).map_err(|e| e.to_string())?;
+    let ui = match &options.ui_dir {
+        Some(dir) => Some(Arc::new(
+            StaticFiles::open(dir).map_err(|e| format!("cannot serve the UI folder {e}"))?,
+        )),
+        None => None,
+    };
     let listener_addr = addr.to_string();
     // Bind first: the card needs the real port.
     let cell: Arc<std::sync::OnceLock<Arc<Server>>> = Arc::default();
     let for_handler = cell.clone();
     let handler: http_server::Handler = Arc::new(move |req| {
         let server = for_handler.get().cloned();
+        let ui = ui.clone().filter(|_| is_ui_request(&req));
         Box::pin(async move {
+            if let Some(ui) = ui {
+                return ui.respond(&req.url).await;
+            }
             match server {
                 Some(s) => s.handle(req).await,
                 None => toolnexus_core::HttpResponse {
@@ -256,6 +279,16 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Str
         http,
         jobs,
     })
+}
+
+/// Whether a request is for the UI's static files rather than the agent:
+/// a GET or HEAD of anything but the card.
+fn is_ui_request(req: &toolnexus_core::HttpRequest) -> bool {
+    matches!(req.method.as_str(), "GET" | "HEAD")
+        && !matches!(
+            http_server::url_path(&req.url),
+            CARD_PATH | LEGACY_CARD_PATH
+        )
 }
 
 /// The shared transport, for building toolkits to serve.

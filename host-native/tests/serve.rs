@@ -561,3 +561,61 @@ async fn get_task_honours_prefer_wait() {
     );
     handle.stop().await;
 }
+
+/// A fulfiller that panics on "boom" and answers "fine" otherwise.
+struct Panics;
+
+impl toolnexus_core::server::Fulfiller for Panics {
+    fn fulfil(
+        &self,
+        r: toolnexus_core::server::FulfilRequest,
+    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+        Box::pin(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            if r.text == "boom" {
+                panic!("a bug in the fulfiller");
+            }
+            Ok("fine".to_string())
+        })
+    }
+}
+
+/// A panicking fulfilment never hangs a blocking caller or leaves the task
+/// `working`: it ends failed, and the server keeps serving.
+#[tokio::test]
+async fn a_panicking_fulfilment_fails_the_task_and_frees_the_caller() {
+    let handle = serve_with(ServeOptions::new(
+        toolkit_with(SkillSet::new()),
+        Model::Custom(Arc::new(Panics)),
+    ))
+    .await;
+    let send = |text: &str| json!({"message": {"role": "user", "messageId": "m", "parts": [{"kind": "text", "text": text}]}});
+    let v = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        rpc(&handle.url, None, "message/send", send("boom")),
+    )
+    .await
+    .expect("the blocking caller got an answer");
+    let id = v["result"]["id"].as_str().expect("id").to_string();
+    let mut state = String::new();
+    for _ in 0..200 {
+        let got = rpc(&handle.url, None, "tasks/get", json!({"id": id})).await;
+        state = got["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if state == "failed" {
+            let text = got["result"]["status"]["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            assert_eq!(text, toolnexus_core::server::CRASHED);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(state, "failed");
+    let v = rpc(&handle.url, None, "message/send", send("again")).await;
+    assert_eq!(v["result"]["status"]["state"], "completed");
+    handle.stop().await;
+}

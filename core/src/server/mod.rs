@@ -402,7 +402,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         };
         self.start(request);
         let task = match settled {
-            Some(rx) => rx.await.unwrap_or(task),
+            Some(rx) => match rx.await {
+                Ok(settled) => settled,
+                // Released without settling (the job died): answer what is stored now.
+                Err(_) => self
+                    .store
+                    .get(&task.id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or(task),
+            },
             None => task,
         };
         // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
@@ -434,11 +444,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         );
         let server = self.clone();
         let job = async move {
-            let id = request.task_id.clone();
+            // However the job ends (settled, aborted by a cancel, an early
+            // return, a panic), nobody is left waiting on it.
+            let mut release = ReleaseWaiters {
+                server: server.clone(),
+                id: request.task_id.clone(),
+                finished: false,
+            };
             let work = server.clone().fulfil(request);
             // Aborted means canceled: `cancel` has already saved and announced it.
             let _ = Abortable::new(work, registration).await;
-            lock(&server.running).remove(&id);
+            release.finished = true;
         };
         self.host.spawn(Box::pin(job));
     }
@@ -474,6 +490,21 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
         };
         self.settle(task, request.skill, request.text, Some(result))
+            .await;
+    }
+
+    /// Fails a task that is not finished yet, with `reason` as its message.
+    async fn fail_if_unfinished(&self, id: &str, reason: &str) {
+        let Some(mut task) = self.load_for_update(id).await else {
+            return;
+        };
+        if task.state.is_terminal() {
+            return;
+        }
+        task.state = TaskState::Failed;
+        task.status_message = Some(Message::agent_text(self.host.new_id(), reason.to_string()));
+        let text = task.history.first().map(Message::text).unwrap_or_default();
+        self.settle(task, None, text, Some(reason.to_string()))
             .await;
     }
 
@@ -550,6 +581,34 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         task.state = TaskState::Canceled;
         self.settle(task.clone(), skill, text, None).await;
         Ok(Answer::task(task, shape, None))
+    }
+}
+
+/// Dropped when a fulfilment job ends: forgets the job and drops the
+/// senders of anyone still waiting on its task, so a blocking SendMessage
+/// answers with the task as last stored instead of hanging.
+struct ReleaseWaiters<S: TaskStore, H: ServerHost, F: Fulfiller> {
+    server: Arc<A2aServer<S, H, F>>,
+    id: String,
+    /// The job ran to its end (settled, canceled, or gave up on a store error).
+    finished: bool,
+}
+
+/// The status text of a task whose fulfilment panicked.
+pub const CRASHED: &str = "the agent failed unexpectedly while working on this task";
+
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for ReleaseWaiters<S, H, F> {
+    fn drop(&mut self) {
+        lock(&self.server.running).remove(&self.id);
+        lock(&self.server.waiters).remove(&self.id);
+        // Unwinding from a panic in the fulfiller: fail the task rather than
+        // leave it `working` forever.
+        if !self.finished && std::thread::panicking() {
+            let (server, id) = (self.server.clone(), self.id.clone());
+            self.server.host.spawn(Box::pin(async move {
+                server.fail_if_unfinished(&id, CRASHED).await
+            }));
+        }
     }
 }
 
