@@ -7,8 +7,9 @@
 # wasm/tests/package-lock.json) and Debian's chromium + chromium-driver.
 #
 # Suites:
-#   core-wasm32   the core's unit tests compiled to wasm32 (wasip1) and run in
-#                 Node's WASI, with and without the server feature
+#   core-wasm32   the core's unit tests on wasm32-unknown-unknown (the target
+#                 the package ships) under Node, through wasm-bindgen-test-runner,
+#                 with and without the server feature; each run must run > 0 tests
 #   package       the "env" import gate, the exports map, the .d.ts under tsc
 #   node          the seed scenarios through the tarball, Node ESM + CJS
 #   chromium      a page in headless Chromium (Playwright) calling a local agent
@@ -88,18 +89,29 @@ fi
 
 # --- suites ----------------------------------------------------------------------
 if wants core-wasm32; then
-  say "core-wasm32: cargo test -p toolnexus-core --target wasm32-wasip1 (in Node's WASI)"
-  rustup target list --installed | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
+  say "core-wasm32: cargo test -p toolnexus-core --target wasm32-unknown-unknown (Node, wasm-bindgen-test-runner)"
+  # build.sh installed wasm-bindgen-cli at the Cargo.lock version; the test
+  # runner ships with it and must match the wasm-bindgen-test in the build.
+  WB_VERSION="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$ROOT/Cargo.lock")"
+  wasm-bindgen-test-runner --version 2>/dev/null | grep -qx "wasm-bindgen-test-runner $WB_VERSION" ||
+    die "wasm-bindgen-test-runner $WB_VERSION is not on PATH (wasm/build.sh installs it)"
   pass=0 failn=0
   for features in "" "--no-default-features"; do
     log="$(mktemp)"
-    (cd "$ROOT" && CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $TESTS/wasi-run.mjs" \
-      timeout 900 cargo test -p toolnexus-core --target wasm32-wasip1 $features 2>&1) | tee "$log" |
+    # No browser switch: wasm-bindgen-test-runner runs the tests in Node.
+    (cd "$ROOT" && CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+      timeout 900 cargo test -p toolnexus-core --target wasm32-unknown-unknown $features 2>&1) | tee "$log" |
       grep -E '^(test result|running|error)|panicked|FAILED'
     rc=${PIPESTATUS[0]}
     p=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^passed/) s += $i } END { print s + 0 }' "$log")
     f=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^failed/) s += $i } END { print s + 0 }' "$log")
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    # A run that executed no test (say, a runner that found none) is a failure.
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+      echo "[test] core-wasm32 ${features:-(default features)}: ran 0 tests" >&2
+      f=1
+    fi
+    echo "[test] core-wasm32 ${features:-(default features)}: $p passed, $f failed"
     pass=$((pass + p)) failn=$((failn + f))
     rm -f "$log"
   done

@@ -76,6 +76,8 @@ pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn env(name: &str) -> Option<String> {
         match name {

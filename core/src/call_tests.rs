@@ -4,6 +4,8 @@ use super::*;
 use crate::driver::drive;
 use crate::testing::{block_on, completed, task, task_with_message, Reply, ScriptedPeer};
 use serde_json::{json, Value};
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 fn spec(dialect: Dialect) -> CallSpec {
     CallSpec {

@@ -173,6 +173,8 @@ impl AgentCard {
 mod tests {
     use super::*;
     use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn card(v: Value) -> AgentCard {
         AgentCard::from_value(&v).expect("a card")

@@ -46,6 +46,8 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
 mod tests {
     use super::*;
     use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     // Seed 002, example 1.
     #[test]

@@ -154,6 +154,8 @@ pub fn parse_reply(resp: &HttpResponse, url: &str) -> Result<Value, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn body(req: &HttpRequest) -> Value {
         serde_json::from_slice(&req.body).expect("json body")

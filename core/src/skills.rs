@@ -527,6 +527,8 @@ impl SkillSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     const GOOD: &str = "---\nname: pdf-tools\ndescription: Work with PDF files\n---\n\n# PDF tools\n\nUse `pdftotext`.\n";
 

@@ -432,6 +432,8 @@ impl SendResult {
 mod tests {
     use super::*;
     use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn states_read_in_every_spelling() {

@@ -97,6 +97,8 @@ pub fn to_gemini(specs: &[ToolSpec]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn spec() -> ToolSpec {
         ToolSpec {

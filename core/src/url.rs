@@ -47,6 +47,8 @@ pub fn resolve(base: &str, reference: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn origin_is_scheme_and_authority() {

@@ -4,7 +4,7 @@ use crate::convert::{
     core_error, get, is_absent, misuse, opt_string, opt_u64, req_string, ser_to_js, string_pairs,
 };
 use crate::handles::{self, Handle};
-use crate::toolkit::{run_llm, CoreToolkit};
+use crate::toolkit::CoreToolkit;
 use crate::transport::JsTransport;
 use js_sys::Promise;
 use std::rc::Rc;
@@ -81,9 +81,9 @@ impl Client {
     pub fn run(&self, prompt: JsValue, options: JsValue) -> Promise {
         let cfg = self.cfg.clone();
         let toolkit = get(&options, "toolkit");
-        let segments = match handles::find(&toolkit) {
-            Some(Handle::Toolkit(s)) => Ok(s.snapshot()),
-            _ if is_absent(&toolkit) => Ok(vec![Rc::new(CoreToolkit::new(JsTransport))]),
+        let toolkit = match handles::find(&toolkit) {
+            Some(Handle::Toolkit(s)) => Ok(s.current()),
+            _ if is_absent(&toolkit) => Ok(Rc::new(CoreToolkit::new(JsTransport))),
             _ => Err(misuse(
                 "options.toolkit must be a Toolkit from createToolkit",
             )),
@@ -92,8 +92,9 @@ impl Client {
             .as_string()
             .ok_or_else(|| misuse("run(prompt): prompt must be a string"));
         future_to_promise(async move {
-            let (segments, prompt) = (segments?, prompt?);
-            let result = run_llm(&segments, &cfg, &prompt)
+            let (toolkit, prompt) = (toolkit?, prompt?);
+            let result = toolkit
+                .run_llm(&cfg, &prompt)
                 .await
                 .map_err(|e| core_error(&e))?;
             Ok(ser_to_js(&result))

@@ -14,7 +14,7 @@ use crate::convert::{
 use crate::handles::{self, Handle};
 use crate::skills::{skill_list, skill_set};
 use crate::store::HandlerStore;
-use crate::toolkit::{run_llm, CoreToolkit, Segments};
+use crate::toolkit::{CoreToolkit, SharedToolkit};
 use crate::transport::{new_id, JsTransport};
 use js_sys::{Function, Object, Promise, Uint8Array};
 use std::cell::{OnceCell, RefCell};
@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, FulfilRequest, Fulfiller, MemoryStore,
-    ServerHost, ServerOptions, TaskEvent,
+    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, FulfilRequest, Fulfiller, LlmFulfiller,
+    MemoryStore, ServerHost, ServerOptions, TaskEvent,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::transport::BoxFuture;
@@ -166,26 +166,40 @@ impl ServerHost for WasmHost {
 // ---------------------------------------------------------------------------
 // Who answers tasks
 
-/// Runs the LLM client loop with the skills (and the optional toolkit's tools).
+/// Runs the LLM client loop with the skills (and the optional toolkit's tools):
+/// the core's [`LlmFulfiller`] over the toolkit as it is when a task starts.
 struct ModelFulfiller {
     llm: Rc<LlmConfig>,
-    skills: Rc<CoreToolkit>,
-    toolkit: Option<Rc<Segments>>,
+    /// A toolkit with the handler's skills only.
+    skills: Arc<CoreToolkit>,
+    toolkit: Option<Rc<SharedToolkit>>,
+}
+
+impl ModelFulfiller {
+    /// The toolkit a task runs with: the JS toolkit as it is now, its skills
+    /// replaced by the handler's (when the handler has any).
+    fn toolkit(&self) -> Arc<CoreToolkit> {
+        let Some(shared) = &self.toolkit else {
+            return self.skills.clone();
+        };
+        let mut tk = CoreToolkit::clone(&shared.current());
+        if let Some(skills) = self.skills.skills().filter(|s| !s.is_empty()) {
+            tk.add_skills(skills.clone());
+        }
+        // An Arc for the core's fulfiller; nothing here crosses threads.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let tk = Arc::new(tk);
+        tk
+    }
 }
 
 impl Fulfiller for ModelFulfiller {
     fn fulfil(&self, request: FulfilRequest) -> BoxFuture<'static, Result<String, String>> {
-        let mut segments = vec![self.skills.clone()];
-        if let Some(t) = &self.toolkit {
-            segments.extend(t.snapshot());
+        LlmFulfiller {
+            toolkit: self.toolkit(),
+            llm: LlmConfig::clone(&self.llm),
         }
-        let llm = self.llm.clone();
-        Box::pin(async move {
-            run_llm(&segments, &llm, &request.text)
-                .await
-                .map(|r| r.text)
-                .map_err(|e| format!("the model call failed: {e}"))
-        })
+        .fulfil(request)
     }
 }
 
@@ -351,11 +365,12 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
             Some(Handle::Client(llm)) => {
                 let mut tk = CoreToolkit::new(JsTransport);
                 tk.add_skills(skills.clone());
-                // Fulfillers are Arcs in the core; nothing here crosses threads.
+                // Fulfillers and toolkits are Arcs in the core; nothing here
+                // crosses threads.
                 #[allow(clippy::arc_with_non_send_sync)]
                 let f = Arc::new(ModelFulfiller {
                     llm,
-                    skills: Rc::new(tk),
+                    skills: Arc::new(tk),
                     toolkit,
                 });
                 f

@@ -7,7 +7,7 @@
 //! exposed as the hidden getter `__toolnexusHandle`, and unregisters on free.
 
 use crate::convert::get;
-use crate::toolkit::Segments;
+use crate::toolkit::SharedToolkit;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -16,7 +16,7 @@ use wasm_bindgen::JsValue;
 /// What a handle stands for.
 #[derive(Clone)]
 pub enum Handle {
-    Toolkit(Rc<Segments>),
+    Toolkit(Rc<SharedToolkit>),
     #[cfg(feature = "server")]
     Client(Rc<toolnexus_core::llm::LlmConfig>),
 }

@@ -1,13 +1,10 @@
 //! `createToolkit` and the `Toolkit` class.
 //!
-//! A JS toolkit is a list of core toolkits ("segments"): the one built by
-//! `createToolkit`, then one more per `addAgent`. The core's
-//! `Toolkit::add_agent` needs `&mut` across the card fetch, while JS may be
-//! running `execute` on the same toolkit at that moment; a new segment per
-//! added agent keeps every running call's toolkit untouched. Lookups go
-//! through the segments in order, so the first tool of a name wins.
-//! (With a synchronous "add resolved tools" in the core this collapses to one
-//! segment; see the crate README.)
+//! A JS toolkit is one core toolkit behind a `RefCell<Rc<_>>`
+//! ([`SharedToolkit`]). Every call takes the `Rc` current when it starts;
+//! `addAgent` resolves the agent without touching the toolkit, then swaps in
+//! an extended clone (tools are shared between clones), so calls in flight
+//! keep the toolkit they started with.
 
 use crate::abort::Abort;
 use crate::agent::{agent_from_js, agents_from_js};
@@ -20,11 +17,10 @@ use crate::transport::JsTransport;
 use js_sys::{Array, Function, Object, Promise};
 use serde_json::{json, Value};
 use std::cell::RefCell;
-use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 use toolnexus_core::toolkit::HostFn;
-use toolnexus_core::{Agent, ToolResult, ToolSpec};
+use toolnexus_core::{agent_tools, A2aTool, Agent, Error, ToolResult, ToolSpec};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
@@ -32,83 +28,32 @@ use wasm_bindgen_futures::{future_to_promise, JsFuture};
 /// The core toolkit over the JS transport.
 pub type CoreToolkit = toolnexus_core::Toolkit<JsTransport>;
 
-/// The segments of one JS toolkit (never empty).
-pub struct Segments(RefCell<Vec<Rc<CoreToolkit>>>);
+/// The state of one JS toolkit, shared with `run({toolkit})` and
+/// `createA2AHandler({toolkit})`: the current core toolkit.
+pub struct SharedToolkit(RefCell<Rc<CoreToolkit>>);
 
-impl Segments {
-    pub fn new(first: CoreToolkit) -> Self {
-        Segments(RefCell::new(vec![Rc::new(first)]))
+impl SharedToolkit {
+    fn new(tk: CoreToolkit) -> Self {
+        SharedToolkit(RefCell::new(Rc::new(tk)))
     }
 
-    /// The segments now; later `addAgent`s do not change the copy.
-    pub fn snapshot(&self) -> Vec<Rc<CoreToolkit>> {
+    /// The toolkit now; a later `addAgent` does not change it.
+    pub fn current(&self) -> Rc<CoreToolkit> {
         self.0.borrow().clone()
     }
-}
 
-/// Every tool, first of a name wins.
-pub fn all_tools(segments: &[Rc<CoreToolkit>]) -> Vec<ToolSpec> {
-    let mut out: Vec<ToolSpec> = Vec::new();
-    for spec in segments.iter().flat_map(|s| s.tools()) {
-        if !out.iter().any(|t| t.name == spec.name) {
-            out.push(spec);
-        }
+    /// Adds an agent resolved with [`agent_tools`] (its tools, or its failure)
+    /// to a clone of the current toolkit and makes that clone current.
+    fn add_resolved(
+        &self,
+        agent: &Agent,
+        resolved: Result<Vec<A2aTool>, Error>,
+    ) -> Result<Vec<String>, Error> {
+        let mut next = CoreToolkit::clone(&self.current());
+        let added = next.add_resolved(agent, resolved);
+        *self.0.borrow_mut() = Rc::new(next);
+        added
     }
-    out
-}
-
-/// Runs tool `name` on the first segment that has it (the core answers
-/// "Unknown tool" when none does).
-pub async fn execute(
-    segments: &[Rc<CoreToolkit>],
-    name: &str,
-    args: Value,
-    abort: impl Future<Output = ()>,
-) -> ToolResult {
-    let owner = segments
-        .iter()
-        .find(|s| s.get(name).is_some())
-        .or(segments.first());
-    match owner {
-        Some(tk) => tk.execute_with_abort(name, args, abort).await,
-        None => ToolResult::error(format!("Unknown tool: {name}")),
-    }
-}
-
-/// Runs the LLM loop with every tool of `segments` offered.
-#[cfg(feature = "server")]
-pub async fn run_llm(
-    segments: &[Rc<CoreToolkit>],
-    cfg: &toolnexus_core::llm::LlmConfig,
-    prompt: &str,
-) -> Result<toolnexus_core::llm::RunResult, toolnexus_core::Error> {
-    if let [only] = segments {
-        return only.run_llm(cfg, prompt).await;
-    }
-    // Several segments: what `Toolkit::run_llm` does, over all of them.
-    let mut cfg = cfg.clone();
-    let skills_prompt = segments
-        .iter()
-        .map(|s| s.skills_prompt())
-        .find(|p| !p.is_empty())
-        .unwrap_or_default();
-    if !skills_prompt.is_empty() {
-        cfg.system_prompt = Some(match cfg.system_prompt.take() {
-            Some(own) if !own.trim().is_empty() => format!("{own}\n\n{skills_prompt}"),
-            _ => skills_prompt,
-        });
-    }
-    let run = |call: toolnexus_core::llm::ToolCall| async move {
-        execute(segments, &call.name, call.arguments, std::future::pending()).await
-    };
-    toolnexus_core::llm::run(
-        &JsTransport,
-        &cfg,
-        prompt.to_string(),
-        all_tools(segments),
-        run,
-    )
-    .await
 }
 
 /// A host tool `{name, description?, inputSchema?, execute}`.
@@ -263,22 +208,22 @@ pub async fn create_toolkit(options: JsValue) -> Result<Toolkit, JsValue> {
             ));
         }
     }
-    Ok(Toolkit::new(Segments::new(tk)))
+    Ok(Toolkit::new(tk))
 }
 
 /// Tools from A2A agents, skills and the host behind one `execute(name, args)`.
 #[wasm_bindgen]
 pub struct Toolkit {
     handle: u32,
-    segments: Rc<Segments>,
+    shared: Rc<SharedToolkit>,
 }
 
 impl Toolkit {
-    fn new(segments: Segments) -> Self {
-        let segments = Rc::new(segments);
+    fn new(tk: CoreToolkit) -> Self {
+        let shared = Rc::new(SharedToolkit::new(tk));
         Toolkit {
-            handle: handles::register(Handle::Toolkit(segments.clone())),
-            segments,
+            handle: handles::register(Handle::Toolkit(shared.clone())),
+            shared,
         }
     }
 }
@@ -299,7 +244,7 @@ impl Toolkit {
 
     /// Every tool's `{name, description, inputSchema, source}`, in order.
     pub fn tools(&self) -> JsValue {
-        specs_to_js(&all_tools(&self.segments.snapshot()))
+        specs_to_js(&self.shared.current().tools())
     }
 
     /// One tool's spec, or `undefined`.
@@ -307,22 +252,22 @@ impl Toolkit {
         let Some(name) = name.as_string() else {
             return JsValue::UNDEFINED;
         };
-        all_tools(&self.segments.snapshot())
-            .iter()
-            .find(|t| t.name == name)
+        self.shared
+            .current()
+            .get(&name)
             .map_or(JsValue::UNDEFINED, spec_to_js)
     }
 
     /// `execute(name, args, {signal}?)`: never rejects; an unknown name is
     /// `{isError: true, output: "Unknown tool: <name>"}`.
     pub fn execute(&self, name: JsValue, args: JsValue, options: JsValue) -> Promise {
-        let segments = self.segments.snapshot();
+        let tk = self.shared.current();
         let name = name.as_string().unwrap_or_default();
         let args = to_json(&args, "args");
         let abort = Abort::from_options(&options);
         future_to_promise(async move {
             let result = match (args, abort) {
-                (Ok(args), Ok(abort)) => execute(&segments, &name, args, abort).await,
+                (Ok(args), Ok(abort)) => tk.execute_with_abort(&name, args, abort).await,
                 (Err(e), _) | (_, Err(e)) => ToolResult::error(error_text(&e)),
             };
             Ok(result_to_js(&result))
@@ -331,21 +276,18 @@ impl Toolkit {
 
     /// `addAgent(agentOrCardUrl)`: resolves one agent now; the names of the
     /// tools it added (names already taken are not added). Rejects with a
-    /// kinded `Error` when the agent cannot be resolved.
+    /// kinded `Error` when the agent cannot be resolved (also in `failures()`).
     #[wasm_bindgen(js_name = addAgent)]
     pub fn add_agent(&self, agent: JsValue) -> Promise {
-        let segments = self.segments.clone();
+        let shared = self.shared.clone();
         let agent = agent_from_js(&agent);
         future_to_promise(async move {
-            let mut tk = CoreToolkit::new(JsTransport);
-            let names = tk.add_agent(agent?).await.map_err(|e| core_error(&e))?;
-            let taken = all_tools(&segments.snapshot());
-            let added: Array = names
-                .iter()
-                .filter(|n| !taken.iter().any(|t| &t.name == *n))
-                .map(|n| JsValue::from(n.as_str()))
-                .collect();
-            segments.0.borrow_mut().push(Rc::new(tk));
+            let agent = agent?;
+            let resolved = agent_tools(&JsTransport, &agent).await;
+            let names = shared
+                .add_resolved(&agent, resolved)
+                .map_err(|e| core_error(&e))?;
+            let added: Array = names.iter().map(|n| JsValue::from(n.as_str())).collect();
             Ok(added.into())
         })
     }
@@ -353,38 +295,30 @@ impl Toolkit {
     /// The tools as OpenAI `tools` entries.
     #[wasm_bindgen(js_name = toOpenAI)]
     pub fn to_openai(&self) -> JsValue {
-        values_to_js(&toolnexus_core::tool::to_openai(&all_tools(
-            &self.segments.snapshot(),
-        )))
+        values_to_js(&self.shared.current().to_openai())
     }
 
     /// The tools as Anthropic `tools` entries.
     #[wasm_bindgen(js_name = toAnthropic)]
     pub fn to_anthropic(&self) -> JsValue {
-        values_to_js(&toolnexus_core::tool::to_anthropic(&all_tools(
-            &self.segments.snapshot(),
-        )))
+        values_to_js(&self.shared.current().to_anthropic())
     }
 
     /// The tools as Gemini `functionDeclarations`.
     #[wasm_bindgen(js_name = toGemini)]
     pub fn to_gemini(&self) -> JsValue {
-        values_to_js(&toolnexus_core::tool::to_gemini(&all_tools(
-            &self.segments.snapshot(),
-        )))
+        values_to_js(&self.shared.current().to_gemini())
     }
 
     /// The agents that could not be resolved: `{card, kind, message}`.
     pub fn failures(&self) -> JsValue {
         let out = Array::new();
-        for seg in self.segments.snapshot() {
-            for f in seg.failures() {
-                let o: JsValue = Object::new().into();
-                crate::convert::set(&o, "card", &f.card.as_str().into());
-                crate::convert::set(&o, "kind", &f.error.kind().into());
-                crate::convert::set(&o, "message", &f.error.to_string().into());
-                out.push(&o);
-            }
+        for f in self.shared.current().failures() {
+            let o: JsValue = Object::new().into();
+            crate::convert::set(&o, "card", &f.card.as_str().into());
+            crate::convert::set(&o, "kind", &f.error.kind().into());
+            crate::convert::set(&o, "message", &f.error.to_string().into());
+            out.push(&o);
         }
         out.into()
     }

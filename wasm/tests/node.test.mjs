@@ -238,9 +238,17 @@ describe('config and toolkit', () => {
     const controller = new AbortController();
     const running = tk.execute('late_echo', { task: 'slow' }, { signal: controller.signal });
     await eventually(() => p.methods().some((m) => m === 'GetTask' || m === 'tasks/get'), 5000, 'a poll');
+    // A call in flight keeps its toolkit while addAgent swaps in a bigger one.
+    const other = await peer({ name: 'later' });
+    assert.deepEqual(await tk.addAgent({ card: other.cardUrl, pollEvery: 10 }), ['later_echo']);
+    assert.deepEqual(tk.tools().map((t) => t.name), ['late_echo', 'later_echo']);
     controller.abort();
     assert.equal((await withTimeout(running, 5000, 'abort')).metadata.state, 'canceled');
-    await rejectsWithKind(tk.addAgent('http://127.0.0.1:9/.well-known/agent-card.json'), 'transport');
+    const dead = 'http://127.0.0.1:9/.well-known/agent-card.json';
+    await rejectsWithKind(tk.addAgent(dead), 'transport');
+    assert.deepEqual(tk.failures().map((f) => [f.card, f.kind]), [[dead, 'transport']]);
+    assert.deepEqual(tk.tools().map((t) => t.name), ['late_echo', 'later_echo']);
+    assert.equal((await tk.execute('later_echo', { task: 'after' })).output, 'echo: after');
   });
 });
 
@@ -366,6 +374,43 @@ describe('inbound: serve skills and resolve them', () => {
     assert.deepEqual(llm.calls[0].body.tools.map((t) => t.function.name), ['noop', 'remote_echo']);
     await rejectsWithKind(tn.createClient({ baseUrl: 'http://127.0.0.1:9', style: 'openai', model: 'm' }).run('x'), 'transport');
     assert.throws(() => tn.createClient({ baseUrl: 'x', style: 'nope', model: 'm' }), (e) => e.kind === 'misuse');
+  });
+
+  test('createA2AHandler with a toolkit: the handler skills, the host tools and an agent added later', async () => {
+    const p = await peer({ name: 'remote' });
+    const llm = await startStubLlm((body) => {
+      const done = body.messages.find((m) => m.role === 'tool');
+      return done ? { content: `final: ${done.content}` } : toolCall('remote_echo', { task: 'via the handler' });
+    });
+    closers.push(llm.close);
+    const tk = await tn.createToolkit({
+      tools: [{ name: 'noop', execute: () => 'ok' }],
+      skills: [{ name: 'own-skill', description: 'The toolkit skill', content: 'unused' }],
+    });
+    const handler = tn.createA2AHandler({
+      skills,
+      client: tn.createClient({ baseUrl: llm.baseUrl, style: 'openai', model: 'stub-model' }),
+      toolkit: tk,
+    });
+    // Added after the handler was made: the next task sees it.
+    await tk.addAgent({ card: p.cardUrl, pollEvery: 10 });
+    const server = await serveFetch((req) => handler(req));
+    closers.push(server.close);
+    const tools = await tn.agentTools({ card: `${server.url}/.well-known/agent-card.json`, pollEvery: 20 });
+    const r = await tools[0].execute({ task: 'go' });
+    assert.equal(r.isError, false, r.output);
+    assert.equal(r.output, 'final: echo: via the handler');
+    const first = llm.calls[0].body;
+    assert.deepEqual(first.tools.map((t) => t.function.name).sort(), ['noop', 'remote_echo', 'skill']);
+    // The handler's skills replace the toolkit's own, in the tool and the prompt.
+    const skill = first.tools.find((t) => t.function.name === 'skill');
+    assert.deepEqual(skill.function.parameters.properties.name.enum, ['hello-world', 'summarize']);
+    const system = first.messages.find((m) => m.role === 'system')?.content ?? '';
+    assert.match(system, /hello-world/);
+    assert.doesNotMatch(system, /own-skill/);
+    // The toolkit itself is unchanged.
+    assert.deepEqual(tk.tools().map((t) => t.name).sort(), ['noop', 'remote_echo', 'skill']);
+    assert.deepEqual(tk.get('skill').inputSchema.properties.name.enum, ['own-skill']);
   });
 
   test('the wasm client calls the native server (toolnexus serve --llm echo)', async () => {

@@ -194,6 +194,8 @@ mod tests {
     use super::*;
     use crate::task::TaskState;
     use crate::testing::block_on;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn task(id: &str, state: TaskState) -> Task {
         Task {
