@@ -32,4 +32,9 @@ if [[ -f wasm/test.sh ]]; then
   bash wasm/test.sh
 fi
 
+if [[ -f www/test.sh ]]; then
+  step "browser UI: the page in headless Chromium beside toolnexus serve --ui (www/test.sh)"
+  bash www/test.sh
+fi
+
 step "all suites passed"

@@ -22,8 +22,12 @@ impl ServerHost for Host {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let card = toolnexus_core::server::build_agent_card(&Default::default(), &[], "http://127.0.0.1:1/");
-    let options = ServerOptions { card: Some(card), cors_origin: Some("*".into()) };
+    let card =
+        toolnexus_core::server::build_agent_card(&Default::default(), &[], "http://127.0.0.1:1/");
+    let options = ServerOptions {
+        card: Some(card),
+        cors_origin: Some("*".into()),
+    };
     let server = A2aServer::new(options, MemoryStore::default(), Host, EchoFulfiller);
     let send = HttpRequest::post_json(
         "/",
@@ -32,10 +36,17 @@ async fn main() {
     .with_header("A2A-Version", "1.0");
     let created = server.handle(send).await;
     let v: serde_json::Value = serde_json::from_slice(&created.body).expect("json");
-    let id = v["result"]["task"]["id"].as_str().expect("task id").to_string();
-    let get = HttpRequest::post_json("/", format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{id}"}}}}"#).into_bytes())
-        .with_header("Host", "127.0.0.1:8080")
-        .with_header("A2A-Version", "1.0");
+    let id = v["result"]["task"]["id"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    let get = HttpRequest::post_json(
+        "/",
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{id}"}}}}"#)
+            .into_bytes(),
+    )
+    .with_header("Host", "127.0.0.1:8080")
+    .with_header("A2A-Version", "1.0");
     let check = server.handle(get.clone()).await;
     assert!(String::from_utf8_lossy(&check.body).contains("TASK_STATE_COMPLETED"));
 

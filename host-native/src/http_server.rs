@@ -7,6 +7,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -137,4 +138,206 @@ async fn handle(
             *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
             r
         })
+}
+
+/// The files of one folder, served read-only on GET and HEAD (the browser UI
+/// beside an agent: `toolnexus serve --ui DIR`).
+///
+/// A request only ever reaches a file under the folder: `..` segments,
+/// backslashes, colons, NULs and malformed percent-encodings are refused with
+/// 400, dot-files are 404, and a symlink leading out of the folder is 404. A
+/// folder path serves its `index.html`.
+#[derive(Clone, Debug)]
+pub struct StaticFiles {
+    root: PathBuf,
+}
+
+impl StaticFiles {
+    /// Opens `dir`; fails (with the folder's name in the message) unless it
+    /// is an existing folder.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, String> {
+        let dir = dir.as_ref();
+        let root = dir
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !root.is_dir() {
+            return Err(format!("{}: not a directory", dir.display()));
+        }
+        Ok(StaticFiles { root })
+    }
+
+    /// The folder, canonicalised.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Answers a GET or HEAD of `url` (origin-form `/path?query`, or absolute).
+    pub async fn respond(&self, url: &str) -> HttpResponse {
+        let rel = match request_path(url) {
+            Ok(rel) => rel,
+            Err(status) => return plain_text(status),
+        };
+        let root = self.root.clone();
+        let found = tokio::task::spawn_blocking(move || read_under(&root, &rel))
+            .await
+            .ok()
+            .flatten();
+        match found {
+            Some((name, body)) => HttpResponse {
+                status: 200,
+                headers: vec![
+                    ("Content-Type".into(), content_type(&name).into()),
+                    ("X-Content-Type-Options".into(), "nosniff".into()),
+                    // Rebuilt pages show at the next reload.
+                    ("Cache-Control".into(), "no-cache".into()),
+                ],
+                body,
+            },
+            None => plain_text(404),
+        }
+    }
+}
+
+fn plain_text(status: u16) -> HttpResponse {
+    let text: &[u8] = match status {
+        400 => b"bad path\n",
+        _ => b"not found\n",
+    };
+    HttpResponse {
+        status,
+        headers: vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
+        body: text.to_vec(),
+    }
+}
+
+/// The path of a request URL without origin, query or fragment.
+pub fn url_path(url: &str) -> &str {
+    let path = match url.find("://") {
+        Some(i) if !url.starts_with('/') => {
+            let rest = &url[i + 3..];
+            rest.find('/').map(|j| &rest[j..]).unwrap_or("/")
+        }
+        _ => url,
+    };
+    path.split(['?', '#']).next().unwrap_or("/")
+}
+
+/// The file a URL names, relative to the served folder; `Err(400)` for a path
+/// that could leave the folder, `Err(404)` for dot-files.
+fn request_path(url: &str) -> Result<PathBuf, u16> {
+    let decoded = percent_decode(url_path(url)).ok_or(400u16)?;
+    let text = String::from_utf8(decoded).map_err(|_| 400u16)?;
+    if text.contains(['\\', '\0', ':']) {
+        return Err(400);
+    }
+    let mut rel = PathBuf::new();
+    for segment in text.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => return Err(400),
+            s if s.starts_with('.') => return Err(404),
+            s => rel.push(s),
+        }
+    }
+    Ok(rel)
+}
+
+fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// Reads `root/rel` (its `index.html` for a folder) when the real file,
+/// symlinks resolved, is inside `root`. Returns the requested name and bytes.
+fn read_under(root: &Path, rel: &Path) -> Option<(PathBuf, Vec<u8>)> {
+    let mut path = root.join(rel);
+    if path.is_dir() {
+        path.push("index.html");
+    }
+    let real = path.canonicalize().ok()?;
+    if !real.starts_with(root) || !real.is_file() {
+        return None;
+    }
+    let body = std::fs::read(&real).ok()?;
+    Some((path, body))
+}
+
+/// The Content-Type for a file name's extension.
+pub fn content_type(name: &Path) -> &'static str {
+    let ext = name
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    match ext.as_str() {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "json" | "map" => "application/json",
+        "wasm" => "application/wasm",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "ico" => "image/x-icon",
+        "woff2" => "font/woff2",
+        "txt" | "md" => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_paths_stay_inside_the_folder() {
+        assert_eq!(request_path("/"), Ok(PathBuf::new()));
+        assert_eq!(request_path("/app.js?v=1"), Ok(PathBuf::from("app.js")));
+        assert_eq!(
+            request_path("http://h:1/a/./b.css"),
+            Ok(PathBuf::from("a/b.css"))
+        );
+        assert_eq!(request_path("/a%20b.txt"), Ok(PathBuf::from("a b.txt")));
+        for bad in [
+            "/../Cargo.toml",
+            "/a/../../x",
+            "/%2e%2e/Cargo.toml",
+            "/%2E%2E%2FCargo.toml",
+            "/..%5cCargo.toml",
+            "/a%00b",
+            "/%zz",
+            "/%2",
+            "/c:/x",
+            "/%ff",
+        ] {
+            assert_eq!(request_path(bad), Err(400), "{bad}");
+        }
+        assert_eq!(request_path("/.git/config"), Err(404));
+        assert_eq!(request_path("/%252e%252e/x"), Ok(PathBuf::from("%2e%2e/x")));
+    }
+
+    #[test]
+    fn content_types_by_extension() {
+        assert_eq!(content_type(Path::new("a.wasm")), "application/wasm");
+        assert_eq!(
+            content_type(Path::new("index.HTML")),
+            "text/html; charset=utf-8"
+        );
+        assert_eq!(content_type(Path::new("x")), "application/octet-stream");
+    }
 }

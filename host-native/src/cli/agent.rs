@@ -68,6 +68,10 @@ pub struct ServeArgs {
     /// The environment variable holding the API key [default: OPENAI_API_KEY or ANTHROPIC_API_KEY]
     #[arg(long = "api-key-env", value_name = "NAME")]
     api_key_env: Option<String>,
+    /// Also serve this folder's static files (the browser UI: www/dist) on GET;
+    /// the card and JSON-RPC stay where they are.
+    #[arg(long, value_name = "DIR")]
+    ui: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -184,6 +188,17 @@ fn model(args: &ServeArgs, config: &ConfigFile) -> Result<Model, Fail> {
 }
 
 pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
+    if let Some(dir) = &args.ui {
+        if !dir.is_dir() {
+            return Err(Fail(
+                1,
+                format!(
+                    "--ui {}: no such directory (the bundled page is built by www/build.sh into www/dist)",
+                    dir.display()
+                ),
+            ));
+        }
+    }
     let r = args.id.resolve()?;
     let model = model(&args, &r.config)?;
     let mut tk = toolkit(&[], Some(&r.config.raw)).await;
@@ -201,6 +216,7 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
         Some(o) => Some(o.to_string()),
         None => Some("*".into()),
     };
+    options.ui_dir = args.ui.clone();
     options.on_task = Some(Arc::new(|e| {
         eprintln!("toolnexus: task {} {}", e.id, e.state);
     }));
@@ -213,6 +229,12 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
         "toolnexus: Agent Card at {}.well-known/agent-card.json",
         handle.card_url
     );
+    if let Some(dir) = &args.ui {
+        if !dir.join("index.html").is_file() {
+            eprintln!("toolnexus: warning: {} has no index.html", dir.display());
+        }
+        eprintln!("toolnexus: browser UI at {}/", handle.url);
+    }
     for id in &handle.recovered {
         eprintln!("toolnexus: task {id} was interrupted by a restart; marked failed");
     }

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Tests the browser agent UI (www/) and prints per-suite pass counts, then a
+# final line "N passed, N failed". Exits non-zero on any failure, and when a
+# suite ran 0 tests.
+#
+# Installs what it needs on a clean machine: playwright-core (npm ci on the
+# committed www/package-lock.json), Debian's chromium and chromium-driver
+# (apt-get, when /usr/bin/chromium is missing), the page and the npm package
+# (www/build.sh, which runs wasm/build.sh when needed) and the toolnexus CLI
+# (cargo build).
+#
+# Suites:
+#   card   the page's card and task-state reading (src/card.js, src/wire.js) in Node
+#   ui     the page in headless Chromium, served by `toolnexus serve --ui www/dist`
+#          beside an agent answered by a stub model: connect, skills, a completed
+#          run (screenshots in test-output/www/), Cancel, a timeout, a config with
+#          a dead agent, an agent without CORS, non-card URLs, keyboard use
+#
+# Usage: www/test.sh [suite ...]     (default: all)
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+export PATH="$HOME/.cargo/bin:$PATH"
+ALL_SUITES="card ui"
+SUITES="${*:-$ALL_SUITES}"
+say() { printf '\n[www] %s\n' "$*"; }
+die() { printf '[www] FATAL: %s\n' "$*" >&2; exit 1; }
+wants() { case " $SUITES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+for s in $SUITES; do
+  case " $ALL_SUITES " in *" $s "*) ;; *) die "unknown suite $s (suites: $ALL_SUITES)" ;; esac
+done
+
+SUMMARY=()
+TOTAL_PASS=0
+TOTAL_FAIL=0
+record() { # suite passed failed
+  local suite="$1" pass="${2:-0}" failn="${3:-0}"
+  if [ "$pass" -eq 0 ] && [ "$failn" -eq 0 ]; then
+    failn=1
+    SUMMARY+=("$(printf '%-6s ran 0 tests (counted as a failure)' "$suite")")
+  else
+    SUMMARY+=("$(printf '%-6s %d passed, %d failed' "$suite" "$pass" "$failn")")
+  fi
+  TOTAL_PASS=$((TOTAL_PASS + pass))
+  TOTAL_FAIL=$((TOTAL_FAIL + failn))
+}
+
+# --- what the tests need ------------------------------------------------------------
+command -v node >/dev/null || die "node (>= 20) is required"
+[ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || die "node >= 20 is required (playwright-core)"
+
+if wants ui; then
+  say "installing playwright-core (npm ci in www/)"
+  if ! cmp -s "$HERE/package-lock.json" "$HERE/node_modules/.toolnexus-lock" 2>/dev/null; then
+    (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in www/"
+    cp "$HERE/package-lock.json" "$HERE/node_modules/.toolnexus-lock"
+  fi
+
+  if ! [ -x /usr/bin/chromium ]; then
+    say "installing Debian's chromium and chromium-driver"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; } ||
+      die "apt-get install chromium chromium-driver failed"
+  fi
+
+  say "building the page (www/build.sh)"
+  bash "$HERE/build.sh" || die "www/build.sh failed"
+
+  say "building the toolnexus CLI (cargo build -p toolnexus-host-native)"
+  (cd "$ROOT" && cargo build -q -p toolnexus-host-native) || die "cargo build -p toolnexus-host-native failed"
+  mkdir -p "$ROOT/test-output/www"
+fi
+
+# --- suites -------------------------------------------------------------------------
+# `timeout` signals its whole process group, so a hung run also takes the
+# agents and the stub model it started with it.
+run_suite() { # suite file
+  local suite="$1" file="$2" tap rc p f
+  tap="$(mktemp)"
+  say "$suite: node --test tests/$file"
+  (cd "$HERE" && timeout -k 10 600 node --test --test-concurrency=1 --test-timeout=120000 \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$tap" "tests/$file")
+  rc=$?
+  p=$(awk '/^# pass / { print $3 }' "$tap" | tail -1)
+  f=$(awk '/^# fail / { print $3 }' "$tap" | tail -1)
+  p=${p:-0} f=${f:-0}
+  # Node counts a file that defines no tests as one passing test: count real ones.
+  if ! grep -E '^\s*(not )?ok [0-9]+ - ' "$tap" | grep -qvE ' - \S*\.test\.mjs$'; then
+    p=0 f=0
+  fi
+  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+  record "$suite" "$p" "$f"
+  rm -f "$tap"
+}
+
+wants card && run_suite card card.test.mjs
+wants ui && run_suite ui ui.test.mjs
+
+# --- summary ------------------------------------------------------------------------
+say "summary"
+for line in "${SUMMARY[@]}"; do echo "  $line"; done
+wants ui && echo "  screenshots: test-output/www/"
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+[ "$TOTAL_FAIL" -eq 0 ]
