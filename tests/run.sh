@@ -21,7 +21,7 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "core builds for wasm32 without I/O (full, and client-only)"
-cargo check -p toolnexus-core --target wasm32-unknown-unknown
+cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --all-targets -- -D warnings
 cargo check -p toolnexus-core --target wasm32-unknown-unknown --no-default-features
 
 step "Rust tests (core units, host scenarios, CLI, interop with the official SDKs)"

@@ -34,7 +34,7 @@ impl ServerHandle {
 }
 
 /// The body limit used when none is given: 1 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+pub const DEFAULT_BODY_LIMIT: usize = toolnexus_core::server::DEFAULT_BODY_LIMIT;
 
 /// Binds `addr` (port 0 picks a free one) and serves `handler` until stopped.
 /// Bodies over `body_limit` bytes get 413 without reaching the handler.
@@ -117,14 +117,7 @@ async fn handle(
             })
             .await
         }
-        None => HttpResponse {
-            status: 413,
-            headers: vec![
-                ("Content-Type".into(), "text/plain".into()),
-                ("Connection".into(), "close".into()),
-            ],
-            body: format!("request body over the {limit}-byte limit\n").into_bytes(),
-        },
+        None => toolnexus_core::server::payload_too_large(limit),
     };
     let mut builder = hyper::Response::builder().status(response.status);
     for (k, v) in &response.headers {

@@ -100,7 +100,7 @@ impl ServeOptions {
             model,
             store: "memory".into(),
             public_url: None,
-            cors_origin: Some("*".into()),
+            cors_origin: Some(toolnexus_core::server::DEFAULT_CORS_ORIGIN.into()),
             body_limit: DEFAULT_BODY_LIMIT,
             on_task: None,
             on_state: None,

@@ -36,7 +36,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
 
 /// The largest accepted request body, as in the native server (larger ⇒ 413).
-pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+pub const MAX_REQUEST_BYTES: usize = toolnexus_core::server::DEFAULT_BODY_LIMIT;
 
 #[wasm_bindgen]
 extern "C" {
@@ -278,7 +278,7 @@ async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpRespo
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
         .and_then(|(_, v)| v.trim().parse::<usize>().ok());
-    let too_large = || plain(413, "request body too large");
+    let too_large = || toolnexus_core::server::payload_too_large(MAX_REQUEST_BYTES);
     if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
         return Ok(Err(too_large()));
     }
@@ -394,7 +394,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     };
     let cors = get(&options, "cors");
     let cors = if cors.is_undefined() {
-        Some("*".to_string())
+        Some(toolnexus_core::server::DEFAULT_CORS_ORIGIN.to_string())
     } else if cors.is_null() || cors.as_bool() == Some(false) {
         None
     } else {

@@ -24,6 +24,24 @@ use std::sync::{Arc, Mutex};
 
 /// The card path.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+/// The largest request body hosts accept by default (1 MiB); see [`payload_too_large`].
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// The `Access-Control-Allow-Origin` hosts serve when none is configured.
+pub const DEFAULT_CORS_ORIGIN: &str = "*";
+
+/// The answer to a request whose body is over `limit` bytes: 413, and the
+/// connection closed (the rest of the body is not read). Hosts check the
+/// size while reading, before calling [`A2aServer::handle`].
+pub fn payload_too_large(limit: usize) -> HttpResponse {
+    HttpResponse {
+        status: 413,
+        headers: vec![
+            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
+            ("Connection".into(), "close".into()),
+        ],
+        body: format!("request body over the {limit}-byte limit\n").into_bytes(),
+    }
+}
 /// The card path of older A2A drafts, served too.
 pub const LEGACY_CARD_PATH: &str = "/.well-known/agent.json";
 

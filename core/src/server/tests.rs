@@ -83,6 +83,8 @@ fn card() -> Value {
     )
 }
 
+// On wasm32 the queued jobs are not Send, so neither is the host; that is fine there.
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 fn fixture_with(card: Option<Value>) -> Fixture {
     let host = Arc::new(TestHost::default());
     let store = Arc::new(Recording::default());

@@ -214,7 +214,7 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     options.cors_origin = match args.cors_origin.as_deref() {
         Some("none") => None,
         Some(o) => Some(o.to_string()),
-        None => Some("*".into()),
+        None => Some(toolnexus_core::server::DEFAULT_CORS_ORIGIN.into()),
     };
     options.ui_dir = args.ui.clone();
     options.on_task = Some(Arc::new(|e| {
