@@ -20,6 +20,8 @@ set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
+# shellcheck source=../tests/node-tap-counts.sh
+. "$ROOT/tests/node-tap-counts.sh"
 TESTS="$HERE/tests"
 export PATH="$HOME/.cargo/bin:$PATH"
 ALL_SUITES="core-wasm32 package node chromium workerd"
@@ -128,14 +130,7 @@ run_node_suite() { # suite file...
     --test-reporter=tap --test-reporter-destination="$tap" "$@")
   local rc=$?
   local p f
-  p=$(awk '/^# pass / { print $3 }' "$tap" | tail -1)
-  f=$(awk '/^# fail / { print $3 }' "$tap" | tail -1)
-  p=${p:-0} f=${f:-0}
-  # Node counts a file without tests as one passing test: count real ones.
-  if ! grep -E '^\s*(not )?ok [0-9]+ - ' "$tap" | grep -qvE ' - \S*\.test\.mjs$'; then
-    p=0 f=0
-  fi
-  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+  read -r p f < <(node_tap_counts "$tap" "$rc")
   record "$suite" "$p" "$f"
   rm -f "$tap"
 }
