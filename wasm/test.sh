@@ -20,8 +20,8 @@ set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-# shellcheck source=../tests/node-tap-counts.sh
-. "$ROOT/tests/node-tap-counts.sh"
+# shellcheck source=../tests/node-suites.sh
+. "$ROOT/tests/node-suites.sh"
 TESTS="$HERE/tests"
 export PATH="$HOME/.cargo/bin:$PATH"
 ALL_SUITES="core-wasm32 package node chromium workerd"
@@ -29,20 +29,6 @@ SUITES="${*:-$ALL_SUITES}"
 say() { printf '\n[test] %s\n' "$*"; }
 die() { printf '[test] FATAL: %s\n' "$*" >&2; exit 1; }
 
-SUMMARY=()
-TOTAL_PASS=0
-TOTAL_FAIL=0
-record() { # suite passed failed
-  local suite="$1" pass="${2:-0}" failn="${3:-0}"
-  if [ "$pass" -eq 0 ] && [ "$failn" -eq 0 ]; then
-    failn=1
-    SUMMARY+=("$(printf '%-12s ran 0 tests (counted as a failure)' "$suite")")
-  else
-    SUMMARY+=("$(printf '%-12s %d passed, %d failed' "$suite" "$pass" "$failn")")
-  fi
-  TOTAL_PASS=$((TOTAL_PASS + pass))
-  TOTAL_FAIL=$((TOTAL_FAIL + failn))
-}
 wants() { case " $SUITES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 for s in $SUITES; do
   case " $ALL_SUITES " in *" $s "*) ;; *) die "unknown suite $s (suites: $ALL_SUITES)" ;; esac
@@ -57,6 +43,11 @@ TARBALL="$(ls "$HERE"/toolnexus-wasm-*.tgz 2>/dev/null | head -1)"
 if wants node || wants chromium || wants workerd; then
   say "building the native toolnexus CLI (peers and clients of the tests)"
   (cd "$ROOT" && cargo build -p toolnexus-host-native) || die "cargo build -p toolnexus-host-native failed"
+fi
+
+if wants workerd; then
+  say "the official SDK client (tests/peers/setup.sh)"
+  bash "$ROOT/tests/peers/setup.sh" || die "tests/peers/setup.sh failed"
 fi
 
 if wants package || wants node || wants chromium || wants workerd; then
@@ -117,7 +108,7 @@ if wants core-wasm32; then
     pass=$((pass + p)) failn=$((failn + f))
     rm -f "$log"
   done
-  record core-wasm32 "$pass" "$failn"
+  suite_record core-wasm32 "$pass" "$failn"
 fi
 
 run_node_suite() { # suite file...
@@ -131,7 +122,7 @@ run_node_suite() { # suite file...
   local rc=$?
   local p f
   read -r p f < <(node_tap_counts "$tap" "$rc")
-  record "$suite" "$p" "$f"
+  suite_record "$suite" "$p" "$f"
   rm -f "$tap"
 }
 
@@ -142,6 +133,4 @@ wants workerd && run_node_suite workerd workerd.test.mjs
 
 # --- summary ---------------------------------------------------------------------
 say "summary"
-for line in "${SUMMARY[@]}"; do echo "  $line"; done
-echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
-[ "$TOTAL_FAIL" -eq 0 ]
+suite_summary

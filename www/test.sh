@@ -21,8 +21,8 @@ set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-# shellcheck source=../tests/node-tap-counts.sh
-. "$ROOT/tests/node-tap-counts.sh"
+# shellcheck source=../tests/node-suites.sh
+. "$ROOT/tests/node-suites.sh"
 export PATH="$HOME/.cargo/bin:$PATH"
 ALL_SUITES="card ui"
 SUITES="${*:-$ALL_SUITES}"
@@ -33,20 +33,6 @@ for s in $SUITES; do
   case " $ALL_SUITES " in *" $s "*) ;; *) die "unknown suite $s (suites: $ALL_SUITES)" ;; esac
 done
 
-SUMMARY=()
-TOTAL_PASS=0
-TOTAL_FAIL=0
-record() { # suite passed failed
-  local suite="$1" pass="${2:-0}" failn="${3:-0}"
-  if [ "$pass" -eq 0 ] && [ "$failn" -eq 0 ]; then
-    failn=1
-    SUMMARY+=("$(printf '%-6s ran 0 tests (counted as a failure)' "$suite")")
-  else
-    SUMMARY+=("$(printf '%-6s %d passed, %d failed' "$suite" "$pass" "$failn")")
-  fi
-  TOTAL_PASS=$((TOTAL_PASS + pass))
-  TOTAL_FAIL=$((TOTAL_FAIL + failn))
-}
 
 # --- what the tests need ------------------------------------------------------------
 command -v node >/dev/null || die "node (>= 20) is required"
@@ -86,7 +72,7 @@ run_suite() { # suite file
     --test-reporter=tap --test-reporter-destination="$tap" "tests/$file")
   rc=$?
   read -r p f < <(node_tap_counts "$tap" "$rc")
-  record "$suite" "$p" "$f"
+  suite_record "$suite" "$p" "$f"
   rm -f "$tap"
 }
 
@@ -95,7 +81,5 @@ wants ui && run_suite ui ui.test.mjs
 
 # --- summary ------------------------------------------------------------------------
 say "summary"
-for line in "${SUMMARY[@]}"; do echo "  $line"; done
 wants ui && echo "  screenshots: test-output/www/"
-echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
-[ "$TOTAL_FAIL" -eq 0 ]
+suite_summary

@@ -11,15 +11,14 @@
 
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Miniflare } from 'miniflare';
-import { Role, TaskState } from '@a2a-js/sdk';
-import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { killChildren, pkgDir, run, startPeer, startStubLlm, TOOLNEXUS, withTimeout } from './helpers.mjs';
 
 const COMPAT_DATE = '2026-04-01';
+const SDK_CLIENT = fileURLToPath(new URL('../../tests/peers/js/client.mjs', import.meta.url));
 const cleanups = [];
 after(async () => {
   for (const c of cleanups.reverse()) await c();
@@ -98,56 +97,18 @@ async function servingWorker() {
   return serving;
 }
 
-const partsText = (parts) => (parts ?? []).filter((p) => p?.content?.$case === 'text').map((p) => p.content.value);
-
-/** One message through the official JS SDK client; polls GetTask (≤ 10 s) unless the reply is final. */
+/**
+ * One message through the official @a2a-js/sdk 1.3.0 client: the repo's
+ * shared peer client (tests/peers/js/client.mjs), which polls GetTask (≤ 10 s)
+ * unless the reply is final and prints {state, text}.
+ */
 async function sdkCall(cardUrl, text, { legacy = false, nonBlocking = false } = {}) {
-  const legacyCompat = legacy ? { enabled: true } : undefined;
-  const resolver = new DefaultAgentCardResolver({ legacyCompat });
-  const factory = new ClientFactory(
-    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-      cardResolver: resolver,
-      transports: [new JsonRpcTransportFactory({ legacyCompat })],
-      preferredTransports: ['JSONRPC'],
-    }),
-  );
-  let client;
-  if (!legacy) {
-    client = await factory.createFromUrl(cardUrl, '');
-  } else {
-    // The SDK picks its 0.3 transport for an interface that says 0.3.
-    const card = await resolver.resolve(cardUrl, '');
-    const v03 = (card.supportedInterfaces ?? []).filter((i) => /^0\.3/.test(i.protocolVersion ?? ''));
-    assert.ok(v03.length > 0, 'the card offers a 0.3 interface');
-    client = await factory.createFromAgentCard({ ...card, supportedInterfaces: v03 });
-  }
-  const opts = () => ({ signal: AbortSignal.timeout(20_000) });
-  let task = await client.sendMessage(
-    {
-      tenant: '',
-      message: {
-        messageId: randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER,
-        parts: [{ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: '' }],
-        metadata: undefined, extensions: [], referenceTaskIds: [],
-      },
-      configuration: nonBlocking
-        ? { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: true }
-        : undefined,
-      metadata: undefined,
-    },
-    opts(),
-  );
-  const final = new Set([TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED]);
-  const deadline = Date.now() + 10_000;
-  let polls = 0;
-  while (!final.has(task.status?.state)) {
-    assert.ok(Date.now() < deadline, `task still ${task.status?.state} after 10 s`);
-    await new Promise((r) => setTimeout(r, 100));
-    task = await client.getTask({ tenant: '', id: task.id, historyLength: undefined }, opts());
-    polls += 1;
-  }
-  const textOut = (task.artifacts ?? []).flatMap((a) => partsText(a.parts)).join('\n');
-  return { state: TaskState[task.status.state], text: textOut, polls };
+  const args = [SDK_CLIENT, cardUrl, text];
+  if (legacy) args.push('--legacy');
+  if (nonBlocking) args.push('--non-blocking');
+  const { code, stdout, stderr } = await run(process.execPath, args, { timeout: 30_000 });
+  assert.equal(code, 0, `the SDK client failed (exit ${code}): ${stderr}${stdout}`);
+  return JSON.parse(stdout.trim().split('\n').pop());
 }
 
 test('a worker serving skills (createA2AHandler, stub LLM behind fetch) is called by the native client', async () => {
@@ -170,9 +131,9 @@ test('a worker serving skills (createA2AHandler, stub LLM behind fetch) is calle
 test('the official @a2a-js/sdk client calls the worker (A2A 1.0 blocking, 0.3 non-blocking)', async () => {
   const w = await servingWorker();
   const v10 = await sdkCall(w.cardUrl, 'sdk says hi');
-  assert.deepEqual([v10.state, v10.text], ['TASK_STATE_COMPLETED', 'stub answer [Say hello warmly.] to: sdk says hi']);
+  assert.deepEqual([v10.state, v10.text], ['completed', 'stub answer [Say hello warmly.] to: sdk says hi']);
   const v03 = await sdkCall(w.cardUrl, 'legacy hi', { legacy: true, nonBlocking: true });
-  assert.deepEqual([v03.state, v03.text], ['TASK_STATE_COMPLETED', 'stub answer [Say hello warmly.] to: legacy hi']);
+  assert.deepEqual([v03.state, v03.text], ['completed', 'stub answer [Say hello warmly.] to: legacy hi']);
 });
 
 test('concurrent callers of one worker each get their own answer', async () => {
