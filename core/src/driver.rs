@@ -42,6 +42,24 @@ pub trait Machine {
     fn handle_abort(&mut self, now_ms: u64) -> Step<Self::Output>;
 }
 
+/// Runs `fut` until `deadline_ms` of the transport's clock; `None` when the
+/// deadline came first (`fut` is then dropped).
+pub async fn within<T: Transport, F: Future>(
+    transport: &T,
+    deadline_ms: u64,
+    fut: F,
+) -> Option<F::Output> {
+    let mut fut = pin!(fut);
+    let mut timer = pin!(transport.sleep_until(deadline_ms));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        timer.as_mut().poll(cx).map(|_| None)
+    })
+    .await
+}
+
 enum Woke<T> {
     Aborted,
     Timer,

@@ -23,9 +23,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
 use std::str::FromStr;
-use std::task::Poll;
 
 /// Model calls per run when not configured.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
@@ -800,18 +798,8 @@ where
                 request,
                 deadline_ms,
             } => {
-                let mut answer = pin!(transport.send(request));
-                let mut timer = pin!(transport.sleep_until(deadline_ms));
-                let answered = std::future::poll_fn(|cx| {
-                    if let Poll::Ready(r) = answer.as_mut().poll(cx) {
-                        return Poll::Ready(Some(r));
-                    }
-                    if timer.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(None);
-                    }
-                    Poll::Pending
-                })
-                .await;
+                let answered =
+                    crate::driver::within(transport, deadline_ms, transport.send(request)).await;
                 let now = transport.now_ms();
                 match answered {
                     Some(response) => machine.handle_response(now, response),

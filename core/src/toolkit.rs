@@ -4,7 +4,7 @@
 use crate::agent::Agent;
 use crate::call::{CallMachine, CallSpec};
 use crate::card::AgentCard;
-use crate::driver::drive;
+use crate::driver::{drive, within};
 use crate::error::Error;
 use crate::http::HttpRequest;
 use crate::rpc::Dialect;
@@ -57,23 +57,6 @@ impl A2aTool {
         };
         drive(&mut CallMachine::new(spec), transport, abort).await
     }
-}
-
-/// Runs `fut` until `deadline_ms`; `None` when the deadline came first.
-async fn within<T: Transport, F: Future>(
-    transport: &T,
-    deadline_ms: u64,
-    fut: F,
-) -> Option<F::Output> {
-    let mut fut = std::pin::pin!(fut);
-    let mut timer = std::pin::pin!(transport.sleep_until(deadline_ms));
-    std::future::poll_fn(|cx| {
-        if let std::task::Poll::Ready(v) = fut.as_mut().poll(cx) {
-            return std::task::Poll::Ready(Some(v));
-        }
-        timer.as_mut().poll(cx).map(|_| None)
-    })
-    .await
 }
 
 /// GETs and parses the agent's card (bounded by the agent's timeout).

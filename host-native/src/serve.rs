@@ -3,7 +3,7 @@
 
 use crate::http_server::{self, ServerHandle, StaticFiles, DEFAULT_BODY_LIMIT};
 use crate::store::AnyStore;
-use crate::{NativeTransport, Toolkit};
+use crate::Toolkit;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -289,9 +289,4 @@ fn is_ui_request(req: &toolnexus_core::HttpRequest) -> bool {
             http_server::url_path(&req.url),
             CARD_PATH | LEGACY_CARD_PATH
         )
-}
-
-/// The shared transport, for building toolkits to serve.
-pub fn transport() -> Arc<NativeTransport> {
-    NativeTransport::shared()
 }

@@ -1,6 +1,6 @@
 //! Task stores of the native host: memory, or one JSON file per task.
 
-use futures_util::future::BoxFuture;
+use futures_util::future::{BoxFuture, Either};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -162,18 +162,17 @@ impl AnyStore {
 
 impl TaskStore for AnyStore {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
+        // The memory store answers without allocating a future (GetTask's hot path).
         match self {
-            AnyStore::Memory(m) => Box::pin(std::future::ready(Ok(m.get_now(id)))),
-            AnyStore::File(f) => f.get_owned(id),
+            AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),
+            AnyStore::File(f) => Either::Right(f.get_owned(id)),
         }
     }
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         match self {
-            AnyStore::Memory(m) => {
-                Box::pin(std::future::ready(m.save_now(task))) as BoxFuture<'static, _>
-            }
-            AnyStore::File(f) => f.save_owned(task),
+            AnyStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
+            AnyStore::File(f) => Either::Right(f.save_owned(task)),
         }
     }
 }

@@ -225,12 +225,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let id = call.id.clone();
                 let is_get = matches!(call.method.as_str(), "GetTask" | "tasks/get");
                 let wait = preferred_wait(req).filter(|_| is_get);
-                let outcome = match wait {
-                    Some(secs) if self.host.sleep(0).is_some() => {
+                // Hosts without a timer answer at once, as if no wait was asked.
+                let timer = wait.and_then(|secs| Some((secs, self.host.sleep(secs * 1000)?)));
+                let outcome = match timer {
+                    Some((secs, timer)) => {
                         waited = Some(secs);
-                        self.get_task_waiting(&call, secs).await
+                        self.get_task_waiting(&call, timer).await
                     }
-                    _ => self.dispatch(call).await,
+                    None => self.dispatch(call).await,
                 };
                 (id, outcome)
             }
@@ -266,12 +268,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         resp
     }
 
-    /// GetTask that holds the answer up to `secs` while the task is still
-    /// running, so a caller sees it settle at once instead of at its next poll.
+    /// GetTask that holds the answer until `timer` ends while the task is
+    /// still running, so a caller sees it settle at once instead of at its next poll.
     async fn get_task_waiting(
         self: &Arc<Self>,
         call: &RpcRequest,
-        secs: u64,
+        timer: BoxFuture<'static, ()>,
     ) -> Result<Answer, RpcError> {
         let id = call
             .params
@@ -292,10 +294,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let task = if task.state.is_terminal() || task.state.is_interrupted() {
             task
         } else {
-            let timer = self
-                .host
-                .sleep(secs * 1000)
-                .unwrap_or_else(|| Box::pin(std::future::ready(())));
             match futures_util::future::select(settled, timer).await {
                 futures_util::future::Either::Left((Ok(t), _)) => {
                     return Ok(Answer::task(t, call.shape, history_length(&call.params)))
