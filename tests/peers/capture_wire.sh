@@ -120,6 +120,8 @@ for srv in "${SERVERS[@]}"; do
     probe "empty body" "$URL" -X POST -H 'Content-Type: application/json' -H "$V1"
     probe "GET / (wrong HTTP method)" "$URL"
     probe "POST /other-path" "${URL}other" -H 'Content-Type: application/json' -H "$V1" -d "$(msg10 37 'hello')"
+    MAXBODY=6000 rpc "SendStreamingMessage chunks 3 (SSE, WIRE.md §9)" "$V1" '{"jsonrpc":"2.0","id":44,"method":"SendStreamingMessage","params":{"message":{"role":"ROLE_USER","messageId":"m44","parts":[{"text":"chunks 3"}]}}}'
+    MAXBODY=6000 rpc "0.3 message/stream chunks 3 (SSE, WIRE.md §9)" "" '{"jsonrpc":"2.0","id":45,"method":"message/stream","params":{"message":{"kind":"message","role":"user","messageId":"m45","parts":[{"kind":"text","text":"chunks 3"}]}}}'
     cleanup
     port=$((port + 1))
   done

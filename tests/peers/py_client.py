@@ -1,6 +1,6 @@
 """Official a2a-sdk (Python) A2A client for interop tests.
 
-Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking]
+Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
 
   CARD_URL   full URL of the agent card, e.g.
              http://127.0.0.1:P/.well-known/agent-card.json
@@ -21,6 +21,31 @@ state: completed | failed | canceled | rejected | input-required |
 text:  artifact text parts joined with "\n", else the text of the last agent
        message (task history), else the status message text.
 Exit: 0 completed (or a Message reply), 2 other final state, 1 error/timeout.
+
+--stream (not with --non-blocking)
+  Uses the SDK client's streaming path instead: ClientConfig(streaming=True),
+  so Client.send_message() sends SendStreamingMessage (1.0) or, with --legacy,
+  message/stream (0.3) and yields every SSE event (a2a-sdk 1.3.0 BaseClient
+  streams only when ClientConfig.streaming AND card.capabilities.streaming are
+  true; otherwise it silently does a blocking SendMessage, and this client then
+  warns on stderr and records a single `task` event). The events are folded
+  into a task locally (status replaced, artifact chunks appended by artifactId,
+  as the servers do). The stream is bounded to 30 s in total. If it ends while
+  the task is not final, GetTask polling follows as in the default mode (the
+  `events` list still shows only what the stream delivered). Output is the same
+  single JSON line with one more key, `events`, in arrival order:
+    {"state": "completed", "text": "echo: sleep 1000", "events": [
+      {"kind": "task", "state": "submitted", "t_ms": 4.1, "taskId": "…", "timestamp": null},
+      {"kind": "status-update", "state": "working", "t_ms": 5.0, "taskId": "…", "timestamp": "2026-…Z"},
+      {"kind": "artifact-update", "state": null, "t_ms": 1006.2, "taskId": "…",
+       "artifactId": "…", "append": false, "lastChunk": true, "text": "echo: sleep 1000"},
+      {"kind": "status-update", "state": "completed", "t_ms": 1006.9, "taskId": "…", "timestamp": "2026-…Z"}]}
+  kind: task | status-update | artifact-update | message. state: as above for
+  task / status-update, null for artifact-update and message. t_ms: ms since
+  the send started (1 decimal). timestamp: the status timestamp (RFC 3339
+  string, as the SDK re-serialises it) or null. status-update with a status
+  message and message events also carry "text"; artifact-update carries
+  artifactId / append / lastChunk / text (its text parts joined with "\n").
 """
 
 from __future__ import annotations
@@ -95,6 +120,61 @@ class LegacyClientFactory(ClientFactory):
         return super().create(forced, interceptors)
 
 
+def status_timestamp(status) -> str | None:
+    return status.timestamp.ToJsonString() if status.HasField('timestamp') else None
+
+
+def event_record(event, t_ms: float) -> dict:
+    """One machine-readable line item for a StreamResponse (--stream)."""
+    t_ms = round(t_ms, 1)
+    kind = event.WhichOneof('payload')
+    if kind == 'task':
+        return {'kind': 'task', 'state': state_name(event.task.status.state), 't_ms': t_ms,
+                'taskId': event.task.id, 'timestamp': status_timestamp(event.task.status)}
+    if kind == 'status_update':
+        ev = event.status_update
+        rec = {'kind': 'status-update', 'state': state_name(ev.status.state), 't_ms': t_ms,
+               'taskId': ev.task_id, 'timestamp': status_timestamp(ev.status)}
+        if ev.status.HasField('message'):
+            rec['text'] = '\n'.join(parts_text(ev.status.message.parts))
+        return rec
+    if kind == 'artifact_update':
+        ev = event.artifact_update
+        return {'kind': 'artifact-update', 'state': None, 't_ms': t_ms, 'taskId': ev.task_id,
+                'artifactId': ev.artifact.artifact_id, 'append': ev.append,
+                'lastChunk': ev.last_chunk, 'text': '\n'.join(parts_text(ev.artifact.parts))}
+    if kind == 'message':
+        return {'kind': 'message', 'state': None, 't_ms': t_ms,
+                'text': '\n'.join(parts_text(event.message.parts))}
+    return {'kind': str(kind), 'state': None, 't_ms': t_ms}
+
+
+def fold_event(task: Task | None, event) -> Task | None:
+    """Applies one stream event to the locally aggregated task."""
+    kind = event.WhichOneof('payload')
+    if kind == 'task':
+        folded = Task()
+        folded.CopyFrom(event.task)
+        return folded
+    if kind not in ('status_update', 'artifact_update'):
+        return task
+    ev = getattr(event, kind)
+    if task is None:
+        task = Task(id=ev.task_id, context_id=ev.context_id)
+    if kind == 'status_update':
+        task.status.CopyFrom(ev.status)
+        return task
+    for artifact in task.artifacts:
+        if artifact.artifact_id == ev.artifact.artifact_id:
+            if ev.append:
+                artifact.parts.extend(ev.artifact.parts)
+            else:
+                artifact.CopyFrom(ev.artifact)
+            return task
+    task.artifacts.append(ev.artifact)
+    return task
+
+
 def state_name(state: int) -> str:
     name = TaskState.Name(state)
     if name == 'TASK_STATE_UNSPECIFIED':
@@ -122,13 +202,28 @@ def task_text(task: Task) -> str:
     return ''
 
 
-async def run(card_url: str, text: str, legacy: bool, non_blocking: bool) -> int:
+async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
+              stream: bool = False) -> int:
     factory_cls = LegacyClientFactory if legacy else ClientFactory
     # streaming=False: use SendMessage / message/send (blocking), not SSE.
-    factory = factory_cls(ClientConfig(streaming=False))
+    # --stream: streaming=True, SendStreamingMessage / message/stream (SSE).
+    factory = factory_cls(ClientConfig(streaming=stream))
     # relative_card_path='/' means "fetch CARD_URL as given".
     client = await factory.create_from_url(card_url, relative_card_path='/')
     ctx = ClientCallContext(timeout=CALL_TIMEOUT_S)
+    events: list[dict] | None = [] if stream else None
+
+    def emit(state: str, result_text: str) -> None:
+        out = {'state': state, 'text': result_text}
+        if events is not None:
+            out['events'] = events
+        print(json.dumps(out))
+
+    if stream:
+        card = getattr(client, '_card', None)
+        if card is not None and not card.capabilities.streaming:
+            print('warning: card says capabilities.streaming=false; the SDK '
+                  'falls back to a blocking SendMessage', file=sys.stderr)
     try:
         request = SendMessageRequest(
             message=Message(
@@ -141,28 +236,38 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool) -> int
             request.configuration.return_immediately = True
         task: Task | None = None
         reply: Message | None = None
-        async for event in client.send_message(request, context=ctx):
-            if event.HasField('task'):
-                task = event.task
-            elif event.HasField('message'):
-                reply = event.message
+        if events is None:
+            async for event in client.send_message(request, context=ctx):
+                if event.HasField('task'):
+                    task = event.task
+                elif event.HasField('message'):
+                    reply = event.message
+        else:
+            t0 = time.perf_counter()
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                async for event in client.send_message(request, context=ctx):
+                    events.append(event_record(event, (time.perf_counter() - t0) * 1000))
+                    if event.HasField('message'):
+                        reply = event.message
+                    else:
+                        task = fold_event(task, event)
         if task is None:
             if reply is None:
                 raise RuntimeError('server returned neither a task nor a message')
-            print(json.dumps({'state': 'message', 'text': '\n'.join(parts_text(reply.parts))}))
+            emit('message', '\n'.join(parts_text(reply.parts)))
             return 0
 
         deadline = time.monotonic() + POLL_BUDGET_S
         while task.status.state not in FINAL_STATES:
             if time.monotonic() >= deadline:
-                print(json.dumps({'state': state_name(task.status.state), 'text': task_text(task)}))
+                emit(state_name(task.status.state), task_text(task))
                 print(f'error: task {task.id} still {state_name(task.status.state)} '
                       f'after {POLL_BUDGET_S:.0f}s of polling', file=sys.stderr)
                 return 1
             await asyncio.sleep(POLL_INTERVAL_S)
             task = await client.get_task(GetTaskRequest(id=task.id), context=ctx)
 
-        print(json.dumps({'state': state_name(task.status.state), 'text': task_text(task)}))
+        emit(state_name(task.status.state), task_text(task))
         return 0 if task.status.state == TaskState.TASK_STATE_COMPLETED else 2
     finally:
         await client.close()
@@ -176,9 +281,15 @@ def main() -> None:
                         help="use the SDK's v0.3 compatible JSON-RPC transport")
     parser.add_argument('--non-blocking', action='store_true',
                         help='returnImmediately=true; poll GetTask instead')
+    parser.add_argument('--stream', action='store_true',
+                        help='use the SDK streaming path (SSE); adds "events" to the output')
     args = parser.parse_args()
+    if args.stream and args.non_blocking:
+        print('error: --stream and --non-blocking are mutually exclusive', file=sys.stderr)
+        sys.exit(1)
     try:
-        rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking))
+        rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking,
+                             args.stream))
     except Exception as e:  # noqa: BLE001
         msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
         print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)

@@ -17,6 +17,20 @@ Agent behaviour (decided by the user text, A2A messages carry no skill id):
                                  CancelTask ends it `canceled`
   * otherwise                -> `completed` with one artifact, one text part
                                  "echo: <text>"
+except for two texts that skip the ~150 ms pause (`working` is published at once):
+  * "sleep N" (N = integer ms, 0..600000, e.g. "sleep 2000")
+                             -> `working`, waits N ms (N=0: no wait at all), then
+                                completes exactly like echo (artifact
+                                "echo: sleep N"); the completed status timestamp
+                                is taken when it settles. CancelTask during the
+                                wait ends it `canceled`.
+  * "chunks N" (N = integer, 0..100)
+                             -> `working`, then N artifact-update events for ONE
+                                artifact (name "chunks", one id), 100 ms before
+                                each, text "chunk i", append=true for i>0,
+                                lastChunk=true on the last; then `completed`
+                                (the stored task ends with one artifact holding
+                                N text parts). CancelTask -> `canceled`.
 """
 
 from __future__ import annotations
@@ -25,8 +39,10 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
+import uuid
 
 import uvicorn
 
@@ -53,6 +69,11 @@ from a2a.types import (
 HOST = '127.0.0.1'
 WORK_DELAY_S = 0.15
 SLOW_DELAY_S = 5.0
+CHUNK_DELAY_S = 0.1
+MAX_SLEEP_MS = 600_000
+MAX_CHUNKS = 100
+SLEEP_RE = re.compile(r'sleep (\d+)(?:\s|$)')
+CHUNKS_RE = re.compile(r'chunks (\d+)(?:\s|$)')
 
 log = logging.getLogger('py_server')
 
@@ -82,6 +103,32 @@ class PeerExecutor(AgentExecutor):
             event_queue=event_queue, task_id=task_id, context_id=context_id
         )
         await updater.start_work()
+
+        sleep_match = SLEEP_RE.match(text)
+        chunks_match = CHUNKS_RE.match(text)
+        if sleep_match:
+            # "sleep N": no 150 ms pause; N = 0 means no await at all.
+            # Cancellation: like `slow` (CancelledError, then cancel()).
+            ms = min(int(sleep_match.group(1)), MAX_SLEEP_MS)
+            if ms > 0:
+                await asyncio.sleep(ms / 1000)
+            await self._echo(updater, text)
+            return
+        if chunks_match:
+            n = min(int(chunks_match.group(1)), MAX_CHUNKS)
+            artifact_id = str(uuid.uuid4())
+            for i in range(n):
+                await asyncio.sleep(CHUNK_DELAY_S)
+                await updater.add_artifact(
+                    parts=[Part(text=f'chunk {i}')],
+                    artifact_id=artifact_id,
+                    name='chunks',
+                    append=i > 0,
+                    last_chunk=i == n - 1,
+                )
+            await updater.complete()
+            return
+
         await asyncio.sleep(WORK_DELAY_S)
 
         if text.startswith('fail'):
@@ -97,11 +144,16 @@ class PeerExecutor(AgentExecutor):
             # and calls cancel() below, which publishes CANCELED.
             await asyncio.sleep(SLOW_DELAY_S)
 
+        await self._echo(updater, text)
+
+    @staticmethod
+    async def _echo(updater: TaskUpdater, text: str) -> None:
         await updater.add_artifact(
             parts=[Part(text=f'echo: {text}')],
             name='echo',
             last_chunk=True,
         )
+        # complete() stamps status.timestamp with the current time.
         await updater.complete()
 
     async def cancel(

@@ -1,6 +1,6 @@
 // Official @a2a-js/sdk A2A client for interop tests.
 //
-// Usage:  node js/client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking]
+// Usage:  node js/client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
 //
 //   CARD_URL   full URL of the agent card,
 //              e.g. http://127.0.0.1:P/.well-known/agent-card.json
@@ -20,6 +20,30 @@
 // text:  artifact text parts joined with "\n", else the last agent message
 //        text (task history), else the status message text.
 // Exit: 0 completed (or a Message reply), 2 other final state, 1 error/timeout.
+//
+// --stream (not with --non-blocking)
+//   Uses the SDK's streaming path instead: client.sendMessageStream(), i.e.
+//   SendStreamingMessage (1.0) or, with --legacy, message/stream (0.3), and
+//   records every SSE event. (If the card says capabilities.streaming=false the
+//   SDK silently does a blocking SendMessage and yields one `task` event; this
+//   client then warns on stderr.) Events are folded into a task locally (status
+//   replaced, artifact chunks appended by artifactId, as the servers do). The
+//   whole stream is bounded by the 30 s call timeout. If it ends while the task
+//   is not final, GetTask polling follows as in the default mode (`events` still
+//   shows only what the stream delivered). Output is the same single JSON line
+//   with one more key, `events`, in arrival order:
+//     {"state":"completed","text":"echo: sleep 1000","events":[
+//       {"kind":"task","state":"submitted","t_ms":4.1,"taskId":"…","timestamp":"2026-…Z"},
+//       {"kind":"status-update","state":"working","t_ms":5,"taskId":"…","timestamp":"2026-…Z"},
+//       {"kind":"artifact-update","state":null,"t_ms":1006.2,"taskId":"…",
+//        "artifactId":"…","append":false,"lastChunk":true,"text":"echo: sleep 1000"},
+//       {"kind":"status-update","state":"completed","t_ms":1006.9,"taskId":"…","timestamp":"2026-…Z"}]}
+//   kind: task | status-update | artifact-update | message. state: as above for
+//   task / status-update, null for artifact-update and message. t_ms: ms since
+//   the send started (1 decimal). timestamp: the status timestamp string or null.
+//   status-update with a status message and message events also carry "text";
+//   artifact-update carries artifactId / append / lastChunk / text (its text parts
+//   joined with "\n"). Same keys and order as py_client.py --stream.
 
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
@@ -68,7 +92,69 @@ function taskText(task) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function run(cardUrl, text, legacy, nonBlocking) {
+/** One machine-readable line item for a StreamResponse (--stream). */
+function eventRecord(event, tMs) {
+  const t_ms = Math.round(tMs * 10) / 10;
+  const p = event?.payload;
+  switch (p?.$case) {
+    case 'task':
+      return {
+        kind: 'task',
+        state: stateName(p.value.status?.state),
+        t_ms,
+        taskId: p.value.id,
+        timestamp: p.value.status?.timestamp ?? null,
+      };
+    case 'statusUpdate': {
+      const rec = {
+        kind: 'status-update',
+        state: stateName(p.value.status?.state),
+        t_ms,
+        taskId: p.value.taskId,
+        timestamp: p.value.status?.timestamp ?? null,
+      };
+      if (p.value.status?.message) rec.text = partsText(p.value.status.message.parts).join('\n');
+      return rec;
+    }
+    case 'artifactUpdate':
+      return {
+        kind: 'artifact-update',
+        state: null,
+        t_ms,
+        taskId: p.value.taskId,
+        artifactId: p.value.artifact?.artifactId ?? '',
+        append: !!p.value.append,
+        lastChunk: !!p.value.lastChunk,
+        text: partsText(p.value.artifact?.parts).join('\n'),
+      };
+    case 'message':
+      return { kind: 'message', state: null, t_ms, text: partsText(p.value.parts).join('\n') };
+    default:
+      return { kind: String(p?.$case), state: null, t_ms };
+  }
+}
+
+/** Applies one stream event to the locally aggregated task. */
+function foldEvent(task, event) {
+  const p = event?.payload;
+  if (p?.$case === 'task') return structuredClone(p.value);
+  if (p?.$case !== 'statusUpdate' && p?.$case !== 'artifactUpdate') return task;
+  const ev = p.value;
+  const t = task ?? { id: ev.taskId, contextId: ev.contextId, status: undefined, artifacts: [], history: [] };
+  if (p.$case === 'statusUpdate') {
+    t.status = structuredClone(ev.status);
+    return t;
+  }
+  if (!ev.artifact) return t;
+  t.artifacts = t.artifacts ?? [];
+  const existing = t.artifacts.find((a) => a.artifactId === ev.artifact.artifactId);
+  if (existing && ev.append) existing.parts = [...(existing.parts ?? []), ...structuredClone(ev.artifact.parts ?? [])];
+  else if (existing) Object.assign(existing, structuredClone(ev.artifact));
+  else t.artifacts.push(structuredClone(ev.artifact));
+  return t;
+}
+
+async function run(cardUrl, text, legacy, nonBlocking, stream = false) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
   const factory = new ClientFactory(
@@ -99,34 +185,56 @@ async function run(cardUrl, text, legacy, nonBlocking) {
   }
 
   const opts = () => ({ signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
-  const result = await client.sendMessage(
-    {
-      tenant: '',
-      message: {
-        messageId: randomUUID(),
-        contextId: '',
-        taskId: '',
-        role: Role.ROLE_USER,
-        parts: [{ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: '' }],
-        metadata: undefined,
-        extensions: [],
-        referenceTaskIds: [],
-      },
-      configuration: nonBlocking
-        ? {
-            acceptedOutputModes: [],
-            taskPushNotificationConfig: undefined,
-            historyLength: undefined,
-            returnImmediately: true,
-          }
-        : undefined,
+  const events = stream ? [] : undefined;
+  const emit = (state, resultText) =>
+    console.log(JSON.stringify(events ? { state, text: resultText, events } : { state, text: resultText }));
+  const request = {
+    tenant: '',
+    message: {
+      messageId: randomUUID(),
+      contextId: '',
+      taskId: '',
+      role: Role.ROLE_USER,
+      parts: [{ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: '' }],
       metadata: undefined,
+      extensions: [],
+      referenceTaskIds: [],
     },
-    opts()
-  );
+    configuration: nonBlocking
+      ? {
+          acceptedOutputModes: [],
+          taskPushNotificationConfig: undefined,
+          historyLength: undefined,
+          returnImmediately: true,
+        }
+      : undefined,
+    metadata: undefined,
+  };
+
+  let result;
+  if (!stream) {
+    result = await client.sendMessage(request, opts());
+  } else {
+    if (!client.agentCard?.capabilities?.streaming) {
+      process.stderr.write(
+        'warning: card says capabilities.streaming=false; the SDK falls back to a blocking SendMessage\n'
+      );
+    }
+    const t0 = process.hrtime.bigint();
+    let folded;
+    for await (const event of client.sendMessageStream(request, opts())) {
+      events.push(eventRecord(event, Number(process.hrtime.bigint() - t0) / 1e6));
+      if (event?.payload?.$case === 'message') {
+        result = event.payload.value;
+        break;
+      }
+      folded = foldEvent(folded, event);
+    }
+    result = result ?? folded;
+  }
 
   if (result && 'messageId' in result) {
-    console.log(JSON.stringify({ state: 'message', text: partsText(result.parts).join('\n') }));
+    emit('message', partsText(result.parts).join('\n'));
     return 0;
   }
   let task = result;
@@ -135,7 +243,7 @@ async function run(cardUrl, text, legacy, nonBlocking) {
   const deadline = Date.now() + POLL_BUDGET_MS;
   while (!FINAL_STATES.has(task.status?.state)) {
     if (Date.now() >= deadline) {
-      console.log(JSON.stringify({ state: stateName(task.status?.state), text: taskText(task) }));
+      emit(stateName(task.status?.state), taskText(task));
       process.stderr.write(
         `error: task ${task.id} still ${stateName(task.status?.state)} after ${POLL_BUDGET_MS / 1000}s of polling\n`
       );
@@ -144,7 +252,7 @@ async function run(cardUrl, text, legacy, nonBlocking) {
     await sleep(POLL_INTERVAL_MS);
     task = await client.getTask({ tenant: '', id: task.id, historyLength: undefined }, opts());
   }
-  console.log(JSON.stringify({ state: stateName(task.status.state), text: taskText(task) }));
+  emit(stateName(task.status.state), taskText(task));
   return task.status.state === TaskState.TASK_STATE_COMPLETED ? 0 : 2;
 }
 
@@ -156,17 +264,28 @@ try {
       legacy: { type: 'boolean', default: false },
       v03: { type: 'boolean', default: false },
       'non-blocking': { type: 'boolean', default: false },
+      stream: { type: 'boolean', default: false },
     },
   });
   if (parsed.positionals.length !== 2) throw new Error('expected CARD_URL and TEXT');
+  if (parsed.values.stream && parsed.values['non-blocking'])
+    throw new Error('--stream and --non-blocking are mutually exclusive');
 } catch (e) {
-  process.stderr.write(`usage: node client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking]\n${e.message}\n`);
+  process.stderr.write(
+    `usage: node client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]\n${e.message}\n`
+  );
   process.exit(1);
 }
 const [cardUrl, text] = parsed.positionals;
 let rc;
 try {
-  rc = await run(cardUrl, text, parsed.values.legacy || parsed.values.v03, parsed.values['non-blocking']);
+  rc = await run(
+    cardUrl,
+    text,
+    parsed.values.legacy || parsed.values.v03,
+    parsed.values['non-blocking'],
+    parsed.values.stream
+  );
 } catch (e) {
   const code = e?.code !== undefined ? ` (code ${e.code})` : '';
   process.stderr.write(`error: ${e?.name ?? 'Error'}: ${e?.message ?? e}${code}\n`);

@@ -14,6 +14,16 @@
 //   "fail..." -> failed, status message (role agent) "deliberate failure: <text>"
 //   "slow..." -> stays working 5 s then completes like echo; CancelTask -> canceled
 //   otherwise -> completed, one artifact with one text part "echo: <text>"
+// except for two texts that skip the ~150 ms pause (working is published at once):
+//   "sleep N" (N = integer ms, 0..600000, e.g. "sleep 2000") -> working, waits N ms
+//              (N=0: no wait at all), then completes exactly like echo (artifact
+//              "echo: sleep N"); the completed status timestamp is taken when it
+//              settles. CancelTask during the wait -> canceled.
+//   "chunks N" (N = integer, 0..100) -> working, then N artifact-update events for ONE
+//              artifact (name "chunks", one id), 100 ms before each, text "chunk i",
+//              append=true for i>0, lastChunk=true on the last; then completed
+//              (the stored task ends with one artifact holding N text parts).
+//              CancelTask between chunks -> canceled.
 
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
@@ -27,6 +37,11 @@ import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
 const HOST = '127.0.0.1';
 const WORK_DELAY_MS = 150;
 const SLOW_DELAY_MS = 5000;
+const CHUNK_DELAY_MS = 100;
+const MAX_SLEEP_MS = 600_000;
+const MAX_CHUNKS = 100;
+const SLEEP_RE = /^sleep (\d+)(?:\s|$)/;
+const CHUNKS_RE = /^chunks (\d+)(?:\s|$)/;
 
 const { values: args } = parseArgs({
   options: {
@@ -111,8 +126,45 @@ class PeerExecutor {
       );
       eventBus.publish(status(TaskState.TASK_STATE_WORKING));
 
-      let ok = await this.sleep(taskId, WORK_DELAY_MS);
-      if (ok && text.startsWith('slow')) ok = await this.sleep(taskId, SLOW_DELAY_MS);
+      const sleepMatch = SLEEP_RE.exec(text);
+      const chunksMatch = CHUNKS_RE.exec(text);
+      let ok = true;
+      if (sleepMatch) {
+        // "sleep N": no 150 ms pause; N = 0 means no timer at all.
+        const ms = Math.min(Number(sleepMatch[1]), MAX_SLEEP_MS);
+        if (ms > 0) ok = await this.sleep(taskId, ms);
+      } else if (chunksMatch) {
+        const n = Math.min(Number(chunksMatch[1]), MAX_CHUNKS);
+        const artifactId = randomUUID();
+        for (let i = 0; i < n && ok; i++) {
+          ok = await this.sleep(taskId, CHUNK_DELAY_MS);
+          if (!ok || this.cancelled.has(taskId)) break;
+          eventBus.publish(
+            AgentEvent.artifactUpdate({
+              taskId,
+              contextId,
+              artifact: {
+                artifactId,
+                name: 'chunks',
+                description: '',
+                parts: [textPart(`chunk ${i}`)],
+                metadata: {},
+                extensions: [],
+              },
+              append: i > 0,
+              lastChunk: i === n - 1,
+              metadata: {},
+            })
+          );
+        }
+        if (ok && !this.cancelled.has(taskId)) {
+          eventBus.publish(status(TaskState.TASK_STATE_COMPLETED));
+          return;
+        }
+      } else {
+        ok = await this.sleep(taskId, WORK_DELAY_MS);
+        if (ok && text.startsWith('slow')) ok = await this.sleep(taskId, SLOW_DELAY_MS);
+      }
       if (!ok || this.cancelled.has(taskId)) {
         eventBus.publish(status(TaskState.TASK_STATE_CANCELED));
         return;
