@@ -1,5 +1,22 @@
-//! The outbound call as a state machine: SendMessage, then GetTask until the
-//! task settles, mapped to a [`ToolResult`].
+//! The outbound call as a state machine: send the task, follow it until it
+//! settles, map it to a [`ToolResult`].
+//!
+//! How the task is followed depends on the peer:
+//!
+//! - The card says `capabilities.streaming`: `SendStreamingMessage` (0.3:
+//!   `message/stream`), and the SSE events are followed to the terminal (or
+//!   interrupted) one. A stream that ends early is resubscribed
+//!   (`SubscribeToTask` / `tasks/resubscribe`) up to [`MAX_RESUBSCRIBES`]
+//!   times with growing pauses, then the call falls back to polling. A peer
+//!   that answers the stream request with plain JSON is read as a SendMessage
+//!   answer; one that says streaming is unsupported gets a blocking send.
+//! - An A2A peer without streaming: a blocking SendMessage (the A2A default),
+//!   bounded by the call's deadline; polling only if it answers unsettled.
+//! - The toolnexus dialect (its servers answer at once): a non-blocking
+//!   SendMessage, then polling.
+//!
+//! Every task state seen (a stream event, a SendMessage answer, a GetTask
+//! that changed something) is an event for the caller ([`Machine::poll_event`]).
 //!
 //! Loop order, per the contract: check abort → check timeout → sleep → check
 //! abort → GetTask. The interval between polls is a quarter of the time spent
@@ -13,13 +30,16 @@
 //! a settled task reaches the caller within a round trip. Other peers get the
 //! interval above (and never see the header, which browsers would preflight).
 
-use crate::driver::{Machine, Step};
+use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
+use crate::event::StreamEvent;
 use crate::http::HttpResponse;
-use crate::rpc::{parse_reply, Dialect};
+use crate::rpc::{parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION};
+use crate::sse::{is_event_stream, SseParser};
 use crate::task::{SendResult, Task, TaskState};
 use crate::tool::ToolResult;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
 
 /// The first poll interval (capped by `poll_every`).
 pub const FIRST_POLL_DELAY_MS: u64 = 25;
@@ -29,6 +49,12 @@ pub const CANCEL_GRACE_MS: u64 = 2_000;
 pub const MAX_POLL_FAILURES: u32 = 3;
 /// The `Prefer: wait` asked of each GetTask, in seconds (capped by the time left).
 pub const LONG_POLL_SECS: u64 = 10;
+/// Resubscriptions tried after a stream ends before its task settles.
+pub const MAX_RESUBSCRIBES: u32 = 3;
+/// The pause before the first resubscription; each next one waits 4× longer.
+pub const RESUBSCRIBE_BACKOFF_MS: u64 = 50;
+/// The largest non-SSE body read from a stream request.
+pub const MAX_PLAIN_BODY: usize = 16 * 1024 * 1024;
 
 /// Everything one call needs, resolved: no defaults left to apply.
 #[derive(Debug, Clone)]
@@ -45,11 +71,22 @@ pub struct CallSpec {
     pub text: String,
     /// Ask GetTask to long-poll (the card lists [`crate::card::LONG_POLL_EXTENSION`]).
     pub long_poll: bool,
+    /// The card says `capabilities.streaming`: send `SendStreamingMessage`.
+    pub streaming: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// A SendMessage (blocking or not) is in flight.
     Sending,
+    /// A stream request (send or resubscribe) waits for its head.
+    Opening,
+    /// Reading an SSE body.
+    Streaming,
+    /// Reading a stream request's answer that is not SSE, whole.
+    Collecting,
+    /// Pausing before a resubscription.
+    Backoff,
     Waiting,
     Polling,
     Canceling,
@@ -70,10 +107,27 @@ pub struct CallMachine {
     state: TaskState,
     polls: u32,
     poll_failures: u32,
+    /// How the task is sent (it changes once if the peer cannot stream).
+    mode: SendMode,
+    /// The task as followed so far (from events, answers and polls).
+    task: Option<Task>,
+    /// Whether the open stream is a resubscription (not the first send).
+    resubscribing: bool,
+    resubscribes: u32,
+    sse: SseParser,
+    head: ResponseHead,
+    plain: Vec<u8>,
+    events: VecDeque<StreamEvent>,
 }
 
 impl CallMachine {
     pub fn new(spec: CallSpec) -> Self {
+        let mode = match spec.dialect {
+            // Its servers answer at once and cannot stream: poll.
+            Dialect::Toolnexus => SendMode::NonBlocking,
+            _ if spec.streaming => SendMode::Stream,
+            _ => SendMode::Blocking,
+        };
         CallMachine {
             dialect: spec.dialect,
             dialect_retried: false,
@@ -85,6 +139,14 @@ impl CallMachine {
             state: TaskState::Unknown,
             polls: 0,
             poll_failures: 0,
+            mode,
+            task: None,
+            resubscribing: false,
+            resubscribes: 0,
+            sse: SseParser::new(),
+            head: ResponseHead::default(),
+            plain: Vec::new(),
+            events: VecDeque::new(),
             spec,
         }
     }
@@ -106,16 +168,226 @@ impl CallMachine {
 
     fn send_message(&mut self) -> Step<ToolResult> {
         let id = self.next_rpc_id();
-        let req = self.dialect.send_message(
+        let req = self.dialect.send(
             &self.spec.endpoint,
             id,
             &self.spec.message_id,
             &self.spec.text,
+            self.mode,
         );
+        let request = self.with_headers(req);
+        let deadline_ms = self.deadline_ms;
+        if self.mode == SendMode::Stream {
+            self.open_stream(false);
+            return Step::Stream {
+                request,
+                deadline_ms,
+            };
+        }
+        self.phase = Phase::Sending;
         Step::Send {
+            request,
+            deadline_ms,
+        }
+    }
+
+    /// Resets the stream readers for a new stream request.
+    fn open_stream(&mut self, resubscribing: bool) {
+        self.phase = Phase::Opening;
+        self.resubscribing = resubscribing;
+        self.sse = SseParser::new();
+        self.plain.clear();
+    }
+
+    fn resubscribe(&mut self) -> Step<ToolResult> {
+        let id = self.next_rpc_id();
+        let task_id = self.task_id.clone().unwrap_or_default();
+        let req = self.dialect.subscribe(&self.spec.endpoint, id, &task_id);
+        self.resubscribes += 1;
+        self.open_stream(true);
+        Step::Stream {
             request: self.with_headers(req),
             deadline_ms: self.deadline_ms,
         }
+    }
+
+    /// Records a task state seen on a poll or an answer, as an event if it
+    /// tells the caller something new.
+    fn observe(&mut self, task: &Task) {
+        let changed = self.task.as_ref().is_none_or(|t| t != task);
+        if changed {
+            self.task = Some(task.clone());
+            self.events.push_back(StreamEvent::Task(task.clone()));
+        }
+    }
+
+    /// The answer to the first send (or a stream request answered in plain JSON).
+    fn on_send_reply(&mut self, now_ms: u64, response: HttpResponse) -> Step<ToolResult> {
+        let endpoint = self.spec.endpoint.clone();
+        let what = format!("SendMessage to {endpoint}");
+        match parse_reply(&response, &endpoint) {
+            Err(Error::Rpc { code, .. })
+                if self.mode == SendMode::Stream && code == UNSUPPORTED_OPERATION =>
+            {
+                // The card said it streams; the server says it does not.
+                self.mode = SendMode::Blocking;
+                self.send_message()
+            }
+            Err(Error::Rpc { code, .. })
+                if !self.dialect_retried && self.dialect.fallback(code).is_some() =>
+            {
+                self.dialect_retried = true;
+                self.dialect = self.dialect.fallback(code).unwrap_or(self.dialect);
+                self.send_message()
+            }
+            Err(e) => self.fail(now_ms, &what, &e),
+            Ok(v) => match SendResult::from_value(&v) {
+                Some(SendResult::Task(task)) => {
+                    self.observe(&task);
+                    self.on_task(now_ms, task)
+                }
+                Some(SendResult::Message(m)) => self.on_message(now_ms, m),
+                None => {
+                    let err =
+                        Error::Malformed(format!("the reply is neither a task nor a message: {v}"));
+                    self.fail(now_ms, &what, &err)
+                }
+            },
+        }
+    }
+
+    /// The agent answered directly, without a task.
+    fn on_message(&mut self, now_ms: u64, message: crate::task::Message) -> Step<ToolResult> {
+        self.state = TaskState::Completed;
+        let text = message.text();
+        self.events.push_back(StreamEvent::Message(message));
+        self.finish(now_ms, false, text)
+    }
+
+    /// Reads the complete SSE events received so far; a step when one ends the call.
+    fn read_events(&mut self, now_ms: u64) -> Option<Step<ToolResult>> {
+        while let Some(next) = self.sse.next_event() {
+            let event = match next {
+                Ok(event) => event,
+                Err(e) => {
+                    let err = Error::Malformed(format!("the event stream broke off: {e}"));
+                    return Some(self.fail(now_ms, "streaming", &err));
+                }
+            };
+            if event.data.trim().is_empty() {
+                continue;
+            }
+            let Ok(value) = serde_json::from_str::<Value>(&event.data) else {
+                let err = Error::Malformed(format!(
+                    "a stream event is not JSON: {}",
+                    snippet(&event.data)
+                ));
+                return Some(self.fail(now_ms, "streaming", &err));
+            };
+            let result = match parse_response_value(value) {
+                Ok(result) => result,
+                // An error before any event means the request itself failed.
+                Err(Error::Rpc { code, message }) if self.task.is_none() && !self.resubscribing => {
+                    let reply = json!({"jsonrpc": "2.0", "id": null,
+                        "error": {"code": code, "message": message}});
+                    let resp = HttpResponse::json(200, reply.to_string().into_bytes());
+                    return Some(self.on_send_reply(now_ms, resp));
+                }
+                Err(e) if self.resubscribing => return Some(self.poll_instead(now_ms, &e)),
+                Err(e) => return Some(self.fail(now_ms, "streaming", &e)),
+            };
+            let Some(event) = StreamEvent::from_value(&result) else {
+                let err = Error::Malformed(format!(
+                    "a stream event is none of task, message, status or artifact: {}",
+                    snippet(&result.to_string())
+                ));
+                return Some(self.fail(now_ms, "streaming", &err));
+            };
+            if let Some(step) = self.on_event(now_ms, event) {
+                return Some(step);
+            }
+        }
+        None
+    }
+
+    /// Applies one stream event; a step when it settles the task.
+    fn on_event(&mut self, now_ms: u64, event: StreamEvent) -> Option<Step<ToolResult>> {
+        if let StreamEvent::Message(m) = &event {
+            if self.task.is_none() {
+                return Some(self.on_message(now_ms, m.clone()));
+            }
+        }
+        let task = match (&mut self.task, &event) {
+            (_, StreamEvent::Task(t)) => self.task.insert(t.clone()),
+            (Some(task), _) => {
+                task.apply(&event);
+                task
+            }
+            // An update before its task: start the view from the update's ids.
+            (None, StreamEvent::Status(u)) => self.task.insert(Task {
+                id: u.task_id.clone(),
+                context_id: u.context_id.clone(),
+                state: u.state,
+                status_message: u.message.clone(),
+                artifacts: Vec::new(),
+                history: Vec::new(),
+            }),
+            (None, StreamEvent::Artifact(u)) => {
+                let mut t = Task {
+                    id: u.task_id.clone(),
+                    context_id: u.context_id.clone(),
+                    state: TaskState::Working,
+                    status_message: None,
+                    artifacts: Vec::new(),
+                    history: Vec::new(),
+                };
+                t.apply(&event);
+                self.task.insert(t)
+            }
+            (None, StreamEvent::Message(_)) => return None,
+        };
+        if !task.id.is_empty() {
+            self.task_id = Some(task.id.clone());
+        }
+        self.state = task.state;
+        let settled = task.state.is_terminal() || task.state.is_interrupted();
+        let task = settled.then(|| task.clone());
+        self.events.push_back(event);
+        task.map(|t| self.on_task(now_ms, t))
+    }
+
+    /// The stream ended (or broke) before the task settled.
+    fn stream_ended(&mut self, now_ms: u64, why: Option<TransportError>) -> Step<ToolResult> {
+        if self.task_id.is_none() {
+            let err = match why {
+                Some(e) => e.into(),
+                None => {
+                    Error::Malformed("the event stream ended before the task was created".into())
+                }
+            };
+            return self.fail(
+                now_ms,
+                &format!("SendStreamingMessage to {}", self.spec.endpoint),
+                &err,
+            );
+        }
+        if self.resubscribes >= MAX_RESUBSCRIBES {
+            return self.wait_for(now_ms, 0);
+        }
+        let pause = RESUBSCRIBE_BACKOFF_MS << (2 * self.resubscribes);
+        if now_ms.saturating_add(pause) >= self.deadline_ms {
+            return self.timed_out(now_ms);
+        }
+        self.phase = Phase::Backoff;
+        Step::Sleep {
+            until_ms: now_ms + pause,
+        }
+    }
+
+    /// A resubscription was refused: follow the task by GetTask from now on.
+    fn poll_instead(&mut self, now_ms: u64, _why: &Error) -> Step<ToolResult> {
+        self.resubscribes = MAX_RESUBSCRIBES;
+        self.wait_for(now_ms, 0)
     }
 
     fn task_label(&self) -> String {
@@ -158,7 +430,7 @@ impl CallMachine {
         self.finish(now_ms, true, output)
     }
 
-    /// A task arrived (from SendMessage or GetTask): finish or wait for the next poll.
+    /// A task arrived (from SendMessage, GetTask or a stream): finish or wait for the next poll.
     fn on_task(&mut self, now_ms: u64, task: Task) -> Step<ToolResult> {
         self.task_id = Some(task.id.clone());
         self.state = task.state;
@@ -215,13 +487,20 @@ impl CallMachine {
     }
 }
 
+fn snippet(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
 impl Machine for CallMachine {
     type Output = ToolResult;
+    type Event = StreamEvent;
 
     fn start(&mut self, now_ms: u64) -> Step<ToolResult> {
         self.started_ms = now_ms;
         self.deadline_ms = now_ms.saturating_add(self.spec.timeout_ms);
-        self.phase = Phase::Sending;
         self.send_message()
     }
 
@@ -232,37 +511,10 @@ impl Machine for CallMachine {
     ) -> Step<ToolResult> {
         let endpoint = self.spec.endpoint.clone();
         match self.phase {
-            Phase::Sending => {
-                let what = format!("SendMessage to {endpoint}");
-                let result = match response {
-                    Err(e) => return self.fail(now_ms, &what, &e.into()),
-                    Ok(resp) => parse_reply(&resp, &endpoint),
-                };
-                match result {
-                    Err(Error::Rpc { code, .. })
-                        if !self.dialect_retried && self.dialect.fallback(code).is_some() =>
-                    {
-                        self.dialect_retried = true;
-                        self.dialect = self.dialect.fallback(code).unwrap_or(self.dialect);
-                        self.send_message()
-                    }
-                    Err(e) => self.fail(now_ms, &what, &e),
-                    Ok(v) => match SendResult::from_value(&v) {
-                        Some(SendResult::Task(task)) => self.on_task(now_ms, task),
-                        Some(SendResult::Message(m)) => {
-                            // The agent answered directly, without a task.
-                            self.state = TaskState::Completed;
-                            self.finish(now_ms, false, m.text())
-                        }
-                        None => {
-                            let err = Error::Malformed(format!(
-                                "the reply is neither a task nor a message: {v}"
-                            ));
-                            self.fail(now_ms, &what, &err)
-                        }
-                    },
-                }
-            }
+            Phase::Sending => match response {
+                Err(e) => self.fail(now_ms, &format!("SendMessage to {endpoint}"), &e.into()),
+                Ok(resp) => self.on_send_reply(now_ms, resp),
+            },
             Phase::Polling => {
                 let what = format!("GetTask {}", self.task_label());
                 match response {
@@ -292,11 +544,15 @@ impl Machine for CallMachine {
                                             && !task.state.is_terminal()
                                             && !task.state.is_interrupted() =>
                                     {
+                                        self.observe(&task);
                                         self.task_id = Some(task.id.clone());
                                         self.state = task.state;
                                         self.wait_for(now_ms, 0)
                                     }
-                                    Some(task) => self.on_task(now_ms, task),
+                                    Some(task) => {
+                                        self.observe(&task);
+                                        self.on_task(now_ms, task)
+                                    }
                                     None => {
                                         let err = Error::Malformed(format!(
                                             "the reply is not a task: {v}"
@@ -310,8 +566,102 @@ impl Machine for CallMachine {
                 }
             }
             Phase::Canceling => self.canceled(now_ms),
-            // No request is in flight while waiting; a stray response changes nothing.
-            Phase::Waiting => self.wait(now_ms),
+            // No plain request is in flight otherwise; a stray response changes nothing.
+            Phase::Waiting | Phase::Backoff => self.wait(now_ms),
+            Phase::Opening | Phase::Streaming | Phase::Collecting => Step::Read {
+                deadline_ms: self.deadline_ms,
+            },
+        }
+    }
+
+    fn handle_head(
+        &mut self,
+        now_ms: u64,
+        head: Result<ResponseHead, TransportError>,
+    ) -> Step<ToolResult> {
+        if self.phase == Phase::Canceling {
+            return self.canceled(now_ms);
+        }
+        let head = match head {
+            Ok(head) => head,
+            Err(e) if self.resubscribing => return self.stream_ended(now_ms, Some(e)),
+            Err(e) => {
+                let what = format!("SendStreamingMessage to {}", self.spec.endpoint);
+                return self.fail(now_ms, &what, &e.into());
+            }
+        };
+        let sse = head.is_success() && head.header("Content-Type").is_some_and(is_event_stream);
+        self.phase = if sse {
+            Phase::Streaming
+        } else {
+            Phase::Collecting
+        };
+        self.head = head;
+        Step::Read {
+            deadline_ms: self.deadline_ms,
+        }
+    }
+
+    fn handle_body(
+        &mut self,
+        now_ms: u64,
+        chunk: Result<Option<Vec<u8>>, TransportError>,
+    ) -> Step<ToolResult> {
+        let read_on = Step::Read {
+            deadline_ms: self.deadline_ms,
+        };
+        match (self.phase, chunk) {
+            (Phase::Streaming, Ok(Some(bytes))) => {
+                self.sse.feed(&bytes);
+                self.read_events(now_ms).unwrap_or(read_on)
+            }
+            (Phase::Streaming, end) => {
+                self.sse.finish();
+                if let Some(step) = self.read_events(now_ms) {
+                    return step;
+                }
+                self.stream_ended(now_ms, end.err())
+            }
+            (Phase::Collecting, Ok(Some(bytes))) => {
+                if self.plain.len() + bytes.len() > MAX_PLAIN_BODY {
+                    let err = Error::Malformed(format!(
+                        "the answer is over the {MAX_PLAIN_BODY}-byte limit"
+                    ));
+                    return self.fail(now_ms, "streaming", &err);
+                }
+                self.plain.extend_from_slice(&bytes);
+                read_on
+            }
+            (Phase::Collecting, Err(e)) if self.resubscribing => self.stream_ended(now_ms, Some(e)),
+            (Phase::Collecting, Err(e)) => {
+                let what = format!("SendStreamingMessage to {}", self.spec.endpoint);
+                self.fail(now_ms, &what, &e.into())
+            }
+            (Phase::Collecting, Ok(None)) => {
+                let head = std::mem::take(&mut self.head);
+                let resp = HttpResponse {
+                    status: head.status,
+                    headers: head.headers,
+                    body: std::mem::take(&mut self.plain),
+                };
+                if !self.resubscribing {
+                    return self.on_send_reply(now_ms, resp);
+                }
+                // A resubscription answered in JSON: an error, or the task itself.
+                match parse_reply(&resp, &self.spec.endpoint.clone()) {
+                    Ok(v) => match Task::from_value(v.get("task").unwrap_or(&v)) {
+                        Some(task) => {
+                            self.observe(&task);
+                            self.on_task(now_ms, task)
+                        }
+                        None => self.wait_for(now_ms, 0),
+                    },
+                    Err(e) => self.poll_instead(now_ms, &e),
+                }
+            }
+            (Phase::Canceling, _) => self.canceled(now_ms),
+            // No body is being read: nothing to do but carry on.
+            _ => self.wait(now_ms),
         }
     }
 
@@ -319,6 +669,7 @@ impl Machine for CallMachine {
         match self.phase {
             Phase::Canceling => self.canceled(now_ms),
             _ if now_ms >= self.deadline_ms => self.timed_out(now_ms),
+            Phase::Backoff => self.resubscribe(),
             Phase::Waiting => {
                 self.phase = Phase::Polling;
                 self.polls += 1;
@@ -335,13 +686,18 @@ impl Machine for CallMachine {
                 }
             }
             // A request's deadline is the call's deadline, handled above.
-            Phase::Sending | Phase::Polling => self.timed_out(now_ms),
+            Phase::Sending
+            | Phase::Polling
+            | Phase::Opening
+            | Phase::Streaming
+            | Phase::Collecting => self.timed_out(now_ms),
         }
     }
 
     fn handle_abort(&mut self, now_ms: u64) -> Step<ToolResult> {
-        match (&self.task_id, self.phase) {
-            (Some(task_id), Phase::Waiting | Phase::Polling) => {
+        let following = !matches!(self.phase, Phase::Sending | Phase::Canceling);
+        match &self.task_id {
+            Some(task_id) if following => {
                 // Best effort: tell the peer, but never wait long for it.
                 let task_id = task_id.clone();
                 self.phase = Phase::Canceling;
@@ -354,6 +710,10 @@ impl Machine for CallMachine {
             }
             _ => self.canceled(now_ms),
         }
+    }
+
+    fn poll_event(&mut self) -> Option<StreamEvent> {
+        self.events.pop_front()
     }
 }
 

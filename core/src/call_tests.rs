@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::driver::drive;
+use crate::event::StreamEvent;
 use crate::testing::{block_on, completed, task, task_with_message, Reply, ScriptedPeer};
 use serde_json::{json, Value};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
@@ -18,6 +19,7 @@ fn spec(dialect: Dialect) -> CallSpec {
         message_id: "m1".into(),
         text: "ship the release".into(),
         long_poll: false,
+        streaming: false,
     }
 }
 
@@ -459,6 +461,7 @@ fn every_get_task_asks_for_a_long_poll_within_the_time_left() {
         &peer,
         CallSpec {
             long_poll: false,
+            streaming: false,
             ..spec(Dialect::Toolnexus)
         },
     );
@@ -548,4 +551,327 @@ fn every_request_carries_the_headers_and_json_content_type() {
         assert_eq!(req.header("Content-Type"), Some("application/json"));
         assert_eq!(req.url, "http://peer/");
     }
+}
+
+// ---- Streaming peers, blocking sends, and events (virtual time) ----
+
+fn streaming(dialect: Dialect) -> CallSpec {
+    CallSpec {
+        streaming: true,
+        ..spec(dialect)
+    }
+}
+
+fn status10(id: &str, state: &str) -> Value {
+    json!({"statusUpdate": {"taskId": id, "contextId": "c1", "status": {"state": state}}})
+}
+
+fn chunk10(id: &str, text: &str, append: bool, last: bool) -> Value {
+    json!({"artifactUpdate": {"taskId": id, "contextId": "c1", "append": append, "lastChunk": last,
+        "artifact": {"artifactId": "a1", "parts": [{"text": text}]}}})
+}
+
+fn task10(id: &str, state: &str) -> Value {
+    json!({"task": {"id": id, "contextId": "c1", "status": {"state": state}}})
+}
+
+fn run_events(peer: &ScriptedPeer, spec: CallSpec) -> (ToolResult, Vec<(u64, StreamEvent)>) {
+    let mut events = Vec::new();
+    let r = block_on(crate::driver::drive_with_events(
+        &mut CallMachine::new(spec),
+        peer,
+        std::future::pending(),
+        |e| events.push((peer.now(), e)),
+    ));
+    (r, events)
+}
+
+#[test]
+fn a_streaming_peer_is_followed_event_by_event_to_the_end() {
+    let peer = ScriptedPeer::new().on(
+        "SendStreamingMessage",
+        vec![Reply::Stream(vec![
+            (1, task10("t1", "TASK_STATE_SUBMITTED")),
+            (1, status10("t1", "TASK_STATE_WORKING")),
+            (100, chunk10("t1", "chunk 0", false, false)),
+            (100, chunk10("t1", "chunk 1", true, true)),
+            (1, status10("t1", "TASK_STATE_COMPLETED")),
+        ])],
+    );
+    let (r, events) = run_events(&peer, streaming(Dialect::V10));
+    assert_eq!((r.output.as_str(), r.is_error), ("chunk 0\nchunk 1", false));
+    assert_eq!(meta(&r)["state"], "completed");
+    assert_eq!(meta(&r)["polls"], 0);
+    assert_eq!(meta(&r)["taskId"], "t1");
+    assert_eq!(peer.methods(), ["SendStreamingMessage"]);
+    let req = &peer.requests()[0].1;
+    assert_eq!(req.header("Accept"), Some("text/event-stream"));
+    assert_eq!(req.header("A2A-Version"), Some("1.0"));
+    // Each event reached the caller when it arrived, not at the end.
+    let times: Vec<u64> = events.iter().map(|(t, _)| *t).collect();
+    assert_eq!(times, [1, 2, 102, 202, 203]);
+    assert!(matches!(events[0].1, StreamEvent::Task(_)));
+    assert_eq!(events[4].1.state(), Some(TaskState::Completed));
+    // The result is handed over the moment the terminal event arrives.
+    assert_eq!(meta(&r)["ms"], 203);
+}
+
+#[test]
+fn a_0_3_stream_uses_message_stream_and_kind_shaped_events() {
+    let peer = ScriptedPeer::new().on(
+        "message/stream",
+        vec![Reply::Stream(vec![
+            (0, json!({"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "submitted"}})),
+            (5, json!({"kind": "artifact-update", "taskId": "t1", "contextId": "c1",
+                "artifact": {"artifactId": "a", "parts": [{"kind": "text", "text": "done"}]},
+                "append": false, "lastChunk": true})),
+            (5, json!({"kind": "status-update", "taskId": "t1", "contextId": "c1",
+                "status": {"state": "completed"}, "final": true})),
+        ])],
+    );
+    let (r, events) = run_events(&peer, streaming(Dialect::V03));
+    assert_eq!((r.output.as_str(), r.is_error), ("done", false));
+    assert_eq!(peer.methods(), ["message/stream"]);
+    assert_eq!(events.len(), 3);
+}
+
+#[test]
+fn a_dropped_stream_is_resubscribed_and_the_result_comes_once() {
+    let peer = ScriptedPeer::new()
+        .on(
+            "SendStreamingMessage",
+            vec![Reply::StreamBroken(vec![
+                (1, task10("t1", "TASK_STATE_SUBMITTED")),
+                (1, status10("t1", "TASK_STATE_WORKING")),
+            ])],
+        )
+        .on(
+            "SubscribeToTask",
+            vec![Reply::Stream(vec![
+                (1, task10("t1", "TASK_STATE_WORKING")),
+                (300, chunk10("t1", "answer", false, true)),
+                (1, status10("t1", "TASK_STATE_COMPLETED")),
+            ])],
+        );
+    let (r, events) = run_events(&peer, streaming(Dialect::V10));
+    assert_eq!((r.output.as_str(), r.is_error), ("answer", false));
+    assert_eq!(peer.methods(), ["SendStreamingMessage", "SubscribeToTask"]);
+    let body: Value = serde_json::from_slice(&peer.requests()[1].1.body).expect("json");
+    assert_eq!(body["params"], json!({"id": "t1"}));
+    let terminal = events
+        .iter()
+        .filter(|(_, e)| e.state() == Some(TaskState::Completed))
+        .count();
+    assert_eq!(terminal, 1);
+}
+
+#[test]
+fn a_refused_resubscription_falls_back_to_polling() {
+    let peer = ScriptedPeer::new()
+        .on(
+            "SendStreamingMessage",
+            vec![Reply::StreamBroken(vec![(
+                1,
+                task10("t1", "TASK_STATE_WORKING"),
+            )])],
+        )
+        .on("SubscribeToTask", vec![Reply::RpcError(-32004, "no")])
+        .on(
+            "GetTask",
+            vec![
+                ok(json!({"id": "t1", "status": {"state": "TASK_STATE_WORKING"}})),
+                ok(completed("t1", "polled")),
+            ],
+        );
+    let (r, _) = run_events(&peer, streaming(Dialect::V10));
+    assert_eq!((r.output.as_str(), r.is_error), ("polled", false));
+    assert_eq!(
+        peer.methods(),
+        [
+            "SendStreamingMessage",
+            "SubscribeToTask",
+            "GetTask",
+            "GetTask"
+        ]
+    );
+}
+
+#[test]
+fn a_stream_that_keeps_dropping_is_resubscribed_a_bounded_number_of_times() {
+    let broken = || Reply::StreamBroken(vec![(1, task10("t1", "TASK_STATE_WORKING"))]);
+    let peer = ScriptedPeer::new()
+        .on("SendStreamingMessage", vec![broken()])
+        .on("SubscribeToTask", vec![broken()])
+        .on("GetTask", vec![ok(completed("t1", "at last"))]);
+    let (r, _) = run_events(&peer, streaming(Dialect::V10));
+    assert_eq!((r.output.as_str(), r.is_error), ("at last", false));
+    let methods = peer.methods();
+    let resubscribes = methods.iter().filter(|m| *m == "SubscribeToTask").count();
+    assert_eq!(resubscribes as u32, MAX_RESUBSCRIBES);
+    assert_eq!(methods.last().map(String::as_str), Some("GetTask"));
+    // Pauses grow: 50, 200, 800 ms between the attempts.
+    let at: Vec<u64> = peer
+        .requests()
+        .iter()
+        .filter(|(_, r)| String::from_utf8_lossy(&r.body).contains("SubscribeToTask"))
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(at, [51, 252, 1053]);
+}
+
+#[test]
+fn a_stream_that_ends_before_any_task_is_an_error() {
+    let peer = ScriptedPeer::new().on("SendStreamingMessage", vec![Reply::Stream(vec![])]);
+    let (r, _) = run_events(&peer, streaming(Dialect::V10));
+    assert!(r.is_error);
+    assert!(
+        r.output.contains("ended before the task was created"),
+        "{}",
+        r.output
+    );
+}
+
+#[test]
+fn a_stream_request_answered_in_plain_json_is_read_as_the_answer() {
+    let peer = ScriptedPeer::new().on(
+        "SendStreamingMessage",
+        vec![ok(
+            json!({"task": {"id": "t1", "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"artifactId": "a", "parts": [{"text": "whole"}]}]}}),
+        )],
+    );
+    let (r, events) = run_events(&peer, streaming(Dialect::V10));
+    assert_eq!((r.output.as_str(), r.is_error), ("whole", false));
+    assert_eq!(events.len(), 1);
+}
+
+#[test]
+fn a_peer_that_cannot_stream_after_all_gets_a_blocking_send() {
+    let peer = ScriptedPeer::new()
+        .on(
+            "SendStreamingMessage",
+            vec![Reply::RpcError(-32004, "Streaming is not supported")],
+        )
+        .on(
+            "SendMessage",
+            vec![ok(json!({"task": completed("t1", "blocked")}))],
+        );
+    let (r, _) = run_events(&peer, streaming(Dialect::V10));
+    assert_eq!((r.output.as_str(), r.is_error), ("blocked", false));
+    assert_eq!(peer.methods(), ["SendStreamingMessage", "SendMessage"]);
+    let body: Value = serde_json::from_slice(&peer.requests()[1].1.body).expect("json");
+    assert_eq!(body["params"].get("configuration"), None);
+}
+
+#[test]
+fn a2a_peers_without_streaming_get_one_blocking_send() {
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![ok(json!({"task": completed("t1", "x")}))],
+    );
+    let (r, events) = run_events(&peer, spec(Dialect::V10));
+    assert_eq!((r.output.as_str(), r.is_error), ("x", false));
+    assert_eq!(peer.methods(), ["SendMessage"]);
+    let body: Value = serde_json::from_slice(&peer.requests()[0].1.body).expect("json");
+    assert_eq!(
+        body["params"].get("configuration"),
+        None,
+        "1.0 blocks by default"
+    );
+    assert_eq!(events.len(), 1);
+
+    let peer = ScriptedPeer::new().on("message/send", vec![ok(completed("t1", "y"))]);
+    let (r, _) = run_events(&peer, spec(Dialect::V03));
+    assert_eq!(r.output, "y");
+    let body: Value = serde_json::from_slice(&peer.requests()[0].1.body).expect("json");
+    assert_eq!(body["params"]["configuration"]["blocking"], true);
+    // The toolnexus dialect keeps the non-blocking send its servers expect.
+    let peer = ScriptedPeer::new().on("SendMessage", vec![ok(completed("t1", "z"))]);
+    run_events(&peer, spec(Dialect::Toolnexus));
+    let body: Value = serde_json::from_slice(&peer.requests()[0].1.body).expect("json");
+    assert_eq!(body["params"]["configuration"]["blocking"], false);
+}
+
+#[test]
+fn a_blocking_send_answered_unsettled_is_polled() {
+    let peer = ScriptedPeer::new()
+        .on(
+            "SendMessage",
+            vec![ok(
+                json!({"task": {"id": "t1", "status": {"state": "TASK_STATE_WORKING"}}}),
+            )],
+        )
+        .on("GetTask", vec![ok(completed("t1", "later"))]);
+    let (r, events) = run_events(&peer, spec(Dialect::V10));
+    assert_eq!(r.output, "later");
+    assert_eq!(peer.methods(), ["SendMessage", "GetTask"]);
+    assert_eq!(events.len(), 2, "working, then completed");
+}
+
+#[test]
+fn abort_mid_stream_cancels_the_task() {
+    let peer = ScriptedPeer::new()
+        .on(
+            "SendStreamingMessage",
+            vec![Reply::Stream(vec![
+                (1, task10("t1", "TASK_STATE_WORKING")),
+                (5_000, status10("t1", "TASK_STATE_COMPLETED")),
+            ])],
+        )
+        .on("CancelTask", vec![ok(task("t1", "canceled"))]);
+    let r = block_on(drive(
+        &mut CallMachine::new(streaming(Dialect::V10)),
+        &peer,
+        peer.abort_at(100),
+    ));
+    assert!(r.is_error);
+    assert_eq!(r.output, "A2A task t1 canceled");
+    assert_eq!(peer.methods(), ["SendStreamingMessage", "CancelTask"]);
+}
+
+#[test]
+fn a_stream_that_outlives_the_timeout_times_out() {
+    let peer = ScriptedPeer::new().on(
+        "SendStreamingMessage",
+        vec![Reply::Stream(vec![
+            (1, task10("t1", "TASK_STATE_WORKING")),
+            (60_000, status10("t1", "TASK_STATE_COMPLETED")),
+        ])],
+    );
+    let (r, _) = run_events(&peer, streaming(Dialect::V10));
+    assert!(r.is_error);
+    assert_eq!(
+        r.output,
+        "A2A task t1 timed out after 5000ms (state=working)"
+    );
+    assert_eq!(peer.now(), 5_000);
+}
+
+#[test]
+fn an_input_required_event_ends_the_stream_call_with_the_question() {
+    let peer = ScriptedPeer::new().on(
+        "SendStreamingMessage",
+        vec![Reply::Stream(vec![
+            (1, task10("t1", "TASK_STATE_WORKING")),
+            (1, json!({"statusUpdate": {"taskId": "t1", "contextId": "c1", "status": {
+                "state": "TASK_STATE_INPUT_REQUIRED",
+                "message": {"role": "ROLE_AGENT", "messageId": "q", "parts": [{"text": "Which city?"}]}}}})),
+            (10_000, status10("t1", "TASK_STATE_COMPLETED")),
+        ])],
+    );
+    let (r, _) = run_events(&peer, streaming(Dialect::V10));
+    assert!(r.is_error);
+    assert_eq!(r.output, "A2A task t1 input-required: Which city?");
+    assert_eq!(peer.now(), 2);
+}
+
+#[test]
+fn a_json_rpc_error_event_and_junk_events_are_errors_not_panics() {
+    let peer = ScriptedPeer::new().on(
+        "SendStreamingMessage",
+        vec![Reply::Stream(vec![(1, json!(42))])],
+    );
+    let (r, _) = run_events(&peer, streaming(Dialect::V10));
+    assert!(r.is_error);
+    assert!(r.output.contains("none of task, message"), "{}", r.output);
 }

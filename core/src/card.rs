@@ -45,6 +45,8 @@ pub struct AgentCard {
     pub skills: Vec<CardSkill>,
     /// `capabilities.extensions[].uri`.
     pub extensions: Vec<String>,
+    /// `capabilities.streaming`: the agent answers `SendStreamingMessage` with SSE.
+    pub streaming: bool,
 }
 
 /// The A2A extension a card lists when its GetTask honours `Prefer: wait=N`
@@ -127,6 +129,10 @@ impl AgentCard {
                 .flatten()
                 .filter_map(|e| text(e, "uri"))
                 .collect(),
+            streaming: v
+                .pointer("/capabilities/streaming")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         })
     }
 

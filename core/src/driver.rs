@@ -5,7 +5,7 @@
 
 use crate::error::TransportError;
 use crate::http::{HttpRequest, HttpResponse};
-use crate::transport::Transport;
+use crate::transport::{BodyStream, Transport};
 use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
@@ -19,6 +19,17 @@ pub enum Step<T> {
         request: HttpRequest,
         deadline_ms: u64,
     },
+    /// Send this request and read its body as it arrives: the head goes to
+    /// [`Machine::handle_head`], then each [`Step::Read`] fetches one chunk.
+    /// No head by `deadline_ms` ⇒ [`Machine::handle_timeout`].
+    Stream {
+        request: HttpRequest,
+        deadline_ms: u64,
+    },
+    /// Read the next chunk of the body of the last `Stream` into
+    /// [`Machine::handle_body`]; nothing by `deadline_ms` ⇒
+    /// [`Machine::handle_timeout`]. Any other step drops that body.
+    Read { deadline_ms: u64 },
     /// Call [`Machine::handle_timeout`] at `until_ms`.
     Sleep { until_ms: u64 },
     /// Finished.
@@ -26,8 +37,13 @@ pub enum Step<T> {
 }
 
 /// A protocol state machine: inputs in, one [`Step`] out.
+///
+/// After every input, the host drains [`Machine::poll_event`] (events for
+/// the caller, in order) before it carries out the returned step.
 pub trait Machine {
     type Output;
+    /// What the caller is told while the machine runs.
+    type Event;
     /// The first step.
     fn start(&mut self, now_ms: u64) -> Step<Self::Output>;
     /// The answer (or transport failure) to the last `Send`.
@@ -36,10 +52,46 @@ pub trait Machine {
         now_ms: u64,
         response: Result<HttpResponse, TransportError>,
     ) -> Step<Self::Output>;
-    /// A `Sleep` ended, or a `Send` passed its deadline.
+    /// The head of the answer (or the transport failure) to the last `Stream`.
+    fn handle_head(
+        &mut self,
+        now_ms: u64,
+        head: Result<ResponseHead, TransportError>,
+    ) -> Step<Self::Output>;
+    /// The next chunk of the streamed body: `Ok(None)` when it ended cleanly.
+    fn handle_body(
+        &mut self,
+        now_ms: u64,
+        chunk: Result<Option<Vec<u8>>, TransportError>,
+    ) -> Step<Self::Output>;
+    /// A `Sleep` ended, or a `Send`/`Stream`/`Read` passed its deadline.
     fn handle_timeout(&mut self, now_ms: u64) -> Step<Self::Output>;
     /// The caller aborted. Called at most once.
     fn handle_abort(&mut self, now_ms: u64) -> Step<Self::Output>;
+    /// The next event for the caller, if any.
+    fn poll_event(&mut self) -> Option<Self::Event>;
+}
+
+/// The status and headers of a streamed response.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+}
+
+impl ResponseHead {
+    /// The first value of a header, compared case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the status is 2xx.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
 }
 
 /// Runs `fut` until `deadline_ms` of the transport's clock; `None` when the
@@ -66,6 +118,12 @@ enum Woke<T> {
     Op(T),
 }
 
+enum Op<Resp, Head> {
+    Send(Resp),
+    Stream(Head),
+    Read(Option<Result<Vec<u8>, TransportError>>),
+}
+
 /// Runs `machine` to completion over `transport`. `abort` completes when the
 /// caller gives up (pass `std::future::pending()` for never); it is checked
 /// before the work of every step, so an abort stops the call before its next request.
@@ -74,27 +132,73 @@ pub async fn drive<M: Machine, T: Transport>(
     transport: &T,
     abort: impl Future<Output = ()>,
 ) -> M::Output {
+    drive_with_events(machine, transport, abort, |_| {}).await
+}
+
+/// [`drive`] that hands every event of the machine to `on_event` as it happens.
+pub async fn drive_with_events<M: Machine, T: Transport>(
+    machine: &mut M,
+    transport: &T,
+    abort: impl Future<Output = ()>,
+    mut on_event: impl FnMut(M::Event),
+) -> M::Output {
     let mut abort = pin!(abort);
     let mut aborted = false;
+    let mut body: Option<BodyStream> = None;
     let mut step = machine.start(transport.now_ms());
     loop {
-        let (op, until) = match step {
+        while let Some(event) = machine.poll_event() {
+            on_event(event);
+        }
+        let mut send = None;
+        let mut stream = None;
+        let until = match step {
             Step::Done(out) => return out,
             Step::Send {
                 request,
                 deadline_ms,
-            } => (Some(transport.send(request)), deadline_ms),
-            Step::Sleep { until_ms } => (None, until_ms),
+            } => {
+                body = None;
+                send = Some(transport.send(request));
+                deadline_ms
+            }
+            Step::Stream {
+                request,
+                deadline_ms,
+            } => {
+                body = None;
+                stream = Some(transport.send_streaming(request));
+                deadline_ms
+            }
+            Step::Read { deadline_ms } => deadline_ms,
+            Step::Sleep { until_ms } => {
+                body = None;
+                until_ms
+            }
         };
-        let mut op = pin!(op);
+        let reading = body.is_some() && send.is_none() && stream.is_none();
+        let mut send = pin!(send);
+        let mut stream = pin!(stream);
         let mut timer = pin!(transport.sleep_until(until));
         let woke = std::future::poll_fn(|cx| {
             if !aborted && abort.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Woke::Aborted);
             }
-            if let Some(fut) = op.as_mut().as_pin_mut() {
+            if let Some(fut) = send.as_mut().as_pin_mut() {
                 if let Poll::Ready(r) = fut.poll(cx) {
-                    return Poll::Ready(Woke::Op(r));
+                    return Poll::Ready(Woke::Op(Op::Send(r)));
+                }
+            }
+            if let Some(fut) = stream.as_mut().as_pin_mut() {
+                if let Poll::Ready(r) = fut.poll(cx) {
+                    return Poll::Ready(Woke::Op(Op::Stream(r)));
+                }
+            }
+            if reading {
+                if let Some(b) = body.as_mut() {
+                    if let Poll::Ready(chunk) = b.as_mut().poll_next(cx) {
+                        return Poll::Ready(Woke::Op(Op::Read(chunk)));
+                    }
                 }
             }
             if timer.as_mut().poll(cx).is_ready() {
@@ -110,7 +214,31 @@ pub async fn drive<M: Machine, T: Transport>(
                 machine.handle_abort(now)
             }
             Woke::Timer => machine.handle_timeout(now),
-            Woke::Op(r) => machine.handle_response(now, r),
+            Woke::Op(Op::Send(r)) => machine.handle_response(now, r),
+            Woke::Op(Op::Stream(r)) => {
+                let head = r.map(|resp| {
+                    body = Some(resp.body);
+                    ResponseHead {
+                        status: resp.status,
+                        headers: resp.headers,
+                    }
+                });
+                machine.handle_head(now, head)
+            }
+            Woke::Op(Op::Read(chunk)) => {
+                let chunk = match chunk {
+                    None => {
+                        body = None;
+                        Ok(None)
+                    }
+                    Some(Ok(bytes)) => Ok(Some(bytes)),
+                    Some(Err(e)) => {
+                        body = None;
+                        Err(e)
+                    }
+                };
+                machine.handle_body(now, chunk)
+            }
         };
     }
 }

@@ -17,6 +17,7 @@ pub mod card;
 pub mod config;
 pub mod driver;
 pub mod error;
+pub mod event;
 pub mod http;
 #[cfg(feature = "server")]
 pub mod llm;
@@ -26,6 +27,7 @@ pub mod sanitize;
 pub mod server;
 #[cfg(feature = "server")]
 pub mod skills;
+pub mod sse;
 pub mod task;
 pub mod tool;
 pub mod toolkit;
@@ -39,10 +41,11 @@ pub use agent::{expand_env, Agent, DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS};
 pub use card::{AgentCard, CardSkill};
 pub use config::parse_agents_config;
 pub use error::{Error, TransportError};
+pub use event::{ArtifactUpdate, StatusUpdate, StreamEvent};
 pub use http::{HttpRequest, HttpResponse};
 pub use rpc::Dialect;
 pub use sanitize::sanitize;
 pub use task::{Task, TaskState};
 pub use tool::{ToolResult, ToolSpec};
 pub use toolkit::{agent_tools, A2aTool, Toolkit};
-pub use transport::{MaybeSend, MaybeSync, Transport};
+pub use transport::{BodyStream, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport};

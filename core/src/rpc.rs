@@ -15,6 +15,20 @@ pub enum Dialect {
     V10,
 }
 
+/// How a SendMessage asks to be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendMode {
+    /// Answer at once with the task as created; the caller polls.
+    NonBlocking,
+    /// Answer when the task settles (the A2A default).
+    Blocking,
+    /// `SendStreamingMessage` / `message/stream`: answer with an SSE stream of events.
+    Stream,
+}
+
+/// A2A: the operation is not supported (e.g. streaming on a peer without it).
+pub const UNSUPPORTED_OPERATION: i64 = -32004;
+
 /// JSON-RPC: the method does not exist.
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// A2A: the protocol version is not supported.
@@ -47,23 +61,35 @@ impl Dialect {
             (Dialect::V03, Op::Send) => "message/send",
             (Dialect::V03, Op::Get) => "tasks/get",
             (Dialect::V03, Op::Cancel) => "tasks/cancel",
+            (Dialect::V03, Op::Stream) => "message/stream",
+            (Dialect::V03, Op::Subscribe) => "tasks/resubscribe",
+            (_, Op::Stream) => "SendStreamingMessage",
+            (_, Op::Subscribe) => "SubscribeToTask",
             (_, Op::Send) => "SendMessage",
             (_, Op::Get) => "GetTask",
             (_, Op::Cancel) => "CancelTask",
         }
     }
 
-    /// The non-blocking SendMessage params for a user message of one text part.
-    fn send_params(self, message_id: &str, text: &str) -> Value {
+    /// The SendMessage params for a user message of one text part.
+    fn send_params(self, message_id: &str, text: &str, mode: SendMode) -> Value {
         match self {
-            Dialect::V10 => json!({
-                "message": {"role": "ROLE_USER", "messageId": message_id, "parts": [{"text": text}]},
-                "configuration": {"returnImmediately": true},
-            }),
+            Dialect::V10 => {
+                let message = json!({"role": "ROLE_USER", "messageId": message_id,
+                    "parts": [{"text": text}]});
+                match mode {
+                    SendMode::NonBlocking => json!({
+                        "message": message,
+                        "configuration": {"returnImmediately": true},
+                    }),
+                    // Blocking is the 1.0 default, and streams ignore the flag.
+                    SendMode::Blocking | SendMode::Stream => json!({"message": message}),
+                }
+            }
             Dialect::V03 | Dialect::Toolnexus => json!({
                 "message": {"kind": "message", "role": "user", "messageId": message_id,
                             "parts": [{"kind": "text", "text": text}]},
-                "configuration": {"blocking": false},
+                "configuration": {"blocking": mode != SendMode::NonBlocking},
             }),
         }
     }
@@ -86,12 +112,40 @@ impl Dialect {
         message_id: &str,
         text: &str,
     ) -> HttpRequest {
-        self.request(
+        self.send(endpoint, rpc_id, message_id, text, SendMode::NonBlocking)
+    }
+
+    /// A SendMessage of `text` answered as `mode` asks (a stream is
+    /// `SendStreamingMessage`, with `Accept: text/event-stream`).
+    pub fn send(
+        self,
+        endpoint: &str,
+        rpc_id: u64,
+        message_id: &str,
+        text: &str,
+        mode: SendMode,
+    ) -> HttpRequest {
+        let op = if mode == SendMode::Stream {
+            Op::Stream
+        } else {
+            Op::Send
+        };
+        let req = self.request(
             endpoint,
             rpc_id,
-            Op::Send,
-            self.send_params(message_id, text),
-        )
+            op,
+            self.send_params(message_id, text, mode),
+        );
+        match op {
+            Op::Stream => req.with_header("Accept", crate::sse::CONTENT_TYPE),
+            _ => req,
+        }
+    }
+
+    /// A SubscribeToTask (0.3: `tasks/resubscribe`) for `task_id`: its events as SSE.
+    pub fn subscribe(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
+        self.request(endpoint, rpc_id, Op::Subscribe, json!({"id": task_id}))
+            .with_header("Accept", crate::sse::CONTENT_TYPE)
     }
 
     /// A GetTask for `task_id`.
@@ -105,11 +159,38 @@ impl Dialect {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
     Send,
+    Stream,
+    Subscribe,
     Get,
     Cancel,
+}
+
+/// Reads one JSON-RPC response object (an SSE event's data): the `result`,
+/// or the peer's error.
+pub fn parse_response_value(mut v: Value) -> Result<Value, Error> {
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(rpc_error(err));
+    }
+    match v.get_mut("result") {
+        Some(result) => Ok(result.take()),
+        None => Err(Error::Malformed(format!(
+            "a stream event is not a JSON-RPC response: {v}"
+        ))),
+    }
+}
+
+fn rpc_error(err: &Value) -> Error {
+    Error::Rpc {
+        code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+        message: err
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("(no message)")
+            .to_string(),
+    }
 }
 
 /// Reads a JSON-RPC reply: the `result`, or the peer's error. A non-JSON
@@ -130,14 +211,7 @@ pub fn parse_reply(resp: &HttpResponse, url: &str) -> Result<Value, Error> {
         )));
     };
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-        return Err(Error::Rpc {
-            code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
-            message: err
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("(no message)")
-                .to_string(),
-        });
+        return Err(rpc_error(err));
     }
     if !resp.is_success() {
         return Err(status_error());

@@ -20,6 +20,13 @@ pub enum TaskState {
     Unknown,
 }
 
+/// Written in the 0.3 spelling (`input-required`).
+impl Serialize for TaskState {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// Which wire shape to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
@@ -137,7 +144,7 @@ pub struct Task {
     pub history: Vec<Message>,
 }
 
-fn text_of(v: &Value, key: &str) -> Option<String> {
+pub(crate) fn text_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
@@ -181,9 +188,24 @@ impl Message {
         self.parts.join("\n")
     }
 
+    /// The message in the given wire shape, to serialise.
+    pub fn shaped(&self, shape: Shape) -> Shaped<'_, Message> {
+        Shaped(self, shape)
+    }
+
     /// The message in the given wire shape.
     pub fn to_value(&self, shape: Shape) -> Value {
         serde_json::to_value(Shaped(self, shape)).unwrap_or(Value::Null)
+    }
+}
+
+impl Artifact {
+    /// Reads an artifact leniently (a missing id reads as `""`).
+    pub fn from_value(v: &Value) -> Artifact {
+        Artifact {
+            artifact_id: text_of(v, "artifactId").unwrap_or_default(),
+            parts: text_parts(v),
+        }
     }
 }
 
@@ -216,12 +238,7 @@ impl Task {
             id: id.clone(),
             context_id: context_id.clone(),
             state,
-            artifacts: list("artifacts")
-                .map(|a| Artifact {
-                    artifact_id: text_of(a, "artifactId").unwrap_or_default(),
-                    parts: text_parts(a),
-                })
-                .collect(),
+            artifacts: list("artifacts").map(Artifact::from_value).collect(),
         })
     }
 
@@ -284,7 +301,7 @@ pub struct ShapedTask<'a> {
     pub history_length: Option<usize>,
 }
 
-struct Parts<'a>(&'a [String], Shape);
+pub(crate) struct Parts<'a>(pub(crate) &'a [String], pub(crate) Shape);
 
 impl Serialize for Parts<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -301,13 +318,20 @@ impl Serialize for Parts<'_> {
 
 impl Serialize for Shaped<'_, Message> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        InTask(self.0, self.1, None).serialize(s)
+        InTask(self.0, self.1, None, None).serialize(s)
     }
 }
 
 /// A message inside a task: without ids of its own, it carries the task's
 /// `contextId` and `taskId` on the wire (so stores keep them once).
-struct InTask<'a>(&'a Message, Shape, Option<&'a Task>);
+pub(crate) struct InTask<'a>(
+    pub(crate) &'a Message,
+    pub(crate) Shape,
+    /// The task's context id.
+    pub(crate) Option<&'a str>,
+    /// The task's id.
+    pub(crate) Option<&'a str>,
+);
 
 impl Serialize for InTask<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -325,14 +349,11 @@ impl Serialize for InTask<'_> {
         map.serialize_entry("role", role)?;
         map.serialize_entry("messageId", &m.message_id)?;
         map.serialize_entry("parts", &Parts(&m.parts, shape))?;
-        let context_id = m
-            .context_id
-            .as_deref()
-            .or(self.2.map(|t| t.context_id.as_str()));
+        let context_id = m.context_id.as_deref().or(self.2);
         if let Some(c) = context_id {
             map.serialize_entry("contextId", c)?;
         }
-        if let Some(t) = m.task_id.as_deref().or(self.2.map(|t| t.id.as_str())) {
+        if let Some(t) = m.task_id.as_deref().or(self.3) {
             map.serialize_entry("taskId", t)?;
         }
         map.end()
@@ -357,7 +378,10 @@ impl Serialize for ShapedTask<'_> {
                 };
                 map.serialize_entry("state", state)?;
                 if let Some(m) = &self.0.status_message {
-                    map.serialize_entry("message", &InTask(m, self.1, Some(self.0)))?;
+                    map.serialize_entry(
+                        "message",
+                        &InTask(m, self.1, Some(&self.0.context_id), Some(&self.0.id)),
+                    )?;
                 }
                 map.end()
             }
@@ -365,17 +389,7 @@ impl Serialize for ShapedTask<'_> {
         struct Artifacts<'a>(&'a [Artifact], Shape);
         impl Serialize for Artifacts<'_> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                #[derive(Serialize)]
-                #[serde(rename_all = "camelCase")]
-                struct One<'a> {
-                    artifact_id: &'a str,
-                    parts: Parts<'a>,
-                }
-                let shape = self.1;
-                s.collect_seq(self.0.iter().map(|a| One {
-                    artifact_id: &a.artifact_id,
-                    parts: Parts(&a.parts, shape),
-                }))
+                s.collect_seq(self.0.iter().map(|a| ShapedArtifact(a, self.1)))
             }
         }
         let (t, shape) = (self.task, self.shape);
@@ -394,10 +408,24 @@ impl Serialize for ShapedTask<'_> {
             map.serialize_entry("artifacts", &Artifacts(&t.artifacts, shape))?;
         }
         if !history.is_empty() {
-            let history: Vec<InTask<'_>> =
-                history.iter().map(|m| InTask(m, shape, Some(t))).collect();
+            let history: Vec<InTask<'_>> = history
+                .iter()
+                .map(|m| InTask(m, shape, Some(&t.context_id), Some(&t.id)))
+                .collect();
             map.serialize_entry("history", &history)?;
         }
+        map.end()
+    }
+}
+
+/// One artifact in one wire shape.
+pub(crate) struct ShapedArtifact<'a>(pub(crate) &'a Artifact, pub(crate) Shape);
+
+impl Serialize for ShapedArtifact<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("artifactId", &self.0.artifact_id)?;
+        map.serialize_entry("parts", &Parts(&self.0.parts, self.1))?;
         map.end()
     }
 }

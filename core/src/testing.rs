@@ -3,12 +3,13 @@
 
 use crate::error::TransportError;
 use crate::http::{HttpRequest, HttpResponse};
-use crate::transport::{MaybeSend, Transport};
+use crate::transport::{MaybeSend, StreamingResponse, Transport};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 /// What the peer does with one JSON-RPC request.
@@ -26,6 +27,11 @@ pub enum Reply {
     Delay(u64, Box<Reply>),
     /// The inner reply, marked as a honoured long-poll (`Preference-Applied: wait=…`).
     LongPolled(Box<Reply>),
+    /// An SSE answer (`text/event-stream`): each JSON-RPC result after its
+    /// delay in ms (counted from the previous event), then the stream ends.
+    Stream(Vec<(u64, Value)>),
+    /// Like [`Reply::Stream`], but the connection breaks after the last event.
+    StreamBroken(Vec<(u64, Value)>),
 }
 
 /// A task result in the toolnexus shape, for scripts.
@@ -56,14 +62,14 @@ struct Script {
 /// jumps forward whenever something sleeps.
 #[derive(Default)]
 pub struct ScriptedPeer {
-    now: AtomicU64,
+    now: Arc<AtomicU64>,
     ids: AtomicU64,
     script: Mutex<Script>,
     log: Mutex<Vec<(u64, HttpRequest)>>,
     env: HashMap<String, String>,
     /// Virtual instants something is due at (answers in flight, aborts); a
     /// sleep never jumps the clock past one of them.
-    events: Mutex<Vec<u64>>,
+    events: Arc<Mutex<Vec<u64>>>,
 }
 
 impl ScriptedPeer {
@@ -125,9 +131,23 @@ impl ScriptedPeer {
     }
 
     fn answer(&self, req: &HttpRequest) -> (u64, Result<HttpResponse, TransportError>) {
+        self.answer_or_stream(req, false).0
+    }
+
+    /// The scripted answer; with `streaming`, a [`Reply::Stream`] comes back
+    /// as its events (and whether the connection breaks after them) instead.
+    #[allow(clippy::type_complexity)]
+    fn answer_or_stream(
+        &self,
+        req: &HttpRequest,
+        streaming: bool,
+    ) -> (
+        (u64, Result<HttpResponse, TransportError>),
+        Option<(Vec<(u64, Value)>, bool, Value)>,
+    ) {
         let mut script = self.script.lock().expect("script lock");
         if req.method == "GET" {
-            return match &script.card {
+            let out = match &script.card {
                 Some(card) => (
                     0,
                     Ok(HttpResponse::json(200, card.to_string().into_bytes())),
@@ -141,6 +161,7 @@ impl ScriptedPeer {
                     }),
                 ),
             };
+            return (out, None);
         }
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let method = body["method"].as_str().unwrap_or_default().to_string();
@@ -166,6 +187,21 @@ impl ScriptedPeer {
                 other => break other,
             }
         };
+        match reply {
+            Reply::Stream(events) if streaming => {
+                return (
+                    (delay, Ok(HttpResponse::default())),
+                    Some((events, false, id)),
+                )
+            }
+            Reply::StreamBroken(events) if streaming => {
+                return (
+                    (delay, Ok(HttpResponse::default())),
+                    Some((events, true, id)),
+                )
+            }
+            _ => {}
+        }
         let rpc = |v: Value| Ok(HttpResponse::json(200, v.to_string().into_bytes()));
         let out = match reply {
             Reply::Result(r) => rpc(json!({"jsonrpc": "2.0", "id": id, "result": r})),
@@ -178,6 +214,19 @@ impl ScriptedPeer {
                 body: text.as_bytes().to_vec(),
             }),
             Reply::Unreachable => Err(TransportError("connection refused".into())),
+            Reply::Stream(events) | Reply::StreamBroken(events) => {
+                // Sent whole (by `send`): every event at once.
+                let mut body = Vec::new();
+                for (_, result) in &events {
+                    let data = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                    crate::sse::write_event(&mut body, None, &data.to_string());
+                }
+                Ok(HttpResponse {
+                    status: 200,
+                    headers: vec![("Content-Type".into(), crate::sse::CONTENT_TYPE.into())],
+                    body,
+                })
+            }
             Reply::Delay(..) | Reply::LongPolled(..) => {
                 unreachable!("wrappers were unwrapped above")
             }
@@ -189,7 +238,7 @@ impl ScriptedPeer {
             }
             r
         });
-        (delay, out)
+        ((delay, out), None)
     }
 }
 
@@ -250,6 +299,66 @@ impl Transport for ScriptedPeer {
                 now.fetch_max(due, Ordering::SeqCst);
                 Poll::Ready(
                     out.take()
+                        .unwrap_or(Err(TransportError("polled twice".into()))),
+                )
+            } else {
+                Poll::Pending
+            }
+        })
+    }
+
+    fn send_streaming(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<StreamingResponse, TransportError>> + MaybeSend {
+        let ((delay, out), stream) = self.answer_or_stream(&request, true);
+        self.log
+            .lock()
+            .expect("log lock")
+            .push((self.now(), request));
+        let due = self.now() + delay;
+        let mut events = self.events.lock().expect("events lock");
+        events.push(due);
+        let response = match stream {
+            None => out.map(StreamingResponse::whole),
+            Some((items, broken, id)) => {
+                // Each event becomes readable once the clock reaches its time.
+                let mut at = due;
+                let mut chunks = VecDeque::new();
+                for (pause, result) in items {
+                    at += pause;
+                    events.push(at);
+                    let mut bytes = Vec::new();
+                    let data = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                    crate::sse::write_event(&mut bytes, None, &data.to_string());
+                    chunks.push_back((at, bytes));
+                }
+                let now = self.now.clone();
+                let mut broken = broken;
+                let body = futures_util::stream::poll_fn(move |_| match chunks.front() {
+                    Some((at, _)) if now.load(Ordering::SeqCst) < *at => Poll::Pending,
+                    Some(_) => Poll::Ready(chunks.pop_front().map(|(_, b)| Ok(b))),
+                    None if broken => {
+                        broken = false;
+                        Poll::Ready(Some(Err(TransportError("connection reset".into()))))
+                    }
+                    None => Poll::Ready(None),
+                });
+                Ok(StreamingResponse {
+                    status: 200,
+                    headers: vec![("Content-Type".into(), crate::sse::CONTENT_TYPE.into())],
+                    body: Box::pin(body),
+                })
+            }
+        };
+        drop(events);
+        let now = self.now.clone();
+        let mut response = Some(response);
+        std::future::poll_fn(move |_| {
+            if now.load(Ordering::SeqCst) >= due {
+                Poll::Ready(
+                    response
+                        .take()
                         .unwrap_or(Err(TransportError("polled twice".into()))),
                 )
             } else {

@@ -4,8 +4,9 @@
 use crate::agent::Agent;
 use crate::call::{CallMachine, CallSpec};
 use crate::card::AgentCard;
-use crate::driver::{drive, within};
+use crate::driver::{drive_with_events, within};
 use crate::error::Error;
+use crate::event::StreamEvent;
 use crate::http::HttpRequest;
 use crate::rpc::Dialect;
 use crate::sanitize::sanitize;
@@ -27,16 +28,31 @@ pub struct A2aTool {
     pub dialect: Dialect,
     /// The card lists [`crate::card::LONG_POLL_EXTENSION`].
     pub long_poll: bool,
+    /// The card says `capabilities.streaming`.
+    pub streaming: bool,
 }
 
 impl A2aTool {
-    /// Runs the skill with `args.task`: SendMessage, then poll GetTask until the
-    /// task settles. Never fails: every problem comes back as `is_error`.
+    /// Runs the skill with `args.task` and follows the task until it settles
+    /// (see [`CallMachine`]). Never fails: every problem comes back as `is_error`.
     pub async fn execute<T: Transport>(
         &self,
         transport: &T,
         args: &Value,
         abort: impl Future<Output = ()>,
+    ) -> ToolResult {
+        self.execute_with_events(transport, args, abort, |_| {})
+            .await
+    }
+
+    /// [`A2aTool::execute`] that hands each event of the task (stream events,
+    /// or the task as seen by SendMessage and GetTask) to `on_event` as it happens.
+    pub async fn execute_with_events<T: Transport>(
+        &self,
+        transport: &T,
+        args: &Value,
+        abort: impl Future<Output = ()>,
+        on_event: impl FnMut(StreamEvent),
     ) -> ToolResult {
         let Some(task) = args.get("task").and_then(Value::as_str) else {
             return ToolResult::error(format!(
@@ -54,8 +70,9 @@ impl A2aTool {
             message_id: transport.new_id(),
             text: task.to_string(),
             long_poll: self.long_poll,
+            streaming: self.streaming,
         };
-        drive(&mut CallMachine::new(spec), transport, abort).await
+        drive_with_events(&mut CallMachine::new(spec), transport, abort, on_event).await
     }
 }
 
@@ -115,6 +132,7 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
                 endpoint: endpoint.clone(),
                 dialect,
                 long_poll: card.long_poll(),
+                streaming: card.streaming,
             })
         })
         .collect()
@@ -366,11 +384,26 @@ impl<T: Transport> Toolkit<T> {
         args: Value,
         abort: impl Future<Output = ()>,
     ) -> ToolResult {
+        self.execute_with_events(name, args, abort, |_| {}).await
+    }
+
+    /// [`Toolkit::execute_with_abort`] that hands the events of an A2A tool's
+    /// task to `on_event` as they happen (other tools have none).
+    pub async fn execute_with_events(
+        &self,
+        name: &str,
+        args: Value,
+        abort: impl Future<Output = ()>,
+        on_event: impl FnMut(StreamEvent),
+    ) -> ToolResult {
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == name) else {
             return ToolResult::error(format!("Unknown tool: {name}"));
         };
         match &entry.imp {
-            ToolImpl::A2a(t) => t.execute(&self.transport, &args, abort).await,
+            ToolImpl::A2a(t) => {
+                t.execute_with_events(&self.transport, &args, abort, on_event)
+                    .await
+            }
             #[cfg(feature = "server")]
             ToolImpl::Skill(skills) => skills.run_tool(&args),
             ToolImpl::Host(run) => run(args).await,

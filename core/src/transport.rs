@@ -2,6 +2,7 @@
 
 use crate::error::TransportError;
 use crate::http::{HttpRequest, HttpResponse};
+use futures_util::Stream;
 use std::future::Future;
 
 /// `Send` on native targets (so servers can spawn the futures on a
@@ -35,6 +36,18 @@ pub trait Transport: MaybeSend + MaybeSync {
         request: HttpRequest,
     ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend;
 
+    /// Sends one HTTP request and returns the response as soon as its head
+    /// arrives; the body follows in chunks (an SSE stream is read as it comes).
+    /// Hosts that can only deliver whole bodies keep the default: the body is
+    /// then one chunk.
+    fn send_streaming(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<StreamingResponse, TransportError>> + MaybeSend {
+        let whole = self.send(request);
+        async move { whole.await.map(StreamingResponse::whole) }
+    }
+
     /// Completes at (or soon after) the instant `at_ms` of [`Transport::now_ms`].
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend;
 
@@ -59,6 +72,12 @@ impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
     ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend {
         (**self).send(request)
     }
+    fn send_streaming(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<StreamingResponse, TransportError>> + MaybeSend {
+        (**self).send_streaming(request)
+    }
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
         (**self).sleep_until(at_ms)
     }
@@ -79,3 +98,49 @@ pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a
 /// A boxed future: `Send` on native targets, not on wasm32.
 #[cfg(target_arch = "wasm32")]
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// A boxed stream: `Send` on native targets, not on wasm32.
+#[cfg(not(target_arch = "wasm32"))]
+pub type BoxStream<'a, T> = std::pin::Pin<Box<dyn Stream<Item = T> + Send + 'a>>;
+/// A boxed stream: `Send` on native targets, not on wasm32.
+#[cfg(target_arch = "wasm32")]
+pub type BoxStream<'a, T> = std::pin::Pin<Box<dyn Stream<Item = T> + 'a>>;
+
+/// A response body arriving in chunks; an `Err` ends it (the connection broke).
+pub type BodyStream = BoxStream<'static, Result<Vec<u8>, TransportError>>;
+
+/// A response whose body is read as it arrives ([`Transport::send_streaming`]).
+pub struct StreamingResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: BodyStream,
+}
+
+impl StreamingResponse {
+    /// A whole response as a stream of one chunk (none if the body is empty).
+    pub fn whole(response: HttpResponse) -> Self {
+        let chunk = (!response.body.is_empty()).then_some(Ok(response.body));
+        StreamingResponse {
+            status: response.status,
+            headers: response.headers,
+            body: Box::pin(futures_util::stream::iter(chunk)),
+        }
+    }
+
+    /// The first value of a header, compared case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl std::fmt::Debug for StreamingResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamingResponse")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .finish_non_exhaustive()
+    }
+}

@@ -57,6 +57,20 @@ impl RemoteTool {
     ) -> ToolResult {
         self.inner.execute(&self.transport, args, abort).await
     }
+
+    /// [`RemoteTool::execute_with_abort`] that hands each event of the task
+    /// (stream events, or the task as seen by SendMessage and GetTask) to
+    /// `on_event` as it happens.
+    pub async fn execute_with_events(
+        &self,
+        args: &Value,
+        abort: impl std::future::Future<Output = ()>,
+        on_event: impl FnMut(toolnexus_core::StreamEvent),
+    ) -> ToolResult {
+        self.inner
+            .execute_with_events(&self.transport, args, abort, on_event)
+            .await
+    }
 }
 
 /// Fetches the agent's card and returns one tool per skill. Fails loudly

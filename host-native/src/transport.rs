@@ -1,6 +1,7 @@
 //! The native [`Transport`]: a pooled keep-alive HTTP/1.1 client (https via
 //! rustls with the webpki roots) and tokio timers.
 
+use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
@@ -8,7 +9,7 @@ use hyper_util::rt::TokioExecutor;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use toolnexus_core::{HttpRequest, HttpResponse, Transport, TransportError};
+use toolnexus_core::{HttpRequest, HttpResponse, StreamingResponse, Transport, TransportError};
 
 /// The largest response body read (a card or a task); larger is a transport error.
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -54,6 +55,48 @@ impl NativeTransport {
     }
 
     async fn send_inner(&self, req: HttpRequest) -> Result<HttpResponse, TransportError> {
+        let url = req.url.clone();
+        let resp = self.request(req).await?;
+        let status = resp.status().as_u16();
+        let headers = response_headers(&resp);
+        let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await
+            .map_err(|e| TransportError(format!("reading the answer from {url} failed: {e}")))?
+            .to_bytes()
+            .to_vec();
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// The head of the answer at once; the body as hyper delivers its frames.
+    async fn send_streaming_inner(
+        &self,
+        req: HttpRequest,
+    ) -> Result<StreamingResponse, TransportError> {
+        let url = req.url.clone();
+        let resp = self.request(req).await?;
+        let status = resp.status().as_u16();
+        let headers = response_headers(&resp);
+        let body = resp.into_body().into_data_stream().map(move |frame| {
+            frame
+                .map(|bytes| bytes.to_vec())
+                .map_err(|e| TransportError(format!("reading the answer from {url} failed: {e}")))
+        });
+        Ok(StreamingResponse {
+            status,
+            headers,
+            body: Box::pin(body),
+        })
+    }
+
+    async fn request(
+        &self,
+        req: HttpRequest,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, TransportError> {
         let mut builder = hyper::Request::builder()
             .method(req.method.as_str())
             .uri(req.url.as_str());
@@ -71,7 +114,7 @@ impl NativeTransport {
         let request = builder
             .body(Full::new(Bytes::from(req.body)))
             .map_err(|e| TransportError(format!("cannot send to {}: {e}", req.url)))?;
-        let resp = self.client.request(request).await.map_err(|e| {
+        self.client.request(request).await.map_err(|e| {
             // hyper-util's error text alone ("client error (Connect)") hides the cause.
             let mut text = e.to_string();
             let mut source = std::error::Error::source(&e);
@@ -80,27 +123,15 @@ impl NativeTransport {
                 source = s.source();
             }
             TransportError(text)
-        })?;
-        let status = resp.status().as_u16();
-        let headers = resp
-            .headers()
-            .iter()
-            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-            .collect();
-        let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
-            .collect()
-            .await
-            .map_err(|e| {
-                TransportError(format!("reading the answer from {} failed: {e}", req.url))
-            })?
-            .to_bytes()
-            .to_vec();
-        Ok(HttpResponse {
-            status,
-            headers,
-            body,
         })
     }
+}
+
+fn response_headers<B>(resp: &hyper::Response<B>) -> Vec<(String, String)> {
+    resp.headers()
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect()
 }
 
 impl Transport for NativeTransport {
@@ -109,6 +140,13 @@ impl Transport for NativeTransport {
         request: HttpRequest,
     ) -> impl Future<Output = Result<HttpResponse, TransportError>> + Send {
         self.send_inner(request)
+    }
+
+    fn send_streaming(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<StreamingResponse, TransportError>> + Send {
+        self.send_streaming_inner(request)
     }
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + Send {

@@ -39,6 +39,10 @@ enum Command {
         /// Upper bound of the interval between two polls in ms [default: 1000]
         #[arg(long, value_name = "MS")]
         poll_every: Option<u64>,
+        /// Print each event of the task as one JSON line on stderr (A2A 0.3
+        /// shape: kind task|status-update|artifact-update|message) as it happens.
+        #[arg(long)]
+        events: bool,
     },
     /// Serve skills (and the config's agents as tools) as an A2A agent.
     ///
@@ -98,7 +102,8 @@ pub fn main() -> i32 {
                 tool,
                 task,
                 poll_every,
-            } => remote::call(remote, tool, task, poll_every).await,
+                events,
+            } => remote::call(remote, tool, task, poll_every, events).await,
             Command::Serve(args) => agent::serve(args).await,
             Command::Card(args) => agent::card(args),
             Command::Demo => demo::run().await,

@@ -2,7 +2,9 @@
 
 use super::Fail;
 use serde_json::json;
-use std::io::Read;
+use std::io::{Read, Write};
+use toolnexus_core::task::Shape;
+use toolnexus_core::StreamEvent;
 use toolnexus_host_native::{agent_tools, Agent};
 
 #[derive(clap::Args)]
@@ -84,6 +86,7 @@ pub async fn call(
     tool: String,
     task: String,
     poll_every: Option<u64>,
+    events: bool,
 ) -> Result<i32, Fail> {
     let agent = remote.agent(poll_every)?;
     let task = if task == "-" {
@@ -115,8 +118,17 @@ pub async fn call(
             ),
         ));
     };
+    let print_event = |event: StreamEvent| {
+        if events {
+            let line = serde_json::to_string(&event.shaped(Shape::V03))
+                .unwrap_or_else(|e| json!({"error": e.to_string()}).to_string());
+            let mut err = std::io::stderr().lock();
+            // A closed stderr must not stop the call.
+            let _ = writeln!(err, "{line}");
+        }
+    };
     let result = found
-        .execute_with_abort(&json!({"task": task}), interrupted())
+        .execute_with_events(&json!({"task": task}), interrupted(), print_event)
         .await;
     println!("{}", json!(result));
     Ok(if result.is_error { 2 } else { 0 })
