@@ -11,7 +11,7 @@
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
-use toolnexus_core::server::{FulfilRequest, Fulfiller};
+use toolnexus_core::server::{FulfilRequest, Fulfiller, Progress};
 use toolnexus_core::skills::{Skill, SkillSet};
 use toolnexus_core::transport::BoxFuture;
 use toolnexus_host_native::{serve, Agent, Model, NativeTransport, ServeOptions};
@@ -19,7 +19,7 @@ use toolnexus_host_native::{serve, Agent, Model, NativeTransport, ServeOptions};
 struct SleepsForText;
 
 impl Fulfiller for SleepsForText {
-    fn fulfil(&self, r: FulfilRequest) -> BoxFuture<'static, Result<String, String>> {
+    fn fulfil(&self, r: FulfilRequest, _: Progress) -> BoxFuture<'static, Result<String, String>> {
         let ms: u64 = r.text.parse().unwrap_or(0);
         Box::pin(async move {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;

@@ -27,6 +27,7 @@ async fn main() {
     let options = ServerOptions {
         card: Some(card),
         cors_origin: Some("*".into()),
+        ..Default::default()
     };
     let server = A2aServer::new(options, MemoryStore::default(), Host, EchoFulfiller);
     let send = HttpRequest::post_json(

@@ -1,9 +1,13 @@
 //! A small HTTP/1.1 server on tokio/hyper that hands every request, as a
-//! plain [`HttpRequest`], to one handler function.
+//! plain [`HttpRequest`], to one handler function. A handler may answer with
+//! an event stream ([`Reply::Stream`]): each frame is sent as it comes, and a
+//! stop ends open streams so shutdown never waits on them.
 
 use futures_util::future::BoxFuture;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
+use futures_util::StreamExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
@@ -11,10 +15,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use toolnexus_core::server::Reply;
 use toolnexus_core::{HttpRequest, HttpResponse};
 
 /// Turns a request into a response.
 pub type Handler = Arc<dyn Fn(HttpRequest) -> BoxFuture<'static, HttpResponse> + Send + Sync>;
+
+/// Turns a request into a whole response or an event stream.
+pub type StreamHandler = Arc<dyn Fn(HttpRequest) -> BoxFuture<'static, Reply> + Send + Sync>;
+
+type Body = UnsyncBoxBody<Bytes, std::convert::Infallible>;
 
 /// A running server. Dropping it does not stop it; call [`ServerHandle::stop`].
 pub struct ServerHandle {
@@ -43,6 +53,20 @@ pub async fn bind(
     body_limit: usize,
     handler: Handler,
 ) -> std::io::Result<ServerHandle> {
+    let handler: StreamHandler = Arc::new(move |req| {
+        let answer = handler(req);
+        Box::pin(async move { Reply::Full(answer.await) })
+    });
+    bind_streaming(addr, body_limit, handler).await
+}
+
+/// [`bind`] for a handler that may answer with an event stream. A stop ends
+/// the streams still open (after their current frame).
+pub async fn bind_streaming(
+    addr: &str,
+    body_limit: usize,
+    handler: StreamHandler,
+) -> std::io::Result<ServerHandle> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (stop, mut stopped) = watch::channel(false);
@@ -54,9 +78,13 @@ pub async fn bind(
                     let Ok((stream, _)) = accepted else { continue };
                     let _ = stream.set_nodelay(true);
                     let handler = handler.clone();
+                    let stopping = stopped.clone();
                     let service = service_fn(move |req| {
                         let handler = handler.clone();
-                        async move { Ok::<_, std::convert::Infallible>(handle(req, body_limit, handler).await) }
+                        let stopping = stopping.clone();
+                        async move {
+                            Ok::<_, std::convert::Infallible>(handle(req, body_limit, handler, stopping).await)
+                        }
                     });
                     let conn = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service);
@@ -80,8 +108,9 @@ pub async fn bind(
 async fn handle(
     req: hyper::Request<Incoming>,
     limit: usize,
-    handler: Handler,
-) -> hyper::Response<Full<Bytes>> {
+    handler: StreamHandler,
+    mut stopping: watch::Receiver<bool>,
+) -> hyper::Response<Body> {
     let (parts, body) = req.into_parts();
     let declared_too_big = parts
         .headers
@@ -117,20 +146,35 @@ async fn handle(
             })
             .await
         }
-        None => toolnexus_core::server::payload_too_large(limit),
+        None => Reply::Full(toolnexus_core::server::payload_too_large(limit)),
     };
-    let mut builder = hyper::Response::builder().status(response.status);
-    for (k, v) in &response.headers {
+    let (head, body): (HttpResponse, Body) = match response {
+        Reply::Full(mut r) => {
+            let body = Full::new(Bytes::from(std::mem::take(&mut r.body))).boxed_unsync();
+            (r, body)
+        }
+        Reply::Stream { head, body } => {
+            // Ends with the server: a stop must not wait on an open stream.
+            let stop = async move {
+                let _ = stopping.wait_for(|stopped| *stopped).await;
+            };
+            let frames = body
+                .take_until(stop)
+                .map(|frame| Ok(Frame::data(Bytes::from(frame))));
+            (head, StreamBody::new(frames).boxed_unsync())
+        }
+    };
+    let mut builder = hyper::Response::builder().status(head.status);
+    for (k, v) in &head.headers {
         builder = builder.header(k.as_str(), v.as_str());
     }
-    builder
-        .body(Full::new(Bytes::from(response.body)))
-        .unwrap_or_else(|_| {
-            let mut r =
-                hyper::Response::new(Full::new(Bytes::from_static(b"invalid response header\n")));
-            *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-            r
-        })
+    builder.body(body).unwrap_or_else(|_| {
+        let mut r = hyper::Response::new(
+            Full::new(Bytes::from_static(b"invalid response header\n")).boxed_unsync(),
+        );
+        *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+        r
+    })
 }
 
 /// The files of one folder, served read-only on GET and HEAD (the browser UI

@@ -11,8 +11,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, Fulfiller, LlmFulfiller, ServerHost,
-    ServerOptions, TaskEvent, CARD_PATH, LEGACY_CARD_PATH,
+    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, Fulfiller, LlmFulfiller, Reply,
+    ServerHost, ServerOptions, TaskEvent, CARD_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
 use toolnexus_core::transport::BoxFuture;
@@ -56,6 +56,8 @@ pub struct ServeOptions {
     /// GET and HEAD except the card's paths reads from it (`/` is its
     /// `index.html`); `POST /`, `OPTIONS` and the card stay the agent's.
     pub ui_dir: Option<PathBuf>,
+    /// The `: ping` heartbeat of idle event streams; default 15 s, `None` for none.
+    pub heartbeat: Option<Duration>,
 }
 
 /// A state-change hook: the task as just saved.
@@ -105,6 +107,7 @@ impl ServeOptions {
             on_task: None,
             on_state: None,
             ui_dir: None,
+            heartbeat: Some(toolnexus_core::server::DEFAULT_HEARTBEAT),
         }
     }
 }
@@ -209,24 +212,24 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Str
     // Bind first: the card needs the real port.
     let cell: Arc<std::sync::OnceLock<Arc<Server>>> = Arc::default();
     let for_handler = cell.clone();
-    let handler: http_server::Handler = Arc::new(move |req| {
+    let handler: http_server::StreamHandler = Arc::new(move |req| {
         let server = for_handler.get().cloned();
         let ui = ui.clone().filter(|_| is_ui_request(&req));
         Box::pin(async move {
             if let Some(ui) = ui {
-                return ui.respond(&req.url).await;
+                return Reply::Full(ui.respond(&req.url).await);
             }
             match server {
-                Some(s) => s.handle(req).await,
-                None => toolnexus_core::HttpResponse {
+                Some(s) => s.serve(req).await,
+                None => Reply::Full(toolnexus_core::HttpResponse {
                     status: 503,
                     headers: vec![],
                     body: b"starting\n".to_vec(),
-                },
+                }),
             }
         })
     });
-    let http = http_server::bind(&listener_addr, options.body_limit, handler)
+    let http = http_server::bind_streaming(&listener_addr, options.body_limit, handler)
         .await
         .map_err(|e| format!("cannot listen on {listener_addr}: {e}"))?;
     let card_url = match &options.public_url {
@@ -266,6 +269,7 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Str
         ServerOptions {
             card,
             cors_origin: options.cors_origin,
+            heartbeat: options.heartbeat,
         },
         store,
         host,

@@ -486,6 +486,7 @@ impl toolnexus_core::server::Fulfiller for Slow {
     fn fulfil(
         &self,
         _: toolnexus_core::server::FulfilRequest,
+        _: toolnexus_core::server::Progress,
     ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
         let ms = self.0;
         Box::pin(async move {
@@ -495,11 +496,12 @@ impl toolnexus_core::server::Fulfiller for Slow {
     }
 }
 
-/// Our card lists the long-poll extension, so the native client asks
-/// `Prefer: wait` and the server answers the moment the task settles: a
-/// 1.5 s task is picked up by the first, held GetTask instead of a dozen polls.
+/// Our card says streaming, so the native client follows the task's events
+/// (SSE) and has the answer the moment the task settles: a 1.5 s task needs
+/// no GetTask poll at all. (Servers without streaming get a held GetTask:
+/// `get_task_honours_prefer_wait`.)
 #[tokio::test]
-async fn a_slow_task_is_picked_up_by_one_held_get_task() {
+async fn a_slow_task_is_followed_by_its_stream_without_polls() {
     let set = skills(&[("work", "works slowly", "Work.")]);
     let handle = serve_with(ServeOptions::new(
         toolkit_with(set),
@@ -512,8 +514,8 @@ async fn a_slow_task_is_picked_up_by_one_held_get_task() {
     assert_eq!((r.output.as_str(), r.is_error), ("slow done", false));
     assert_eq!(
         r.metadata.expect("metadata")["polls"],
-        1,
-        "one held GetTask saw the task settle"
+        0,
+        "the stream brought the end"
     );
     handle.stop().await;
 }
@@ -569,6 +571,7 @@ impl toolnexus_core::server::Fulfiller for Panics {
     fn fulfil(
         &self,
         r: toolnexus_core::server::FulfilRequest,
+        _: toolnexus_core::server::Progress,
     ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
         Box::pin(async move {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -150,12 +150,47 @@ export interface TaskEvent {
   state: TaskStateName;
 }
 
+/** What a custom fulfiller is asked to do. */
+export interface FulfilRequest {
+  taskId: string;
+  contextId: string;
+  /** The message's text parts joined by "\n". */
+  text: string;
+  /** The skill named in the message's `metadata.skill`, if any. */
+  skill?: string;
+}
+
+/**
+ * Reports a task's progress: each call updates the stored task and reaches
+ * every stream following it (`SendStreamingMessage`, `SubscribeToTask`) at
+ * once. Calls after the task has settled are ignored.
+ */
+export interface ProgressEmitter {
+  /** A `working` status update with an agent message saying `text`. */
+  status(text: string): void;
+  /**
+   * A chunk of the answer artifact. The stored answer is the chunks in order
+   * (one artifact); a non-empty returned text is appended as the last chunk.
+   */
+  artifact(text: string, options?: { lastChunk?: boolean }): void;
+}
+
+/**
+ * A custom fulfiller: resolves to the answer text (completes the task); a
+ * throw or rejection fails it with the error's message.
+ */
+export type Fulfil = (request: FulfilRequest, emit: ProgressEmitter) => string | Promise<string>;
+
 /** `createA2AHandler` options. */
 export interface A2AHandlerOptions {
   /** Advertised on the card and offered to the model through the `skill` tool. */
   skills?: SkillLike[];
-  /** Who answers tasks: an LLM client, or "echo" (answers with the task's text). */
-  client: Client | "echo";
+  /**
+   * Who answers tasks: an LLM client (tool calls are reported as working
+   * statuses naming the tool), "echo" (answers with the task's text), or a
+   * function of your own.
+   */
+  client: Client | "echo" | Fulfil;
   /** The card identity; `false` or `null` serves no A2A profile (every route 404). */
   a2a?: A2AConfig | false | null;
   /** Default "memory" (per isolate in a worker). */
@@ -180,6 +215,13 @@ export interface WaitUntilContext {
  * Call it as `handler(request, ctx?)`, or use it as a module worker's `fetch`
  * (`(request, env, ctx)`): whichever argument has `waitUntil` keeps task
  * fulfilment alive.
+ *
+ * `SendStreamingMessage` / `message/stream` and `SubscribeToTask` /
+ * `tasks/resubscribe` answer `200 text/event-stream` with a `ReadableStream`
+ * body: one `data: <JSON-RPC response>` frame per event (the task, then its
+ * status and artifact updates), ending after the terminal one. Errors before
+ * the stream (bad params, unknown task, a task already finished: -32004) are
+ * plain JSON-RPC answers.
  */
 export type A2AHandler = (
   request: Request,

@@ -1,11 +1,12 @@
 //! `createA2AHandler` (an edge worker's `fetch`) and `buildAgentCard`.
 //!
 //! The handler converts a `Request` into the core's `HttpRequest`, calls the
-//! same `A2aServer::handle` as the native server, and converts the answer into
-//! a `Response`. Fulfilment runs in the background with `spawn_local`; when
-//! the request came with a `ctx` that has `waitUntil` (workerd), the job's
-//! promise is handed to it so the runtime keeps the worker alive until the
-//! task settles.
+//! same `A2aServer::serve` as the native server, and converts the answer into
+//! a `Response` (an event stream becomes a `ReadableStream` body, pulled one
+//! SSE frame at a time). Fulfilment runs in the background with `spawn_local`;
+//! when the request came with a `ctx` that has `waitUntil` (workerd), the
+//! job's promise is handed to it so the runtime keeps the worker alive until
+//! the task settles.
 
 use crate::convert::{
     console_error, error_text, get, header_pairs, is_absent, misuse, opt_function, opt_string,
@@ -16,6 +17,7 @@ use crate::skills::{skill_list, skill_set};
 use crate::store::HandlerStore;
 use crate::toolkit::{CoreToolkit, SharedToolkit};
 use crate::transport::{new_id, JsTransport};
+use futures_util::StreamExt;
 use js_sys::{Function, Object, Promise, Uint8Array};
 use std::cell::{OnceCell, RefCell};
 use std::future::Future;
@@ -25,8 +27,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, FulfilRequest, Fulfiller, LlmFulfiller,
-    MemoryStore, ServerHost, ServerOptions, TaskEvent,
+    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, EventBody, FulfilRequest, Fulfiller,
+    LlmFulfiller, MemoryStore, Progress, Reply, ServerHost, ServerOptions, TaskEvent,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::transport::BoxFuture;
@@ -194,12 +196,68 @@ impl ModelFulfiller {
 }
 
 impl Fulfiller for ModelFulfiller {
-    fn fulfil(&self, request: FulfilRequest) -> BoxFuture<'static, Result<String, String>> {
+    fn fulfil(
+        &self,
+        request: FulfilRequest,
+        progress: Progress,
+    ) -> BoxFuture<'static, Result<String, String>> {
         LlmFulfiller {
             toolkit: self.toolkit(),
             llm: LlmConfig::clone(&self.llm),
         }
-        .fulfil(request)
+        .fulfil(request, progress)
+    }
+}
+
+/// A JS function answers: `client(request, emit)` with `request` =
+/// `{taskId, contextId, text, skill?}` and `emit` = `{status(text),
+/// artifact(text, {lastChunk?})}`; it returns (or resolves to) the answer
+/// text, and a throw or rejection fails the task with its message.
+struct JsFulfiller {
+    function: Function,
+}
+
+/// The `emit` object handed to a JS fulfiller.
+fn emitter(progress: Progress) -> JsValue {
+    let emit: JsValue = Object::new().into();
+    let p = progress.clone();
+    let status = Closure::<dyn Fn(JsValue)>::new(move |text: JsValue| {
+        p.status(text.as_string().unwrap_or_else(|| error_text(&text)));
+    });
+    set(&emit, "status", &status.into_js_value());
+    let artifact = Closure::<dyn Fn(JsValue, JsValue)>::new(move |text: JsValue, opts: JsValue| {
+        let last = !is_absent(&opts) && get(&opts, "lastChunk").as_bool() == Some(true);
+        progress.artifact_chunk(text.as_string().unwrap_or_else(|| error_text(&text)), last);
+    });
+    set(&emit, "artifact", &artifact.into_js_value());
+    emit
+}
+
+impl Fulfiller for JsFulfiller {
+    fn fulfil(
+        &self,
+        request: FulfilRequest,
+        progress: Progress,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let function = self.function.clone();
+        Box::pin(async move {
+            let req: JsValue = Object::new().into();
+            set(&req, "taskId", &request.task_id.as_str().into());
+            set(&req, "contextId", &request.context_id.as_str().into());
+            set(&req, "text", &request.text.as_str().into());
+            if let Some(skill) = &request.skill {
+                set(&req, "skill", &skill.as_str().into());
+            }
+            let returned = function
+                .call2(&JsValue::UNDEFINED, &req, &emitter(progress))
+                .map_err(|e| error_text(&e))?;
+            let answer = JsFuture::from(Promise::resolve(&returned))
+                .await
+                .map_err(|e| error_text(&e))?;
+            answer
+                .as_string()
+                .ok_or_else(|| "the fulfiller must return a string".to_string())
+        })
     }
 }
 
@@ -247,6 +305,8 @@ impl HandlerState {
                     ServerOptions {
                         card,
                         cors_origin: p.cors.clone(),
+                        // No host timer here (see WasmHost): no heartbeat.
+                        ..Default::default()
                     },
                     store,
                     p.host.clone(),
@@ -254,14 +314,6 @@ impl HandlerState {
                 )
             })
             .clone()
-    }
-}
-
-fn plain(status: u16, text: &str) -> HttpResponse {
-    HttpResponse {
-        status,
-        headers: vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
-        body: format!("{text}\n").into_bytes(),
     }
 }
 
@@ -303,6 +355,58 @@ async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpRespo
     }))
 }
 
+/// A streamed answer: a `Response` whose body is a `ReadableStream` pulling
+/// one SSE frame at a time; canceling it (the caller left) drops the stream,
+/// which unsubscribes from the task.
+fn to_stream_response(head: HttpResponse, body: EventBody) -> Result<JsValue, JsValue> {
+    let body = Rc::new(RefCell::new(Some(body)));
+    let source: JsValue = Object::new().into();
+    let pulled = body.clone();
+    let pull = Closure::<dyn Fn(JsValue) -> Promise>::new(move |controller: JsValue| {
+        let body = pulled.clone();
+        future_to_promise(async move {
+            // Pulls never overlap: the stream waits for this promise.
+            let taken = body.borrow_mut().take();
+            let next = match taken {
+                Some(mut stream) => {
+                    let next = stream.next().await;
+                    *body.borrow_mut() = Some(stream);
+                    next
+                }
+                None => None,
+            };
+            match next {
+                Some(frame) => {
+                    let enqueue: Function = get(&controller, "enqueue").unchecked_into();
+                    enqueue.call1(&controller, &Uint8Array::from(&frame[..]))?;
+                }
+                None => {
+                    body.borrow_mut().take();
+                    let close: Function = get(&controller, "close").unchecked_into();
+                    close.call0(&controller)?;
+                }
+            }
+            Ok(JsValue::UNDEFINED)
+        })
+    });
+    set(&source, "pull", &pull.into_js_value());
+    let canceled = body;
+    let cancel = Closure::<dyn Fn()>::new(move || {
+        canceled.borrow_mut().take();
+    });
+    set(&source, "cancel", &cancel.into_js_value());
+    let ctor = get(&js_sys::global(), "ReadableStream");
+    if !ctor.is_function() {
+        return Err(misuse("this runtime has no ReadableStream"));
+    }
+    let ctor: &Function = ctor.unchecked_ref();
+    let stream = js_sys::Reflect::construct(ctor, &js_sys::Array::of1(&source))?;
+    let init: JsValue = Object::new().into();
+    set(&init, "status", &head.status.into());
+    set(&init, "headers", &pairs_to_js(&head.headers));
+    JsResponse::new(&stream, &init).map(Into::into)
+}
+
 fn to_response(resp: HttpResponse) -> Result<JsValue, JsValue> {
     let init: JsValue = Object::new().into();
     set(&init, "status", &resp.status.into());
@@ -327,7 +431,10 @@ impl HandlerState {
                 Err(answer) => return to_response(answer),
             };
             let server = self.server(&req.url);
-            to_response(server.handle(req).await)
+            match server.serve(req).await {
+                Reply::Full(resp) => to_response(resp),
+                Reply::Stream { head, body } => to_stream_response(head, body),
+            }
         };
         future_to_promise(WithCtx {
             ctx,
@@ -360,6 +467,13 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     let client = get(&options, "client");
     let fulfiller: Arc<dyn Fulfiller> = if client.as_string().as_deref() == Some("echo") {
         Arc::new(EchoFulfiller)
+    } else if client.is_function() {
+        // Nothing here crosses threads.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let f = Arc::new(JsFulfiller {
+            function: client.unchecked_into(),
+        });
+        f
     } else {
         match handles::find(&client) {
             Some(Handle::Client(llm)) => {
@@ -377,7 +491,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
             }
             _ => {
                 return Err(misuse(format!(
-                    "{WHAT}.client must be a Client from createClient, or \"echo\""
+                    "{WHAT}.client must be a Client from createClient, a function (request, emit), or \"echo\""
                 )))
             }
         }

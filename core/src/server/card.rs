@@ -30,7 +30,7 @@ pub const DEFAULT_VERSION: &str = "0.1.0";
 /// Builds the Agent Card served at `GET /.well-known/agent-card.json`. Pure.
 ///
 /// Defaults: name `toolnexus-agent`, description `""`, version `0.1.0`,
-/// protocolVersion `0.3.0`, no streaming or push notifications, text in and
+/// protocolVersion `0.3.0`, streaming (SSE) but no push notifications, text in and
 /// out. `provider` only when configured. One `{id, name, description, tags}`
 /// per skill, id == name, narrowed by the `skills` allowlist (unknown names
 /// are ignored). `url` is the JSON-RPC endpoint.
@@ -73,7 +73,7 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
     );
     put(
         "capabilities",
-        json!({"streaming": false, "pushNotifications": false, "extensions": [{
+        json!({"streaming": true, "pushNotifications": false, "extensions": [{
             "uri": crate::card::LONG_POLL_EXTENSION,
             "description": "GetTask honours Prefer: wait=N (RFC 7240): it answers when the task settles or after N seconds",
             "required": false,
@@ -115,7 +115,7 @@ mod tests {
         assert_eq!(card["protocolVersion"], "0.3.0");
         assert_eq!(card["url"], "http://127.0.0.1:8080/");
         assert_eq!(card["skills"], json!([]));
-        assert_eq!(card["capabilities"]["streaming"], false);
+        assert_eq!(card["capabilities"]["streaming"], true);
         assert_eq!(card["capabilities"]["pushNotifications"], false);
         assert_eq!(
             card["capabilities"]["extensions"][0]["uri"],

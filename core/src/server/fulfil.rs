@@ -1,25 +1,30 @@
 //! Ready-made fulfillers: the LLM tool loop over a toolkit, and echo.
 
-use super::{FulfilRequest, Fulfiller};
-use crate::llm::LlmConfig;
+use super::{FulfilRequest, Fulfiller, Progress};
+use crate::llm::{LlmConfig, RunResult, ToolCall};
 use crate::toolkit::Toolkit;
 use crate::transport::{BoxFuture, Transport};
+use crate::Error;
 use std::sync::Arc;
 
 /// Fulfils each task by running the LLM client loop on its text, with the
-/// toolkit's tools (and skills prompt) offered to the model.
+/// toolkit's tools (and skills prompt) offered to the model. Each tool call
+/// is reported as a working status naming the tool.
 pub struct LlmFulfiller<T: Transport + 'static> {
     pub toolkit: Arc<Toolkit<T>>,
     pub llm: LlmConfig,
 }
 
 impl<T: Transport + 'static> Fulfiller for LlmFulfiller<T> {
-    fn fulfil(&self, request: FulfilRequest) -> BoxFuture<'static, Result<String, String>> {
+    fn fulfil(
+        &self,
+        request: FulfilRequest,
+        progress: Progress,
+    ) -> BoxFuture<'static, Result<String, String>> {
         let toolkit = self.toolkit.clone();
         let llm = self.llm.clone();
         Box::pin(async move {
-            toolkit
-                .run_llm(&llm, &request.text)
+            run_reporting(&toolkit, &llm, &request.text, &progress)
                 .await
                 .map(|r| r.text)
                 .map_err(|e| format!("the model call failed: {e}"))
@@ -27,19 +32,74 @@ impl<T: Transport + 'static> Fulfiller for LlmFulfiller<T> {
     }
 }
 
+/// What a working status says when the model calls `call` (a tool from `source`).
+pub fn tool_call_status(call: &ToolCall, source: Option<&str>) -> String {
+    match source {
+        Some("a2a") => format!("Asking the A2A agent tool {}", call.name),
+        Some("skill") => match call.arguments.get("name").and_then(|n| n.as_str()) {
+            Some(skill) => format!("Loading the skill {skill}"),
+            None => format!("Calling the tool {}", call.name),
+        },
+        _ => format!("Calling the tool {}", call.name),
+    }
+}
+
+/// [`Toolkit::run_llm`], reporting every tool call through `progress`
+/// before it runs (see [`tool_call_status`]).
+pub async fn run_reporting<T: Transport>(
+    toolkit: &Toolkit<T>,
+    cfg: &LlmConfig,
+    prompt: &str,
+    progress: &Progress,
+) -> Result<RunResult, Error> {
+    let mut cfg = cfg.clone();
+    let skills_prompt = toolkit.skills_prompt();
+    if !skills_prompt.is_empty() {
+        cfg.system_prompt = Some(match cfg.system_prompt.take() {
+            Some(own) if !own.trim().is_empty() => format!("{own}\n\n{skills_prompt}"),
+            _ => skills_prompt,
+        });
+    }
+    let tools = toolkit.tools();
+    let execute = |call: ToolCall| {
+        let source = tools
+            .iter()
+            .find(|t| t.name == call.name)
+            .map(|t| t.source.as_str());
+        progress.status(tool_call_status(&call, source));
+        async move { toolkit.execute(&call.name, call.arguments).await }
+    };
+    crate::llm::run(
+        toolkit.transport(),
+        &cfg,
+        prompt.to_string(),
+        tools.clone(),
+        execute,
+    )
+    .await
+}
+
 /// An offline model that answers every task with its own text. For trying a
 /// server without an LLM; never used unless asked for.
 pub struct EchoFulfiller;
 
 impl Fulfiller for EchoFulfiller {
-    fn fulfil(&self, request: FulfilRequest) -> BoxFuture<'static, Result<String, String>> {
+    fn fulfil(
+        &self,
+        request: FulfilRequest,
+        _progress: Progress,
+    ) -> BoxFuture<'static, Result<String, String>> {
         Box::pin(std::future::ready(Ok(request.text)))
     }
 }
 
 /// Shared fulfillers fulfil.
 impl<F: Fulfiller + ?Sized> Fulfiller for Arc<F> {
-    fn fulfil(&self, request: FulfilRequest) -> BoxFuture<'static, Result<String, String>> {
-        (**self).fulfil(request)
+    fn fulfil(
+        &self,
+        request: FulfilRequest,
+        progress: Progress,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        (**self).fulfil(request, progress)
     }
 }

@@ -1,26 +1,34 @@
-//! The A2A server as one function: an [`HttpRequest`] in, an
-//! [`HttpResponse`] out, with fulfilment handed to the host's spawner.
+//! The A2A server as one function: an [`HttpRequest`] in, a [`Reply`] (a
+//! whole [`HttpResponse`] or an SSE event stream) out, with fulfilment
+//! handed to the host's spawner.
 //!
 //! Every host (the native tokio server, an edge worker's `fetch`, tests)
-//! calls [`A2aServer::handle`]; none re-implements routing.
+//! calls [`A2aServer::serve`] (or [`A2aServer::handle`], which reads a
+//! stream to its end); none re-implements routing.
 
 mod card;
 mod fulfil;
 mod rpc;
 mod store;
+mod stream;
 
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
-pub use fulfil::{EchoFulfiller, LlmFulfiller};
+pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use store::{MemoryStore, StoreError, TaskStore, DEFAULT_MAX_TASKS};
+pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
+use crate::event::{StatusUpdate, StreamEvent};
 use crate::http::{HttpRequest, HttpResponse};
-use crate::task::{Artifact, Message, Role, Shape, Task, TaskState};
+use crate::task::{Message, Role, Shape, Task, TaskState};
 use crate::transport::{BoxFuture, MaybeSend, MaybeSync};
 use futures_util::future::{AbortHandle, Abortable};
+use futures_util::StreamExt;
 use rpc::{RpcError, RpcRequest};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use stream::{Live, Subscription};
 
 /// The card path.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -57,8 +65,17 @@ pub struct FulfilRequest {
 }
 
 /// Does the work of a task: `Ok(answer text)` completes it, `Err(reason)` fails it.
+///
+/// On the way it may report through `progress` (working status messages,
+/// chunks of the answer); streams following the task see each report at once.
+/// With chunks, the answer artifact is the chunks in order and a non-empty
+/// `Ok` text is appended as its last chunk.
 pub trait Fulfiller: MaybeSend + MaybeSync + 'static {
-    fn fulfil(&self, request: FulfilRequest) -> BoxFuture<'static, Result<String, String>>;
+    fn fulfil(
+        &self,
+        request: FulfilRequest,
+        progress: Progress,
+    ) -> BoxFuture<'static, Result<String, String>>;
 }
 
 /// A task reached a terminal state (the `onTask` hook).
@@ -113,12 +130,32 @@ pub struct ServerOptions {
     pub card: Option<Value>,
     /// `Access-Control-Allow-Origin`; `None` sends no CORS headers.
     pub cors_origin: Option<String>,
+    /// How long an event stream may stay silent before a `: ping` comment
+    /// keeps it open (default [`DEFAULT_HEARTBEAT`]); `None` sends none.
+    /// Needs a host timer ([`ServerHost::sleep`]).
+    pub heartbeat: Option<Duration>,
+}
+
+/// The heartbeat of idle event streams: 15 s (as the official Python SDK).
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+
+impl Default for ServerOptions {
+    /// No A2A profile, no CORS, the default heartbeat.
+    fn default() -> Self {
+        ServerOptions {
+            card: None,
+            cors_origin: None,
+            heartbeat: Some(DEFAULT_HEARTBEAT),
+        }
+    }
 }
 
 struct Running {
     abort: AbortHandle,
     skill: Option<String>,
     text: String,
+    /// The task as its fulfilment has made it so far, and its streams.
+    live: Arc<Live>,
 }
 
 /// The A2A server. Keep it in an `Arc`; every request goes to [`A2aServer::handle`].
@@ -128,6 +165,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     fulfiller: F,
     card_json: Option<Vec<u8>>,
     cors_origin: Option<String>,
+    heartbeat_ms: Option<u64>,
     running: Mutex<HashMap<String, Running>>,
     waiters: Mutex<HashMap<String, Vec<futures_channel::oneshot::Sender<Task>>>>,
 }
@@ -145,6 +183,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             fulfiller,
             card_json: options.card.map(|c| c.to_string().into_bytes()),
             cors_origin: options.cors_origin,
+            heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
             running: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
         })
@@ -155,9 +194,18 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         &self.store
     }
 
-    /// Answers one HTTP request.
+    /// Answers one HTTP request with a whole response: a streamed answer
+    /// is read to its end (the task's last event).
     pub async fn handle(self: &Arc<Self>, req: HttpRequest) -> HttpResponse {
-        let mut resp = self.route(req).await;
+        self.serve(req).await.collect().await
+    }
+
+    /// Answers one HTTP request: `SendStreamingMessage` / `message/stream`
+    /// and `SubscribeToTask` / `tasks/resubscribe` with an SSE stream, the
+    /// rest (errors included) with a whole response.
+    pub async fn serve(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        let mut reply = self.route(req).await;
+        let resp = reply.head_mut();
         if let Some(origin) = &self.cors_origin {
             resp.headers
                 .push(("Access-Control-Allow-Origin".into(), origin.clone()));
@@ -169,23 +217,21 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 resp.headers.push(("Vary".into(), "Origin".into()));
             }
         }
-        resp
+        reply
     }
 
-    async fn route(self: &Arc<Self>, req: HttpRequest) -> HttpResponse {
+    async fn route(self: &Arc<Self>, req: HttpRequest) -> Reply {
         let Some(card) = &self.card_json else {
-            return plain(404, "not found");
+            return Reply::Full(plain(404, "not found"));
         };
-        // Accept absolute URLs too; match on the path alone.
-        let path = match crate::url::origin(&req.url) {
-            Some(o) => &req.url[o.len()..],
-            None => req.url.as_str(),
-        };
-        let path = path
-            .split(['?', '#'])
-            .next()
-            .filter(|p| !p.is_empty())
-            .unwrap_or("/");
+        if req.method == "POST" && path_of(&req.url) == "/" {
+            return self.json_rpc(&req).await;
+        }
+        Reply::Full(self.route_plain(&req, card))
+    }
+
+    fn route_plain(&self, req: &HttpRequest, card: &[u8]) -> HttpResponse {
+        let path = path_of(&req.url);
         match (req.method.as_str(), path) {
             ("OPTIONS", _) if self.cors_origin.is_some() => HttpResponse {
                 status: 204,
@@ -204,8 +250,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 ],
                 body: Vec::new(),
             },
-            ("GET" | "HEAD", CARD_PATH | LEGACY_CARD_PATH) => HttpResponse::json(200, card.clone()),
-            ("POST", "/") => self.json_rpc(&req).await,
+            ("GET" | "HEAD", CARD_PATH | LEGACY_CARD_PATH) => {
+                HttpResponse::json(200, card.to_vec())
+            }
             (_, "/" | CARD_PATH | LEGACY_CARD_PATH) => {
                 let mut r = plain(405, "method not allowed");
                 r.headers.push((
@@ -218,9 +265,16 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    async fn json_rpc(self: &Arc<Self>, req: &HttpRequest) -> HttpResponse {
+    async fn json_rpc(self: &Arc<Self>, req: &HttpRequest) -> Reply {
         let mut waited = None;
         let (id, outcome) = match RpcRequest::parse(req) {
+            Ok(call) if is_streaming(&call.method) => {
+                let id = call.id.clone();
+                match self.stream_call(call).await {
+                    Ok(reply) => return reply,
+                    Err(e) => (id, Err(e)),
+                }
+            }
             Ok(call) => {
                 let id = call.id.clone();
                 let is_get = matches!(call.method.as_str(), "GetTask" | "tasks/get");
@@ -265,7 +319,57 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             resp.headers
                 .push(("Preference-Applied".into(), format!("wait={secs}")));
         }
-        resp
+        Reply::Full(resp)
+    }
+
+    /// A streaming method: the stream, or the error to answer before it starts.
+    async fn stream_call(self: &Arc<Self>, call: RpcRequest) -> Result<Reply, RpcError> {
+        let (first, sub) = match call.method.as_str() {
+            "SendStreamingMessage" | "message/stream" => {
+                let (task, request, _blocking) = self.create_task(&call.params).await?;
+                let sub = self.start(request, task, true);
+                match sub {
+                    Some((first, sub)) => (first, sub),
+                    None => return Err(RpcError::internal("the task ended at once".into())),
+                }
+            }
+            _ => self.subscribe(&call.params).await?,
+        };
+        let hooks: Arc<dyn stream::Hooks> = self.clone();
+        Ok(Reply::Stream {
+            head: stream::stream_head(),
+            body: stream::event_body(call.id, call.shape, first, sub, hooks),
+        })
+    }
+
+    /// SubscribeToTask: the task as it is now and its later events. A task
+    /// that has already ended cannot be followed (UnsupportedOperationError,
+    /// as the A2A spec asks).
+    async fn subscribe(
+        self: &Arc<Self>,
+        params: &Value,
+    ) -> Result<(Task, Option<Subscription>), RpcError> {
+        let id = params
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))?;
+        let live = lock(&self.running).get(id).map(|r| r.live.clone());
+        let (task, sub) = match live {
+            Some(live) => live.subscribe(),
+            // Not running here: the stored task, and nothing to follow.
+            None => (self.existing(params).await?, None),
+        };
+        if task.state.is_terminal() {
+            return Err(RpcError::new(
+                rpc::UNSUPPORTED_OPERATION,
+                format!(
+                    "Task {} is {}: a task in a terminal state cannot be subscribed to",
+                    task.id,
+                    task.state.as_str()
+                ),
+            ));
+        }
+        Ok((task, sub))
     }
 
     /// GetTask that holds the answer until `timer` ends while the task is
@@ -325,12 +429,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(Answer::task(task, shape, history_length(&call.params)))
             }
             "CancelTask" | "tasks/cancel" => self.cancel(&call.params, shape).await,
-            "SendStreamingMessage" | "message/stream" | "SubscribeToTask" | "tasks/resubscribe" => {
-                Err(RpcError::new(
-                    rpc::UNSUPPORTED_OPERATION,
-                    "streaming is not supported by this agent",
-                ))
-            }
             other => Err(RpcError::new(
                 rpc::METHOD_NOT_FOUND,
                 format!("Method not found: {other}"),
@@ -358,6 +456,36 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         params: &Value,
         shape: Shape,
     ) -> Result<Answer, RpcError> {
+        let (task, request, blocking) = self.create_task(params).await?;
+        let settled = blocking.then(|| self.watch(&task.id));
+        self.start(request, task.clone(), false);
+        let task = match settled {
+            Some(rx) => match rx.await {
+                Ok(settled) => settled,
+                // Released without settling (the job died): answer what is stored now.
+                Err(_) => self
+                    .store
+                    .get(&task.id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or(task),
+            },
+            None => task,
+        };
+        // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
+        Ok(Answer {
+            wrap: shape == Shape::V10,
+            ..Answer::task(task, shape, None)
+        })
+    }
+
+    /// Validates a SendMessage's params and stores its new task (submitted):
+    /// the task, what to fulfil, and whether the caller asked to block.
+    async fn create_task(
+        self: &Arc<Self>,
+        params: &Value,
+    ) -> Result<(Task, FulfilRequest, bool), RpcError> {
         let msg = params
             .get("message")
             .filter(|m| m.is_object())
@@ -408,34 +536,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .save(&task)
             .await
             .map_err(|e| RpcError::internal(format!("the task could not be stored: {e}")))?;
-
-        let settled = blocking.then(|| self.watch(&task_id));
         let request = FulfilRequest {
             task_id,
             context_id,
             text,
             skill,
         };
-        self.start(request);
-        let task = match settled {
-            Some(rx) => match rx.await {
-                Ok(settled) => settled,
-                // Released without settling (the job died): answer what is stored now.
-                Err(_) => self
-                    .store
-                    .get(&task.id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .unwrap_or(task),
-            },
-            None => task,
-        };
-        // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
-        Ok(Answer {
-            wrap: shape == Shape::V10,
-            ..Answer::task(task, shape, None)
-        })
+        Ok((task, request, blocking))
     }
 
     /// A receiver that gets the task once it settles.
@@ -448,14 +555,24 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         rx
     }
 
-    fn start(self: &Arc<Self>, request: FulfilRequest) {
+    /// Runs the fulfilment of `task` in the background; with `subscribe`, a
+    /// stream of its events taken before it starts (so none is missed).
+    fn start(
+        self: &Arc<Self>,
+        request: FulfilRequest,
+        task: Task,
+        subscribe: bool,
+    ) -> Option<(Task, Option<Subscription>)> {
         let (abort, registration) = AbortHandle::new_pair();
+        let (live, saves) = Live::new(task, self.host.new_id());
+        let sub = subscribe.then(|| live.subscribe());
         lock(&self.running).insert(
             request.task_id.clone(),
             Running {
                 abort,
                 skill: request.skill.clone(),
                 text: request.text.clone(),
+                live: live.clone(),
             },
         );
         let server = self.clone();
@@ -467,46 +584,61 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 id: request.task_id.clone(),
                 finished: false,
             };
-            let work = server.clone().fulfil(request);
+            let work = server.clone().fulfil(request, live, saves);
             // Aborted means canceled: `cancel` has already saved and announced it.
             let _ = Abortable::new(work, registration).await;
             release.finished = true;
         };
         self.host.spawn(Box::pin(job));
+        sub
     }
 
-    async fn fulfil(self: Arc<Self>, request: FulfilRequest) {
-        let id = request.task_id.clone();
-        let Some(mut task) = self.load_for_update(&id).await else {
-            return;
-        };
-        task.state = TaskState::Working;
-        self.save_quietly(&task).await;
+    async fn fulfil(
+        self: Arc<Self>,
+        request: FulfilRequest,
+        live: Arc<Live>,
+        mut saves: futures_channel::mpsc::UnboundedReceiver<()>,
+    ) {
+        let snapshot = live.snapshot();
+        live.publish(vec![StreamEvent::Status(StatusUpdate {
+            task_id: snapshot.id.clone(),
+            context_id: snapshot.context_id.clone(),
+            state: TaskState::Working,
+            message: None,
+        })]);
+        while saves.try_recv().is_ok() {}
+        self.save_quietly(&live.snapshot()).await;
 
-        let outcome = self.fulfiller.fulfil(request.clone()).await;
-        // A cancel that raced the answer wins: it already removed us.
-        let still_running = lock(&self.running).remove(&id).is_some();
-        if !still_running {
+        let hooks: Arc<dyn stream::Hooks> = self.clone();
+        let progress = Progress::new(live.clone(), hooks);
+        let mut work = self.fulfiller.fulfil(request.clone(), progress);
+        // Progress is saved as it comes, one save at a time and in order.
+        let outcome = loop {
+            match futures_util::future::select(work, saves.next()).await {
+                futures_util::future::Either::Left((outcome, _)) => break outcome,
+                futures_util::future::Either::Right((_, rest)) => {
+                    work = rest;
+                    while saves.try_recv().is_ok() {}
+                    self.save_quietly(&live.snapshot()).await;
+                }
+            }
+        };
+        // A cancel that raced the answer wins: it has already settled the task.
+        if !live.claim() {
             return;
         }
-        let result = match outcome {
-            Ok(text) => {
-                task.state = TaskState::Completed;
-                task.artifacts = vec![Artifact {
-                    artifact_id: self.host.new_id(),
-                    parts: vec![text.clone()],
-                }];
-                text
-            }
-            Err(error) => {
-                task.state = TaskState::Failed;
-                // Its contextId and taskId come from the task on the wire.
-                task.status_message = Some(Message::agent_text(self.host.new_id(), error.clone()));
-                error
-            }
+        let result = match &outcome {
+            Ok(text) | Err(text) => text.clone(),
         };
-        self.settle(task, request.skill, request.text, Some(result))
-            .await;
+        let events = live.settling_events(outcome, self.host.new_id());
+        self.settle(
+            Some(&live),
+            events,
+            request.skill,
+            request.text,
+            Some(result),
+        )
+        .await;
     }
 
     /// Fails a task that is not finished yet, with `reason` as its message.
@@ -520,7 +652,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         task.state = TaskState::Failed;
         task.status_message = Some(Message::agent_text(self.host.new_id(), reason.to_string()));
         let text = task.history.first().map(Message::text).unwrap_or_default();
-        self.settle(task, None, text, Some(reason.to_string()))
+        self.settle_task(task, None, Vec::new(), None, text, Some(reason.to_string()))
             .await;
     }
 
@@ -550,15 +682,41 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    /// Saves a terminal task, wakes blocking callers, runs the hook.
+    /// Applies the settling `events` to the live task and settles it.
     async fn settle(
         &self,
+        live: Option<&Live>,
+        events: Vec<StreamEvent>,
+        skill: Option<String>,
+        text: String,
+        result: Option<String>,
+    ) -> Option<Task> {
+        let mut task = live?.snapshot();
+        for e in &events {
+            task.apply(e);
+        }
+        self.settle_task(task.clone(), live, events, skill, text, result)
+            .await;
+        Some(task)
+    }
+
+    /// Saves a terminal task, then sends its last events to its streams,
+    /// wakes blocking callers and runs the hook.
+    async fn settle_task(
+        &self,
         task: Task,
+        live: Option<&Live>,
+        events: Vec<StreamEvent>,
         skill: Option<String>,
         text: String,
         result: Option<String>,
     ) {
         self.save_quietly(&task).await;
+        if let Some(live) = live {
+            live.publish(events);
+            live.close();
+        }
+        lock(&self.running).remove(&task.id);
         for tx in lock(&self.waiters).remove(&task.id).unwrap_or_default() {
             let _ = tx.send(task.clone());
         }
@@ -583,19 +741,42 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 ),
             ));
         }
-        let running = lock(&self.running).remove(&task.id);
-        let (skill, text) = match running {
-            Some(r) => {
-                r.abort.abort();
-                (r.skill, r.text)
-            }
-            None => (
-                None,
-                task.history.first().map(Message::text).unwrap_or_default(),
-            ),
+        let running = lock(&self.running).get(&task.id).map(|r| {
+            (
+                r.abort.clone(),
+                r.skill.clone(),
+                r.text.clone(),
+                r.live.clone(),
+            )
+        });
+        let not_cancelable = |task: &Task| {
+            RpcError::new(
+                rpc::TASK_NOT_CANCELABLE,
+                format!("Task cannot be canceled: {} is finishing", task.id),
+            )
         };
-        task.state = TaskState::Canceled;
-        self.settle(task.clone(), skill, text, None).await;
+        let Some((abort, skill, text, live)) = running else {
+            // Not running here: settle what is stored.
+            task.state = TaskState::Canceled;
+            let text = task.history.first().map(Message::text).unwrap_or_default();
+            self.settle_task(task.clone(), None, Vec::new(), None, text, None)
+                .await;
+            return Ok(Answer::task(task, shape, None));
+        };
+        if !live.claim() {
+            return Err(not_cancelable(&task));
+        }
+        abort.abort();
+        let events = vec![StreamEvent::Status(StatusUpdate {
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            state: TaskState::Canceled,
+            message: None,
+        })];
+        let task = self
+            .settle(Some(&live), events, skill, text, None)
+            .await
+            .unwrap_or(task);
         Ok(Answer::task(task, shape, None))
     }
 }
@@ -615,17 +796,62 @@ pub const CRASHED: &str = "the agent failed unexpectedly while working on this t
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for ReleaseWaiters<S, H, F> {
     fn drop(&mut self) {
-        lock(&self.server.running).remove(&self.id);
+        let running = lock(&self.server.running).remove(&self.id);
         lock(&self.server.waiters).remove(&self.id);
+        let panicking = !self.finished && std::thread::panicking();
+        // Ended without settling: no stream is left open on it.
+        if let Some(live) = running.map(|r| r.live).filter(|l| l.claim()) {
+            if panicking {
+                let task = live.snapshot();
+                live.publish(vec![StreamEvent::Status(StatusUpdate {
+                    task_id: task.id,
+                    context_id: task.context_id,
+                    state: TaskState::Failed,
+                    message: Some(Message::agent_text(
+                        self.server.host.new_id(),
+                        CRASHED.to_string(),
+                    )),
+                })]);
+            }
+            live.close();
+        }
         // Unwinding from a panic in the fulfiller: fail the task rather than
         // leave it `working` forever.
-        if !self.finished && std::thread::panicking() {
+        if panicking {
             let (server, id) = (self.server.clone(), self.id.clone());
             self.server.host.spawn(Box::pin(async move {
                 server.fail_if_unfinished(&id, CRASHED).await
             }));
         }
     }
+}
+
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H, F> {
+    fn new_id(&self) -> String {
+        self.host.new_id()
+    }
+    fn heartbeat(&self) -> Option<BoxFuture<'static, ()>> {
+        self.host.sleep(self.heartbeat_ms?)
+    }
+}
+
+fn is_streaming(method: &str) -> bool {
+    matches!(
+        method,
+        "SendStreamingMessage" | "message/stream" | "SubscribeToTask" | "tasks/resubscribe"
+    )
+}
+
+/// The path of a request URL (absolute URLs accepted), without query or fragment.
+fn path_of(url: &str) -> &str {
+    let path = match crate::url::origin(url) {
+        Some(o) => &url[o.len()..],
+        None => url,
+    };
+    path.split(['?', '#'])
+        .next()
+        .filter(|p| !p.is_empty())
+        .unwrap_or("/")
 }
 
 fn history_length(params: &Value) -> Option<usize> {

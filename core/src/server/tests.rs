@@ -15,6 +15,21 @@ struct TestHost {
     ids: AtomicU64,
     jobs: Mutex<Vec<BoxFuture<'static, ()>>>,
     events: Mutex<Vec<TaskEvent>>,
+    /// The fake timers handed out: (ms, fire).
+    timers: Mutex<Vec<(u64, futures_channel::oneshot::Sender<()>)>>,
+}
+
+impl TestHost {
+    /// Fires every timer handed out so far; returns their durations.
+    fn fire_timers(&self) -> Vec<u64> {
+        lock(&self.timers)
+            .drain(..)
+            .map(|(ms, tx)| {
+                let _ = tx.send(());
+                ms
+            })
+            .collect()
+    }
 }
 
 impl ServerHost for Arc<TestHost> {
@@ -27,20 +42,66 @@ impl ServerHost for Arc<TestHost> {
     fn on_task(&self, event: TaskEvent) {
         lock(&self.events).push(event);
     }
+    /// A fake timer: done when the test fires it.
+    fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        lock(&self.timers).push((ms, tx));
+        Some(Box::pin(async move {
+            // A dropped timer never fires.
+            if rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }))
+    }
 }
 
-/// Answers by rule: "fail…" fails, "hang…" never finishes, else "done: <text>".
+/// Answers by rule: "fail…" fails, "hang…" never finishes, "chunks…" sends
+/// two chunks and "tail" as its answer, "progress…" says "thinking" and then
+/// waits one poll, else "done: <text>".
 struct Rules;
 impl Fulfiller for Rules {
-    fn fulfil(&self, r: FulfilRequest) -> BoxFuture<'static, Result<String, String>> {
+    fn fulfil(
+        &self,
+        r: FulfilRequest,
+        progress: Progress,
+    ) -> BoxFuture<'static, Result<String, String>> {
         if r.text.starts_with("fail") {
             Box::pin(std::future::ready(Err("LLM HTTP 500: boom".to_string())))
         } else if r.text.starts_with("hang") {
+            progress.status("hanging on");
             Box::pin(std::future::pending())
+        } else if r.text.starts_with("chunks") {
+            Box::pin(async move {
+                progress.artifact_chunk("one", false);
+                yield_once().await;
+                progress.artifact_chunk("two", false);
+                yield_once().await;
+                Ok("tail".to_string())
+            })
+        } else if r.text.starts_with("progress") {
+            Box::pin(async move {
+                progress.status("thinking");
+                yield_once().await;
+                Ok(format!("done: {}", r.text))
+            })
         } else {
             Box::pin(std::future::ready(Ok(format!("done: {}", r.text))))
         }
     }
+}
+
+/// Pending once, then ready.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|_| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// A memory store that records every saved state.
@@ -91,6 +152,7 @@ fn fixture_with(card: Option<Value>) -> Fixture {
     let options = ServerOptions {
         card,
         cors_origin: Some("*".into()),
+        ..Default::default()
     };
     Fixture {
         server: A2aServer::new(options, store.clone(), host.clone(), Rules),
@@ -111,6 +173,8 @@ impl Fixture {
         let mut jobs: Vec<BoxFuture<'static, ()>> = Vec::new();
         for _ in 0..10_000 {
             if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                // Jobs still running stay queued (dropping one ends its task).
+                lock(&self.host.jobs).extend(jobs);
                 return v;
             }
             jobs.extend(lock(&self.host.jobs).drain(..));
@@ -168,6 +232,88 @@ impl Fixture {
         };
         self.rpc(version, method, params)
     }
+}
+
+impl Fixture {
+    /// A streaming call (id 9): the head and the event body.
+    fn stream(
+        &self,
+        version: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> (HttpResponse, EventBody) {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
+        let mut req = HttpRequest::post_json("/", body.to_string().into_bytes());
+        if let Some(v) = version {
+            req = req.with_header("A2A-Version", v);
+        }
+        match self.run(self.server.serve(req)) {
+            Reply::Stream { head, body } => (head, body),
+            Reply::Full(r) => panic!("not a stream: {}", r.body_snippet(300)),
+        }
+    }
+
+    /// A streaming send of `text` in 1.0 (`version` Some) or 0.3 shapes.
+    fn stream_send(&self, version: Option<&str>, text: &str) -> (HttpResponse, EventBody) {
+        let (method, params) = match version {
+            Some(_) => (
+                "SendStreamingMessage",
+                json!({"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": text}]}}),
+            ),
+            None => (
+                "message/stream",
+                json!({"message": {"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": text}]},
+                       "configuration": {"blocking": true}}),
+            ),
+        };
+        self.stream(version, method, params)
+    }
+
+    /// The next frame if one comes while every job runs as far as it can;
+    /// `Ready(None)` at the end of the stream.
+    fn try_frame(&self, body: &mut EventBody) -> Poll<Option<String>> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        for _ in 0..50 {
+            if let Poll::Ready(frame) = body.as_mut().poll_next(&mut cx) {
+                return Poll::Ready(frame.map(|b| String::from_utf8(b).expect("UTF-8 frame")));
+            }
+            self.settle();
+        }
+        Poll::Pending
+    }
+
+    /// The next event's JSON-RPC response; `None` at the end of the stream.
+    fn next_event(&self, body: &mut EventBody) -> Option<Value> {
+        match self.try_frame(body) {
+            Poll::Ready(frame) => frame.map(|f| parse_frame(&f)),
+            Poll::Pending => panic!("no event came"),
+        }
+    }
+
+    /// Every event until the stream ends.
+    fn all_events(&self, body: &mut EventBody) -> Vec<Value> {
+        std::iter::from_fn(|| self.next_event(body)).collect()
+    }
+
+    /// The live task's number of streams (0 once it is no longer running).
+    fn subscribers(&self, id: &str) -> usize {
+        lock(&self.server.running)
+            .get(id)
+            .map_or(0, |r| r.live.subscribers())
+    }
+}
+
+/// One SSE frame: exactly `data: <one JSON line>` and a blank line.
+fn parse_frame(frame: &str) -> Value {
+    let json = frame
+        .strip_prefix("data: ")
+        .and_then(|f| f.strip_suffix("\n\n"))
+        .unwrap_or_else(|| panic!("not one data line: {frame:?}"));
+    assert!(!json.contains('\n'), "one line: {frame:?}");
+    let v: Value = serde_json::from_str(json).expect("JSON data");
+    assert_eq!(v["jsonrpc"], "2.0");
+    assert_eq!(v["id"], 9, "the request's id");
+    v
 }
 
 fn get(f: &Fixture, path: &str, method: &str) -> HttpResponse {
@@ -431,8 +577,13 @@ fn every_error_code() {
     );
     assert_eq!(
         f.error_code(Some("1.0"), "SendStreamingMessage", json!({})),
-        -32004
+        -32602
     );
+    assert_eq!(
+        f.error_code(None, "tasks/resubscribe", json!({"id": "nope"})),
+        -32001
+    );
+    assert_eq!(f.error_code(None, "SubscribeToTask", json!({})), -32602);
 }
 
 #[test]
@@ -461,4 +612,379 @@ fn the_skill_in_message_metadata_reaches_on_task() {
     f.rpc(None, "SendMessage", json!({"message": {"role": "user", "messageId": "m",
         "parts": [{"kind": "text", "text": "hi"}], "metadata": {"skill": "greet"}}, "configuration": {"blocking": true}}));
     assert_eq!(lock(&f.host.events)[0].skill.as_deref(), Some("greet"));
+}
+
+/// `(kind, state)` of 0.3 events: kind, and the state of tasks and status updates.
+fn kinds_03(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            let r = &e["result"];
+            let state = r["status"]["state"].as_str().unwrap_or("-");
+            (
+                r["kind"].as_str().unwrap_or("?").to_string(),
+                state.to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_10_stream_sends_task_working_progress_artifact_completed() {
+    let f = fixture();
+    let (head, mut body) = f.stream_send(Some("1.0"), "progress report");
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("Content-Type"), Some("text/event-stream"));
+    assert_eq!(head.header("Access-Control-Allow-Origin"), Some("*"));
+    assert!(head.body.is_empty());
+    let events = f.all_events(&mut body);
+    let r: Vec<&Value> = events.iter().map(|e| &e["result"]).collect();
+    assert_eq!(r.len(), 5, "{events:?}");
+    let task = &r[0]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED");
+    assert_eq!(
+        task["history"][0]["parts"][0],
+        json!({"text": "progress report"})
+    );
+    let id = task["id"].as_str().expect("task id");
+    let ctx = task["contextId"].as_str().expect("context id");
+    assert_eq!(
+        r[1]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    assert!(r[1]["statusUpdate"]["status"].get("message").is_none());
+    let said = &r[2]["statusUpdate"]["status"];
+    assert_eq!(said["state"], "TASK_STATE_WORKING");
+    assert_eq!(said["message"]["role"], "ROLE_AGENT");
+    assert_eq!(said["message"]["parts"][0], json!({"text": "thinking"}));
+    let art = &r[3]["artifactUpdate"];
+    assert_eq!(
+        art["artifact"]["parts"],
+        json!([{"text": "done: progress report"}])
+    );
+    assert_eq!(art["lastChunk"], true);
+    assert_eq!(
+        r[4]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    for u in [
+        &r[1]["statusUpdate"],
+        &r[3]["artifactUpdate"],
+        &r[4]["statusUpdate"],
+    ] {
+        assert_eq!(
+            (u["taskId"].as_str(), u["contextId"].as_str()),
+            (Some(id), Some(ctx))
+        );
+        assert!(u.get("kind").is_none() && u.get("final").is_none(), "{u}");
+    }
+    assert_eq!(f.subscribers(id), 0);
+    // The stored task is what the stream said.
+    let got = f.rpc(Some("1.0"), "GetTask", json!({"id": id}));
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        got["result"]["artifacts"][0]["artifactId"],
+        art["artifact"]["artifactId"]
+    );
+}
+
+#[test]
+fn a_03_stream_has_kinds_lowercase_states_and_final_on_the_last_only() {
+    let f = fixture();
+    // `handle` reads the whole stream.
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "message/stream",
+        "params": {"message": {"role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "hello"}]}}});
+    let resp = f.run(
+        f.server
+            .handle(HttpRequest::post_json("/", body.to_string().into_bytes())),
+    );
+    assert_eq!(resp.header("content-type"), Some("text/event-stream"));
+    let text = String::from_utf8(resp.body).expect("utf-8");
+    let events: Vec<Value> = text.split_inclusive("\n\n").map(parse_frame).collect();
+    let k = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        kinds_03(&events),
+        [
+            k("task", "submitted"),
+            k("status-update", "working"),
+            k("artifact-update", "-"),
+            k("status-update", "completed")
+        ]
+    );
+    let finals: Vec<Value> = events
+        .iter()
+        .map(|e| e["result"]["final"].clone())
+        .collect();
+    assert_eq!(
+        finals,
+        [Value::Null, json!(false), Value::Null, json!(true)]
+    );
+    let art = &events[2]["result"];
+    assert_eq!(
+        art["artifact"]["parts"],
+        json!([{"kind": "text", "text": "done: hello"}])
+    );
+    assert_eq!(
+        (art["append"].clone(), art["lastChunk"].clone()),
+        (json!(false), json!(true))
+    );
+}
+
+#[test]
+fn a_failed_task_streams_its_error_last() {
+    let f = fixture();
+    let (_, mut body) = f.stream_send(None, "fail please");
+    let events = f.all_events(&mut body);
+    let last = &events.last().expect("events")["result"];
+    assert_eq!(last["status"]["state"], "failed");
+    assert_eq!(last["final"], true);
+    assert_eq!(
+        last["status"]["message"]["parts"][0]["text"],
+        "LLM HTTP 500: boom"
+    );
+    assert_eq!(events.len(), 3);
+}
+
+#[test]
+fn progress_chunks_stream_in_order_and_store_one_artifact() {
+    let f = fixture();
+    let (_, mut body) = f.stream_send(Some("1.0"), "chunks");
+    let events = f.all_events(&mut body);
+    let chunks: Vec<(Value, bool, bool)> = events
+        .iter()
+        .filter_map(|e| e["result"].get("artifactUpdate"))
+        .map(|a| {
+            (
+                a["artifact"]["parts"][0]["text"].clone(),
+                a["append"] == true,
+                a["lastChunk"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        chunks,
+        [
+            (json!("one"), false, false),
+            (json!("two"), true, false),
+            (json!("tail"), true, true)
+        ]
+    );
+    let ids: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e["result"].get("artifactUpdate"))
+        .map(|a| &a["artifact"]["artifactId"])
+        .collect();
+    assert!(ids.iter().all(|i| *i == ids[0]), "one artifact: {ids:?}");
+    let id = events[0]["result"]["task"]["id"].clone();
+    let got = f.rpc(None, "GetTask", json!({"id": id}));
+    let artifacts = got["result"]["artifacts"].as_array().expect("artifacts");
+    assert_eq!(artifacts.len(), 1, "{got}");
+    let parts: Vec<&Value> = artifacts[0]["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .map(|p| &p["text"])
+        .collect();
+    assert_eq!(parts, [&json!("one"), &json!("two"), &json!("tail")]);
+    // Progress was saved as it came, then the end.
+    let states: Vec<TaskState> = lock(&f.store.saves)
+        .iter()
+        .filter(|(i, _)| Some(i.as_str()) == id.as_str())
+        .map(|(_, s)| *s)
+        .collect();
+    assert_eq!(states.first(), Some(&TaskState::Submitted));
+    assert_eq!(states.last(), Some(&TaskState::Completed));
+    assert!(states.len() >= 4, "{states:?}");
+    // A blocking send answers the same one artifact.
+    let v = f.send(None, "SendMessage", "chunks", true);
+    assert_eq!(v["result"]["artifacts"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        v["result"]["artifacts"][0]["parts"]
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
+}
+
+#[test]
+fn subscribing_to_a_running_task_sends_it_then_its_live_events() {
+    let f = fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    f.settle();
+    let (head, mut body) = f.stream(Some("1.0"), "SubscribeToTask", json!({"id": id}));
+    assert_eq!(head.header("Content-Type"), Some("text/event-stream"));
+    let first = f.next_event(&mut body).expect("the task");
+    let task = &first["result"]["task"];
+    assert_eq!(task["id"], id.as_str());
+    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], "hanging on");
+    assert!(f.try_frame(&mut body).is_pending(), "nothing new yet");
+    assert_eq!(f.subscribers(&id), 1);
+    // A second follower, in 0.3, hears the same end.
+    let (_, mut other) = f.stream(None, "tasks/resubscribe", json!({"id": id}));
+    assert_eq!(
+        f.next_event(&mut other).expect("task")["result"]["kind"],
+        "task"
+    );
+    assert_eq!(f.subscribers(&id), 2);
+
+    f.rpc(None, "tasks/cancel", json!({"id": id}));
+    let end = f.next_event(&mut body).expect("the end");
+    assert_eq!(
+        end["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+    assert_eq!(f.next_event(&mut body), None);
+    let end03 = f.next_event(&mut other).expect("the end");
+    assert_eq!(
+        (
+            end03["result"]["status"]["state"].clone(),
+            end03["result"]["final"].clone()
+        ),
+        (json!("canceled"), json!(true))
+    );
+    assert_eq!(f.next_event(&mut other), None);
+}
+
+#[test]
+fn subscribing_to_a_finished_or_unknown_task_is_an_error() {
+    let f = fixture();
+    let v = f.send(None, "SendMessage", "hello", true);
+    let id = v["result"]["id"].clone();
+    for (version, method) in [
+        (Some("1.0"), "SubscribeToTask"),
+        (None, "tasks/resubscribe"),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": {"id": id}});
+        let mut req = HttpRequest::post_json("/", body.to_string().into_bytes());
+        if let Some(v) = version {
+            req = req.with_header("A2A-Version", v);
+        }
+        let resp = f.run(f.server.handle(req));
+        assert_eq!(resp.header("content-type"), Some("application/json"));
+        let v: Value = serde_json::from_slice(&resp.body).expect("json");
+        assert_eq!(v["error"]["code"], -32004, "{v}");
+        assert_eq!(v["id"], 3);
+        assert_eq!(
+            f.error_code(version, method, json!({"id": "missing"})),
+            -32001
+        );
+    }
+}
+
+#[test]
+fn cancel_ends_an_open_stream_and_leaves_no_subscriber() {
+    let f = fixture();
+    let (_, mut body) = f.stream_send(Some("1.0"), "hang in there");
+    let first = f.next_event(&mut body).expect("task");
+    let id = first["result"]["task"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let working = f.next_event(&mut body).expect("working");
+    assert_eq!(
+        working["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    let said = f.next_event(&mut body).expect("progress");
+    assert_eq!(
+        said["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"],
+        "hanging on"
+    );
+    assert!(f.try_frame(&mut body).is_pending());
+    let c = f.rpc(Some("1.0"), "CancelTask", json!({"id": id}));
+    assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    let end = f.next_event(&mut body).expect("canceled");
+    assert_eq!(
+        end["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+    assert_eq!(f.next_event(&mut body), None);
+    f.settle();
+    assert!(lock(&f.server.running).is_empty());
+    assert!(lock(&f.host.jobs).is_empty(), "the job ended");
+    assert_eq!(
+        f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],
+        "canceled"
+    );
+}
+
+#[test]
+fn an_idle_stream_gets_a_heartbeat_and_dropping_it_unsubscribes() {
+    let f = fixture();
+    let (_, mut body) = f.stream_send(None, "hang around");
+    let first = f.next_event(&mut body).expect("task");
+    let id = first["result"]["id"].as_str().expect("id").to_string();
+    f.next_event(&mut body).expect("working");
+    f.next_event(&mut body).expect("progress");
+    lock(&f.host.timers).clear();
+    assert!(f.try_frame(&mut body).is_pending());
+    assert_eq!(f.host.fire_timers(), [15_000], "one 15 s timer");
+    assert_eq!(
+        f.try_frame(&mut body),
+        Poll::Ready(Some(": ping\n\n".to_string()))
+    );
+    // Idle again: a fresh timer, another ping.
+    assert!(f.try_frame(&mut body).is_pending());
+    assert_eq!(f.host.fire_timers(), [15_000]);
+    assert_eq!(
+        f.try_frame(&mut body),
+        Poll::Ready(Some(": ping\n\n".to_string()))
+    );
+    assert_eq!(f.subscribers(&id), 1);
+    drop(body);
+    assert_eq!(f.subscribers(&id), 0, "dropped = unsubscribed");
+    // The task itself runs on.
+    assert_eq!(
+        f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],
+        "working"
+    );
+}
+
+#[test]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn the_heartbeat_follows_the_options() {
+    let host = Arc::new(TestHost::default());
+    let store = Arc::new(Recording::default());
+    let options = ServerOptions {
+        card: Some(card()),
+        cors_origin: None,
+        heartbeat: Some(Duration::from_millis(250)),
+    };
+    let f = Fixture {
+        server: A2aServer::new(options, store.clone(), host.clone(), Rules),
+        host,
+        store,
+    };
+    let (head, mut body) = f.stream_send(Some("1.0"), "hang");
+    assert_eq!(head.header("Access-Control-Allow-Origin"), None);
+    for _ in 0..3 {
+        f.next_event(&mut body).expect("event");
+    }
+    lock(&f.host.timers).clear();
+    assert!(f.try_frame(&mut body).is_pending());
+    assert_eq!(f.host.fire_timers(), [250]);
+    assert_eq!(
+        f.try_frame(&mut body),
+        Poll::Ready(Some(": ping\n\n".to_string()))
+    );
+}
+
+#[test]
+fn a_detached_progress_reports_nowhere() {
+    let p = Progress::detached();
+    p.status("x");
+    p.artifact_chunk("y", true);
+    let f = fixture();
+    let out = f.run(Rules.fulfil(
+        FulfilRequest {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            text: "chunks".into(),
+            skill: None,
+        },
+        p,
+    ));
+    assert_eq!(out, Ok("tail".to_string()));
 }
