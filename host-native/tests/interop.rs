@@ -236,13 +236,127 @@ async fn served_to(sdk: Sdk) {
         &["--non-blocking"],
         &["--legacy"],
         &["--legacy", "--non-blocking"],
+        &["--stream"],
+        &["--legacy", "--stream"],
     ] {
         let text = format!("hello from {sdk:?} {mode:?}");
         let (code, v, stderr) = official_client(sdk, &card, &text, mode).await;
         assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");
         assert_eq!(v["state"], "completed", "{sdk:?} {mode:?}: {v}");
         assert_eq!(v["text"], text.as_str(), "{sdk:?} {mode:?}");
+        if mode.contains(&"--stream") {
+            // Streamed for real (the card says streaming:true), not a
+            // blocking send: the terminal state came as an event.
+            let kinds = event_kinds(&v);
+            assert_eq!(kinds.first().map(|k| k.0.as_str()), Some("task"), "{v}");
+            assert_eq!(
+                kinds.last(),
+                Some(&("status-update".to_string(), "completed".to_string())),
+                "{sdk:?} {mode:?}: {v}"
+            );
+        }
     }
+}
+
+/// `(kind, state)` of each event a `--stream` client printed.
+fn event_kinds(v: &Value) -> Vec<(String, String)> {
+    v["events"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .map(|e| {
+                    let s = |k: &str| e[k].as_str().unwrap_or("-").to_string();
+                    (s("kind"), s("state"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Takes about a second: a working status, two answer chunks 300 ms apart,
+/// then completes 300 ms later.
+struct Steps;
+
+impl toolnexus_core::server::Fulfiller for Steps {
+    fn fulfil(
+        &self,
+        _: toolnexus_core::server::FulfilRequest,
+        progress: toolnexus_core::server::Progress,
+    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+        Box::pin(async move {
+            let pause = || tokio::time::sleep(std::time::Duration::from_millis(300));
+            progress.status("starting");
+            pause().await;
+            progress.artifact_chunk("part one", false);
+            pause().await;
+            progress.artifact_chunk("part two", false);
+            pause().await;
+            Ok(String::new())
+        })
+    }
+}
+
+/// The official clients' default streaming path (1.0 `SendStreamingMessage`
+/// and legacy 0.3 `message/stream`) against `serve` with a one-second task:
+/// events arrive as the task goes, and the terminal state is an event after
+/// at least one intermediate one.
+async fn streams_a_slow_task_to(sdk: Sdk) {
+    use std::sync::Arc;
+    use toolnexus_host_native::{serve, Model, NativeTransport, ServeOptions};
+    let tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    let handle = serve(
+        "127.0.0.1:0",
+        ServeOptions::new(Arc::new(tk), Model::Custom(Arc::new(Steps))),
+    )
+    .await
+    .expect("serve");
+    let card = format!("{}/.well-known/agent-card.json", handle.url);
+    for mode in [&["--stream"][..], &["--stream", "--legacy"]] {
+        let (code, v, stderr) = official_client(sdk, &card, "go slowly", mode).await;
+        assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");
+        assert_eq!(v["state"], "completed", "{sdk:?} {mode:?}: {v}");
+        assert_eq!(v["text"], "part one\npart two", "{sdk:?} {mode:?}: {v}");
+        let events = v["events"].as_array().expect("events");
+        let at = |e: &Value| e["t_ms"].as_f64().expect("t_ms");
+        let last = events.last().expect("an event");
+        assert_eq!(
+            (last["kind"].as_str(), last["state"].as_str()),
+            (Some("status-update"), Some("completed")),
+            "{sdk:?} {mode:?}: {v}"
+        );
+        assert!(
+            at(last) >= 800.0,
+            "{sdk:?} {mode:?}: completed at {} ms",
+            at(last)
+        );
+        let intermediate: Vec<&Value> = events[..events.len() - 1]
+            .iter()
+            .filter(|e| e["kind"] == "artifact-update" || e["state"] == "working")
+            .collect();
+        assert!(!intermediate.is_empty(), "{sdk:?} {mode:?}: {v}");
+        assert!(
+            at(intermediate[0]) + 300.0 < at(last),
+            "{sdk:?} {mode:?}: the first progress came as it happened: {v}"
+        );
+        let chunks: Vec<&str> = events
+            .iter()
+            .filter(|e| e["kind"] == "artifact-update")
+            .filter_map(|e| e["text"].as_str())
+            .collect();
+        assert_eq!(chunks, ["part one", "part two"], "{sdk:?} {mode:?}: {v}");
+    }
+    handle.stop().await;
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_streams_a_slow_task_from_serve() {
+    streams_a_slow_task_to(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_js_sdk_client_streams_a_slow_task_from_serve() {
+    streams_a_slow_task_to(Sdk::Js).await;
 }
 
 #[tokio::test]
