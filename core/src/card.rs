@@ -173,6 +173,76 @@ impl AgentCard {
         let origin = url::origin(card_url).unwrap_or(card_url);
         (Dialect::Toolnexus, format!("{origin}/"))
     }
+
+    /// What a UI shows of a card fetched from `card_url`: its identity, and
+    /// how the client will talk to it (dialect, endpoint, streaming or
+    /// polling), as the call itself decides.
+    pub fn summary(&self, card_url: &str) -> CardSummary {
+        let (dialect, endpoint) = self.endpoint(card_url);
+        let follow = match dialect {
+            Dialect::Toolnexus => "poll",
+            _ if self.streaming => "stream",
+            _ => "block",
+        };
+        CardSummary {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            version: self.version.clone(),
+            provider: self.provider_organization.clone(),
+            dialect: dialect.name(),
+            dialect_reason: match dialect {
+                Dialect::V10 => "the card lists a JSON-RPC interface of protocol 1.x",
+                Dialect::V03 => "the card has A2A 0.3 markers (preferredTransport or interfaces)",
+                Dialect::Toolnexus => "the card has a bare url and no A2A 0.3/1.0 markers",
+            },
+            endpoint,
+            streaming: self.streaming,
+            long_poll: self.long_poll(),
+            follow,
+            skills: self
+                .skills
+                .iter()
+                .map(|s| SkillSummary {
+                    id: s.id.clone(),
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    tags: s.tags.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A card as a UI shows it ([`AgentCard::summary`]); serialises in camelCase.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CardSummary {
+    pub name: String,
+    pub description: Option<String>,
+    pub version: Option<String>,
+    /// `provider.organization`.
+    pub provider: Option<String>,
+    /// `"1.0"`, `"0.3"` or `"toolnexus"`.
+    pub dialect: &'static str,
+    /// Why the card reads as that dialect, in words.
+    pub dialect_reason: &'static str,
+    /// The JSON-RPC endpoint the client sends to.
+    pub endpoint: String,
+    pub streaming: bool,
+    pub long_poll: bool,
+    /// How a call follows its task: `"stream"` (SSE), `"block"` (a blocking
+    /// SendMessage) or `"poll"` (GetTask).
+    pub follow: &'static str,
+    pub skills: Vec<SkillSummary>,
+}
+
+/// One skill of a [`CardSummary`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SkillSummary {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
 }
 
 #[cfg(test)]
@@ -267,5 +337,26 @@ mod tests {
             AgentCard::parse(b"{\"skills\":[]}"),
             Err(Error::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn the_summary_says_how_a_call_will_follow_the_task() {
+        let url = "http://h:1/.well-known/agent-card.json";
+        let streaming = card(json!({"name": "a", "capabilities": {"streaming": true},
+            "supportedInterfaces": [{"url": "http://h:1/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "skills": [{"id": "s", "tags": ["t"]}]}));
+        let s = serde_json::to_value(streaming.summary(url)).expect("json");
+        assert_eq!(s["dialect"], "1.0");
+        assert_eq!(s["endpoint"], "http://h:1/rpc");
+        assert_eq!(s["follow"], "stream");
+        assert_eq!(s["streaming"], true);
+        assert_eq!(s["skills"][0]["tags"][0], "t");
+        let blocking = card(json!({"name": "b", "url": "/x", "preferredTransport": "JSONRPC"}));
+        assert_eq!(blocking.summary(url).follow, "block");
+        assert_eq!(blocking.summary(url).dialect, "0.3");
+        let polled =
+            card(json!({"name": "c", "url": "http://h:1/", "capabilities": {"streaming": true}}));
+        assert_eq!(polled.summary(url).follow, "poll");
+        assert_eq!(polled.summary(url).dialect, "toolnexus");
     }
 }

@@ -38,7 +38,7 @@ pub mod url;
 pub mod testing;
 
 pub use agent::{expand_env, Agent, DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS};
-pub use card::{AgentCard, CardSkill};
+pub use card::{AgentCard, CardSkill, CardSummary};
 pub use config::parse_agents_config;
 pub use error::{Error, TransportError};
 pub use event::{ArtifactUpdate, StatusUpdate, StreamEvent};
