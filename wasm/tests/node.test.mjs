@@ -355,6 +355,89 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal(got.result.status.state, 'completed');
   });
 
+  test('a JS fulfiller streams progress: SSE frames arrive as it emits them', async () => {
+    let release;
+    const gate = new Promise((r) => { release = r; });
+    const seen = [];
+    const handler = tn.createA2AHandler({
+      client: async (request, emit) => {
+        seen.push(request);
+        emit.status('thinking');
+        emit.artifact('part one');
+        await gate;
+        emit.artifact('part two', { lastChunk: false });
+        return 'tail';
+      },
+    });
+    const waited = [];
+    const resp = await handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json', 'A2A-Version': '1.0' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'SendStreamingMessage', params: { message: { role: 'ROLE_USER', messageId: 'm1', parts: [{ text: 'stream it' }], metadata: { skill: 'x' } } } }),
+    }), { waitUntil: (p) => waited.push(p) });
+    assert.equal(resp.status, 200);
+    assert.equal(resp.headers.get('content-type'), 'text/event-stream');
+    assert.equal(resp.headers.get('access-control-allow-origin'), '*');
+    assert.equal(waited.length, 1, 'the fulfilment went to waitUntil');
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    let buffered = '';
+    const next = async () => {
+      while (!buffered.includes('\n\n')) {
+        const { value, done } = await withTimeout(reader.read(), 5000, 'an SSE frame');
+        if (done) return null;
+        buffered += decoder.decode(value, { stream: true });
+      }
+      const end = buffered.indexOf('\n\n');
+      const frame = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      assert.ok(frame.startsWith('data: '), frame);
+      const v = JSON.parse(frame.slice(6));
+      assert.equal(v.id, 8);
+      return v.result;
+    };
+    const first = await next();
+    assert.equal(first.task.status.state, 'TASK_STATE_SUBMITTED');
+    assert.equal((await next()).statusUpdate.status.state, 'TASK_STATE_WORKING');
+    const said = await next();
+    assert.equal(said.statusUpdate.status.message.parts[0].text, 'thinking');
+    const one = (await next()).artifactUpdate;
+    assert.deepEqual([one.artifact.parts[0].text, one.append, one.lastChunk], ['part one', false, false]);
+    // The task is still running: the stream has given what exists so far.
+    assert.deepEqual(seen.map((r) => [r.text, r.skill, typeof r.taskId]), [['stream it', 'x', 'string']]);
+    release();
+    const two = (await next()).artifactUpdate;
+    assert.deepEqual([two.artifact.parts[0].text, two.append], ['part two', true]);
+    const tail = (await next()).artifactUpdate;
+    assert.deepEqual([tail.artifact.parts[0].text, tail.append, tail.lastChunk], ['tail', true, true]);
+    assert.equal((await next()).statusUpdate.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(await next(), null, 'the stream ends after the terminal event');
+    await withTimeout(waited[0], 5000, 'the waitUntil promise');
+    const got = await (await handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tasks/get', params: { id: first.task.id } }),
+    }))).json();
+    assert.equal(got.result.artifacts.length, 1);
+    assert.deepEqual(got.result.artifacts[0].parts.map((p) => p.text), ['part one', 'part two', 'tail']);
+    // A finished task cannot be subscribed to: a plain JSON-RPC error.
+    const sub = await handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tasks/resubscribe', params: { id: first.task.id } }),
+    }));
+    assert.equal(sub.headers.get('content-type'), 'application/json');
+    assert.equal((await sub.json()).error.code, -32004);
+  });
+
+  test('a JS fulfiller that throws fails the task with its message', async () => {
+    const handler = tn.createA2AHandler({ client: () => { throw new Error('no luck'); } });
+    const resp = await handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'message/send', params: { message: { role: 'user', messageId: 'm', parts: [{ kind: 'text', text: 'x' }] } } }),
+    }));
+    const { result } = await resp.json();
+    assert.equal(result.status.state, 'failed');
+    assert.match(result.status.message.parts[0].text, /no luck/);
+  });
+
   test('createClient.run with a toolkit: the model calls a remote agent added at run time', async () => {
     const p = await peer({ name: 'remote' });
     const llm = await startStubLlm((body) => {

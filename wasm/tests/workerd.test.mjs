@@ -102,10 +102,11 @@ async function servingWorker() {
  * shared peer client (tests/peers/js/client.mjs), which polls GetTask (≤ 10 s)
  * unless the reply is final and prints {state, text}.
  */
-async function sdkCall(cardUrl, text, { legacy = false, nonBlocking = false } = {}) {
+async function sdkCall(cardUrl, text, { legacy = false, nonBlocking = false, stream = false } = {}) {
   const args = [SDK_CLIENT, cardUrl, text];
   if (legacy) args.push('--legacy');
   if (nonBlocking) args.push('--non-blocking');
+  if (stream) args.push('--stream');
   const { code, stdout, stderr } = await run(process.execPath, args, { timeout: 30_000 });
   assert.equal(code, 0, `the SDK client failed (exit ${code}): ${stderr}${stdout}`);
   return JSON.parse(stdout.trim().split('\n').pop());
@@ -134,6 +135,23 @@ test('the official @a2a-js/sdk client calls the worker (A2A 1.0 blocking, 0.3 no
   assert.deepEqual([v10.state, v10.text], ['completed', 'stub answer [Say hello warmly.] to: sdk says hi']);
   const v03 = await sdkCall(w.cardUrl, 'legacy hi', { legacy: true, nonBlocking: true });
   assert.deepEqual([v03.state, v03.text], ['completed', 'stub answer [Say hello warmly.] to: legacy hi']);
+});
+
+test('the official @a2a-js/sdk client streams from the worker (A2A 1.0 and 0.3 SSE)', async () => {
+  const w = await servingWorker();
+  for (const legacy of [false, true]) {
+    const text = `stream hi ${legacy ? '0.3' : '1.0'}`;
+    const r = await sdkCall(w.cardUrl, text, { stream: true, legacy });
+    assert.deepEqual([r.state, r.text], ['completed', `stub answer [Say hello warmly.] to: ${text}`], JSON.stringify(r));
+    const kinds = r.events.map((e) => `${e.kind}:${e.state}`);
+    assert.equal(kinds[0], 'task:submitted', kinds.join(' '));
+    assert.equal(kinds.at(-1), 'status-update:completed', kinds.join(' '));
+    const between = r.events.slice(1, -1);
+    assert.ok(between.length >= 1, `an intermediate event: ${kinds.join(' ')}`);
+    // The model loaded the skill: a working status naming it came first.
+    assert.ok(between.some((e) => e.kind === 'status-update' && /hello-world/.test(e.text ?? '')), JSON.stringify(r.events));
+    assert.ok(between.every((e) => e.t_ms <= r.events.at(-1).t_ms));
+  }
 });
 
 test('concurrent callers of one worker each get their own answer', async () => {
