@@ -5,16 +5,19 @@
 #
 # Installs what it needs on a clean machine: playwright-core (npm ci on the
 # committed www/package-lock.json), Debian's chromium and chromium-driver
-# (apt-get, when /usr/bin/chromium is missing), the page and the npm package
+# (apt-get, when /usr/bin/chromium is missing), the official @a2a-js/sdk peer
+# (tests/peers/setup.sh, when missing), the page and the npm package
 # (www/build.sh, which runs wasm/build.sh when needed) and the toolnexus CLI
 # (cargo build).
 #
 # Suites:
-#   card   the page's card and task-state reading (src/card.js, src/wire.js) in Node
+#   events the live timeline built from the package's call events (src/timeline.js) in Node
 #   ui     the page in headless Chromium, served by `toolnexus serve --ui www/dist`
 #          beside an agent answered by a stub model: connect, skills, a completed
 #          run (screenshots in test-output/www/), Cancel, a timeout, a config with
-#          a dead agent, an agent without CORS, non-card URLs, keyboard use
+#          a dead agent, an agent without CORS, non-card URLs, keyboard use, and
+#          a streaming agent (the official @a2a-js/sdk peer of tests/peers/js,
+#          behind a CORS proxy) whose events and text show before the end
 #
 # Usage: www/test.sh [suite ...]     (default: all)
 set -uo pipefail
@@ -24,7 +27,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 # shellcheck source=../tests/node-suites.sh
 . "$ROOT/tests/node-suites.sh"
 export PATH="$HOME/.cargo/bin:$PATH"
-ALL_SUITES="card ui"
+ALL_SUITES="events ui"
 SUITES="${*:-$ALL_SUITES}"
 say() { printf '\n[www] %s\n' "$*"; }
 die() { printf '[www] FATAL: %s\n' "$*" >&2; exit 1; }
@@ -52,6 +55,11 @@ if wants ui; then
       die "apt-get install chromium chromium-driver failed"
   fi
 
+  if ! [ -d "$ROOT/tests/peers/js/node_modules/@a2a-js/sdk" ] || ! [ -d "$ROOT/tests/peers/js/node_modules/express" ]; then
+    say "installing the official SDK peers (tests/peers/setup.sh)"
+    bash "$ROOT/tests/peers/setup.sh" || die "tests/peers/setup.sh failed"
+  fi
+
   say "building the page (www/build.sh)"
   bash "$HERE/build.sh" || die "www/build.sh failed"
 
@@ -76,7 +84,7 @@ run_suite() { # suite file
   rm -f "$tap"
 }
 
-wants card && run_suite card card.test.mjs
+wants events && run_suite events events.test.mjs
 wants ui && run_suite ui ui.test.mjs
 
 # --- summary ------------------------------------------------------------------------

@@ -3,9 +3,8 @@
 // timeline and a Cancel button. Plain ES modules over the toolnexus-wasm
 // package (its client build, mapped by the page's import map).
 
-import { describeCard, DIALECTS } from "./card.js";
 import { esc, explainCardFailure, explainRunError } from "./explain.js";
-import * as wire from "./wire.js";
+import { DIALECTS, FOLLOW, newRun, observe, SETTLED, streamedText, streaming } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -33,7 +32,7 @@ const el = {
   progress: $("progress"),
   timeline: $("timeline"),
   clock: $("clock"),
-  wireLog: $("wire-log"),
+  eventLog: $("event-log"),
   result: $("result"),
   about: $("about"),
 };
@@ -42,6 +41,7 @@ let pkg = null; // the toolnexus-wasm module
 let toolkit = null; // the connected Toolkit
 let tools = []; // [{name, description, agent}] in <select> order
 let timeouts = new Map(); // tool name -> the timeout its agent was resolved with
+let follows = new Map(); // tool name -> how calls follow its agent's tasks ("stream" | "block" | "poll")
 let current = null; // the running task, if any
 
 // --- defaults -------------------------------------------------------------------
@@ -154,7 +154,10 @@ function expandHeaders(headers) {
   return out;
 }
 
-/** This page's own GET of the card, for what the package does not return: the card itself. */
+/**
+ * This page's own GET of the card, to show it: the package reads the text
+ * (`describeCard`, the rules its calls use; `info` is null for a non-card).
+ */
 async function peekCard(desc) {
   try {
     const resp = await fetch(desc.card, {
@@ -166,7 +169,7 @@ async function peekCard(desc) {
     const text = await resp.text();
     let info = null;
     try {
-      info = describeCard(JSON.parse(text), desc.card);
+      info = pkg.describeCard(text, desc.card);
     } catch {}
     const snippet = text.replace(/\s+/g, " ").trim().slice(0, 80);
     return { status: resp.status, contentType, snippet: snippet + (text.length > 80 ? "…" : ""), info };
@@ -265,12 +268,14 @@ function setStatus(text, tone = "") {
 function renderAgents(peers) {
   tools = [];
   timeouts = new Map();
+  follows = new Map();
   const html = peers.map((p, i) => (p.failure ? failedHtml(p) : agentHtml(p, i))).join("");
   el.agentList.innerHTML = html;
   for (const p of peers) {
     for (const t of p.tools ?? []) {
       tools.push({ ...t, agent: p.info?.name ?? p.id ?? p.desc.card });
       timeouts.set(t.name, p.desc.timeout ?? 300000);
+      follows.set(t.name, p.info?.follow ?? null);
     }
   }
   el.agents.hidden = false;
@@ -282,15 +287,22 @@ function row(label, value) {
   return value ? `<div><dt>${label}</dt><dd>${value}</dd></div>` : "";
 }
 
+/** How calls follow this agent's tasks, in words, with the card's reason. */
+function followHtml(c) {
+  const how = FOLLOW[c.follow] ?? c.follow;
+  const why =
+    c.follow === "stream"
+      ? "the card says capabilities.streaming"
+      : c.follow === "block"
+        ? "an A2A agent without streaming: the answer comes when the task settles"
+        : `the toolnexus dialect answers at once${c.longPoll ? "; the agent long-polls (Prefer: wait)" : ""}`;
+  return `<span class="follow" data-follow="${esc(c.follow)}">${esc(how)}</span> <span class="why">(${esc(why)})</span>`;
+}
+
 function agentHtml(p) {
   const c = p.info;
-  const dialect = c ? DIALECTS[c.dialect] : null;
+  const dialect = c ? DIALECTS[c.dialect] ?? c.dialect : null;
   const title = c ? esc(c.name) : esc(p.id ?? p.desc.card);
-  const provider = c?.provider
-    ? c.provider.url
-      ? `<a href="${esc(c.provider.url)}" rel="noopener noreferrer" target="_blank">${esc(c.provider.organization ?? c.provider.url)}</a>`
-      : esc(c.provider.organization)
-    : "";
   const toolsHtml = p.tools.length
     ? `<ul class="tools">${p.tools
         .map(
@@ -304,15 +316,16 @@ function agentHtml(p) {
     <header>
       <h3>${title}${c?.version ? ` <span class="version">v${esc(c.version)}</span>` : ""}</h3>
       <span class="badges">${p.id ? `<span class="badge id">${esc(p.id)}</span>` : ""}${
-        dialect ? `<span class="badge dialect" data-dialect="${esc(c.dialect)}" title="${esc(dialect.why)}">${esc(dialect.label)}</span>` : ""
-      }<span class="badge ok">connected</span></span>
+        dialect ? `<span class="badge dialect" data-dialect="${esc(c.dialect)}" title="${esc(c.dialectReason)}">${esc(dialect)}</span>` : ""
+      }${c?.streaming ? `<span class="badge stream" title="capabilities.streaming">streaming</span>` : ""}<span class="badge ok">connected</span></span>
     </header>
     ${c?.description ? `<p class="desc">${esc(c.description)}</p>` : ""}
     ${c ? "" : `<p class="hint">The card's details are not available to this page (${esc(p.peek?.error ?? "unreadable")}); its tools are below.</p>`}
     <dl class="facts">
-      ${row("Dialect", dialect ? `${esc(dialect.label)} <span class="why">(${esc(dialect.why)})</span>` : "")}
+      ${row("Dialect", dialect ? `${esc(dialect)} <span class="why">(${esc(c.dialectReason)})</span>` : "")}
       ${row("Endpoint", c ? `<code class="endpoint">${esc(c.endpoint)}</code>` : "")}
-      ${row("Provider", provider)}
+      ${row("Calls", c ? followHtml(c) : "")}
+      ${row("Provider", c?.provider ? esc(c.provider) : "")}
       ${row("Card", `<a href="${esc(p.desc.card)}" class="card-link" target="_blank" rel="noopener noreferrer">${esc(p.desc.card)}</a>`)}
     </dl>
     <h4>${plural(p.tools.length, "tool")}</h4>
@@ -358,8 +371,6 @@ function showToolDesc() {
 
 // --- running ------------------------------------------------------------------------
 
-const FINAL = new Set(["completed", "failed", "canceled", "rejected", "input-required", "auth-required", "unknown"]);
-
 async function run() {
   if (current || !toolkit) return;
   const name = el.tool.value;
@@ -374,16 +385,12 @@ async function run() {
     name,
     controller,
     t0: performance.now(),
-    seen: {}, // state -> {at, via}
-    lastState: null,
-    polls: 0,
-    inFlight: null,
-    log: [],
+    tl: newRun(follows.get(name)),
     result: null,
     cancelAsked: false,
+    shown: "", // the streamed text on screen
   };
   current = r;
-  wire.watch((ev) => onWire(r, ev));
   el.runBtn.disabled = true;
   el.connectBtn.disabled = true;
   el.cancelBtn.disabled = false;
@@ -391,19 +398,28 @@ async function run() {
   el.result.hidden = true;
   el.result.innerHTML = "";
   delete el.result.dataset.state;
+  delete el.result.dataset.error;
   el.progress.dataset.running = "1";
   renderRun(r);
   const ticker = setInterval(() => renderRun(r), 100);
+  const onEvent = (event) => {
+    observe(r.tl, event, performance.now() - r.t0);
+    if (current === r) {
+      renderRun(r);
+      renderStreamed(r);
+    }
+  };
   let result;
   try {
-    result = await toolkit.execute(name, { task }, { signal: controller.signal });
+    result = await toolkit.execute(name, { task }, { signal: controller.signal, onEvent });
   } catch (e) {
     // execute never rejects; keep the page usable if it ever does.
-    result = { isError: true, output: String(e?.message ?? e), metadata: { state: "failed", polls: r.polls, ms: Math.round(performance.now() - r.t0) } };
+    result = { isError: true, output: String(e?.message ?? e), metadata: { state: "failed", polls: 0, ms: Math.round(performance.now() - r.t0) } };
   }
   clearInterval(ticker);
   r.result = result;
   r.t1 = performance.now();
+  r.tl.log.push({ at: r.t1 - r.t0, text: `result: ${result.metadata?.state ?? (result.isError ? "error" : "ok")}` });
   current = null;
   delete el.progress.dataset.running;
   el.runBtn.disabled = false;
@@ -418,107 +434,133 @@ function cancel() {
   if (!current || current.cancelAsked) return;
   current.cancelAsked = true;
   current.cancelAt = performance.now() - current.t0;
+  current.tl.log.push({ at: current.cancelAt, text: "Cancel: the call is aborted" });
   el.cancelBtn.disabled = true;
   el.cancelBtn.textContent = "Canceling…";
   current.controller.abort();
   renderRun(current);
 }
 
-function onWire(r, ev) {
-  const at = performance.now() - r.t0;
-  if (ev.phase === "request") {
-    if (ev.kind === "get") r.polls += 1;
-    const n = ev.kind === "get" ? ` #${r.polls}` : "";
-    r.inFlight = { kind: ev.kind, longPoll: ev.longPoll, since: at, n: r.polls };
-    r.log.push({ at, text: `${ev.method}${n} sent${ev.longPoll ? " (long poll: the agent may hold the answer until the task settles)" : ""}` });
-  } else if (ev.phase === "answer") {
-    const n = ev.kind === "get" ? ` #${r.inFlight?.n ?? r.polls}` : "";
-    r.inFlight = null;
-    if (ev.state) {
-      r.lastState = ev.state;
-      if (!r.seen[ev.state]) r.seen[ev.state] = { at, via: `${ev.method}${n}` };
-    }
-    r.log.push({ at, text: `${ev.method}${n} answered${ev.state ? `: ${ev.state}` : ev.rpcError ? `: error ${ev.rpcError}` : ""}` });
-  } else {
-    r.inFlight = null;
-    r.log.push({ at, text: `${ev.method} ${ev.error === "aborted" ? "stopped (aborted)" : `failed: ${ev.error}`}` });
-  }
-  if (current === r) renderRun(r);
-  else renderLog(r);
-}
-
 function step(state, cls, detail) {
   return `<li class="${cls}" data-step="${esc(state)}"><span class="dot" aria-hidden="true"></span><span class="state">${esc(state)}</span><span class="detail">${detail}</span></li>`;
+}
+
+function at(ms) {
+  return `+${Math.round(ms)} ms`;
+}
+
+function quote(text, max = 160) {
+  const t = text.replace(/\s+/g, " ").trim();
+  return `<q class="msg">${esc(t.length > max ? `${t.slice(0, max)}…` : t)}</q>`;
+}
+
+/** What the call did first, by how it follows the task. */
+function sentText(follow) {
+  if (follow === "stream") return "the task is sent as a stream request; its events follow (SSE)";
+  if (follow === "block") return "the task is sent as one blocking request; the answer comes when it settles";
+  if (follow === "poll") return "the task is sent; GetTask polls follow until it settles";
+  return "the task is sent";
+}
+
+function waitingStep(r, now) {
+  const tl = r.tl;
+  if (r.cancelAsked) return step("canceling", "now", `aborted at ${at(r.cancelAt)}; waiting for the result…`);
+  const quiet = tl.lastAt === null ? "" : ` · ${msText(now - tl.lastAt)} since the last event`;
+  if (tl.follow === "stream") return step("streaming", "now", `stream open for ${msText(now)}${quiet}`);
+  if (tl.follow === "block") {
+    return tl.events === 0
+      ? step("waiting", "now", `blocking send in flight for ${msText(now)}`)
+      : step("polling", "now", `the answer was not settled: polling GetTask${quiet}`);
+  }
+  if (tl.follow === "poll") return step("polling", "now", `polling GetTask (a poll shows only when something changed)${quiet}`);
+  return step("waiting", "now", `waiting for the agent · ${msText(now)}`);
 }
 
 function renderRun(r) {
   const now = (r.t1 ?? performance.now()) - r.t0;
   const done = r.result !== null;
+  const tl = r.tl;
   const meta = r.result?.metadata ?? {};
-  const items = [];
-  const sub = r.seen.submitted;
-  const work = r.seen.working;
-  const laterSeen = Object.keys(r.seen).some((s) => s !== "submitted");
-  items.push(
-    sub
-      ? step("submitted", "done", `+${Math.round(sub.at)} ms · ${esc(sub.via)}`)
-      : step("submitted", done || laterSeen ? "skipped" : "now", done || laterSeen ? "not seen" : `sending… ${msText(now)}`),
-  );
-  if (work) {
-    const still = !done && r.lastState === "working";
-    items.push(step("working", still ? "now done" : "done", `+${Math.round(work.at)} ms · ${esc(work.via)}${still ? ` · still working, ${msText(now - work.at)}` : ""}`));
-  } else if (done) {
-    items.push(step("working", "skipped", "not seen (the task settled between polls)"));
-  } else {
-    const waiting =
-      r.inFlight?.kind === "get"
-        ? `GetTask #${r.inFlight.n} in flight${r.inFlight.longPoll ? " (long poll)" : ""} for ${msText(now - r.inFlight.since)}`
-        : "waiting for the next poll";
-    items.push(step("working", sub ? "now" : "pending", sub ? `not seen yet · ${waiting}` : ""));
-  }
-  if (done) {
-    const state = meta.state ?? (r.result.isError ? "failed" : "completed");
-    const cls = state === "completed" ? "done final ok" : "done final bad";
-    items.push(step(state, cls, `+${esc(meta.ms ?? Math.round(now))} ms · ${plural(meta.polls ?? r.polls, "poll")} (from the result)`));
-  } else {
-    items.push(
-      step(
-        r.cancelAsked ? "canceling" : "settled",
-        "pending",
-        r.cancelAsked ? `aborted at +${Math.round(r.cancelAt)} ms; waiting for the result…` : "completed, failed or canceled: not yet",
-      ),
-    );
-  }
+  const finalState = done ? meta.state ?? (r.result.isError ? "failed" : "completed") : null;
+  const finalCls = finalState === "completed" ? "done final ok" : "done final bad";
+  const fromResult = done ? `the result (${plural(meta.polls ?? 0, "poll")})` : "";
+  let lastState = -1;
+  tl.steps.forEach((s, i) => {
+    if (s.kind === "state") lastState = i;
+  });
+  // The last state seen is the result's state: that row is the end of the timeline.
+  const merged = done && lastState >= 0 && tl.steps[lastState].state === finalState && SETTLED.has(finalState);
+  const items = [step("sent", "done", `+0 ms · ${esc(sentText(tl.follow))}`)];
+  tl.steps.forEach((s, i) => {
+    if (s.kind === "state") {
+      const end = merged && i === lastState;
+      const live = !done && i === lastState && !SETTLED.has(s.state);
+      const cls = end ? finalCls : live ? "done now" : "done";
+      const msg = s.message ? ` · ${quote(s.message)}` : "";
+      items.push(step(s.state, cls, `${at(s.at)} · ${esc(s.via)}${msg}${end ? ` · ${esc(fromResult)}` : ""}`));
+    } else if (s.kind === "artifact") {
+      const open = !done && !s.done && !s.replaced;
+      const chunks = `${plural(s.chunks, "chunk")}, ${plural(s.chars, "char")}`;
+      const span = s.chunks > 1 ? ` (${at(s.at)} to ${at(s.lastAt)})` : "";
+      items.push(
+        step("artifact", open ? "done now" : "done", `${at(s.at)} · stream event · ${chunks}${span}${open ? " · more to come…" : s.done ? " · last chunk" : ""}`),
+      );
+    } else if (s.kind === "message") {
+      items.push(step("message", "done", `${at(s.at)} · ${esc(s.via)} · ${quote(s.text)}`));
+    }
+  });
+  if (!done) items.push(waitingStep(r, now));
+  else if (!merged) items.push(step(finalState, finalCls, `${at(meta.ms ?? now)} · ${plural(meta.polls ?? 0, "poll")} (from the result)`));
   el.timeline.innerHTML = items.join("");
+  const events = plural(tl.events, "event");
   el.clock.innerHTML = done
-    ? `Finished in <strong>${esc(meta.ms ?? Math.round(now))} ms</strong> · ${plural(meta.polls ?? r.polls, "GetTask poll")}${meta.taskId ? ` · task <code>${esc(meta.taskId)}</code>` : ""}`
-    : `Elapsed <strong>${msText(now)}</strong> · ${plural(r.polls, "GetTask poll")} so far${r.lastState ? ` · last state seen: ${esc(r.lastState)}` : ""}`;
+    ? `Finished in <strong>${esc(meta.ms ?? Math.round(now))} ms</strong> · ${events} · ${plural(meta.polls ?? 0, "GetTask poll")}${meta.taskId ? ` · task <code>${esc(meta.taskId)}</code>` : ""}`
+    : `Elapsed <strong>${msText(now)}</strong> · ${events} so far${tl.lastState ? ` · last state: ${esc(tl.lastState)}` : ""}${tl.taskId ? ` · task <code>${esc(tl.taskId)}</code>` : ""}`;
   renderLog(r);
 }
 
 function renderLog(r) {
-  el.wireLog.innerHTML = r.log.map((l) => `<li><span class="at">+${Math.round(l.at)} ms</span> ${esc(l.text)}</li>`).join("");
+  el.eventLog.innerHTML = r.tl.log.map((l) => `<li><span class="at">+${Math.round(l.at)} ms</span> ${esc(l.text)}</li>`).join("");
+}
+
+/** While running: the answer text as it streams in (artifact chunks, a message). */
+function renderStreamed(r) {
+  const text = streamedText(r.tl);
+  if (text === r.shown) return;
+  r.shown = text;
+  let pre = el.result.querySelector("pre.streamed");
+  if (!pre) {
+    el.result.innerHTML = `<h3>Output <span class="live">arriving…</span></h3><pre class="output streamed" id="output"></pre>`;
+    el.result.setAttribute("aria-busy", "true");
+    pre = el.result.querySelector("pre.streamed");
+  }
+  pre.textContent = text;
+  el.result.querySelector(".live").textContent = streaming(r.tl) ? "streaming…" : "arriving…";
+  el.result.hidden = false;
 }
 
 function renderResult(r) {
   const { output, isError, metadata = {} } = r.result;
   const state = metadata.state ?? (isError ? "failed" : "completed");
+  el.result.removeAttribute("aria-busy");
   el.result.dataset.state = state;
   el.result.dataset.error = String(Boolean(isError));
   const facts = `<dl class="facts inline">
       ${row("State", `<span class="state-${esc(state)}">${esc(state)}</span>`)}
       ${row("Time", `${esc(metadata.ms ?? "?")} ms`)}
+      ${row("Events", esc(r.tl.events))}
       ${row("Polls", esc(metadata.polls ?? "?"))}
       ${row("Agent", esc(metadata.agent ?? ""))}
     </dl>`;
   if (!isError) {
     el.result.innerHTML = `<h3>Output</h3><pre class="output" id="output">${esc(output)}</pre>${facts}`;
   } else {
-    const why = explainRunError(r.result, timeouts.get(r.name));
+    const why = explainRunError(r.result, timeouts.get(r.name), r.tl.follow);
     const title = state === "canceled" ? "Canceled" : /timed out after/i.test(output) ? "Timed out" : `Task ${state}`;
+    const partial = r.shown ? `<details class="partial"><summary>What arrived before the end</summary><pre class="output">${esc(r.shown)}</pre></details>` : "";
     el.result.innerHTML = `<div class="error-box"><h3>${esc(title)}</h3><pre class="error-text" id="output">${esc(output)}</pre>${
       why ? `<p>${why}</p>` : ""
-    }</div>${facts}`;
+    }${partial}</div>${facts}`;
   }
   el.result.hidden = false;
 }
@@ -571,7 +613,6 @@ async function boot() {
     el.boot.textContent = `Could not load the toolnexus-wasm package: ${e.message}. Serve this folder over HTTP with .wasm as application/wasm (toolnexus serve --ui does).`;
     return;
   }
-  wire.install();
   el.boot.hidden = true;
   el.connectBtn.disabled = false;
   document.body.dataset.ready = "1";

@@ -98,15 +98,21 @@ export async function explainCardFailure(failure, cardUrl, peek) {
   return { title: `Failed (${esc(kind)})`, text: esc(message), fix: "" };
 }
 
-/** Explains an error result of a run; `null` when the output says enough. */
-export function explainRunError(result, timeoutMs) {
+/**
+ * Explains an error result of a run; `null` when the output says enough.
+ * `follow`: how the call followed the task ("stream" | "block" | "poll").
+ */
+export function explainRunError(result, timeoutMs, follow) {
   const state = result?.metadata?.state;
   const output = String(result?.output ?? "");
   if (/timed out after/i.test(output)) {
     return `The task did not settle within the tool's timeout (${esc(timeoutMs ?? "?")} ms); the agent may still be working on it. Raise the timeout under <em>Options</em> and connect again, or ask for less.`;
   }
   if (state === "canceled") {
-    return "The run was canceled: the page stopped polling and asked the agent to cancel the task (CancelTask, best effort).";
+    const stopped = follow === "stream" ? "stopped reading the stream" : follow === "block" ? "stopped waiting for the answer" : "stopped polling";
+    return result?.metadata?.taskId
+      ? `The run was canceled: the page ${stopped} and asked the agent to cancel the task (CancelTask, best effort).`
+      : `The run was canceled: the page ${stopped}. The agent had not said the task's id yet, so it could not be asked to cancel it.`;
   }
   if (state === "input-required" || state === "auth-required") {
     return `The agent needs something before it can go on (${esc(state)}); its question is above.`;

@@ -1,7 +1,9 @@
 // End-to-end: the browser console in headless Chromium (Debian's
 // /usr/bin/chromium driven by playwright-core), served by
 // `toolnexus serve --ui www/dist` beside an agent whose tasks a stub
-// OpenAI-style model on 127.0.0.1 answers. Run by www/test.sh.
+// OpenAI-style model on 127.0.0.1 answers, a scripted A2A 0.3 agent, and the
+// official @a2a-js/sdk agent (it streams; behind a CORS proxy). The timeline
+// is what the package's `onEvent` reports. Run by www/test.sh.
 //
 // Everything listens on 127.0.0.1; every wait is bounded; every process
 // started here is stopped in `after`.
@@ -12,6 +14,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { launchChromium, ROOT, serve, stop } from "./harness.mjs";
 import { startPeer } from "./peer.mjs";
+import { startSdkPeer } from "./sdk-peer.mjs";
 import { startStubLlm } from "./stub-llm.mjs";
 
 const OUT = join(ROOT, "test-output", "www");
@@ -21,6 +24,7 @@ let llm;
 let agent; // serves the UI and the example skills
 let corsless; // a second agent that sends no CORS headers
 let peer; // a scripted A2A 0.3 agent whose tasks report "working"
+let sdk; // the @a2a-js/sdk agent: streams (SSE)
 let browser;
 let context;
 let page;
@@ -52,6 +56,7 @@ before(async () => {
     "--ui", "www/dist",
   ]);
   peer = await startPeer({ workingPolls: 2 });
+  sdk = await startSdkPeer(children);
   corsless = await serve(children, ["--skills", "examples/skills", "--name", "no-cors", "--llm", "echo", "--cors-origin", "none"]);
   browser = await launchChromium({ viewport: DESKTOP });
   context = browser.context;
@@ -64,6 +69,7 @@ after(async () => {
   // The model first, so a task still waiting on it ends at once.
   await llm?.close();
   await peer?.close();
+  await sdk?.close();
   await Promise.all(children.map(stop));
 });
 
@@ -101,6 +107,18 @@ async function runTask(tool, task, { within = 20_000 } = {}) {
   return page.getAttribute("#result", "data-state");
 }
 
+/** Resolves once the stub model got a task matching `re` (the agent is working on it). */
+async function modelGot(re, within = 8_000) {
+  const until = Date.now() + within;
+  while (!llm.calls.some((c) => re.test(c.task))) {
+    if (Date.now() > until) throw new Error(`the model never got ${re}`);
+    await new Promise((ok) => setTimeout(ok, 25));
+  }
+}
+
+/** [data-step, class] of each timeline row. */
+const timeline = () => page.locator("#timeline li").evaluateAll((li) => li.map((x) => [x.dataset.step, x.className]));
+
 const text = (selector) => page.locator(selector).innerText();
 const rawText = (selector) => page.locator(selector).evaluate((e) => e.textContent);
 
@@ -132,6 +150,10 @@ test("connect shows the card (name, description, version, provider, dialect, end
   assert.match(shown, /Acme Test/);
   assert.equal(await card.locator(".badge.dialect").innerText(), "A2A 1.0");
   assert.equal(await card.locator(".endpoint").innerText(), `${agent.url}/`);
+  // How calls follow its tasks, from the package's describeCard: toolnexus serve streams.
+  assert.equal(await card.locator(".badge.stream").innerText(), "streaming");
+  assert.equal(await card.locator(".follow").getAttribute("data-follow"), "stream");
+  assert.equal(await card.locator(".follow").innerText(), "streams events (SSE)");
   assert.deepEqual(await card.locator(".tool-name").allInnerTexts(), ["e2e-agent_hello-world", "e2e-agent_summarize"]);
   assert.deepEqual(await card.locator(".tool-desc").allInnerTexts(), [
     "Greets the user warmly and says what this agent can do.",
@@ -145,11 +167,16 @@ test("a task runs to completed: timeline, output, metadata; screenshots at 1200 
   assert.equal(state, "completed", await text("#result"));
   assert.equal(await page.getAttribute("#result", "data-error"), "false");
   assert.equal(await text("#output"), 'Hello from the stub model! You asked: "Greet the end-to-end test"');
-  const steps = await page.locator("#timeline li").evaluateAll((li) => li.map((x) => [x.dataset.step, x.className]));
-  assert.deepEqual(steps[0], ["submitted", "done"]);
-  assert.equal(steps[2][0], "completed");
-  assert.match(await text("#clock"), /Finished in \d+ ms · \d+ GetTask polls? · task [0-9a-f-]{36}/);
-  assert.match(await rawText("#wire-log"), /SendMessage answered: submitted/);
+  const steps = await timeline();
+  assert.deepEqual(steps.map((s) => s[0]), ["sent", "submitted", "working", "artifact", "completed"]);
+  assert.deepEqual(steps.at(-1), ["completed", "done final ok"]);
+  assert.match(await text('#timeline li[data-step="working"]'), /working\s+\+\d+ ms · stream event/);
+  assert.match(await text('#timeline li[data-step="completed"]'), /completed\s+\+\d+ ms · stream event · the result \(0 polls\)/);
+  assert.match(await text("#clock"), /Finished in \d+ ms · \d+ events · 0 GetTask polls · task [0-9a-f-]{36}/);
+  const log = await page.locator("#event-log li").allTextContents();
+  assert.match(log[0], /^\+\d+ ms\s*task submitted \(stream event\)$/);
+  assert.match(log.at(-2), /status-update completed \(final\)$/);
+  assert.match(log.at(-1), /result: completed$/);
   assert.match(await text("#result"), /State\s+completed/);
   await page.screenshot({ path: join(OUT, "completed-run.png") });
 
@@ -165,9 +192,10 @@ test("a slow task is canceled with the Cancel button (and the agent's task is ca
   await page.fill("#task", "slow: count to ten, slowly");
   const started = Date.now();
   await page.click("#run-btn");
-  // Wait until the task exists at the agent and a GetTask is in flight.
-  await page.waitForFunction(() => /GetTask #1 sent/.test(document.getElementById("wire-log").textContent), null, { timeout: 8_000 });
-  assert.equal(await page.getAttribute('#timeline li[data-step="submitted"]', "class"), "done");
+  // Wait until the agent works on the task (its model got it).
+  await modelGot(/^slow: count to ten/);
+  await page.waitForSelector("#timeline li.now");
+  assert.equal(await page.getAttribute('#timeline li[data-step="sent"]', "class"), "done");
   assert.match(await text("#clock"), /Elapsed/);
   await page.screenshot({ path: join(OUT, "running.png") });
   await page.click("#cancel-btn");
@@ -176,12 +204,12 @@ test("a slow task is canceled with the Cancel button (and the agent's task is ca
   assert.equal(await page.getAttribute("#result", "data-state"), "canceled");
   assert.equal(await page.getAttribute("#result", "data-error"), "true");
   assert.equal(await page.locator("#result .error-box").count(), 1);
-  assert.match(await text("#output"), /^A2A task \S+ canceled/);
-  assert.match(await text("#result"), /asked the agent to cancel/);
+  assert.match(await text("#output"), /^A2A task .+ canceled/);
+  assert.match(await rawText("#event-log"), /Cancel: the call is aborted/);
+  assert.match(await text("#result"), /stopped reading the stream and asked the agent to cancel the task/);
   const taskId = await page.locator("#clock code").innerText();
   const seen = await rpc(agent.url, "tasks/get", { id: taskId });
   assert.equal(seen.result?.status?.state, "canceled", JSON.stringify(seen));
-  assert.match(await rawText("#wire-log"), /CancelTask sent/);
   assert.equal(await page.isDisabled("#cancel-btn"), true);
   assert.equal(await page.isEnabled("#run-btn"), true);
 });
@@ -191,14 +219,19 @@ test("an A2A 0.3 agent: its dialect and endpoint, and working seen live in the t
   const card = page.locator('#agent-list article[data-state="ok"]');
   assert.equal(await card.locator(".badge.dialect").innerText(), "A2A 0.3");
   assert.equal(await card.locator(".endpoint").innerText(), `${peer.url}/rpc`);
+  // No capabilities.streaming: one blocking send (this agent answers at once anyway, so polls follow).
+  assert.equal(await card.locator(".follow").innerText(), "one blocking send");
   const state = await runTask("scripted-peer_echo", "one, two, three");
   assert.equal(state, "completed", await text("#result"));
   assert.equal(await text("#output"), "echo: one, two, three");
-  const steps = await page.locator("#timeline li").evaluateAll((li) => li.map((x) => [x.dataset.step, x.className]));
-  assert.deepEqual(steps.map((s) => s[0]), ["submitted", "working", "completed"]);
-  assert.deepEqual(steps.slice(0, 2).map((s) => s[1]), ["done", "done"]);
-  assert.match(await text('#timeline li[data-step="working"]'), /working\s+\+\d+ ms · tasks\/get #1/);
-  assert.match(await text("#clock"), /3 GetTask polls/);
+  const steps = await timeline();
+  assert.deepEqual(steps.map((s) => s[0]), ["sent", "submitted", "working", "completed"]);
+  assert.deepEqual(steps.map((s) => s[1]), ["done", "done", "done", "done final ok"]);
+  assert.match(await text('#timeline li[data-step="submitted"]'), /submitted\s+\+\d+ ms · answer/);
+  assert.match(await text('#timeline li[data-step="working"]'), /working\s+\+\d+ ms · poll/);
+  assert.match(await text('#timeline li[data-step="completed"]'), /poll · the result \(3 polls\)/);
+  // Three polls, but an event only for the two that changed something.
+  assert.match(await text("#clock"), /3 events · 3 GetTask polls/);
 });
 
 test("a task that outlives the timeout comes back timed out, explained", async () => {
@@ -296,9 +329,77 @@ test("keyboard only: Enter connects, Ctrl+Enter runs, Escape cancels", async () 
   await page.keyboard.press("Control+A");
   await page.keyboard.type("slow, then Escape");
   await page.keyboard.press("Control+Enter");
-  await page.waitForFunction(() => /GetTask #1 sent/.test(document.getElementById("wire-log").textContent), null, { timeout: 8_000 });
+  await modelGot(/^slow, then Escape/);
   await page.keyboard.press("Escape");
   await page.waitForSelector('#result[data-state="canceled"]', { timeout: 8_000 });
+});
+
+test("a streaming agent (@a2a-js/sdk): events and the answer text show before the end", async () => {
+  await open();
+  await connectCard(sdk.cardUrl);
+  assert.equal(await page.getAttribute("#connect-status", "data-tone"), "ok", await text("#connect-status"));
+  const card = page.locator('#agent-list article[data-state="ok"]');
+  assert.equal(await card.locator(".badge.dialect").innerText(), "A2A 1.0");
+  assert.equal(await card.locator(".badge.stream").innerText(), "streaming");
+  assert.equal(await card.locator(".endpoint").innerText(), `${sdk.url}/`);
+  assert.equal(await card.locator(".follow").innerText(), "streams events (SSE)");
+  assert.deepEqual(await card.locator(".tool-name").allInnerTexts(), ["js-agent_echo", "js-agent_fail"]);
+
+  // "chunks 8": working, then eight artifact chunks 100 ms apart, then completed.
+  const chunks = Array.from({ length: 8 }, (_, i) => `chunk ${i}`);
+  await page.selectOption("#tool", "js-agent_echo");
+  await page.fill("#task", "chunks 8");
+  await page.click("#run-btn");
+  // Before the end: working from the stream, and the first chunk in the output.
+  await page.waitForFunction(() => {
+    const out = document.querySelector("#result pre.streamed");
+    return out && /^chunk 0/.test(out.textContent) && !document.getElementById("result").dataset.state;
+  }, null, { timeout: 10_000 });
+  assert.equal(await page.getAttribute("#result", "data-state"), null, "still running");
+  assert.match(await text('#timeline li[data-step="working"]'), /working\s+\+\d+ ms · stream event/);
+  assert.equal(await page.locator('#timeline li[data-step="artifact"]').count(), 1);
+  await page.locator("#run").screenshot({ path: join(OUT, "streaming.png") });
+  await page.waitForSelector("#result[data-state]", { timeout: 10_000 });
+  assert.equal(await page.getAttribute("#result", "data-state"), "completed", await text("#result"));
+  assert.equal(await text("#output"), chunks.join("\n"));
+  const steps = await timeline();
+  assert.deepEqual(steps.map((s) => s[0]), ["sent", "submitted", "working", "artifact", "completed"]);
+  assert.equal(steps.at(-1)[1], "done final ok");
+  assert.match(await text('#timeline li[data-step="artifact"]'), /8 chunks, 56 chars \(\+\d+ ms to \+\d+ ms\) · last chunk/);
+  assert.match(await text('#timeline li[data-step="completed"]'), /stream event · the result \(0 polls\)/);
+  assert.match(await text("#clock"), /11 events · 0 GetTask polls · task [0-9a-f-]{36}/);
+  const log = await page.locator("#event-log li").allTextContents();
+  assert.deepEqual(
+    log.map((l) => l.replace(/^\+\d+ ms\s*/, "")),
+    [
+      "task submitted (stream event)",
+      "status-update working",
+      "artifact-update new 7 chars",
+      ...Array(6).fill("artifact-update append 7 chars"),
+      "artifact-update append 7 chars (last chunk)",
+      "status-update completed (final)",
+      "result: completed",
+    ],
+  );
+  await page.screenshot({ path: join(OUT, "streamed-run.png"), fullPage: true });
+
+  // A failure carries the agent's status message into the timeline.
+  assert.equal(await runTask("js-agent_fail", "fail on purpose", { within: 10_000 }), "failed");
+  assert.match(await text('#timeline li[data-step="failed"]'), /stream event · .*deliberate failure: fail on purpose/);
+  assert.match(await text("#output"), /deliberate failure: fail on purpose/);
+
+  // Cancel while it streams: the task id is known, so the agent is asked to cancel it.
+  await page.selectOption("#tool", "js-agent_echo");
+  await page.fill("#task", "slow stream");
+  await page.click("#run-btn");
+  await page.waitForSelector('#timeline li[data-step="working"]', { timeout: 8_000 });
+  await page.click("#cancel-btn");
+  await page.waitForSelector("#result[data-state]", { timeout: 8_000 });
+  assert.equal(await page.getAttribute("#result", "data-state"), "canceled", await text("#result"));
+  assert.match(await text("#result"), /stopped reading the stream and asked the agent to cancel/);
+  const taskId = await page.locator("#clock code").innerText();
+  const seen = await sdk.rpc("GetTask", { id: taskId });
+  assert.equal(seen.result?.status?.state, "TASK_STATE_CANCELED", JSON.stringify(seen));
 });
 
 test("no uncaught errors in the page", () => {

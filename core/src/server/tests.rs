@@ -988,3 +988,28 @@ fn a_detached_progress_reports_nowhere() {
     ));
     assert_eq!(out, Ok("tail".to_string()));
 }
+
+#[test]
+fn tool_calls_are_reported_naming_the_tool_and_its_kind() {
+    let call = |name: &str, args: Value| crate::llm::ToolCall {
+        id: "c1".into(),
+        name: name.into(),
+        arguments: args,
+    };
+    assert_eq!(
+        tool_call_status(&call("planner_plan", json!({"task": "x"})), Some("a2a")),
+        "Asking the A2A agent tool planner_plan"
+    );
+    assert_eq!(
+        tool_call_status(&call("skill", json!({"name": "greet"})), Some("skill")),
+        "Loading the skill greet"
+    );
+    assert_eq!(
+        tool_call_status(&call("search", json!({})), Some("host")),
+        "Calling the tool search"
+    );
+    assert_eq!(
+        tool_call_status(&call("nope", json!({})), None),
+        "Calling the tool nope"
+    );
+}
