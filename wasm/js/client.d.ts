@@ -103,10 +103,95 @@ export interface ToolResult {
   metadata?: A2AResultMetadata | JsonObject;
 }
 
+/** A text part of a message or an artifact. */
+export interface TextPart {
+  kind: "text";
+  text: string;
+}
+
+/** A message of the agent (a status message) or of the user. */
+export interface A2AMessage {
+  kind: "message";
+  role: "user" | "agent";
+  messageId: string;
+  parts: TextPart[];
+  contextId?: string;
+  taskId?: string;
+}
+
+/** A task's status. */
+export interface TaskStatus {
+  state: TaskStateName;
+  message?: A2AMessage;
+}
+
+/** An artifact (or, in an artifact-update, a chunk of one). */
+export interface A2AArtifact {
+  artifactId: string;
+  parts: TextPart[];
+}
+
+/** The whole task: the first event of a stream, and what each answer or poll shows. */
+export interface TaskSnapshotEvent {
+  kind: "task";
+  id: string;
+  contextId: string;
+  status: TaskStatus;
+  artifacts?: A2AArtifact[];
+  history?: A2AMessage[];
+}
+
+/** The task's status changed. `final` is true on the event that ends the stream. */
+export interface StatusUpdateEvent {
+  kind: "status-update";
+  taskId: string;
+  contextId: string;
+  status: TaskStatus;
+  final: boolean;
+}
+
+/** An artifact, or a chunk of one: `append` adds its parts to the artifact with that id. */
+export interface ArtifactUpdateEvent {
+  kind: "artifact-update";
+  taskId: string;
+  contextId: string;
+  artifact: A2AArtifact;
+  append: boolean;
+  lastChunk: boolean;
+}
+
+/**
+ * One event of a call, in the A2A 0.3 shape whatever the peer speaks: stream
+ * events from a peer that streams, else the task as the answer and each poll
+ * show it (only when it changed). A `message` is an agent's direct answer.
+ */
+export type CallEvent = TaskSnapshotEvent | StatusUpdateEvent | ArtifactUpdateEvent | A2AMessage;
+
+/** A card as a UI shows it (`describeCard`). */
+export interface CardSummary {
+  name: string;
+  description: string | null;
+  version: string | null;
+  /** `provider.organization`. */
+  provider: string | null;
+  dialect: "1.0" | "0.3" | "toolnexus";
+  /** Why the card reads as that dialect, in words. */
+  dialectReason: string;
+  /** The JSON-RPC endpoint calls go to. */
+  endpoint: string;
+  streaming: boolean;
+  longPoll: boolean;
+  /** How a call follows its task: the SSE stream, one blocking send, or GetTask polls. */
+  follow: "stream" | "block" | "poll";
+  skills: { id: string | null; name: string | null; description: string | null; tags: string[] }[];
+}
+
 /** Options of `execute`. */
 export interface ExecuteOptions {
-  /** Aborting stops the call before its next poll and cancels the remote task. */
+  /** Aborting stops the call and cancels the remote task (best effort). */
   signal?: AbortSignal;
+  /** Called with each event of an A2A tool's task as it happens. A throw is logged and ignored. */
+  onEvent?: (event: CallEvent) => void;
 }
 
 /** The arguments of an A2A tool. */
@@ -120,7 +205,11 @@ export interface Tool extends ToolSpec {
   readonly description: string;
   readonly inputSchema: JsonObject;
   readonly source: "a2a";
-  /** SendMessage, then GetTask until the task settles. Never rejects. */
+  /**
+   * Sends the task and follows it until it settles: the peer's SSE stream
+   * when its card says `capabilities.streaming`, else a blocking send (A2A)
+   * or polling (toolnexus dialect). Never rejects.
+   */
   execute(args: A2AToolArgs, options?: ExecuteOptions): Promise<ToolResult>;
   /** The spec as plain data. */
   toJSON(): ToolSpec;
@@ -211,3 +300,9 @@ export declare function createToolkit(options?: ToolkitOptions): Promise<Toolkit
 
 /** Replaces every character outside `[a-zA-Z0-9_-]` with `_`. */
 export declare function sanitize(s: string): string;
+
+/**
+ * Reads a card (JSON text or an object) fetched from `cardUrl` by the rules
+ * the calls use. Throws an Error of kind `malformed` when it is not a card.
+ */
+export declare function describeCard(card: string | JsonObject, cardUrl: string): CardSummary;

@@ -107,21 +107,7 @@ export interface Client {
 
 export declare function createClient(options: ClientOptions): Client;
 
-/** A text part. */
-export interface TextPart {
-  kind: "text";
-  text: string;
-}
-
-/** A message of a stored task. */
-export interface A2AMessage {
-  kind: "message";
-  role: "user" | "agent";
-  messageId: string;
-  parts: TextPart[];
-  contextId?: string;
-  taskId?: string;
-}
+// TextPart and A2AMessage: see the client half above.
 
 /** A task as a store sees it (the A2A 0.3 shape). */
 export interface A2ATask {

@@ -2,8 +2,8 @@
 
 use crate::abort::Abort;
 use crate::convert::{
-    core_error, error_text, get, is_absent, misuse, opt_u64, result_to_js, set, spec_to_js,
-    string_pairs, to_js, to_json,
+    core_error, error_text, event_sink, get, is_absent, misuse, opt_u64, result_to_js, set,
+    spec_to_js, string_pairs, to_js, to_json,
 };
 use crate::transport::JsTransport;
 use js_sys::{Array, Object, Promise};
@@ -96,6 +96,20 @@ pub async fn agent_tools(agent: JsValue) -> Result<JsValue, JsValue> {
         .into())
 }
 
+/// `describeCard(card, cardUrl)`: what a UI shows of a card (as JSON text
+/// or an object) fetched from `cardUrl`: identity, skills, and how a call will
+/// talk to it (`dialect`, `endpoint`, `follow`: stream, block or poll), decided
+/// by the same rules the calls use. Throws a `malformed` Error for a non-card.
+#[wasm_bindgen(js_name = describeCard)]
+pub fn describe_card(card: JsValue, card_url: String) -> Result<JsValue, JsValue> {
+    let parsed = match card.as_string() {
+        Some(text) => toolnexus_core::AgentCard::parse(text.as_bytes()),
+        None => toolnexus_core::AgentCard::from_value(&to_json(&card, "card")?),
+    };
+    let card = parsed.map_err(|e| core_error(&e))?;
+    Ok(crate::convert::ser_to_js(&card.summary(&card_url)))
+}
+
 /// One skill of a remote agent, callable as a tool.
 #[wasm_bindgen]
 pub struct Tool {
@@ -124,16 +138,22 @@ impl Tool {
         self.inner.spec.source.clone()
     }
 
-    /// `execute({task}, {signal}?)`: never rejects; problems come back as
-    /// `{isError: true}`.
+    /// `execute({task}, {signal, onEvent}?)`: never rejects; problems come
+    /// back as `{isError: true}`. `onEvent(event)` sees each event of the task.
     pub fn execute(&self, args: JsValue, options: JsValue) -> Promise {
         let tool = self.inner.clone();
         let args = to_json(&args, "args");
         let abort = Abort::from_options(&options);
+        let sink = event_sink(&options, "options");
         future_to_promise(async move {
-            let result = match (args, abort) {
-                (Ok(args), Ok(abort)) => tool.execute(&JsTransport, &args, abort).await,
-                (Err(e), _) | (_, Err(e)) => ToolResult::error(error_text(&e)),
+            let result = match (args, abort, sink) {
+                (Ok(args), Ok(abort), Ok(sink)) => {
+                    tool.execute_with_events(&JsTransport, &args, abort, sink)
+                        .await
+                }
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                    ToolResult::error(error_text(&e))
+                }
             };
             Ok(result_to_js(&result))
         })

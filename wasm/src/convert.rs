@@ -179,7 +179,6 @@ pub fn opt_u64(options: &JsValue, key: &str, what: &str) -> Result<Option<u64>, 
 }
 
 /// `options[key]` as a function, if set.
-#[cfg(feature = "server")]
 pub fn opt_function(
     options: &JsValue,
     key: &str,
@@ -238,4 +237,23 @@ pub fn pairs_to_js(pairs: &[(String, String)]) -> JsValue {
         .map(|(k, v)| -> JsValue { Array::of2(&k.as_str().into(), &v.as_str().into()).into() })
         .collect::<Array>()
         .into()
+}
+
+/// The caller's `onEvent` from an options object: each event of an A2A
+/// tool's task, in the A2A 0.3 shape (`kind`: task, status-update,
+/// artifact-update or message), as it happens. A throwing callback is logged
+/// and never stops the call.
+pub fn event_sink(
+    options: &JsValue,
+    what: &str,
+) -> Result<impl FnMut(toolnexus_core::StreamEvent), JsValue> {
+    let on_event = opt_function(options, "onEvent", what)?;
+    Ok(move |event: toolnexus_core::StreamEvent| {
+        if let Some(f) = &on_event {
+            let js = ser_to_js(&event.shaped(toolnexus_core::task::Shape::V03));
+            if let Err(e) = f.call1(&JsValue::NULL, &js) {
+                console_error(&format!("onEvent threw: {}", error_text(&e)));
+            }
+        }
+    })
 }

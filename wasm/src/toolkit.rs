@@ -9,8 +9,8 @@
 use crate::abort::Abort;
 use crate::agent::{agent_from_js, agents_from_js};
 use crate::convert::{
-    console_warn, core_error, error_text, get, is_absent, misuse, opt_string, result_to_js,
-    spec_to_js, specs_to_js, to_js, to_json, values_to_js,
+    console_warn, core_error, error_text, event_sink, get, is_absent, misuse, opt_string,
+    result_to_js, spec_to_js, specs_to_js, to_js, to_json, values_to_js,
 };
 use crate::handles::{self, Handle};
 use crate::transport::JsTransport;
@@ -258,17 +258,23 @@ impl Toolkit {
             .map_or(JsValue::UNDEFINED, spec_to_js)
     }
 
-    /// `execute(name, args, {signal}?)`: never rejects; an unknown name is
-    /// `{isError: true, output: "Unknown tool: <name>"}`.
+    /// `execute(name, args, {signal, onEvent}?)`: never rejects; an unknown
+    /// name is `{isError: true, output: "Unknown tool: <name>"}`.
+    /// `onEvent(event)` sees each event of an A2A tool's task.
     pub fn execute(&self, name: JsValue, args: JsValue, options: JsValue) -> Promise {
         let tk = self.shared.current();
         let name = name.as_string().unwrap_or_default();
         let args = to_json(&args, "args");
         let abort = Abort::from_options(&options);
+        let sink = event_sink(&options, "options");
         future_to_promise(async move {
-            let result = match (args, abort) {
-                (Ok(args), Ok(abort)) => tk.execute_with_abort(&name, args, abort).await,
-                (Err(e), _) | (_, Err(e)) => ToolResult::error(error_text(&e)),
+            let result = match (args, abort, sink) {
+                (Ok(args), Ok(abort), Ok(sink)) => {
+                    tk.execute_with_events(&name, args, abort, sink).await
+                }
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                    ToolResult::error(error_text(&e))
+                }
             };
             Ok(result_to_js(&result))
         })

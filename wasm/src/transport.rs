@@ -5,7 +5,9 @@
 use crate::convert::{error_text, get, pairs_to_js, set};
 use js_sys::{Object, Promise, Uint8Array};
 use std::future::Future;
-use toolnexus_core::{HttpRequest, HttpResponse, MaybeSend, Transport, TransportError};
+use toolnexus_core::{
+    HttpRequest, HttpResponse, MaybeSend, StreamingResponse, Transport, TransportError,
+};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -27,6 +29,19 @@ extern "C" {
     fn headers(this: &FetchResponse) -> JsValue;
     #[wasm_bindgen(method, catch, js_name = arrayBuffer)]
     fn array_buffer(this: &FetchResponse) -> Result<Promise, JsValue>;
+    /// The body as a `ReadableStream`, or null (no body).
+    #[wasm_bindgen(method, getter)]
+    fn body(this: &FetchResponse) -> JsValue;
+
+    type ReadableBody;
+    #[wasm_bindgen(method, catch, js_name = getReader)]
+    fn get_reader(this: &ReadableBody) -> Result<BodyReader, JsValue>;
+
+    type BodyReader;
+    #[wasm_bindgen(method, catch)]
+    fn read(this: &BodyReader) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(method, js_name = cancel)]
+    fn cancel_reader(this: &BodyReader) -> Promise;
 
     #[wasm_bindgen(js_name = AbortController)]
     type Controller;
@@ -77,7 +92,8 @@ fn check_header(name: &str, value: &str) -> Result<(), TransportError> {
     }
 }
 
-async fn send(req: HttpRequest) -> Result<HttpResponse, TransportError> {
+/// Starts a fetch: the response head, and the guard that aborts it when dropped.
+async fn fetch_head(req: HttpRequest) -> Result<(FetchResponse, AbortOnDrop), TransportError> {
     for (name, value) in &req.headers {
         check_header(name, value)?;
     }
@@ -87,7 +103,7 @@ async fn send(req: HttpRequest) -> Result<HttpResponse, TransportError> {
     if !req.body.is_empty() {
         set(&init, "body", &Uint8Array::from(&req.body[..]).into());
     }
-    let mut guard = AbortOnDrop(Controller::new().ok());
+    let guard = AbortOnDrop(Controller::new().ok());
     if let Some(c) = &guard.0 {
         set(&init, "signal", &c.signal());
     }
@@ -96,6 +112,74 @@ async fn send(req: HttpRequest) -> Result<HttpResponse, TransportError> {
         .await
         .map_err(|e| TransportError(error_text(&e)))?
         .unchecked_into();
+    Ok((resp, guard))
+}
+
+/// The body read chunk by chunk from its `ReadableStream` reader. Dropping
+/// the stream cancels the reader and aborts the fetch.
+struct Reader {
+    reader: Option<BodyReader>,
+    guard: AbortOnDrop,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if let Some(r) = self.reader.take() {
+            // The promise only says when the cancel finished; nobody waits for it.
+            let _ = r.cancel_reader();
+        }
+    }
+}
+
+async fn send_streaming(req: HttpRequest) -> Result<StreamingResponse, TransportError> {
+    let (resp, guard) = fetch_head(req).await?;
+    let status = resp.status();
+    let headers = crate::convert::header_pairs(&resp.headers());
+    let stream = resp.body();
+    let reader = if stream.is_null() || stream.is_undefined() {
+        None
+    } else {
+        let stream: ReadableBody = stream.unchecked_into();
+        Some(
+            stream
+                .get_reader()
+                .map_err(|e| TransportError(error_text(&e)))?,
+        )
+    };
+    let state = Reader { reader, guard };
+    let body = futures_util::stream::unfold(state, |mut state| async move {
+        let reader = state.reader.as_ref()?;
+        let read = match reader.read() {
+            Ok(p) => JsFuture::from(p).await,
+            Err(e) => Err(e),
+        };
+        match read {
+            Err(e) => {
+                state.reader = None;
+                let err = TransportError(format!("reading the answer failed: {}", error_text(&e)));
+                Some((Err(err), state))
+            }
+            Ok(chunk) if get(&chunk, "done").is_truthy() => {
+                // Ended cleanly: nothing left to cancel or abort.
+                drop(state.reader.take());
+                drop(state.guard.0.take());
+                None
+            }
+            Ok(chunk) => {
+                let bytes = Uint8Array::new(&get(&chunk, "value")).to_vec();
+                Some((Ok(bytes), state))
+            }
+        }
+    });
+    Ok(StreamingResponse {
+        status,
+        headers,
+        body: Box::pin(body),
+    })
+}
+
+async fn send(req: HttpRequest) -> Result<HttpResponse, TransportError> {
+    let (resp, mut guard) = fetch_head(req).await?;
     let status = resp.status();
     let headers = crate::convert::header_pairs(&resp.headers());
     let declared = headers
@@ -162,6 +246,13 @@ impl Transport for JsTransport {
         request: HttpRequest,
     ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend {
         send(request)
+    }
+
+    fn send_streaming(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<StreamingResponse, TransportError>> + MaybeSend {
+        send_streaming(request)
     }
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {

@@ -309,6 +309,24 @@ export function startServer(cmd, args, { timeout = 20_000, env } = {}) {
   });
 }
 
+/** A TCP port that was free a moment ago (for peers that need one given). */
+export function freePort() {
+  return new Promise((ok, fail) => {
+    const srv = http.createServer();
+    srv.on('error', fail);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => ok(port));
+    });
+  });
+}
+
+/** The official @a2a-js/sdk echo server (tests/peers/js/server.mjs; its card says streaming). */
+export async function startJsSdkServer() {
+  const port = await freePort();
+  return startServer('node', [join(ROOT, 'tests', 'peers', 'js', 'server.mjs'), '--port', String(port)]);
+}
+
 /** `toolnexus serve --llm echo --skills examples/skills` on a free port. */
 export function startNativeEchoAgent() {
   return startServer(TOOLNEXUS, ['serve', '--addr', '127.0.0.1:0', '--llm', 'echo', '--skills', join(ROOT, 'examples', 'skills')]);

@@ -5,7 +5,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import {
-  eventually, importShim, killChildren, serveFetch, startNativeEchoAgent, startPeer, startStubLlm, toolCall, withTimeout,
+  eventually, importShim, killChildren, serveFetch, startJsSdkServer, startNativeEchoAgent, startPeer, startStubLlm, toolCall,
+  withTimeout,
 } from './helpers.mjs';
 
 const tn = await importShim('esm.mjs');
@@ -34,7 +35,7 @@ async function rejectsWithKind(promise, kind, pattern) {
 describe('imports', () => {
   test('ESM and CommonJS entries expose the same API', async () => {
     const cjs = await importShim('cjs.cjs');
-    const names = ['agent', 'agentTools', 'parseAgentsConfig', 'buildAgentCard', 'createToolkit', 'createClient', 'createA2AHandler', 'sanitize'];
+    const names = ['agent', 'agentTools', 'parseAgentsConfig', 'buildAgentCard', 'createToolkit', 'createClient', 'createA2AHandler', 'sanitize', 'describeCard'];
     for (const n of names) {
       assert.equal(typeof tn[n], 'function', `ESM ${n}`);
       assert.equal(typeof cjs[n], 'function', `CJS ${n}`);
@@ -48,7 +49,7 @@ describe('imports', () => {
     const esm = await importShim('client.mjs');
     const cjs = await importShim('client.cjs');
     for (const m of [esm, cjs]) {
-      assert.deepEqual(Object.keys(m).sort(), ['agent', 'agentTools', 'createToolkit', 'parseAgentsConfig', 'sanitize']);
+      assert.deepEqual(Object.keys(m).sort(), ['agent', 'agentTools', 'createToolkit', 'describeCard', 'parseAgentsConfig', 'sanitize']);
     }
     await rejectsWithKind(esm.createToolkit({ skills: [{ name: 'x' }] }), 'misuse', /full build/);
   });
@@ -152,6 +153,66 @@ describe('outbound: agents as tools', () => {
     const auth = p.requests.map((r) => r.headers.authorization);
     assert.equal(auth[0], 'Bearer tok-1');
     assert.equal(auth.at(-1), 'Bearer tok-2');
+  });
+});
+
+describe('events: the task as it happens', () => {
+  test('describeCard says how calls will follow tasks, by the core rules', () => {
+    const url = 'http://127.0.0.1:1/.well-known/agent-card.json';
+    const s = tn.describeCard(JSON.stringify({ name: 'x', capabilities: { streaming: true },
+      supportedInterfaces: [{ url: 'http://127.0.0.1:1/rpc', protocolBinding: 'JSONRPC', protocolVersion: '1.0' }] }), url);
+    assert.equal(s.dialect, '1.0');
+    assert.equal(s.endpoint, 'http://127.0.0.1:1/rpc');
+    assert.equal(s.follow, 'stream');
+    assert.equal(tn.describeCard({ name: 'y', url: '/' }, url).follow, 'poll');
+    assert.throws(() => tn.describeCard('[1]', url), (e) => e.kind === 'malformed');
+  });
+
+  test('a streaming peer (the official JS SDK server): onEvent sees each event as it arrives', async () => {
+    const { url } = await startJsSdkServer();
+    const [tool] = (await tn.agentTools(tn.agent({ card: `${url}/.well-known/agent-card.json` })))
+      .filter((t) => t.name.endsWith('_echo'));
+    const events = [];
+    const started = Date.now();
+    const r = await tool.execute({ task: 'chunks 3' }, { onEvent: (e) => events.push({ at: Date.now() - started, e }) });
+    assert.equal(r.isError, false, r.output);
+    assert.equal(r.output, 'chunk 0\nchunk 1\nchunk 2');
+    assert.equal(r.metadata.polls, 0, 'streamed, never polled');
+    assert.deepEqual(events.map(({ e }) => e.kind),
+      ['task', 'status-update', 'artifact-update', 'artifact-update', 'artifact-update', 'status-update']);
+    assert.equal(events.at(-1).e.status.state, 'completed');
+    assert.equal(events.at(-1).e.final, true);
+    assert.deepEqual(events.filter(({ e }) => e.kind === 'artifact-update').map(({ e }) => e.artifact.parts[0].text),
+      ['chunk 0', 'chunk 1', 'chunk 2']);
+    // The chunks come 100 ms apart at the peer: the caller saw them live, not all at the end.
+    const first = events.find(({ e }) => e.kind === 'artifact-update').at;
+    assert.ok(events.at(-1).at - first >= 150, `events spread over ${events.at(-1).at - first} ms`);
+  });
+
+  test('a polled peer: onEvent sees the task as each poll finds it; a throwing onEvent changes nothing', async () => {
+    const p = await peer({ name: 'poller', workingPolls: 1 });
+    const [tool] = await tn.agentTools(tn.agent({ card: p.cardUrl, pollEvery: 20 }));
+    const states = [];
+    const r = await tool.execute({ task: 'hi' }, {
+      onEvent: (e) => {
+        states.push(e.status.state);
+        throw new Error('a broken listener');
+      },
+    });
+    assert.equal(r.output, 'echo: hi');
+    assert.deepEqual(states, ['submitted', 'working', 'completed']);
+    const bad = await tool.execute({ task: 'hi' }, { onEvent: 42 });
+    assert.equal(bad.isError, true);
+    assert.match(bad.output, /onEvent must be a function/);
+  });
+
+  test('toolkit.execute passes onEvent to A2A tools', async () => {
+    const p = await peer({ name: 'kit', workingPolls: 0 });
+    const tk = await tn.createToolkit({ agents: [tn.agent({ card: p.cardUrl, pollEvery: 20 })] });
+    const kinds = [];
+    const r = await tk.execute('kit_echo', { task: 'x' }, { onEvent: (e) => kinds.push(e.kind) });
+    assert.equal(r.output, 'echo: x');
+    assert.ok(kinds.length >= 2 && kinds.every((k) => k === 'task'), JSON.stringify(kinds));
   });
 });
 

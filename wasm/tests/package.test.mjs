@@ -47,6 +47,17 @@ const listed: Agent[] = parseAgentsConfig({ x: { card: "u", enabled: true } });
 async function outbound(signal: AbortSignal): Promise<string> {
   const tools: Tool[] = await agentTools(a);
   const r: ToolResult = await tools[0].execute({ task: "t" }, { signal });
+  const summary: CardSummary = describeCard({ name: "x" }, "http://h/.well-known/agent-card.json");
+  const follow: "stream" | "block" | "poll" = summary.follow;
+  const seen: string[] = [follow, summary.endpoint];
+  await tools[0].execute({ task: "t" }, {
+    onEvent: (e: CallEvent) => {
+      if (e.kind === "status-update") seen.push(e.status.state, String(e.final));
+      else if (e.kind === "artifact-update") seen.push(e.artifact.parts[0].text, String(e.lastChunk));
+      else if (e.kind === "task") seen.push(e.id, e.status.state);
+      else seen.push(e.messageId);
+    },
+  });
   const tk: Toolkit = await createToolkit({
     agents: [a, "http://x/card"],
     config: { agents: { p: { card: "http://x/card", disabled: false } } },
@@ -88,9 +99,9 @@ createClient({ baseUrl: "x", style: "gpt", model: "m" });
 // @ts-expect-error: the client-only entry has no skills option
 void createToolkitC({ skills: [] });
 `;
-  const typeNames = 'Agent, Tool, ToolResult, Toolkit, ToolSpec, OpenAITool, AnthropicTool, GeminiFunctionDeclaration, AgentFailure, ErrorKind, ToolnexusError';
+  const typeNames = 'Agent, Tool, ToolResult, Toolkit, ToolSpec, OpenAITool, AnthropicTool, GeminiFunctionDeclaration, AgentFailure, ErrorKind, ToolnexusError, CallEvent, CardSummary';
   const serverNames = 'Client, TaskStore, A2ATask, A2AHandler, TaskEvent, AgentCard, RunResult';
-  const fns = 'agent, agentTools, parseAgentsConfig, createToolkit, sanitize, createClient, createA2AHandler, buildAgentCard';
+  const fns = 'agent, agentTools, parseAgentsConfig, createToolkit, sanitize, describeCard, createClient, createA2AHandler, buildAgentCard';
   writeFileSync(join(dir, 'check.mts'),
     `import { ${fns} } from "toolnexus-wasm";\nimport type { ${typeNames}, ${serverNames} } from "toolnexus-wasm";\n` +
     `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${body}${server}${clientBody}\nexport { outbound, inbound, kindOf };\n`);
