@@ -32,11 +32,16 @@ impl Default for NativeTransport {
 impl NativeTransport {
     /// A transport with its own connection pool.
     pub fn new() -> Self {
+        // Small requests and SSE events must leave at once, not wait for
+        // Nagle's algorithm to pair them with an ACK.
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.enforce_http(false);
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_webpki_roots()
             .https_or_http()
             .enable_http1()
-            .build();
+            .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(https);

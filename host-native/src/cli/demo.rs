@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use toolnexus_core::server::A2aConfig;
 use toolnexus_core::skills::SkillSet;
-use toolnexus_core::{HttpRequest, Task, Transport};
+use toolnexus_core::{AgentCard, HttpRequest, StreamEvent, Task, Transport};
 use toolnexus_host_native::{agent_tools, serve, Agent, Model, NativeTransport, ServeOptions};
 
 /// The example skills, built into the binary so the demo runs from anywhere.
@@ -76,14 +76,29 @@ pub async fn run() -> Result<i32, Fail> {
         .find(|t| t.skill() == "hello-world")
         .ok_or_else(|| fail("no hello-world tool", String::new()))?;
 
+    let how = AgentCard::from_value(&card)
+        .map(|c| match c.summary(&card_url).follow {
+            "stream" => "SendStreamingMessage and reads the task's events as they come",
+            "block" => "a blocking SendMessage",
+            _ => "SendMessage, then polls GetTask",
+        })
+        .unwrap_or("SendMessage");
     println!("\n== Calling {} with {TASK:?}", tool.spec().name);
     println!(
-        "  +{:>4} ms  client sends SendMessage, then polls GetTask",
+        "  +{:>4} ms  client sends {how}",
         started.elapsed().as_millis()
     );
-    let result = tool.execute(&json!({"task": TASK})).await;
+    let result = tool
+        .execute_with_events(&json!({"task": TASK}), std::future::pending(), |e| {
+            println!(
+                "  +{:>4} ms  client got {}",
+                started.elapsed().as_millis(),
+                describe(&e)
+            );
+        })
+        .await;
     println!(
-        "  +{:>4} ms  client saw the task settle",
+        "  +{:>4} ms  client has the result",
         started.elapsed().as_millis()
     );
 
@@ -91,4 +106,23 @@ pub async fn run() -> Result<i32, Fail> {
     print_json(&json!(result));
     handle.stop().await;
     Ok(if result.is_error { 2 } else { 0 })
+}
+
+/// One event, in a line.
+fn describe(event: &StreamEvent) -> String {
+    let cut = |text: String| match text.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    };
+    match event {
+        StreamEvent::Task(t) => format!("the task, {}", t.state.as_str()),
+        StreamEvent::Status(s) => match &s.message {
+            Some(m) => format!("a status update, {}: {}", s.state.as_str(), cut(m.text())),
+            None => format!("a status update, {}", s.state.as_str()),
+        },
+        StreamEvent::Artifact(a) => {
+            format!("an artifact chunk: {:?}", cut(a.artifact.parts.join("\n")))
+        }
+        StreamEvent::Message(m) => format!("a message: {:?}", cut(m.text())),
+    }
 }
