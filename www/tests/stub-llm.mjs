@@ -1,12 +1,13 @@
 // A stub OpenAI-style model on 127.0.0.1 for the end-to-end test: every
 // `POST …/chat/completions` is answered with text built from the last user
 // message. A task starting with "slow" is answered after `slowMs` (unless
-// the connection closes first).
+// the connection closes first). A task starting with "tool" first calls the
+// `skill` tool (loading the first skill offered), then answers `toolMs` later.
 
 import http from "node:http";
 
 /** Starts the stub; returns {url (the base URL, …/v1), calls, close()}. */
-export async function startStubLlm({ slowMs = 10_000 } = {}) {
+export async function startStubLlm({ slowMs = 10_000, toolMs = 400 } = {}) {
   const calls = [];
   const sockets = new Set();
   const timers = new Set();
@@ -43,11 +44,36 @@ export async function startStubLlm({ slowMs = 10_000 } = {}) {
         }),
       );
     };
-    if (/^\s*slow/i.test(task)) {
+    const skill = (body.tools ?? []).find((t) => t.function?.name === "skill");
+    const toolDone = (body.messages ?? []).some((m) => m.role === "tool");
+    if (/^\s*tool/i.test(task) && skill && !toolDone) {
+      const name = skill.function.parameters?.properties?.name?.enum?.[0] ?? "hello-world";
+      res.writeHead(200, { "content-type": "application/json" });
+      return res.end(
+        JSON.stringify({
+          id: `stub-${calls.length}`,
+          object: "chat.completion",
+          model: body.model ?? "stub",
+          choices: [
+            {
+              index: 0,
+              finish_reason: "tool_calls",
+              message: {
+                role: "assistant",
+                content: null,
+                tool_calls: [{ id: "call_1", type: "function", function: { name: "skill", arguments: JSON.stringify({ name }) } }],
+              },
+            },
+          ],
+        }),
+      );
+    }
+    if (/^\s*slow/i.test(task) || (toolDone && /^\s*tool/i.test(task))) {
+      const ms = toolDone ? toolMs : slowMs;
       const t = setTimeout(() => {
         timers.delete(t);
         answer();
-      }, slowMs);
+      }, ms);
       timers.add(t);
     } else {
       answer();

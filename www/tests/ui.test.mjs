@@ -187,6 +187,25 @@ test("a task runs to completed: timeline, output, metadata; screenshots at 1200 
   await page.setViewportSize(DESKTOP);
 });
 
+test("a tool call of the agent's model shows live as a working status message", async () => {
+  await page.selectOption("#tool", "e2e-agent_hello-world");
+  await page.fill("#task", "tool: greet, with the skill");
+  await page.click("#run-btn");
+  // The server reports the tool call as a working status with a message, before the answer.
+  await page.waitForFunction(
+    () => /Loading the skill/.test(document.getElementById("timeline").textContent) && !document.getElementById("result").dataset.state,
+    null,
+    { timeout: 8_000 },
+  );
+  await page.waitForSelector("#result[data-state]", { timeout: 8_000 });
+  assert.equal(await page.getAttribute("#result", "data-state"), "completed", await text("#result"));
+  const working = await page.locator('#timeline li[data-step="working"]').allInnerTexts();
+  assert.ok(working.some((w) => /\+\d+ ms · stream event · “?Loading the skill hello-world/.test(w)), working.join(" | "));
+  assert.match(await rawText("#event-log"), /status-update working: Loading the skill hello-world/);
+  assert.match(await text("#output"), /You asked: "tool: greet, with the skill"/);
+  await page.locator("#run").screenshot({ path: join(OUT, "status-message.png") });
+});
+
 test("a slow task is canceled with the Cancel button (and the agent's task is canceled too)", async () => {
   await page.selectOption("#tool", "e2e-agent_hello-world");
   await page.fill("#task", "slow: count to ten, slowly");
