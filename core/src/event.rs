@@ -17,6 +17,8 @@ pub struct StatusUpdate {
     pub context_id: String,
     pub state: TaskState,
     pub message: Option<Message>,
+    /// `status.timestamp` as the peer wrote it (ISO 8601), when it did.
+    pub timestamp: Option<String>,
 }
 
 /// An artifact, or a chunk of one.
@@ -71,6 +73,7 @@ impl StreamEvent {
                     .get("state")
                     .and_then(Value::as_str)
                     .map_or(TaskState::Unknown, TaskState::parse),
+                timestamp: text_of(status, "timestamp"),
                 task_id,
                 context_id,
                 message,
@@ -170,6 +173,9 @@ impl Serialize for StatusOut<'_> {
             let ids = (Some(u.context_id.as_str()), Some(u.task_id.as_str()));
             map.serialize_entry("message", &InTask(m, shape, ids.0, ids.1))?;
         }
+        if let Some(t) = &u.timestamp {
+            map.serialize_entry("timestamp", t)?;
+        }
         map.end()
     }
 }
@@ -250,6 +256,14 @@ mod tests {
         );
         assert_eq!(s10, s03);
         assert_eq!(s10.state(), Some(TaskState::Working));
+        let stamped = read(json!({"statusUpdate": {"taskId": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-01T11:38:37.303Z"}}}));
+        let StreamEvent::Status(u) = &stamped else {
+            panic!("a status update: {stamped:?}")
+        };
+        assert_eq!(u.timestamp.as_deref(), Some("2026-12-01T11:38:37.303Z"));
+        let v03 = serde_json::to_value(stamped.shaped(Shape::V03)).expect("json");
+        assert_eq!(v03["status"]["timestamp"], "2026-12-01T11:38:37.303Z");
 
         let a10 = read(json!({"artifactUpdate": {"taskId": "t", "contextId": "c",
             "artifact": {"artifactId": "a", "parts": [{"text": "hi", "mediaType": "text/plain"}]},
@@ -285,6 +299,7 @@ mod tests {
                 task_id: "t".into(),
                 context_id: "c".into(),
                 state: TaskState::Working,
+                timestamp: None,
                 message: Some(msg),
             }),
             StreamEvent::Artifact(ArtifactUpdate {

@@ -4,9 +4,16 @@
 //!
 //! A local `serve` whose fulfiller sleeps for the number of ms in the task
 //! text; the native client (default settings: pollEvery 1000 ms) calls it
-//! (a) as it is, with the card's long-poll extension, and (b) with long-poll
-//! off, which is how it polls any peer without the extension (the official
-//! SDK servers). lag = time to result − task duration.
+//! (a) as it is: the card streams, so the call follows the SSE events;
+//! (b) with streaming off: one blocking SendMessage; (c) in the toolnexus
+//! dialect: a non-blocking send, then GetTask long-polls (the card's
+//! extension); (d) the same without long-poll: interval polling, as for a
+//! toolnexus-reference peer. Then the official SDK servers
+//! (`sdk_peers.rs`): per-call latency beside their own clients, and the lag.
+//! lag = time to result − task duration.
+
+#[path = "sdk_peers.rs"]
+mod sdk_peers;
 
 use serde_json::json;
 use std::sync::Arc;
@@ -49,18 +56,24 @@ async fn main() {
     let tools = toolnexus_core::agent_tools(&transport, &Agent::new(&card))
         .await
         .expect("tools");
-    let with_long_poll = tools[0].clone();
-    let mut plain = tools[0].clone();
+    // The served card streams and lists the long-poll extension; switch each
+    // off to see how a peer without them is followed.
+    let streamed = tools[0].clone();
+    let mut blocking = tools[0].clone();
+    blocking.streaming = false;
+    let mut with_long_poll = blocking.clone();
+    with_long_poll.dialect = toolnexus_core::Dialect::Toolnexus;
+    let mut plain = with_long_poll.clone();
     plain.long_poll = false;
 
-    println!("lag after the task settles, default settings (pollEvery 1000 ms), 5 calls each");
+    println!("toolnexus serve: lag after the task settles (median / max of 5 calls), by how the call follows it");
     println!(
-        "{:>10}  {:>22}  {:>22}",
-        "task ms", "long-poll: median/max", "polling: median/max"
+        "{:>10}  {:>20}  {:>20}  {:>20}  {:>20}",
+        "task ms", "stream", "blocking send", "long-poll", "polling"
     );
     for duration in [0u64, 100, 500, 2_000, 5_000] {
         let mut row = Vec::new();
-        for tool in [&with_long_poll, &plain] {
+        for tool in [&streamed, &blocking, &with_long_poll, &plain] {
             let mut lags = Vec::new();
             for _ in 0..5 {
                 let started = Instant::now();
@@ -77,7 +90,11 @@ async fn main() {
             lags.sort();
             row.push(format!("{} / {} ms", lags[2], lags[4]));
         }
-        println!("{duration:>10}  {:>22}  {:>22}", row[0], row[1]);
+        println!(
+            "{duration:>10}  {:>20}  {:>20}  {:>20}  {:>20}",
+            row[0], row[1], row[2], row[3]
+        );
     }
     handle.stop().await;
+    sdk_peers::run().await;
 }

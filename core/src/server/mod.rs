@@ -604,6 +604,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             task_id: snapshot.id.clone(),
             context_id: snapshot.context_id.clone(),
             state: TaskState::Working,
+            timestamp: None,
             message: None,
         })]);
         while saves.try_recv().is_ok() {}
@@ -771,6 +772,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             task_id: task.id.clone(),
             context_id: task.context_id.clone(),
             state: TaskState::Canceled,
+            timestamp: None,
             message: None,
         })];
         let task = self
@@ -807,6 +809,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for ReleaseWaiters<S, H, F>
                     task_id: task.id,
                     context_id: task.context_id,
                     state: TaskState::Failed,
+                    timestamp: None,
                     message: Some(Message::agent_text(
                         self.server.host.new_id(),
                         CRASHED.to_string(),

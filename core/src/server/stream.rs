@@ -211,6 +211,7 @@ impl Live {
                 task_id: task_id.clone(),
                 context_id: context_id.clone(),
                 state,
+                timestamp: None,
                 message,
             })
         };
@@ -294,6 +295,7 @@ impl Progress {
                 task_id: st.task.id.clone(),
                 context_id: st.task.context_id.clone(),
                 state: TaskState::Working,
+                timestamp: None,
                 message: Some(message),
             })
         });
