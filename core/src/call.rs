@@ -277,7 +277,8 @@ impl CallMachine {
             if event.data.trim().is_empty() {
                 continue;
             }
-            let Ok(value) = serde_json::from_str::<Value>(&event.data) else {
+            // from_slice: the one JSON reader the rest of the client already uses.
+            let Ok(value) = serde_json::from_slice::<Value>(event.data.as_bytes()) else {
                 let err = Error::Malformed(format!(
                     "a stream event is not JSON: {}",
                     snippet(&event.data)

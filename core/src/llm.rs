@@ -616,7 +616,7 @@ fn parse_arguments(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(json!({}));
     }
-    match serde_json::from_str::<Value>(text) {
+    match serde_json::from_slice::<Value>(text.as_bytes()) {
         Ok(v @ Value::Object(_)) => Ok(v),
         Ok(Value::Null) => Ok(json!({})),
         Ok(_) => Err("the arguments are not a JSON object".into()),

@@ -11,7 +11,7 @@ use crate::http::HttpRequest;
 use crate::rpc::Dialect;
 use crate::sanitize::sanitize;
 use crate::tool::{a2a_input_schema, to_anthropic, to_gemini, to_openai, ToolResult, ToolSpec};
-use crate::transport::{BoxFuture, Transport};
+use crate::transport::{BoxFuture, MaybeSend, Transport};
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ impl A2aTool {
         &self,
         transport: &T,
         args: &Value,
-        abort: impl Future<Output = ()>,
+        abort: impl Future<Output = ()> + MaybeSend,
     ) -> ToolResult {
         self.execute_with_events(transport, args, abort, |_| {})
             .await
@@ -51,8 +51,21 @@ impl A2aTool {
         &self,
         transport: &T,
         args: &Value,
-        abort: impl Future<Output = ()>,
-        on_event: impl FnMut(StreamEvent),
+        abort: impl Future<Output = ()> + MaybeSend,
+        mut on_event: impl FnMut(StreamEvent) + MaybeSend,
+    ) -> ToolResult {
+        // One instance of the whole call per transport, whatever the caller's
+        // abort and listener types: the call is the bulk of a client's code.
+        let abort = std::pin::pin!(abort);
+        self.run(transport, args, abort, &mut on_event).await
+    }
+
+    async fn run<T: Transport>(
+        &self,
+        transport: &T,
+        args: &Value,
+        abort: DynAbort<'_>,
+        on_event: DynListener<'_>,
     ) -> ToolResult {
         let Some(task) = args.get("task").and_then(Value::as_str) else {
             return ToolResult::error(format!(
@@ -75,6 +88,17 @@ impl A2aTool {
         drive_with_events(&mut CallMachine::new(spec), transport, abort, on_event).await
     }
 }
+
+/// The caller's abort, type-erased (`Send` on native targets).
+#[cfg(not(target_arch = "wasm32"))]
+type DynAbort<'a> = std::pin::Pin<&'a mut (dyn Future<Output = ()> + Send)>;
+#[cfg(target_arch = "wasm32")]
+type DynAbort<'a> = std::pin::Pin<&'a mut dyn Future<Output = ()>>;
+/// The caller's event listener, type-erased (`Send` on native targets).
+#[cfg(not(target_arch = "wasm32"))]
+type DynListener<'a> = &'a mut (dyn FnMut(StreamEvent) + Send);
+#[cfg(target_arch = "wasm32")]
+type DynListener<'a> = &'a mut dyn FnMut(StreamEvent);
 
 /// GETs and parses the agent's card (bounded by the agent's timeout).
 pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
@@ -382,7 +406,7 @@ impl<T: Transport> Toolkit<T> {
         &self,
         name: &str,
         args: Value,
-        abort: impl Future<Output = ()>,
+        abort: impl Future<Output = ()> + MaybeSend,
     ) -> ToolResult {
         self.execute_with_events(name, args, abort, |_| {}).await
     }
@@ -393,8 +417,8 @@ impl<T: Transport> Toolkit<T> {
         &self,
         name: &str,
         args: Value,
-        abort: impl Future<Output = ()>,
-        on_event: impl FnMut(StreamEvent),
+        abort: impl Future<Output = ()> + MaybeSend,
+        on_event: impl FnMut(StreamEvent) + MaybeSend,
     ) -> ToolResult {
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == name) else {
             return ToolResult::error(format!("Unknown tool: {name}"));

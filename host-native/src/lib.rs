@@ -53,7 +53,7 @@ impl RemoteTool {
     pub async fn execute_with_abort(
         &self,
         args: &Value,
-        abort: impl std::future::Future<Output = ()>,
+        abort: impl std::future::Future<Output = ()> + Send,
     ) -> ToolResult {
         self.inner.execute(&self.transport, args, abort).await
     }
@@ -64,8 +64,8 @@ impl RemoteTool {
     pub async fn execute_with_events(
         &self,
         args: &Value,
-        abort: impl std::future::Future<Output = ()>,
-        on_event: impl FnMut(toolnexus_core::StreamEvent),
+        abort: impl std::future::Future<Output = ()> + Send,
+        on_event: impl FnMut(toolnexus_core::StreamEvent) + Send,
     ) -> ToolResult {
         self.inner
             .execute_with_events(&self.transport, args, abort, on_event)

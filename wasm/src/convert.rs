@@ -108,7 +108,7 @@ pub fn to_json(v: &JsValue, what: &str) -> Result<Value, JsValue> {
     match text.as_string() {
         // Functions and symbols stringify to undefined.
         None => Ok(Value::Null),
-        Some(text) => serde_json::from_str(&text)
+        Some(text) => serde_json::from_slice(text.as_bytes())
             .map_err(|e| misuse(format!("{what} is not valid JSON: {e}"))),
     }
 }
@@ -121,8 +121,11 @@ pub fn to_js(v: &Value) -> JsValue {
 
 /// A serialisable core value as a plain JS value.
 pub fn ser_to_js<T: serde::Serialize>(v: &T) -> JsValue {
-    serde_json::to_value(v)
-        .map(|v| to_js(&v))
+    // Straight to JSON text (the serialiser the wire already uses), not
+    // through a `Value`: one instance of each `Serialize` impl, not two.
+    serde_json::to_string(v)
+        .ok()
+        .and_then(|text| JSON::parse(&text).ok())
         .unwrap_or(JsValue::NULL)
 }
 
