@@ -69,22 +69,30 @@ entries() {
   list="$(printf '%s, ' $names)"; list="${list%, }"
   cjs="$(for n in $names; do printf '  %s: glue.%s,\n' "$n" "$n"; done)"
   # Browsers and bundlers: fetch and instantiate the .wasm next to the glue.
+  # tool.stream / toolkit.stream (wasm/js/stream.js), once as ESM and once as CommonJS.
+  { cat "$HERE/js/stream.js"; echo 'export { installStream };'; } >"$dir/stream.js"
+  { echo '"use strict";'; cat "$HERE/js/stream.js"; echo 'module.exports = { installStream };'; } >"$dir/stream.cjs"
   cat >"$dir/browser.js" <<EOF
-import init, { $list } from "./$CRATE.js";
+import init, { $list, Tool, Toolkit } from "./$CRATE.js";
+import { installStream } from "./stream.js";
 await init({ module_or_path: new URL("./${CRATE}_bg.wasm", import.meta.url) });
+installStream(Tool, Toolkit);
 export { $list };
 EOF
   # workerd: the .wasm is imported as a CompiledWasm module, then initSync.
   cat >"$dir/workerd.js" <<EOF
 import wasmModule from "./${CRATE}_bg.wasm";
-import { initSync, $list } from "./$CRATE.js";
+import { initSync, $list, Tool, Toolkit } from "./$CRATE.js";
+import { installStream } from "./stream.js";
 initSync({ module: wasmModule });
+installStream(Tool, Toolkit);
 export { $list };
 EOF
   # Node, CommonJS: wasm-bindgen's nodejs glue loads the .wasm synchronously.
   cat >"$dir/node.cjs" <<EOF
 "use strict";
 const glue = require("./$CRATE.cjs");
+require("./stream.cjs").installStream(glue.Tool, glue.Toolkit);
 module.exports = {
 $cjs
 };

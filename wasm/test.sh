@@ -45,8 +45,8 @@ if wants node || wants chromium || wants workerd; then
   (cd "$ROOT" && cargo build -p toolnexus-host-native) || die "cargo build -p toolnexus-host-native failed"
 fi
 
-if wants workerd; then
-  say "the official SDK client (tests/peers/setup.sh)"
+if wants node || wants workerd; then
+  say "the official SDK peers: a streaming server (node), the client (workerd) (tests/peers/setup.sh)"
   bash "$ROOT/tests/peers/setup.sh" || die "tests/peers/setup.sh failed"
 fi
 

@@ -186,6 +186,15 @@ export interface CardSummary {
   skills: { id: string | null; name: string | null; description: string | null; tags: string[] }[];
 }
 
+/**
+ * A call followed as an async iterator of its events (`for await (const e of
+ * tool.stream(args))`); `result` settles with the call's result. Leaving the
+ * loop early stops listening, not the call: abort it with `signal`.
+ */
+export interface CallStream extends AsyncIterableIterator<CallEvent> {
+  readonly result: Promise<ToolResult>;
+}
+
 /** Options of `execute`. */
 export interface ExecuteOptions {
   /** Aborting stops the call and cancels the remote task (best effort). */
@@ -211,6 +220,8 @@ export interface Tool extends ToolSpec {
    * or polling (toolnexus dialect). Never rejects.
    */
   execute(args: A2AToolArgs, options?: ExecuteOptions): Promise<ToolResult>;
+  /** `execute` as an async iterator of the task's events, with the result as `.result`. */
+  stream(args: A2AToolArgs, options?: ExecuteOptions): CallStream;
   /** The spec as plain data. */
   toJSON(): ToolSpec;
   /** Frees the Rust side now (it is also freed when garbage collected). */
@@ -277,6 +288,8 @@ export interface Toolkit {
   get(name: string): ToolSpec | undefined;
   /** Never rejects; an unknown name is `{isError: true, output: "Unknown tool: <name>"}`. */
   execute(name: string, args: JsonObject, options?: ExecuteOptions): Promise<ToolResult>;
+  /** `execute` as an async iterator of an A2A tool's events, with the result as `.result`. */
+  stream(name: string, args: JsonObject, options?: ExecuteOptions): CallStream;
   /** Resolves one more agent; the names of the tools it added. Rejects with a `ToolnexusError`. */
   addAgent(agent: AgentLike): Promise<string[]>;
   toOpenAI(): OpenAITool[];

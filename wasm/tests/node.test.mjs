@@ -206,6 +206,38 @@ describe('events: the task as it happens', () => {
     assert.match(bad.output, /onEvent must be a function/);
   });
 
+  test('stream(): the events as an async iterator, the result as .result', async () => {
+    const { url } = await startJsSdkServer();
+    const [tool] = (await tn.agentTools(tn.agent({ card: `${url}/.well-known/agent-card.json` })))
+      .filter((t) => t.name.endsWith('_echo'));
+    const call = tool.stream({ task: 'chunks 2' });
+    const kinds = [];
+    for await (const e of call) kinds.push(e.kind);
+    assert.deepEqual(kinds, ['task', 'status-update', 'artifact-update', 'artifact-update', 'status-update']);
+    const r = await call.result;
+    assert.equal(r.output, 'chunk 0\nchunk 1');
+
+    // Leaving the loop early stops listening; the call still ends, and so does .result.
+    const early = tool.stream({ task: 'chunks 3' });
+    for await (const e of early) {
+      assert.equal(e.kind, 'task');
+      break;
+    }
+    assert.equal((await early.result).output, 'chunk 0\nchunk 1\nchunk 2');
+
+    const p = await peer({ name: 'kit2', workingPolls: 0 });
+    const tk = await tn.createToolkit({ agents: [tn.agent({ card: p.cardUrl, pollEvery: 20 })] });
+    const seen = [];
+    const viaKit = tk.stream('kit2_echo', { task: 'y' }, { onEvent: (e) => seen.push(e.kind) });
+    const iterated = [];
+    for await (const e of viaKit) iterated.push(e.kind);
+    assert.deepEqual(iterated, seen, 'onEvent and the iterator see the same events');
+    assert.equal((await viaKit.result).output, 'echo: y');
+    const bad = tool.stream({ task: 'x' }, { onEvent: 42 });
+    for await (const e of bad) assert.fail(`no events for a misuse: ${e.kind}`);
+    assert.match((await bad.result).output, /onEvent must be a function/);
+  });
+
   test('toolkit.execute passes onEvent to A2A tools', async () => {
     const p = await peer({ name: 'kit', workingPolls: 0 });
     const tk = await tn.createToolkit({ agents: [tn.agent({ card: p.cardUrl, pollEvery: 20 })] });

@@ -50,6 +50,10 @@ async function outbound(signal: AbortSignal): Promise<string> {
   const summary: CardSummary = describeCard({ name: "x" }, "http://h/.well-known/agent-card.json");
   const follow: "stream" | "block" | "poll" = summary.follow;
   const seen: string[] = [follow, summary.endpoint];
+  const call: CallStream = tools[0].stream({ task: "t" }, { signal });
+  for await (const e of call) seen.push(e.kind);
+  const streamed: ToolResult = await call.result;
+  seen.push(streamed.output);
   await tools[0].execute({ task: "t" }, {
     onEvent: (e: CallEvent) => {
       if (e.kind === "status-update") seen.push(e.status.state, String(e.final));
@@ -99,7 +103,7 @@ createClient({ baseUrl: "x", style: "gpt", model: "m" });
 // @ts-expect-error: the client-only entry has no skills option
 void createToolkitC({ skills: [] });
 `;
-  const typeNames = 'Agent, Tool, ToolResult, Toolkit, ToolSpec, OpenAITool, AnthropicTool, GeminiFunctionDeclaration, AgentFailure, ErrorKind, ToolnexusError, CallEvent, CardSummary';
+  const typeNames = 'Agent, Tool, ToolResult, Toolkit, ToolSpec, OpenAITool, AnthropicTool, GeminiFunctionDeclaration, AgentFailure, ErrorKind, ToolnexusError, CallEvent, CardSummary, CallStream';
   const serverNames = 'Client, TaskStore, A2ATask, A2AHandler, TaskEvent, AgentCard, RunResult';
   const fns = 'agent, agentTools, parseAgentsConfig, createToolkit, sanitize, describeCard, createClient, createA2AHandler, buildAgentCard';
   writeFileSync(join(dir, 'check.mts'),
