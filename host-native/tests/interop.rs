@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{free_port, repo_root, run_to_end, start_listening, toolnexus_bin, Proc};
+use common::{free_port, repo_root, run_to_end, start_listening, toolnexus_bin, Proc, Steps};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -272,29 +272,6 @@ fn event_kinds(v: &Value) -> Vec<(String, String)> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Takes about a second: a working status, two answer chunks 300 ms apart,
-/// then completes 300 ms later.
-struct Steps;
-
-impl toolnexus_core::server::Fulfiller for Steps {
-    fn fulfil(
-        &self,
-        _: toolnexus_core::server::FulfilRequest,
-        progress: toolnexus_core::server::Progress,
-    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
-        Box::pin(async move {
-            let pause = || tokio::time::sleep(std::time::Duration::from_millis(300));
-            progress.status("starting");
-            pause().await;
-            progress.artifact_chunk("part one", false);
-            pause().await;
-            progress.artifact_chunk("part two", false);
-            pause().await;
-            Ok(String::new())
-        })
-    }
 }
 
 /// The official clients' default streaming path (1.0 `SendStreamingMessage`

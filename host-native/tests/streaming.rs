@@ -2,39 +2,14 @@
 //! the task makes progress, idle streams get a heartbeat, a stop ends open
 //! streams.
 
+mod common;
+
+use common::Steps;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolnexus_core::server::{FulfilRequest, Fulfiller, Progress};
-use toolnexus_core::transport::BoxFuture;
 use toolnexus_host_native::{serve, Model, NativeTransport, ServeHandle, ServeOptions};
-
-/// Takes about a second: says "starting", two chunks 300 ms apart, then
-/// completes 300 ms later. "hang" never finishes.
-struct Steps;
-
-impl Fulfiller for Steps {
-    fn fulfil(
-        &self,
-        r: FulfilRequest,
-        progress: Progress,
-    ) -> BoxFuture<'static, Result<String, String>> {
-        Box::pin(async move {
-            if r.text == "hang" {
-                std::future::pending::<()>().await;
-            }
-            let pause = || tokio::time::sleep(Duration::from_millis(300));
-            progress.status("starting");
-            pause().await;
-            progress.artifact_chunk("part one", false);
-            pause().await;
-            progress.artifact_chunk("part two", false);
-            pause().await;
-            Ok(String::new())
-        })
-    }
-}
 
 async fn serve_steps(heartbeat: Option<Duration>) -> ServeHandle {
     let tk = toolnexus_core::Toolkit::new(NativeTransport::shared());

@@ -186,3 +186,29 @@ pub async fn run_to_end(program: &std::path::Path, args: &[&str]) -> (i32, Strin
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A fulfiller that takes about a second: says "starting", two answer chunks
+/// 300 ms apart, then completes 300 ms later. The task "hang" never finishes.
+pub struct Steps;
+
+impl toolnexus_core::server::Fulfiller for Steps {
+    fn fulfil(
+        &self,
+        r: toolnexus_core::server::FulfilRequest,
+        progress: toolnexus_core::server::Progress,
+    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+        Box::pin(async move {
+            if r.text == "hang" {
+                std::future::pending::<()>().await;
+            }
+            let pause = || tokio::time::sleep(std::time::Duration::from_millis(300));
+            progress.status("starting");
+            pause().await;
+            progress.artifact_chunk("part one", false);
+            pause().await;
+            progress.artifact_chunk("part two", false);
+            pause().await;
+            Ok(String::new())
+        })
+    }
+}
