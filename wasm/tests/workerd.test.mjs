@@ -6,7 +6,7 @@
 // - a worker serving skills with createA2AHandler (its stub LLM reached with
 //   fetch) is called by the native client (toolnexus call) and by the
 //   official @a2a-js/sdk 1.3.0 client, in A2A 1.0 and 0.3;
-// - a worker calls a peer through agentTools;
+// - a worker calls a peer through agentTools, and follows a streaming peer's events;
 // - both entries import in workerd; the cold start is measured.
 
 import { after, test } from 'node:test';
@@ -15,7 +15,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Miniflare } from 'miniflare';
-import { killChildren, pkgDir, run, startPeer, startStubLlm, TOOLNEXUS, withTimeout } from './helpers.mjs';
+import {
+  killChildren, pkgDir, run, startJsSdkServer, startPeer, startStubLlm, TOOLNEXUS, withTimeout,
+} from './helpers.mjs';
 
 const COMPAT_DATE = '2026-04-01';
 const SDK_CLIENT = fileURLToPath(new URL('../../tests/peers/js/client.mjs', import.meta.url));
@@ -180,6 +182,38 @@ export default {
   assert.equal(got.result.isError, false, got.result.output);
   assert.equal(got.result.output, 'echo: from the edge');
   assert.ok(got.result.metadata.polls >= 2);
+});
+
+test('a worker follows a streaming peer (the official JS SDK server): events live, and stream()', async () => {
+  const { url } = await startJsSdkServer();
+  const w = await startWorker(`
+import { agent, agentTools } from "toolnexus-wasm/client";
+
+export default {
+  async fetch(request, env) {
+    const tools = await agentTools(agent({ card: env.PEER_CARD }));
+    const tool = tools.find((t) => t.name.endsWith("_echo"));
+    const t0 = Date.now();
+    const events = [];
+    const result = await tool.execute({ task: "chunks 3" }, { onEvent: (e) => events.push({ kind: e.kind, at: Date.now() - t0 }) });
+    const call = tool.stream({ task: "chunks 2" });
+    const iterated = [];
+    for await (const e of call) iterated.push(e.kind);
+    return Response.json({ result, events, iterated, streamed: await call.result });
+  },
+};
+`, { PEER_CARD: `${url}/.well-known/agent-card.json` });
+  const got = await (await w.mf.dispatchFetch(w.url)).json();
+  assert.equal(got.result.isError, false, got.result.output);
+  assert.equal(got.result.output, 'chunk 0\nchunk 1\nchunk 2');
+  assert.equal(got.result.metadata.polls, 0, 'streamed, never polled');
+  assert.deepEqual(got.events.map((e) => e.kind),
+    ['task', 'status-update', 'artifact-update', 'artifact-update', 'artifact-update', 'status-update']);
+  // The chunks are 100 ms apart at the peer: the worker read them as they came.
+  const chunks = got.events.filter((e) => e.kind === 'artifact-update');
+  assert.ok(chunks[2].at - chunks[0].at >= 150, JSON.stringify(got.events));
+  assert.deepEqual(got.iterated, ['task', 'status-update', 'artifact-update', 'artifact-update', 'status-update']);
+  assert.equal(got.streamed.output, 'chunk 0\nchunk 1');
 });
 
 test('both entries import in workerd; cold start (Miniflare up + first request)', async (t) => {

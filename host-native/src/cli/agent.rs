@@ -223,6 +223,8 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     let handle = serve_agent(&args.addr, options)
         .await
         .map_err(|e| Fail(1, e))?;
+    // Listen for the stop signals before saying we are up.
+    let stop = super::remote::interrupted();
     println!("listening on {}", handle.url);
     let _ = std::io::stdout().flush();
     eprintln!(
@@ -238,7 +240,7 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     for id in &handle.recovered {
         eprintln!("toolnexus: task {id} was interrupted by a restart; marked failed");
     }
-    super::remote::interrupted().await;
+    stop.await;
     eprintln!("toolnexus: stopping");
     handle.stop().await;
     Ok(0)

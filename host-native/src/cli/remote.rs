@@ -49,20 +49,34 @@ impl Remote {
     }
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-pub async fn interrupted() {
+/// Completes on Ctrl-C or SIGTERM. The handlers are installed when this is
+/// called, not when the future is first polled, so a signal that comes
+/// right after (say, after `serve` printed its address) is never the
+/// default action that kills the process.
+pub fn interrupted() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            match (term, int) {
+                (Some(mut term), Some(mut int)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-            return;
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 pub fn print_json(v: &serde_json::Value) {
