@@ -32,7 +32,7 @@
 
 use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
-use crate::event::StreamEvent;
+use crate::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
 use crate::http::HttpResponse;
 use crate::rpc::{parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION};
 use crate::sse::{is_event_stream, SseParser};
@@ -223,9 +223,15 @@ impl CallMachine {
 
     /// The answer to the first send (or a stream request answered in plain JSON).
     fn on_send_reply(&mut self, now_ms: u64, response: HttpResponse) -> Step<ToolResult> {
-        let endpoint = self.spec.endpoint.clone();
-        let what = format!("SendMessage to {endpoint}");
-        match parse_reply(&response, &endpoint) {
+        let reply = parse_reply(&response, &self.spec.endpoint);
+        self.on_send_result(now_ms, reply)
+    }
+
+    /// The send's JSON-RPC result or error, however it arrived (a reply, or
+    /// an error event that opened a stream).
+    fn on_send_result(&mut self, now_ms: u64, reply: Result<Value, Error>) -> Step<ToolResult> {
+        let what = format!("SendMessage to {}", self.spec.endpoint);
+        match reply {
             Err(Error::Rpc { code, .. })
                 if self.mode == SendMode::Stream && code == UNSUPPORTED_OPERATION =>
             {
@@ -281,26 +287,23 @@ impl CallMachine {
             let Ok(value) = serde_json::from_slice::<Value>(event.data.as_bytes()) else {
                 let err = Error::Malformed(format!(
                     "a stream event is not JSON: {}",
-                    snippet(&event.data)
+                    crate::http::snippet(&event.data, 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
             let result = match parse_response_value(value) {
                 Ok(result) => result,
                 // An error before any event means the request itself failed.
-                Err(Error::Rpc { code, message }) if self.task.is_none() && !self.resubscribing => {
-                    let reply = json!({"jsonrpc": "2.0", "id": null,
-                        "error": {"code": code, "message": message}});
-                    let resp = HttpResponse::json(200, reply.to_string().into_bytes());
-                    return Some(self.on_send_reply(now_ms, resp));
+                Err(e @ Error::Rpc { .. }) if self.task.is_none() && !self.resubscribing => {
+                    return Some(self.on_send_result(now_ms, Err(e)));
                 }
-                Err(e) if self.resubscribing => return Some(self.poll_instead(now_ms, &e)),
+                Err(_) if self.resubscribing => return Some(self.poll_instead(now_ms)),
                 Err(e) => return Some(self.fail(now_ms, "streaming", &e)),
             };
             let Some(event) = StreamEvent::from_value(&result) else {
                 let err = Error::Malformed(format!(
                     "a stream event is none of task, message, status or artifact: {}",
-                    snippet(&result.to_string())
+                    crate::http::snippet(&result.to_string(), 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
@@ -325,18 +328,22 @@ impl CallMachine {
                 task
             }
             // An update before its task: start the view from the update's ids.
-            (None, StreamEvent::Status(u)) => self.task.insert(Task {
-                id: u.task_id.clone(),
-                context_id: u.context_id.clone(),
-                state: u.state,
-                status_message: u.message.clone(),
-                artifacts: Vec::new(),
-                history: Vec::new(),
-            }),
-            (None, StreamEvent::Artifact(u)) => {
+            (
+                None,
+                StreamEvent::Status(StatusUpdate {
+                    task_id,
+                    context_id,
+                    ..
+                })
+                | StreamEvent::Artifact(ArtifactUpdate {
+                    task_id,
+                    context_id,
+                    ..
+                }),
+            ) => {
                 let mut t = Task {
-                    id: u.task_id.clone(),
-                    context_id: u.context_id.clone(),
+                    id: task_id.clone(),
+                    context_id: context_id.clone(),
                     state: TaskState::Working,
                     status_message: None,
                     artifacts: Vec::new(),
@@ -386,7 +393,7 @@ impl CallMachine {
     }
 
     /// A resubscription was refused: follow the task by GetTask from now on.
-    fn poll_instead(&mut self, now_ms: u64, _why: &Error) -> Step<ToolResult> {
+    fn poll_instead(&mut self, now_ms: u64) -> Step<ToolResult> {
         self.resubscribes = MAX_RESUBSCRIBES;
         self.wait_for(now_ms, 0)
     }
@@ -485,13 +492,6 @@ impl CallMachine {
         Step::Sleep {
             until_ms: (now_ms + delay_ms).min(self.deadline_ms),
         }
-    }
-}
-
-fn snippet(text: &str) -> String {
-    match text.char_indices().nth(200) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
     }
 }
 
@@ -657,7 +657,7 @@ impl Machine for CallMachine {
                         }
                         None => self.wait_for(now_ms, 0),
                     },
-                    Err(e) => self.poll_instead(now_ms, &e),
+                    Err(_) => self.poll_instead(now_ms),
                 }
             }
             (Phase::Canceling, _) => self.canceled(now_ms),

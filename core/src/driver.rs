@@ -82,10 +82,7 @@ pub struct ResponseHead {
 impl ResponseHead {
     /// The first value of a header, compared case-insensitively.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        crate::http::find_header(&self.headers, name)
     }
 
     /// Whether the status is 2xx.
@@ -150,6 +147,10 @@ pub async fn drive_with_events<M: Machine, T: Transport>(
         while let Some(event) = machine.poll_event() {
             on_event(event);
         }
+        // Only a Read goes on with the body; any other step drops it.
+        if !matches!(step, Step::Read { .. }) {
+            body = None;
+        }
         let mut send = None;
         let mut stream = None;
         let until = match step {
@@ -158,7 +159,6 @@ pub async fn drive_with_events<M: Machine, T: Transport>(
                 request,
                 deadline_ms,
             } => {
-                body = None;
                 send = Some(transport.send(request));
                 deadline_ms
             }
@@ -166,17 +166,12 @@ pub async fn drive_with_events<M: Machine, T: Transport>(
                 request,
                 deadline_ms,
             } => {
-                body = None;
                 stream = Some(transport.send_streaming(request));
                 deadline_ms
             }
             Step::Read { deadline_ms } => deadline_ms,
-            Step::Sleep { until_ms } => {
-                body = None;
-                until_ms
-            }
+            Step::Sleep { until_ms } => until_ms,
         };
-        let reading = body.is_some() && send.is_none() && stream.is_none();
         let mut send = pin!(send);
         let mut stream = pin!(stream);
         let mut timer = pin!(transport.sleep_until(until));
@@ -194,11 +189,9 @@ pub async fn drive_with_events<M: Machine, T: Transport>(
                     return Poll::Ready(Woke::Op(Op::Stream(r)));
                 }
             }
-            if reading {
-                if let Some(b) = body.as_mut() {
-                    if let Poll::Ready(chunk) = b.as_mut().poll_next(cx) {
-                        return Poll::Ready(Woke::Op(Op::Read(chunk)));
-                    }
+            if let Some(b) = body.as_mut() {
+                if let Poll::Ready(chunk) = b.as_mut().poll_next(cx) {
+                    return Poll::Ready(Woke::Op(Op::Read(chunk)));
                 }
             }
             if timer.as_mut().poll(cx).is_ready() {

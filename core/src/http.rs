@@ -20,7 +20,15 @@ pub struct HttpResponse {
     pub body: Vec<u8>,
 }
 
-fn find_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+/// Peer text for an error message: cut to `max` chars, with `…` if cut.
+pub(crate) fn snippet(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+pub(crate) fn find_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -82,11 +90,6 @@ impl HttpResponse {
 
     /// The body as text for error messages: lossy UTF-8, cut to `max` chars.
     pub fn body_snippet(&self, max: usize) -> String {
-        let text = String::from_utf8_lossy(&self.body);
-        let text = text.trim();
-        match text.char_indices().nth(max) {
-            Some((cut, _)) => format!("{}…", &text[..cut]),
-            None => text.to_string(),
-        }
+        snippet(String::from_utf8_lossy(&self.body).trim(), max)
     }
 }

@@ -244,6 +244,28 @@ impl ScriptedPeer {
 
 /// Completes when the virtual clock reaches `at`. Polling it moves the clock
 /// to the earliest due instant (an answer in flight, an abort) or to `at`.
+/// Virtual latency: `value` becomes ready once the clock reaches `due`. The
+/// call's own deadline timer moves the clock, so a slow answer loses the race
+/// against a deadline exactly as it would on a real network.
+fn ready_at<'a, T: 'a>(
+    now: &'a AtomicU64,
+    due: u64,
+    value: Result<T, TransportError>,
+) -> impl Future<Output = Result<T, TransportError>> + 'a {
+    let mut value = Some(value);
+    std::future::poll_fn(move |_| {
+        if now.load(Ordering::SeqCst) >= due {
+            Poll::Ready(
+                value
+                    .take()
+                    .unwrap_or(Err(TransportError("polled twice".into()))),
+            )
+        } else {
+            Poll::Pending
+        }
+    })
+}
+
 struct VirtualSleep<'a> {
     peer: &'a ScriptedPeer,
     at: u64,
@@ -289,22 +311,7 @@ impl Transport for ScriptedPeer {
         if delay > 0 {
             self.events.lock().expect("events lock").push(due);
         }
-        let now = &self.now;
-        // Virtual latency: the answer becomes ready once the clock reaches `due`.
-        // The call's own deadline timer moves the clock, so a slow answer loses
-        // the race against a deadline exactly as it would on a real network.
-        let mut out = Some(out);
-        std::future::poll_fn(move |_| {
-            if now.load(Ordering::SeqCst) >= due || delay == 0 {
-                now.fetch_max(due, Ordering::SeqCst);
-                Poll::Ready(
-                    out.take()
-                        .unwrap_or(Err(TransportError("polled twice".into()))),
-                )
-            } else {
-                Poll::Pending
-            }
-        })
+        ready_at(&self.now, due, out)
     }
 
     fn send_streaming(
@@ -352,19 +359,7 @@ impl Transport for ScriptedPeer {
             }
         };
         drop(events);
-        let now = self.now.clone();
-        let mut response = Some(response);
-        std::future::poll_fn(move |_| {
-            if now.load(Ordering::SeqCst) >= due {
-                Poll::Ready(
-                    response
-                        .take()
-                        .unwrap_or(Err(TransportError("polled twice".into()))),
-                )
-            } else {
-                Poll::Pending
-            }
-        })
+        ready_at(&self.now, due, response)
     }
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {

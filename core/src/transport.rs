@@ -129,10 +129,7 @@ impl StreamingResponse {
 
     /// The first value of a header, compared case-insensitively.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        crate::http::find_header(&self.headers, name)
     }
 }
 
