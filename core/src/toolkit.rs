@@ -100,6 +100,14 @@ type DynListener<'a> = &'a mut (dyn FnMut(StreamEvent) + Send);
 #[cfg(target_arch = "wasm32")]
 type DynListener<'a> = &'a mut dyn FnMut(StreamEvent);
 
+/// What [`Toolkit::run_llm_reporting`] calls before each tool call (`Sync` on
+/// native targets, so the run stays `Send`).
+#[cfg(all(feature = "server", not(target_arch = "wasm32")))]
+pub type ToolCallHook<'a> = &'a (dyn Fn(&crate::llm::ToolCall, Option<&str>) + Sync);
+/// What [`Toolkit::run_llm_reporting`] calls before each tool call.
+#[cfg(all(feature = "server", target_arch = "wasm32"))]
+pub type ToolCallHook<'a> = &'a dyn Fn(&crate::llm::ToolCall, Option<&str>);
+
 /// GETs and parses the agent's card (bounded by the agent's timeout).
 pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
     let mut req = HttpRequest::get(&agent.card).with_header("Accept", "application/json");
@@ -348,6 +356,18 @@ impl<T: Transport> Toolkit<T> {
         cfg: &crate::llm::LlmConfig,
         prompt: &str,
     ) -> Result<crate::llm::RunResult, Error> {
+        self.run_llm_reporting(cfg, prompt, &|_, _| {}).await
+    }
+
+    /// [`Toolkit::run_llm`] that tells `before_call` of every tool call, with
+    /// the tool's source (`"a2a"`, `"skill"`, …, `None` if unknown), before it runs.
+    #[cfg(feature = "server")]
+    pub async fn run_llm_reporting(
+        &self,
+        cfg: &crate::llm::LlmConfig,
+        prompt: &str,
+        before_call: ToolCallHook<'_>,
+    ) -> Result<crate::llm::RunResult, Error> {
         let mut cfg = cfg.clone();
         let skills_prompt = self.skills_prompt();
         if !skills_prompt.is_empty() {
@@ -356,14 +376,20 @@ impl<T: Transport> Toolkit<T> {
                 _ => skills_prompt,
             });
         }
-        let execute = |call: crate::llm::ToolCall| async move {
-            self.execute(&call.name, call.arguments).await
+        let tools = self.tools();
+        let execute = |call: crate::llm::ToolCall| {
+            let source = tools
+                .iter()
+                .find(|t| t.name == call.name)
+                .map(|t| t.source.as_str());
+            before_call(&call, source);
+            async move { self.execute(&call.name, call.arguments).await }
         };
         crate::llm::run(
             &self.transport,
             &cfg,
             prompt.to_string(),
-            self.tools(),
+            tools.clone(),
             execute,
         )
         .await

@@ -52,31 +52,10 @@ pub async fn run_reporting<T: Transport>(
     prompt: &str,
     progress: &Progress,
 ) -> Result<RunResult, Error> {
-    let mut cfg = cfg.clone();
-    let skills_prompt = toolkit.skills_prompt();
-    if !skills_prompt.is_empty() {
-        cfg.system_prompt = Some(match cfg.system_prompt.take() {
-            Some(own) if !own.trim().is_empty() => format!("{own}\n\n{skills_prompt}"),
-            _ => skills_prompt,
-        });
-    }
-    let tools = toolkit.tools();
-    let execute = |call: ToolCall| {
-        let source = tools
-            .iter()
-            .find(|t| t.name == call.name)
-            .map(|t| t.source.as_str());
-        progress.status(tool_call_status(&call, source));
-        async move { toolkit.execute(&call.name, call.arguments).await }
+    let report = |call: &ToolCall, source: Option<&str>| {
+        progress.status(tool_call_status(call, source));
     };
-    crate::llm::run(
-        toolkit.transport(),
-        &cfg,
-        prompt.to_string(),
-        tools.clone(),
-        execute,
-    )
-    .await
+    toolkit.run_llm_reporting(cfg, prompt, &report).await
 }
 
 /// An offline model that answers every task with its own text. For trying a
