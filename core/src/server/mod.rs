@@ -8,6 +8,7 @@
 
 mod card;
 mod fulfil;
+mod machine;
 mod rpc;
 mod store;
 mod stream;
@@ -21,14 +22,14 @@ use crate::event::{StatusUpdate, StreamEvent};
 use crate::http::{HttpRequest, HttpResponse};
 use crate::task::{Message, Role, Shape, Task, TaskState};
 use crate::transport::{BoxFuture, MaybeSend, MaybeSync};
-use futures_util::future::{AbortHandle, Abortable};
-use futures_util::StreamExt;
+use machine::{AfterSave, Slot, Tasks, Until, Waited};
 use rpc::{RpcError, RpcRequest};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
-use stream::{Live, Subscription};
 
 /// The card path.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -150,15 +151,11 @@ impl Default for ServerOptions {
     }
 }
 
-struct Running {
-    abort: AbortHandle,
-    skill: Option<String>,
-    text: String,
-    /// The task as its fulfilment has made it so far, and its streams.
-    live: Arc<Live>,
-}
-
 /// The A2A server. Keep it in an `Arc`; every request goes to [`A2aServer::handle`].
+///
+/// Its one lock guards the running tasks ([`machine::Tasks`], a machine
+/// with no I/O); fulfilment jobs, event streams and waiting requests poll
+/// it with their wakers.
 pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     store: S,
     host: H,
@@ -166,13 +163,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     card_json: Option<Vec<u8>>,
     cors_origin: Option<String>,
     heartbeat_ms: Option<u64>,
-    running: Mutex<HashMap<String, Running>>,
-    waiters: Mutex<HashMap<String, Vec<futures_channel::oneshot::Sender<Task>>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The maps stay consistent across a panic elsewhere; keep serving.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    tasks: Mutex<Tasks>,
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
@@ -184,14 +175,19 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             card_json: options.card.map(|c| c.to_string().into_bytes()),
             cors_origin: options.cors_origin,
             heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
-            running: Mutex::new(HashMap::new()),
-            waiters: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Tasks::default()),
         })
     }
 
     /// The task store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    fn tasks(&self) -> MutexGuard<'_, Tasks> {
+        // Nothing runs user code under this lock; if a panic poisoned it
+        // anyway, the machine's maps are still whole: keep serving.
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Answers one HTTP request with a whole response: a streamed answer
@@ -324,42 +320,41 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// A streaming method: the stream, or the error to answer before it starts.
     async fn stream_call(self: &Arc<Self>, call: RpcRequest) -> Result<Reply, RpcError> {
-        let (first, sub) = match call.method.as_str() {
+        let (first, slot) = match call.method.as_str() {
             "SendStreamingMessage" | "message/stream" => {
                 let (task, request, _blocking) = self.create_task(&call.params).await?;
-                let sub = self.start(request, task, true);
-                match sub {
-                    Some((first, sub)) => (first, sub),
-                    None => return Err(RpcError::internal("the task ended at once".into())),
-                }
+                let started = self.start(request, task, Follow::Stream);
+                started
+                    .stream
+                    .ok_or_else(|| RpcError::internal("the task ended at once".into()))?
             }
             _ => self.subscribe(&call.params).await?,
         };
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
-            body: stream::event_body(call.id, call.shape, first, sub, hooks),
+            body: stream::event_body(call.id, call.shape, first, slot, hooks),
         })
     }
 
     /// SubscribeToTask: the task as it is now and its later events. A task
     /// that has already ended cannot be followed (UnsupportedOperationError,
     /// as the A2A spec asks).
-    async fn subscribe(
-        self: &Arc<Self>,
-        params: &Value,
-    ) -> Result<(Task, Option<Subscription>), RpcError> {
+    async fn subscribe(self: &Arc<Self>, params: &Value) -> Result<(Task, Option<Slot>), RpcError> {
         let id = params
             .get("id")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))?;
-        let live = lock(&self.running).get(id).map(|r| r.live.clone());
-        let (task, sub) = match live {
-            Some(live) => live.subscribe(),
+        let live = self.tasks().subscribe(id);
+        let (task, slot) = match live {
+            Some(live) => live,
             // Not running here: the stored task, and nothing to follow.
             None => (self.existing(params).await?, None),
         };
         if task.state.is_terminal() {
+            if let Some(slot) = slot {
+                self.tasks().drop_stream(slot);
+            }
             return Err(RpcError::new(
                 rpc::UNSUPPORTED_OPERATION,
                 format!(
@@ -369,7 +364,27 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 ),
             ));
         }
-        Ok((task, sub))
+        Ok((task, slot))
+    }
+
+    /// Waits on `slot` (from [`Tasks::wait`]); dropping the future stops waiting.
+    fn waited(&self, slot: Slot) -> impl Future<Output = Waited> + '_ {
+        struct Wait<'a, S: TaskStore, H: ServerHost, F: Fulfiller> {
+            server: &'a A2aServer<S, H, F>,
+            slot: Slot,
+        }
+        impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Wait<'_, S, H, F> {
+            type Output = Waited;
+            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited> {
+                self.server.tasks().poll_wait(self.slot, cx)
+            }
+        }
+        impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Wait<'_, S, H, F> {
+            fn drop(&mut self) {
+                self.server.tasks().drop_wait(self.slot);
+            }
+        }
+        Wait { server: self, slot }
     }
 
     /// GetTask that holds the answer until `timer` ends while the task is
@@ -383,40 +398,33 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .params
             .get("id")
             .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        // Watch before reading, so a task settling in between is not missed.
-        let settled = self.watch(&id);
-        let task = match self.existing(&call.params).await {
-            Ok(t) => t,
-            Err(e) => {
-                drop(settled);
-                self.unwatch(&id);
-                return Err(e);
+            .unwrap_or_default();
+        // Wait before reading, so a task settling in between is not missed.
+        let settled = self.tasks().wait(id, Until::Stops).map(|s| self.waited(s));
+        let task = self.existing(&call.params).await?;
+        let history = history_length(&call.params);
+        if machine::ends_stream(task.state) {
+            return Ok(Answer::task(task, call.shape, history));
+        }
+        let woke = match settled {
+            Some(settled) => match futures_util::future::select(Box::pin(settled), timer).await {
+                futures_util::future::Either::Left((woke, _)) => Some(woke),
+                futures_util::future::Either::Right(_) => None,
+            },
+            // Not running here: nothing will change it before the timer ends.
+            None => {
+                timer.await;
+                None
             }
         };
-        let task = if task.state.is_terminal() || task.state.is_interrupted() {
-            task
-        } else {
-            match futures_util::future::select(settled, timer).await {
-                futures_util::future::Either::Left((Ok(t), _)) => {
-                    return Ok(Answer::task(t, call.shape, history_length(&call.params)))
-                }
-                _ => self.existing(&call.params).await?,
-            }
-        };
-        self.unwatch(&id);
-        Ok(Answer::task(task, call.shape, history_length(&call.params)))
-    }
-
-    /// Drops the waiters of `task_id` whose receivers are gone.
-    fn unwatch(&self, task_id: &str) {
-        let mut waiters = lock(&self.waiters);
-        if let Some(list) = waiters.get_mut(task_id) {
-            list.retain(|tx| !tx.is_canceled());
-            if list.is_empty() {
-                waiters.remove(task_id);
-            }
+        match woke {
+            Some(Waited::Saved(task)) => Ok(Answer::task(task, call.shape, history)),
+            Some(Waited::SaveFailed(e)) => Err(not_stored(&e)),
+            Some(Waited::Released) | None => Ok(Answer::task(
+                self.existing(&call.params).await?,
+                call.shape,
+                history,
+            )),
         }
     }
 
@@ -457,19 +465,15 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         shape: Shape,
     ) -> Result<Answer, RpcError> {
         let (task, request, blocking) = self.create_task(params).await?;
-        let settled = blocking.then(|| self.watch(&task.id));
-        self.start(request, task.clone(), false);
-        let task = match settled {
-            Some(rx) => match rx.await {
-                Ok(settled) => settled,
-                // Released without settling (the job died): answer what is stored now.
-                Err(_) => self
-                    .store
-                    .get(&task.id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .unwrap_or(task),
+        let follow = if blocking { Follow::Wait } else { Follow::None };
+        let id = task.id.clone();
+        let started = self.start(request, task.clone(), follow);
+        let task = match started.wait {
+            Some(slot) => match self.waited(slot).await {
+                Waited::Saved(settled) => settled,
+                Waited::SaveFailed(e) => return Err(not_stored(&e)),
+                // Released without settling (the job was dropped): answer what is stored now.
+                Waited::Released => self.store.get(&id).await.ok().flatten().unwrap_or(task),
             },
             None => task,
         };
@@ -545,189 +549,57 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         Ok((task, request, blocking))
     }
 
-    /// A receiver that gets the task once it settles.
-    fn watch(&self, task_id: &str) -> futures_channel::oneshot::Receiver<Task> {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        lock(&self.waiters)
-            .entry(task_id.to_string())
-            .or_default()
-            .push(tx);
-        rx
-    }
-
-    /// Runs the fulfilment of `task` in the background; with `subscribe`, a
-    /// stream of its events taken before it starts (so none is missed).
-    fn start(
-        self: &Arc<Self>,
-        request: FulfilRequest,
-        task: Task,
-        subscribe: bool,
-    ) -> Option<(Task, Option<Subscription>)> {
-        let (abort, registration) = AbortHandle::new_pair();
-        let (live, saves) = Live::new(task, self.host.new_id());
-        let sub = subscribe.then(|| live.subscribe());
-        lock(&self.running).insert(
-            request.task_id.clone(),
-            Running {
-                abort,
-                skill: request.skill.clone(),
-                text: request.text.clone(),
-                live: live.clone(),
-            },
-        );
-        let server = self.clone();
-        let job = async move {
-            // However the job ends (settled, aborted by a cancel, an early
-            // return, a panic), nobody is left waiting on it.
-            let mut release = ReleaseWaiters {
-                server: server.clone(),
-                id: request.task_id.clone(),
-                finished: false,
-            };
-            let work = server.clone().fulfil(request, live, saves);
-            // Aborted means canceled: `cancel` has already saved and announced it.
-            let _ = Abortable::new(work, registration).await;
-            release.finished = true;
-        };
-        self.host.spawn(Box::pin(job));
-        sub
-    }
-
-    async fn fulfil(
-        self: Arc<Self>,
-        request: FulfilRequest,
-        live: Arc<Live>,
-        mut saves: futures_channel::mpsc::UnboundedReceiver<()>,
-    ) {
-        let snapshot = live.snapshot();
-        live.publish(vec![StreamEvent::Status(StatusUpdate {
-            task_id: snapshot.id.clone(),
-            context_id: snapshot.context_id.clone(),
-            state: TaskState::Working,
-            timestamp: None,
-            message: None,
-        })]);
-        while saves.try_recv().is_ok() {}
-        self.save_quietly(&live.snapshot()).await;
-
+    /// Takes the stored `task` as running and hands its fulfilment to the
+    /// host; with `follow`, a stream of its events or a waiter taken before
+    /// it starts (so nothing is missed).
+    fn start(self: &Arc<Self>, request: FulfilRequest, task: Task, follow: Follow) -> Started {
+        let id = request.task_id.clone();
+        let answer_id = self.host.new_id();
+        let mut started = Started::default();
+        {
+            let mut tasks = self.tasks();
+            tasks.start(task, answer_id, request.skill.clone(), request.text.clone());
+            match follow {
+                Follow::Stream => started.stream = tasks.subscribe(&id),
+                Follow::Wait => started.wait = tasks.wait(&id, Until::Stops),
+                Follow::None => {}
+            }
+            tasks.progress(&id, |p| {
+                StreamEvent::Status(StatusUpdate {
+                    task_id: p.task_id.to_string(),
+                    context_id: p.context_id.to_string(),
+                    state: TaskState::Working,
+                    timestamp: None,
+                    message: None,
+                })
+            });
+        }
         let hooks: Arc<dyn stream::Hooks> = self.clone();
-        let progress = Progress::new(live.clone(), hooks);
-        let mut work = self.fulfiller.fulfil(request.clone(), progress);
-        // Progress is saved as it comes, one save at a time and in order.
-        let outcome = loop {
-            match futures_util::future::select(work, saves.next()).await {
-                futures_util::future::Either::Left((outcome, _)) => break outcome,
-                futures_util::future::Either::Right((_, rest)) => {
-                    work = rest;
-                    while saves.try_recv().is_ok() {}
-                    self.save_quietly(&live.snapshot()).await;
-                }
-            }
-        };
-        // A cancel that raced the answer wins: it has already settled the task.
-        if !live.claim() {
-            return;
-        }
-        let result = match &outcome {
-            Ok(text) | Err(text) => text.clone(),
-        };
-        let events = live.settling_events(outcome, self.host.new_id());
-        self.settle(
-            Some(&live),
-            events,
-            request.skill,
-            request.text,
-            Some(result),
-        )
-        .await;
+        let work = self.fulfiller.fulfil(request, Progress::new(hooks, &id));
+        self.host.spawn(Box::pin(Job {
+            server: self.clone(),
+            id,
+            work: Some(work),
+            save: None,
+            finished: false,
+        }));
+        started
     }
 
-    /// Fails a task that is not finished yet, with `reason` as its message.
-    async fn fail_if_unfinished(&self, id: &str, reason: &str) {
-        let Some(mut task) = self.load_for_update(id).await else {
-            return;
-        };
-        if task.state.is_terminal() {
-            return;
+    /// Reports what a save left to do: a problem, the `on_task` hook.
+    fn after_save(&self, after: AfterSave) {
+        if let Some(problem) = after.problem {
+            self.host.report(&problem);
         }
-        task.state = TaskState::Failed;
-        task.status_message = Some(Message::agent_text(self.host.new_id(), reason.to_string()));
-        let text = task.history.first().map(Message::text).unwrap_or_default();
-        self.settle_task(task, None, Vec::new(), None, text, Some(reason.to_string()))
-            .await;
-    }
-
-    async fn load_for_update(&self, id: &str) -> Option<Task> {
-        match self.store.get(id).await {
-            Ok(Some(t)) => Some(t),
-            Ok(None) => {
-                self.host
-                    .report(&format!("task {id} vanished from the store before it ran"));
-                None
-            }
-            Err(e) => {
-                self.host
-                    .report(&format!("task {id}: the store failed: {e}"));
-                None
-            }
+        if let Some((task, info)) = after.settled {
+            self.host.on_task(TaskEvent {
+                id: task.id,
+                skill: info.skill,
+                task: info.text,
+                result: info.result,
+                state: task.state.as_str().to_string(),
+            });
         }
-    }
-
-    async fn save_quietly(&self, task: &Task) {
-        if let Err(e) = self.store.save(task).await {
-            self.host.report(&format!(
-                "task {}: saving state {} failed: {e}",
-                task.id,
-                task.state.as_str()
-            ));
-        }
-    }
-
-    /// Applies the settling `events` to the live task and settles it.
-    async fn settle(
-        &self,
-        live: Option<&Live>,
-        events: Vec<StreamEvent>,
-        skill: Option<String>,
-        text: String,
-        result: Option<String>,
-    ) -> Option<Task> {
-        let mut task = live?.snapshot();
-        for e in &events {
-            task.apply(e);
-        }
-        self.settle_task(task.clone(), live, events, skill, text, result)
-            .await;
-        Some(task)
-    }
-
-    /// Saves a terminal task, then sends its last events to its streams,
-    /// wakes blocking callers and runs the hook.
-    async fn settle_task(
-        &self,
-        task: Task,
-        live: Option<&Live>,
-        events: Vec<StreamEvent>,
-        skill: Option<String>,
-        text: String,
-        result: Option<String>,
-    ) {
-        self.save_quietly(&task).await;
-        if let Some(live) = live {
-            live.publish(events);
-            live.close();
-        }
-        lock(&self.running).remove(&task.id);
-        for tx in lock(&self.waiters).remove(&task.id).unwrap_or_default() {
-            let _ = tx.send(task.clone());
-        }
-        self.host.on_task(TaskEvent {
-            id: task.id.clone(),
-            skill,
-            task: text,
-            result,
-            state: task.state.as_str().to_string(),
-        });
     }
 
     async fn cancel(self: &Arc<Self>, params: &Value, shape: Shape) -> Result<Answer, RpcError> {
@@ -742,89 +614,159 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 ),
             ));
         }
-        let running = lock(&self.running).get(&task.id).map(|r| {
-            (
-                r.abort.clone(),
-                r.skill.clone(),
-                r.text.clone(),
-                r.live.clone(),
-            )
-        });
-        let not_cancelable = |task: &Task| {
-            RpcError::new(
+        let running = {
+            let mut tasks = self.tasks();
+            if !tasks.is_running(&task.id) {
+                None
+            } else if tasks.cancel(&task.id) {
+                tasks.wait(&task.id, Until::Terminal).map(Some)
+            } else {
+                Some(None)
+            }
+        };
+        match running {
+            // Not running here: settle what is stored.
+            None => {
+                task.state = TaskState::Canceled;
+                self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+                self.host.on_task(TaskEvent {
+                    id: task.id.clone(),
+                    skill: None,
+                    task: task.history.first().map(Message::text).unwrap_or_default(),
+                    result: None,
+                    state: task.state.as_str().to_string(),
+                });
+                Ok(Answer::task(task, shape, None))
+            }
+            // Its outcome was decided first: it is finishing.
+            Some(None) => Err(RpcError::new(
                 rpc::TASK_NOT_CANCELABLE,
                 format!("Task cannot be canceled: {} is finishing", task.id),
-            )
-        };
-        let Some((abort, skill, text, live)) = running else {
-            // Not running here: settle what is stored.
-            task.state = TaskState::Canceled;
-            let text = task.history.first().map(Message::text).unwrap_or_default();
-            self.settle_task(task.clone(), None, Vec::new(), None, text, None)
-                .await;
-            return Ok(Answer::task(task, shape, None));
-        };
-        if !live.claim() {
-            return Err(not_cancelable(&task));
+            )),
+            // The answer is the canceled state as stored.
+            Some(Some(slot)) => match self.waited(slot).await {
+                Waited::Saved(task) => Ok(Answer::task(task, shape, None)),
+                Waited::SaveFailed(e) => Err(not_stored(&e)),
+                Waited::Released => Ok(Answer::task(self.existing(params).await?, shape, None)),
+            },
         }
-        abort.abort();
-        let events = vec![StreamEvent::Status(StatusUpdate {
-            task_id: task.id.clone(),
-            context_id: task.context_id.clone(),
-            state: TaskState::Canceled,
-            timestamp: None,
-            message: None,
-        })];
-        let task = self
-            .settle(Some(&live), events, skill, text, None)
-            .await
-            .unwrap_or(task);
-        Ok(Answer::task(task, shape, None))
     }
 }
 
-/// Dropped when a fulfilment job ends: forgets the job and drops the
-/// senders of anyone still waiting on its task, so a blocking SendMessage
-/// answers with the task as last stored instead of hanging.
-struct ReleaseWaiters<S: TaskStore, H: ServerHost, F: Fulfiller> {
-    server: Arc<A2aServer<S, H, F>>,
-    id: String,
-    /// The job ran to its end (settled, canceled, or gave up on a store error).
-    finished: bool,
+/// What a new task's caller follows.
+enum Follow {
+    None,
+    /// Its events (SendStreamingMessage).
+    Stream,
+    /// Its outcome (a blocking SendMessage).
+    Wait,
+}
+
+#[derive(Default)]
+struct Started {
+    stream: Option<(Task, Option<Slot>)>,
+    wait: Option<Slot>,
+}
+
+/// The error for a state the store did not take: never acknowledged.
+fn not_stored(e: &str) -> RpcError {
+    RpcError::internal(format!("the task's new state could not be stored: {e}"))
 }
 
 /// The status text of a task whose fulfilment panicked.
 pub const CRASHED: &str = "the agent failed unexpectedly while working on this task";
 
-impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for ReleaseWaiters<S, H, F> {
-    fn drop(&mut self) {
-        let running = lock(&self.server.running).remove(&self.id);
-        lock(&self.server.waiters).remove(&self.id);
-        let panicking = !self.finished && std::thread::panicking();
-        // Ended without settling: no stream is left open on it.
-        if let Some(live) = running.map(|r| r.live).filter(|l| l.claim()) {
-            if panicking {
-                let task = live.snapshot();
-                live.publish(vec![StreamEvent::Status(StatusUpdate {
-                    task_id: task.id,
-                    context_id: task.context_id,
-                    state: TaskState::Failed,
-                    timestamp: None,
-                    message: Some(Message::agent_text(
-                        self.server.host.new_id(),
-                        CRASHED.to_string(),
-                    )),
-                })]);
+type SaveFuture = BoxFuture<'static, (Task, Result<(), StoreError>)>;
+
+/// The background job of one task: runs its fulfilment and saves every
+/// state the machine says is due, one save at a time, until the terminal
+/// state is saved.
+struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
+    server: Arc<A2aServer<S, H, F>>,
+    id: String,
+    work: Option<BoxFuture<'static, Result<String, String>>>,
+    save: Option<SaveFuture>,
+    finished: bool,
+}
+
+/// Polls the fulfilment; where panics unwind, a panicking one fails its
+/// task instead of leaving it `working` forever. (With `panic = "abort"`,
+/// as in the wasm build, a panic ends the whole instance anyway.)
+fn poll_work(
+    work: &mut BoxFuture<'static, Result<String, String>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<String, String>> {
+    #[cfg(panic = "unwind")]
+    {
+        let poll = std::panic::AssertUnwindSafe(|| work.as_mut().poll(cx));
+        std::panic::catch_unwind(poll).unwrap_or_else(|_| Poll::Ready(Err(CRASHED.to_string())))
+    }
+    #[cfg(not(panic = "unwind"))]
+    {
+        work.as_mut().poll(cx)
+    }
+}
+
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let job = self.get_mut();
+        let server = job.server.clone();
+        loop {
+            let mut moved = false;
+            // Saves first, so each state reaches the store in order.
+            if job.save.is_none() {
+                if let Some(task) = server.tasks().next_save(&job.id) {
+                    let s = server.clone();
+                    job.save = Some(Box::pin(async move {
+                        let result = s.store.save(&task).await;
+                        (task, result)
+                    }));
+                }
             }
-            live.close();
+            if let Some(save) = job.save.as_mut() {
+                if let Poll::Ready((task, result)) = save.as_mut().poll(cx) {
+                    job.save = None;
+                    let after = server.tasks().saved(task, result.map_err(|e| e.0));
+                    server.after_save(after);
+                    moved = true;
+                }
+            }
+            if let Some(work) = job.work.as_mut() {
+                let stop = server.tasks().job_poll(&job.id, cx);
+                if stop {
+                    // Canceled: the cancel has decided the outcome.
+                    job.work = None;
+                } else if let Poll::Ready(outcome) = poll_work(work, cx) {
+                    job.work = None;
+                    let result = match &outcome {
+                        Ok(text) | Err(text) => text.clone(),
+                    };
+                    let message_id = server.host.new_id();
+                    let mut tasks = server.tasks();
+                    let events = tasks.outcome_events(&job.id, outcome, message_id);
+                    // A cancel that raced the answer wins: it decided first.
+                    tasks.decide(&job.id, events, Some(result));
+                    moved = true;
+                }
+            }
+            if job.save.is_none() && server.tasks().finished(&job.id) {
+                job.finished = true;
+                return Poll::Ready(());
+            }
+            if !moved {
+                return Poll::Pending;
+            }
         }
-        // Unwinding from a panic in the fulfiller: fail the task rather than
-        // leave it `working` forever.
-        if panicking {
-            let (server, id) = (self.server.clone(), self.id.clone());
-            self.server.host.spawn(Box::pin(async move {
-                server.fail_if_unfinished(&id, CRASHED).await
-            }));
+    }
+}
+
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Job<S, H, F> {
+    /// Dropped before its end (the host shut down): nobody is left waiting.
+    fn drop(&mut self) {
+        if !self.finished {
+            self.server.tasks().abandon(&self.id);
         }
     }
 }
@@ -835,6 +777,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
     }
     fn heartbeat(&self) -> Option<BoxFuture<'static, ()>> {
         self.host.sleep(self.heartbeat_ms?)
+    }
+    fn tasks(&self) -> MutexGuard<'_, Tasks> {
+        A2aServer::tasks(self)
     }
 }
 

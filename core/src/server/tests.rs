@@ -10,6 +10,10 @@ use std::task::{Context, Poll};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap()
+}
+
 #[derive(Default)]
 struct TestHost {
     ids: AtomicU64,
@@ -104,11 +108,15 @@ async fn yield_once() {
     .await
 }
 
-/// A memory store that records every saved state.
+/// A memory store that records every saved state; with `slow`, each save
+/// takes that many polls (as a file store's does), and with `refuse`, saves
+/// of that state fail (a full disk).
 #[derive(Default)]
 struct Recording {
     inner: MemoryStore,
     saves: Mutex<Vec<(String, TaskState)>>,
+    slow: AtomicU64,
+    refuse: Mutex<Option<TaskState>>,
 }
 impl TaskStore for Arc<Recording> {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
@@ -116,7 +124,16 @@ impl TaskStore for Arc<Recording> {
     }
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         lock(&self.saves).push((task.id.clone(), task.state));
-        self.inner.save(task)
+        let (this, task) = (self.clone(), task.clone());
+        async move {
+            for _ in 0..this.slow.load(Ordering::SeqCst) {
+                yield_once().await;
+            }
+            if *lock(&this.refuse) == Some(task.state) {
+                return Err(StoreError("no space left on device".into()));
+            }
+            this.inner.save_now(&task)
+        }
     }
 }
 
@@ -297,9 +314,7 @@ impl Fixture {
 
     /// The live task's number of streams (0 once it is no longer running).
     fn subscribers(&self, id: &str) -> usize {
-        lock(&self.server.running)
-            .get(id)
-            .map_or(0, |r| r.live.subscribers())
+        self.server.tasks().stream_count(id)
     }
 }
 
@@ -521,6 +536,54 @@ fn cancel_stops_a_running_task_and_refuses_a_finished_one() {
     assert_eq!(
         f.error_code(None, "tasks/cancel", json!({"id": id})),
         -32002
+    );
+}
+
+/// Cancels racing progress on a slow store: one save at a time, nothing
+/// after the terminal state, the CancelTask answer is what is stored, and
+/// the hook runs once.
+#[test]
+fn a_cancel_racing_progress_on_a_slow_store_is_ordered() {
+    let f = fixture();
+    f.store.slow.store(3, Ordering::SeqCst);
+    let v = f.send(Some("1.0"), "SendMessage", "chunks, slowly", false);
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    let c = f.rpc(Some("1.0"), "CancelTask", json!({"id": id}));
+    assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    f.settle();
+    let saves: Vec<TaskState> = lock(&f.store.saves).iter().map(|(_, s)| *s).collect();
+    assert_eq!(saves.first(), Some(&TaskState::Submitted));
+    assert_eq!(saves.last(), Some(&TaskState::Canceled), "saves: {saves:?}");
+    assert_eq!(
+        saves.iter().filter(|s| s.is_terminal()).count(),
+        1,
+        "saves: {saves:?}"
+    );
+    assert_eq!(
+        f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],
+        "canceled"
+    );
+    let hooks: Vec<String> = lock(&f.host.events)
+        .iter()
+        .map(|e| e.state.clone())
+        .collect();
+    assert_eq!(hooks, vec!["canceled".to_string()]);
+    assert!(lock(&f.host.jobs).is_empty(), "the job ended");
+}
+
+/// A state the store refused is never acknowledged: the blocking caller
+/// gets -32603, and the hook does not report it.
+#[test]
+fn a_refused_terminal_save_is_an_error_to_the_caller_not_a_result() {
+    let f = fixture();
+    *lock(&f.store.refuse) = Some(TaskState::Completed);
+    let v = f.send(Some("1.0"), "SendMessage", "hello", true);
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no space left"), "{message}");
+    assert!(
+        lock(&f.host.events).is_empty(),
+        "no hook for a state never stored"
     );
 }
 
@@ -902,7 +965,7 @@ fn cancel_ends_an_open_stream_and_leaves_no_subscriber() {
     );
     assert_eq!(f.next_event(&mut body), None);
     f.settle();
-    assert!(lock(&f.server.running).is_empty());
+    assert!(!f.server.tasks().is_running(&id));
     assert!(lock(&f.host.jobs).is_empty(), "the job ended");
     assert_eq!(
         f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],

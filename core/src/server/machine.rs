@@ -1,0 +1,678 @@
+//! The lifecycle of running tasks, as a machine with no I/O and no locks:
+//! every change to a task goes through [`Tasks`], which orders it, tells
+//! the task's streams and waiters, and says what to save next.
+//!
+//! Rules it keeps for every task, whatever races with what:
+//! - progress is taken until the outcome is decided (the fulfilment ended,
+//!   a cancel, a crash); after that, nothing but that outcome;
+//! - one save at a time, always of the latest state, in order; nothing is
+//!   saved after the terminal state;
+//! - waiters (a blocking SendMessage, a long-polling GetTask, a CancelTask)
+//!   hear of a state only once it has been saved, and of a failed save as
+//!   such; the `on_task` hook runs once, after the terminal state is saved.
+//!
+//! The server keeps one `Tasks` behind its one lock; the async parts (the
+//! fulfilment job, event streams, waiting requests) poll it with their
+//! wakers, so no channel is needed.
+
+use crate::event::{StatusUpdate, StreamEvent};
+use crate::task::{Message, Task, TaskState};
+use std::collections::{HashMap, VecDeque};
+use std::task::{Context, Poll, Waker};
+
+/// The handle of one stream or one waiter.
+pub(crate) type Slot = u64;
+
+/// What a waiter waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// The task stops: terminal or interrupted (blocking send, long-poll).
+    Stops,
+    /// The task is terminal (a cancel waiting for its canceled state).
+    Terminal,
+}
+
+/// What a waiter gets.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Waited {
+    /// The task as saved.
+    Saved(Task),
+    /// Saving that state failed: it was not acknowledged.
+    SaveFailed(String),
+    /// The job ended without a saved outcome (the host dropped it).
+    Released,
+}
+
+/// What the server does after a save: the hook and problems to report.
+#[derive(Debug, Default)]
+#[must_use]
+pub(crate) struct AfterSave {
+    /// The task reached its terminal state, saved: run the `on_task` hook.
+    pub(crate) settled: Option<(Task, RunInfo)>,
+    /// A problem no caller will see.
+    pub(crate) problem: Option<String>,
+}
+
+/// What the hook needs that the task does not say.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunInfo {
+    pub(crate) skill: Option<String>,
+    pub(crate) text: String,
+    pub(crate) result: Option<String>,
+}
+
+struct Run {
+    /// The task as its fulfilment has made it so far.
+    task: Task,
+    info: RunInfo,
+    /// The id of the answer artifact, and its chunks published so far.
+    answer_id: String,
+    chunks: usize,
+    /// The outcome is decided: no more progress is taken.
+    decided: bool,
+    /// The fulfilment is to stop (a cancel).
+    abort: bool,
+    /// A save is under way.
+    saving: bool,
+    /// The task changed since the last save began.
+    unsaved: bool,
+    /// The state of the last successful save.
+    saved: TaskState,
+    streams: Vec<Slot>,
+    waiters: Vec<(Slot, Until)>,
+    /// The job driving this task.
+    job: Option<Waker>,
+}
+
+#[derive(Default)]
+struct StreamSlot {
+    queue: VecDeque<StreamEvent>,
+    /// No more events will come once the queue is drained.
+    closed: bool,
+    waker: Option<Waker>,
+}
+
+#[derive(Default)]
+struct WaitSlot {
+    outcome: Option<Waited>,
+    waker: Option<Waker>,
+}
+
+/// Every running task, its streams and its waiters.
+#[derive(Default)]
+pub(crate) struct Tasks {
+    running: HashMap<String, Run>,
+    streams: HashMap<Slot, StreamSlot>,
+    waits: HashMap<Slot, WaitSlot>,
+    next: Slot,
+}
+
+fn wake(waker: &mut Option<Waker>) {
+    if let Some(w) = waker.take() {
+        w.wake();
+    }
+}
+
+fn keep(waker: &mut Option<Waker>, cx: &Context<'_>) {
+    match waker {
+        Some(w) if w.will_wake(cx.waker()) => {}
+        _ => *waker = Some(cx.waker().clone()),
+    }
+}
+
+/// Whether a task in this state has nothing more to stream.
+pub(crate) fn ends_stream(state: TaskState) -> bool {
+    state.is_terminal() || state.is_interrupted()
+}
+
+impl Tasks {
+    fn slot(&mut self) -> Slot {
+        self.next += 1;
+        self.next
+    }
+
+    /// Takes `task` (saved as it is) as running, with `answer_id` for its answer artifact.
+    pub(crate) fn start(
+        &mut self,
+        task: Task,
+        answer_id: String,
+        skill: Option<String>,
+        text: String,
+    ) {
+        let saved = task.state;
+        let run = Run {
+            task,
+            info: RunInfo {
+                skill,
+                text,
+                result: None,
+            },
+            answer_id,
+            chunks: 0,
+            decided: false,
+            abort: false,
+            saving: false,
+            unsaved: false,
+            saved,
+            streams: Vec::new(),
+            waiters: Vec::new(),
+            job: None,
+        };
+        self.running.insert(run.task.id.clone(), run);
+    }
+
+    pub(crate) fn is_running(&self, id: &str) -> bool {
+        self.running.contains_key(id)
+    }
+
+    /// The task as it is now and a stream of its later events, if it runs
+    /// here. A task that has stopped gets no stream.
+    pub(crate) fn subscribe(&mut self, id: &str) -> Option<(Task, Option<Slot>)> {
+        let task = self.running.get(id)?.task.clone();
+        if ends_stream(task.state) {
+            return Some((task, None));
+        }
+        let slot = self.slot();
+        self.streams.insert(slot, StreamSlot::default());
+        self.running.get_mut(id)?.streams.push(slot);
+        Some((task, Some(slot)))
+    }
+
+    /// The next event of a stream; `None` once it has ended.
+    pub(crate) fn poll_stream(
+        &mut self,
+        slot: Slot,
+        cx: &Context<'_>,
+    ) -> Poll<Option<StreamEvent>> {
+        let Some(s) = self.streams.get_mut(&slot) else {
+            return Poll::Ready(None);
+        };
+        if let Some(event) = s.queue.pop_front() {
+            return Poll::Ready(Some(event));
+        }
+        if s.closed {
+            self.streams.remove(&slot);
+            return Poll::Ready(None);
+        }
+        keep(&mut s.waker, cx);
+        Poll::Pending
+    }
+
+    /// The stream is gone (its reader hung up, or it ended).
+    pub(crate) fn drop_stream(&mut self, slot: Slot) {
+        self.streams.remove(&slot);
+        for run in self.running.values_mut() {
+            run.streams.retain(|s| *s != slot);
+        }
+    }
+
+    /// The number of open streams on a task (for tests).
+    #[cfg(test)]
+    pub(crate) fn stream_count(&self, id: &str) -> usize {
+        self.running.get(id).map_or(0, |r| r.streams.len())
+    }
+
+    /// Waits for the running task `id` to reach `until`; `None` if it is
+    /// not running here.
+    pub(crate) fn wait(&mut self, id: &str, until: Until) -> Option<Slot> {
+        if !self.running.contains_key(id) {
+            return None;
+        }
+        let slot = self.slot();
+        self.waits.insert(slot, WaitSlot::default());
+        self.running.get_mut(id)?.waiters.push((slot, until));
+        Some(slot)
+    }
+
+    pub(crate) fn poll_wait(&mut self, slot: Slot, cx: &Context<'_>) -> Poll<Waited> {
+        let Some(w) = self.waits.get_mut(&slot) else {
+            return Poll::Ready(Waited::Released);
+        };
+        if let Some(outcome) = w.outcome.take() {
+            self.waits.remove(&slot);
+            return Poll::Ready(outcome);
+        }
+        keep(&mut w.waker, cx);
+        Poll::Pending
+    }
+
+    /// The waiter is gone (its request was dropped or stopped waiting).
+    pub(crate) fn drop_wait(&mut self, slot: Slot) {
+        if self.waits.remove(&slot).is_some() {
+            for run in self.running.values_mut() {
+                run.waiters.retain(|(s, _)| *s != slot);
+            }
+        }
+    }
+
+    fn publish(&mut self, id: &str, event: StreamEvent) {
+        let Some(run) = self.running.get_mut(id) else {
+            return;
+        };
+        run.task.apply(&event);
+        run.unsaved = true;
+        let ends = event.state().is_some_and(ends_stream);
+        for slot in &run.streams {
+            if let Some(s) = self.streams.get_mut(slot) {
+                s.queue.push_back(event.clone());
+                s.closed |= ends;
+                wake(&mut s.waker);
+            }
+        }
+        if ends {
+            run.streams.clear();
+        }
+        wake(&mut run.job);
+    }
+
+    /// Progress from the fulfilment, made from the task as it is; ignored
+    /// once the outcome is decided or the task has stopped.
+    pub(crate) fn progress(
+        &mut self,
+        id: &str,
+        make: impl FnOnce(&mut Progressing) -> StreamEvent,
+    ) {
+        let Some(run) = self.running.get_mut(id) else {
+            return;
+        };
+        if run.decided || ends_stream(run.task.state) {
+            return;
+        }
+        let mut p = Progressing {
+            task_id: &run.task.id,
+            context_id: &run.task.context_id,
+            answer_id: &run.answer_id,
+            chunks: &mut run.chunks,
+        };
+        let event = make(&mut p);
+        self.publish(id, event);
+    }
+
+    /// Decides the outcome: `events` are the task's last, `result` what the
+    /// hook reports. `false` if the outcome was already decided (the
+    /// fulfilment and a cancel raced: the first one wins).
+    pub(crate) fn decide(
+        &mut self,
+        id: &str,
+        events: Vec<StreamEvent>,
+        result: Option<String>,
+    ) -> bool {
+        let Some(run) = self.running.get_mut(id) else {
+            return false;
+        };
+        if std::mem::replace(&mut run.decided, true) {
+            return false;
+        }
+        run.info.result = result;
+        for event in events {
+            self.publish(id, event);
+        }
+        true
+    }
+
+    /// Cancels the running task: decides it canceled and tells its job to stop.
+    pub(crate) fn cancel(&mut self, id: &str) -> bool {
+        let Some(run) = self.running.get(id) else {
+            return false;
+        };
+        let event = status(&run.task, TaskState::Canceled, None);
+        if !self.decide(id, vec![event], None) {
+            return false;
+        }
+        if let Some(run) = self.running.get_mut(id) {
+            run.abort = true;
+            wake(&mut run.job);
+        }
+        true
+    }
+
+    /// The events that finish the task with `outcome` from its fulfilment.
+    pub(crate) fn outcome_events(
+        &self,
+        id: &str,
+        outcome: Result<String, String>,
+        message_id: String,
+    ) -> Vec<StreamEvent> {
+        let Some(run) = self.running.get(id) else {
+            return Vec::new();
+        };
+        match outcome {
+            Ok(text) => {
+                let mut events = Vec::new();
+                if run.chunks == 0 || !text.is_empty() {
+                    events.push(StreamEvent::Artifact(crate::event::ArtifactUpdate {
+                        task_id: run.task.id.clone(),
+                        context_id: run.task.context_id.clone(),
+                        artifact: crate::task::Artifact {
+                            artifact_id: run.answer_id.clone(),
+                            parts: vec![text],
+                        },
+                        append: run.chunks > 0,
+                        last_chunk: true,
+                    }));
+                }
+                events.push(status(&run.task, TaskState::Completed, None));
+                events
+            }
+            Err(error) => vec![status(
+                &run.task,
+                TaskState::Failed,
+                Some(Message::agent_text(message_id, error)),
+            )],
+        }
+    }
+
+    /// For the job: whether the fulfilment is to stop. Keeps the job's
+    /// waker, to wake it on progress (something to save) and on a cancel.
+    pub(crate) fn job_poll(&mut self, id: &str, cx: &Context<'_>) -> bool {
+        match self.running.get_mut(id) {
+            Some(run) => {
+                keep(&mut run.job, cx);
+                run.abort
+            }
+            None => true,
+        }
+    }
+
+    /// For the job: the task to save next, if a save is due and none is under way.
+    pub(crate) fn next_save(&mut self, id: &str) -> Option<Task> {
+        let run = self.running.get_mut(id)?;
+        if run.saving || !run.unsaved {
+            return None;
+        }
+        run.saving = true;
+        run.unsaved = false;
+        Some(run.task.clone())
+    }
+
+    /// For the job: the save of `task` (from [`Tasks::next_save`]) ended.
+    pub(crate) fn saved(&mut self, task: Task, result: Result<(), String>) -> AfterSave {
+        let mut after = AfterSave::default();
+        let Some(run) = self.running.get_mut(&task.id) else {
+            return after;
+        };
+        run.saving = false;
+        let (id, state) = (task.id.clone(), task.state);
+        let outcome = match result {
+            Ok(()) => {
+                run.saved = state;
+                Waited::Saved(task)
+            }
+            Err(e) => {
+                after.problem = Some(format!(
+                    "task {}: saving state {} failed: {e}",
+                    task.id,
+                    state.as_str()
+                ));
+                Waited::SaveFailed(e)
+            }
+        };
+        // A later state is already waiting to be saved: waiters hear of that one.
+        if run.unsaved && !matches!(outcome, Waited::SaveFailed(_)) {
+            return after;
+        }
+        let stops = ends_stream(state);
+        let (ready, waiting): (Vec<_>, Vec<_>) = run
+            .waiters
+            .drain(..)
+            .partition(|(_, until)| state.is_terminal() || (stops && *until == Until::Stops));
+        run.waiters = waiting;
+        for (slot, _) in ready {
+            if let Some(w) = self.waits.get_mut(&slot) {
+                w.outcome = Some(outcome.clone());
+                wake(&mut w.waker);
+            }
+        }
+        if state.is_terminal() {
+            if let Some(run) = self.running.remove(&id) {
+                if let Waited::Saved(task) = outcome {
+                    after.settled = Some((task, run.info));
+                }
+                self.close(run.streams);
+                self.release(run.waiters);
+            }
+        }
+        after
+    }
+
+    /// For the job: whether the task is done with (its terminal state saved, or forgotten).
+    pub(crate) fn finished(&self, id: &str) -> bool {
+        !self.running.contains_key(id)
+    }
+
+    /// The job ended without finishing the task (the host dropped it):
+    /// forget the task, end its streams, free its waiters.
+    pub(crate) fn abandon(&mut self, id: &str) {
+        if let Some(run) = self.running.remove(id) {
+            self.close(run.streams);
+            self.release(run.waiters);
+        }
+    }
+
+    fn close(&mut self, streams: Vec<Slot>) {
+        for slot in streams {
+            if let Some(s) = self.streams.get_mut(&slot) {
+                s.closed = true;
+                wake(&mut s.waker);
+            }
+        }
+    }
+
+    fn release(&mut self, waiters: Vec<(Slot, Until)>) {
+        for (slot, _) in waiters {
+            if let Some(w) = self.waits.get_mut(&slot) {
+                w.outcome.get_or_insert(Waited::Released);
+                wake(&mut w.waker);
+            }
+        }
+    }
+}
+
+/// The running task, as progress sees it.
+pub(crate) struct Progressing<'a> {
+    pub(crate) task_id: &'a str,
+    pub(crate) context_id: &'a str,
+    pub(crate) answer_id: &'a str,
+    /// Chunks of the answer published so far.
+    pub(crate) chunks: &'a mut usize,
+}
+
+/// A status-update event of `task`.
+pub(crate) fn status(task: &Task, state: TaskState, message: Option<Message>) -> StreamEvent {
+    StreamEvent::Status(StatusUpdate {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        state,
+        timestamp: None,
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn task(id: &str) -> Task {
+        Task {
+            id: id.into(),
+            context_id: "c".into(),
+            state: TaskState::Submitted,
+            status_message: None,
+            artifacts: Vec::new(),
+            history: Vec::new(),
+        }
+    }
+
+    fn started(id: &str) -> Tasks {
+        let mut t = Tasks::default();
+        t.start(task(id), "a1".into(), None, "hi".into());
+        t
+    }
+
+    fn working(t: &mut Tasks, id: &str) {
+        t.progress(id, |p| {
+            StreamEvent::Status(StatusUpdate {
+                task_id: p.task_id.into(),
+                context_id: p.context_id.into(),
+                state: TaskState::Working,
+                timestamp: None,
+                message: None,
+            })
+        });
+    }
+
+    fn cx() -> Context<'static> {
+        Context::from_waker(Waker::noop())
+    }
+
+    /// Saves whatever is due, succeeding, until nothing is; the saved states.
+    fn save_all(t: &mut Tasks, id: &str) -> Vec<TaskState> {
+        let mut states = Vec::new();
+        while let Some(task) = t.next_save(id) {
+            states.push(task.state);
+            let _ = t.saved(task, Ok(()));
+        }
+        states
+    }
+
+    #[test]
+    fn one_save_at_a_time_and_always_the_latest_state() {
+        let mut t = started("t");
+        working(&mut t, "t");
+        let first = t.next_save("t").expect("working is due");
+        assert_eq!(first.state, TaskState::Working);
+        // While it is being saved, progress and the outcome arrive.
+        t.progress("t", |p| {
+            *p.chunks += 1;
+            status_of(p, TaskState::Working)
+        });
+        assert!(t.next_save("t").is_none(), "a second save while one runs");
+        let events = t.outcome_events("t", Ok("done".into()), "m".into());
+        assert!(t.decide("t", events, Some("done".into())));
+        let after = t.saved(first, Ok(()));
+        assert!(after.settled.is_none());
+        // The next save is the terminal state itself, with the answer.
+        let last = t.next_save("t").expect("the outcome is due");
+        assert_eq!(last.state, TaskState::Completed);
+        assert_eq!(last.artifacts.len(), 1);
+        let after = t.saved(last, Ok(()));
+        let (task, info) = after
+            .settled
+            .expect("the hook runs once the terminal state is saved");
+        assert_eq!(task.state, TaskState::Completed);
+        assert_eq!(info.result.as_deref(), Some("done"));
+        assert!(t.finished("t"));
+        assert!(
+            t.next_save("t").is_none(),
+            "nothing is saved after the terminal state"
+        );
+    }
+
+    fn status_of(p: &Progressing<'_>, state: TaskState) -> StreamEvent {
+        StreamEvent::Status(StatusUpdate {
+            task_id: p.task_id.into(),
+            context_id: p.context_id.into(),
+            state,
+            timestamp: None,
+            message: None,
+        })
+    }
+
+    #[test]
+    fn a_cancel_racing_the_answer_decides_once_and_progress_after_it_is_ignored() {
+        let mut t = started("t");
+        working(&mut t, "t");
+        assert!(t.cancel("t"));
+        assert!(t.job_poll("t", &cx()), "the job is told to stop");
+        let events = t.outcome_events("t", Ok("late".into()), "m".into());
+        assert!(!t.decide("t", events, None), "the answer lost the race");
+        working(&mut t, "t");
+        assert_eq!(save_all(&mut t, "t"), vec![TaskState::Canceled]);
+        assert!(t.finished("t"));
+    }
+
+    #[test]
+    fn waiters_hear_of_a_state_only_once_it_is_saved() {
+        let mut t = started("t");
+        let stops = t.wait("t", Until::Stops).unwrap();
+        let terminal = t.wait("t", Until::Terminal).unwrap();
+        working(&mut t, "t");
+        let events = t.outcome_events("t", Err("boom".into()), "m".into());
+        t.decide("t", events, Some("boom".into()));
+        assert!(
+            t.poll_wait(stops, &cx()).is_pending(),
+            "decided is not saved"
+        );
+        let task = t.next_save("t").unwrap();
+        assert_eq!(task.state, TaskState::Failed);
+        assert!(t.poll_wait(terminal, &cx()).is_pending());
+        let _ = t.saved(task, Ok(()));
+        for slot in [stops, terminal] {
+            match t.poll_wait(slot, &cx()) {
+                Poll::Ready(Waited::Saved(task)) => assert_eq!(task.state, TaskState::Failed),
+                other => panic!("not the saved task: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_terminal_save_is_told_to_waiters_and_runs_no_hook() {
+        let mut t = started("t");
+        let w = t.wait("t", Until::Stops).unwrap();
+        t.cancel("t");
+        let task = t.next_save("t").unwrap();
+        let after = t.saved(task, Err("disk full".into()));
+        assert!(after.settled.is_none(), "no hook for a state never stored");
+        assert!(after.problem.unwrap().contains("disk full"));
+        assert_eq!(
+            t.poll_wait(w, &cx()),
+            Poll::Ready(Waited::SaveFailed("disk full".into()))
+        );
+        assert!(t.finished("t"));
+    }
+
+    #[test]
+    fn streams_get_every_event_once_and_end_after_the_last() {
+        let mut t = started("t");
+        let (first, slot) = t.subscribe("t").unwrap();
+        assert_eq!(first.state, TaskState::Submitted);
+        let slot = slot.unwrap();
+        working(&mut t, "t");
+        let events = t.outcome_events("t", Ok("x".into()), "m".into());
+        t.decide("t", events, None);
+        let mut kinds = Vec::new();
+        while let Poll::Ready(Some(e)) = t.poll_stream(slot, &cx()) {
+            kinds.push(e.state());
+        }
+        assert_eq!(
+            kinds,
+            vec![Some(TaskState::Working), None, Some(TaskState::Completed)]
+        );
+        assert_eq!(t.stream_count("t"), 0);
+    }
+
+    #[test]
+    fn an_abandoned_task_frees_its_waiters_and_ends_its_streams() {
+        let mut t = started("t");
+        let (_, slot) = t.subscribe("t").unwrap();
+        let w = t.wait("t", Until::Stops).unwrap();
+        t.abandon("t");
+        assert_eq!(t.poll_stream(slot.unwrap(), &cx()), Poll::Ready(None));
+        assert_eq!(t.poll_wait(w, &cx()), Poll::Ready(Waited::Released));
+        assert!(t.wait("t", Until::Stops).is_none());
+    }
+
+    #[test]
+    fn a_dropped_waiter_or_stream_leaves_nothing_behind() {
+        let mut t = started("t");
+        let w = t.wait("t", Until::Stops).unwrap();
+        let (_, s) = t.subscribe("t").unwrap();
+        t.drop_wait(w);
+        t.drop_stream(s.unwrap());
+        assert!(t.waits.is_empty() && t.streams.is_empty());
+        assert_eq!(t.stream_count("t"), 0);
+        assert!(t.running["t"].waiters.is_empty());
+    }
+}
