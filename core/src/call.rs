@@ -498,6 +498,8 @@ impl CallMachine {
 impl Machine for CallMachine {
     type Output = ToolResult;
     type Event = StreamEvent;
+    type Work = std::convert::Infallible;
+    type Worked = std::convert::Infallible;
 
     fn start(&mut self, now_ms: u64) -> Step<ToolResult> {
         self.started_ms = now_ms;
@@ -715,6 +717,10 @@ impl Machine for CallMachine {
 
     fn poll_event(&mut self) -> Option<StreamEvent> {
         self.events.pop_front()
+    }
+
+    fn handle_work(&mut self, _now_ms: u64, worked: std::convert::Infallible) -> Step<ToolResult> {
+        match worked {}
     }
 }
 

@@ -258,6 +258,54 @@ mod tests {
 
     const CARD_URL: &str = "http://127.0.0.1:9/.well-known/agent-card.json";
 
+    fn resolve(peer: &crate::testing::ScriptedPeer, timeout_ms: u64) -> Result<AgentCard, Error> {
+        let headers = vec![("X-Key".to_string(), "k".to_string())];
+        let mut m = CardMachine::new(CARD_URL, headers, timeout_ms);
+        crate::testing::block_on(crate::driver::drive(&mut m, peer, std::future::pending()))
+    }
+
+    #[test]
+    fn the_card_machine_gets_the_card_once_with_the_headers() {
+        let peer = crate::testing::ScriptedPeer::new()
+            .card(json!({"name": "desk", "url": "http://127.0.0.1:9/", "skills": []}));
+        let c = resolve(&peer, 1000).expect("a card");
+        assert_eq!(c.name, "desk");
+        let requests = peer.requests();
+        assert_eq!(requests.len(), 1);
+        let (_, req) = &requests[0];
+        assert_eq!((req.method.as_str(), req.url.as_str()), ("GET", CARD_URL));
+        assert_eq!(req.header("X-Key"), Some("k"));
+        assert_eq!(req.header("Accept"), Some("application/json"));
+    }
+
+    #[test]
+    fn the_card_machine_times_out_at_its_deadline_in_virtual_time() {
+        let peer = crate::testing::ScriptedPeer::new()
+            .card(json!({"name": "desk", "skills": []}))
+            .card_delay(5_000);
+        let err = resolve(&peer, 300).expect_err("too slow");
+        assert_eq!(
+            err.to_string(),
+            format!("fetching the Agent Card {CARD_URL} timed out after 300ms")
+        );
+        assert_eq!(peer.now(), 300, "gave up at the deadline, not later");
+    }
+
+    #[test]
+    fn the_card_machine_reports_a_missing_or_broken_card() {
+        let missing = crate::testing::ScriptedPeer::new();
+        match resolve(&missing, 1000) {
+            Err(Error::Status {
+                status: 404, url, ..
+            }) => assert_eq!(url, CARD_URL),
+            other => panic!("not a 404: {other:?}"),
+        }
+        let broken = crate::testing::ScriptedPeer::new().card(json!(["not", "a", "card"]));
+        let err = resolve(&broken, 1000).expect_err("not a card");
+        assert!(matches!(err, Error::Malformed(_)), "{err:?}");
+        assert!(err.to_string().contains(CARD_URL), "{err}");
+    }
+
     #[test]
     fn toolnexus_card_with_url() {
         let c = card(
@@ -358,5 +406,119 @@ mod tests {
             card(json!({"name": "c", "url": "http://h:1/", "capabilities": {"streaming": true}}));
         assert_eq!(polled.summary(url).follow, "poll");
         assert_eq!(polled.summary(url).dialect, "toolnexus");
+    }
+}
+
+/// Fetching and reading an Agent Card, as a machine on the one driver
+/// ([`crate::driver::drive`]): one GET, bounded by a deadline, then the
+/// card read leniently. Hosts run it; [`crate::toolkit::fetch_card`] is the
+/// usual way.
+#[derive(Debug)]
+pub struct CardMachine {
+    /// The card URL (for messages).
+    url: String,
+    request: Option<crate::http::HttpRequest>,
+    timeout_ms: u64,
+}
+
+impl CardMachine {
+    /// A machine that GETs `url` with `headers` (already expanded) and gives
+    /// up after `timeout_ms`.
+    pub fn new(url: &str, headers: Vec<(String, String)>, timeout_ms: u64) -> Self {
+        let mut request =
+            crate::http::HttpRequest::get(url).with_header("Accept", "application/json");
+        request.headers.extend(headers);
+        CardMachine {
+            url: url.to_string(),
+            request: Some(request),
+            timeout_ms,
+        }
+    }
+
+    fn done(
+        &mut self,
+        result: Result<AgentCard, Error>,
+    ) -> crate::driver::Step<Result<AgentCard, Error>> {
+        self.request = None;
+        crate::driver::Step::Done(result)
+    }
+}
+
+impl crate::driver::Machine for CardMachine {
+    type Output = Result<AgentCard, Error>;
+    type Event = std::convert::Infallible;
+    type Work = std::convert::Infallible;
+    type Worked = std::convert::Infallible;
+
+    fn start(&mut self, now_ms: u64) -> crate::driver::Step<Self::Output> {
+        match self.request.take() {
+            Some(request) => crate::driver::Step::Send {
+                request,
+                deadline_ms: now_ms.saturating_add(self.timeout_ms),
+            },
+            None => self.done(Err(Error::Misuse("CardMachine started twice".into()))),
+        }
+    }
+
+    fn handle_response(
+        &mut self,
+        _now_ms: u64,
+        response: Result<crate::http::HttpResponse, crate::error::TransportError>,
+    ) -> crate::driver::Step<Self::Output> {
+        let result = match response {
+            Err(e) => Err(Error::Transport(format!(
+                "fetching the Agent Card {} failed: {e}",
+                self.url
+            ))),
+            Ok(resp) if !resp.is_success() => Err(Error::Status {
+                status: resp.status,
+                url: self.url.clone(),
+                body: resp.body_snippet(200),
+            }),
+            Ok(resp) => AgentCard::parse(&resp.body)
+                .map_err(|e| Error::Malformed(format!("{} ({})", e, self.url))),
+        };
+        self.done(result)
+    }
+
+    fn handle_head(
+        &mut self,
+        _now_ms: u64,
+        _head: Result<crate::driver::ResponseHead, crate::error::TransportError>,
+    ) -> crate::driver::Step<Self::Output> {
+        self.done(Err(Error::Misuse("CardMachine reads no streams".into())))
+    }
+
+    fn handle_body(
+        &mut self,
+        _now_ms: u64,
+        _chunk: Result<Option<Vec<u8>>, crate::error::TransportError>,
+    ) -> crate::driver::Step<Self::Output> {
+        self.done(Err(Error::Misuse("CardMachine reads no streams".into())))
+    }
+
+    fn handle_timeout(&mut self, _now_ms: u64) -> crate::driver::Step<Self::Output> {
+        let msg = format!(
+            "fetching the Agent Card {} timed out after {}ms",
+            self.url, self.timeout_ms
+        );
+        self.done(Err(Error::Transport(msg)))
+    }
+
+    fn handle_abort(&mut self, _now_ms: u64) -> crate::driver::Step<Self::Output> {
+        let msg = format!("fetching the Agent Card {} was aborted", self.url);
+        self.done(Err(Error::Transport(msg)))
+    }
+
+    fn poll_event(&mut self) -> Option<Self::Event> {
+        None
+    }
+
+    fn handle_work(
+        &mut self,
+        _now_ms: u64,
+        worked: std::convert::Infallible,
+    ) -> crate::driver::Step<Self::Output> {
+        match worked {}
     }
 }

@@ -1,18 +1,24 @@
 //! The one generic driver that runs a state machine over a [`Transport`].
 //!
 //! The rule every machine follows: after each input (`start`, a response, a
-//! timer, an abort) it returns exactly one [`Step`], the next thing to do.
+//! timer, an abort, the result of work it asked for) it returns exactly one
+//! [`Step`], the next thing to do. Card resolution ([`crate::card::CardMachine`]),
+//! the outbound call ([`crate::call::CallMachine`]) and the LLM tool loop
+//! (`llm::RunMachine`) are all machines of this shape, run by [`drive`] /
+//! [`drive_with_work`].
 
 use crate::error::TransportError;
 use crate::http::{HttpRequest, HttpResponse};
 use crate::transport::{BodyStream, Transport};
+use std::convert::Infallible;
+use std::fmt;
 use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
 
-/// What a machine wants next.
-#[derive(Debug)]
-pub enum Step<T> {
+/// What a machine wants next. `W` is work the host runs for the machine
+/// (the LLM loop's tool calls); machines that need none keep [`Infallible`].
+pub enum Step<T, W = Infallible> {
     /// Send this request; if no answer came by `deadline_ms`, call
     /// [`Machine::handle_timeout`] instead.
     Send {
@@ -32,8 +38,45 @@ pub enum Step<T> {
     Read { deadline_ms: u64 },
     /// Call [`Machine::handle_timeout`] at `until_ms`.
     Sleep { until_ms: u64 },
+    /// Run this work (no deadline of its own) and pass what it gives to
+    /// [`Machine::handle_work`].
+    Work(W),
     /// Finished.
     Done(T),
+}
+
+/// Shows header names only: requests carry API keys and tokens.
+impl<T: fmt::Debug, W: fmt::Debug> fmt::Debug for Step<T, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let request = |f: &mut fmt::Formatter<'_>, name, r: &HttpRequest, deadline_ms: &u64| {
+            let headers: Vec<&str> = r.headers.iter().map(|(n, _)| n.as_str()).collect();
+            f.debug_struct(name)
+                .field("method", &r.method)
+                .field("url", &r.url)
+                .field("headers", &headers)
+                .field("deadline_ms", deadline_ms)
+                .finish_non_exhaustive()
+        };
+        match self {
+            Step::Send {
+                request: r,
+                deadline_ms,
+            } => request(f, "Send", r, deadline_ms),
+            Step::Stream {
+                request: r,
+                deadline_ms,
+            } => request(f, "Stream", r, deadline_ms),
+            Step::Read { deadline_ms } => f
+                .debug_struct("Read")
+                .field("deadline_ms", deadline_ms)
+                .finish(),
+            Step::Sleep { until_ms } => {
+                f.debug_struct("Sleep").field("until_ms", until_ms).finish()
+            }
+            Step::Work(w) => f.debug_tuple("Work").field(w).finish(),
+            Step::Done(out) => f.debug_tuple("Done").field(out).finish(),
+        }
+    }
 }
 
 /// A protocol state machine: inputs in, one [`Step`] out.
@@ -44,30 +87,36 @@ pub trait Machine {
     type Output;
     /// What the caller is told while the machine runs.
     type Event;
+    /// Work the host runs for the machine ([`Step::Work`]); [`Infallible`] for none.
+    type Work;
+    /// What that work gives back, for [`Machine::handle_work`].
+    type Worked;
     /// The first step.
-    fn start(&mut self, now_ms: u64) -> Step<Self::Output>;
+    fn start(&mut self, now_ms: u64) -> Step<Self::Output, Self::Work>;
     /// The answer (or transport failure) to the last `Send`.
     fn handle_response(
         &mut self,
         now_ms: u64,
         response: Result<HttpResponse, TransportError>,
-    ) -> Step<Self::Output>;
+    ) -> Step<Self::Output, Self::Work>;
     /// The head of the answer (or the transport failure) to the last `Stream`.
     fn handle_head(
         &mut self,
         now_ms: u64,
         head: Result<ResponseHead, TransportError>,
-    ) -> Step<Self::Output>;
+    ) -> Step<Self::Output, Self::Work>;
     /// The next chunk of the streamed body: `Ok(None)` when it ended cleanly.
     fn handle_body(
         &mut self,
         now_ms: u64,
         chunk: Result<Option<Vec<u8>>, TransportError>,
-    ) -> Step<Self::Output>;
+    ) -> Step<Self::Output, Self::Work>;
     /// A `Sleep` ended, or a `Send`/`Stream`/`Read` passed its deadline.
-    fn handle_timeout(&mut self, now_ms: u64) -> Step<Self::Output>;
+    fn handle_timeout(&mut self, now_ms: u64) -> Step<Self::Output, Self::Work>;
     /// The caller aborted. Called at most once.
-    fn handle_abort(&mut self, now_ms: u64) -> Step<Self::Output>;
+    fn handle_abort(&mut self, now_ms: u64) -> Step<Self::Output, Self::Work>;
+    /// The result of the last [`Step::Work`].
+    fn handle_work(&mut self, now_ms: u64, worked: Self::Worked) -> Step<Self::Output, Self::Work>;
     /// The next event for the caller, if any.
     fn poll_event(&mut self) -> Option<Self::Event>;
 }
@@ -115,16 +164,17 @@ enum Woke<T> {
     Op(T),
 }
 
-enum Op<Resp, Head> {
+enum Op<Resp, Head, Worked> {
     Send(Resp),
     Stream(Head),
+    Work(Worked),
     Read(Option<Result<Vec<u8>, TransportError>>),
 }
 
 /// Runs `machine` to completion over `transport`. `abort` completes when the
 /// caller gives up (pass `std::future::pending()` for never); it is checked
 /// before the work of every step, so an abort stops the call before its next request.
-pub async fn drive<M: Machine, T: Transport>(
+pub async fn drive<M: Machine<Work = Infallible>, T: Transport>(
     machine: &mut M,
     transport: &T,
     abort: impl Future<Output = ()>,
@@ -133,11 +183,25 @@ pub async fn drive<M: Machine, T: Transport>(
 }
 
 /// [`drive`] that hands every event of the machine to `on_event` as it happens.
-pub async fn drive_with_events<M: Machine, T: Transport>(
+pub async fn drive_with_events<M: Machine<Work = Infallible>, T: Transport>(
+    machine: &mut M,
+    transport: &T,
+    abort: impl Future<Output = ()>,
+    on_event: impl FnMut(M::Event),
+) -> M::Output {
+    let no_work = |w: Infallible| -> std::future::Ready<M::Worked> { match w {} };
+    drive_with_work(machine, transport, abort, on_event, no_work).await
+}
+
+/// [`drive_with_events`] for a machine that asks for work: each
+/// [`Step::Work`] is handed to `work`, and what its future gives goes back
+/// to [`Machine::handle_work`]. An abort while work runs drops it.
+pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::Worked>>(
     machine: &mut M,
     transport: &T,
     abort: impl Future<Output = ()>,
     mut on_event: impl FnMut(M::Event),
+    mut work: impl FnMut(M::Work) -> Fut,
 ) -> M::Output {
     let mut abort = pin!(abort);
     let mut aborted = false;
@@ -153,28 +217,34 @@ pub async fn drive_with_events<M: Machine, T: Transport>(
         }
         let mut send = None;
         let mut stream = None;
+        let mut working = None;
         let until = match step {
             Step::Done(out) => return out,
+            Step::Work(w) => {
+                working = Some(work(w));
+                None
+            }
             Step::Send {
                 request,
                 deadline_ms,
             } => {
                 send = Some(transport.send(request));
-                deadline_ms
+                Some(deadline_ms)
             }
             Step::Stream {
                 request,
                 deadline_ms,
             } => {
                 stream = Some(transport.send_streaming(request));
-                deadline_ms
+                Some(deadline_ms)
             }
-            Step::Read { deadline_ms } => deadline_ms,
-            Step::Sleep { until_ms } => until_ms,
+            Step::Read { deadline_ms } => Some(deadline_ms),
+            Step::Sleep { until_ms } => Some(until_ms),
         };
         let mut send = pin!(send);
         let mut stream = pin!(stream);
-        let mut timer = pin!(transport.sleep_until(until));
+        let mut working = pin!(working);
+        let mut timer = pin!(until.map(|at| transport.sleep_until(at)));
         let woke = std::future::poll_fn(|cx| {
             if !aborted && abort.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Woke::Aborted);
@@ -189,13 +259,20 @@ pub async fn drive_with_events<M: Machine, T: Transport>(
                     return Poll::Ready(Woke::Op(Op::Stream(r)));
                 }
             }
+            if let Some(fut) = working.as_mut().as_pin_mut() {
+                if let Poll::Ready(r) = fut.poll(cx) {
+                    return Poll::Ready(Woke::Op(Op::Work(r)));
+                }
+            }
             if let Some(b) = body.as_mut() {
                 if let Poll::Ready(chunk) = b.as_mut().poll_next(cx) {
                     return Poll::Ready(Woke::Op(Op::Read(chunk)));
                 }
             }
-            if timer.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Woke::Timer);
+            if let Some(timer) = timer.as_mut().as_pin_mut() {
+                if timer.poll(cx).is_ready() {
+                    return Poll::Ready(Woke::Timer);
+                }
             }
             Poll::Pending
         })
@@ -208,6 +285,7 @@ pub async fn drive_with_events<M: Machine, T: Transport>(
             }
             Woke::Timer => machine.handle_timeout(now),
             Woke::Op(Op::Send(r)) => machine.handle_response(now, r),
+            Woke::Op(Op::Work(r)) => machine.handle_work(now, r),
             Woke::Op(Op::Stream(r)) => {
                 let head = r.map(|resp| {
                     body = Some(resp.body);

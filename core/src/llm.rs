@@ -15,6 +15,7 @@
 //! Secrets (the API key, header values) never appear in error messages or in
 //! `Debug` output: peers that echo them back are redacted.
 
+use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
 use crate::http::{HttpRequest, HttpResponse};
 use crate::tool::{to_anthropic, to_openai, ToolResult, ToolSpec};
@@ -248,39 +249,11 @@ pub struct RunResult {
     pub model: String,
 }
 
-/// What a [`RunMachine`] wants next.
-pub enum LlmStep {
-    /// Send this request; if no answer came by `deadline_ms`, call
-    /// [`RunMachine::handle_timeout`] instead.
-    Send {
-        request: HttpRequest,
-        deadline_ms: u64,
-    },
-    /// Run these tool calls (in any order, concurrently is fine), then pass
-    /// their results in this order to [`RunMachine::handle_tool_results`].
-    CallTools(Vec<ToolCall>),
-    /// Finished.
-    Done(Result<RunResult, Error>),
-}
-
-/// Shows no header values: the request carries the API key.
-impl fmt::Debug for LlmStep {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LlmStep::Send {
-                request,
-                deadline_ms,
-            } => f
-                .debug_struct("Send")
-                .field("method", &request.method)
-                .field("url", &request.url)
-                .field("deadline_ms", deadline_ms)
-                .finish_non_exhaustive(),
-            LlmStep::CallTools(calls) => f.debug_tuple("CallTools").field(calls).finish(),
-            LlmStep::Done(result) => f.debug_tuple("Done").field(result).finish(),
-        }
-    }
-}
+/// What a [`RunMachine`] wants next: a model request ([`Step::Send`]), the
+/// turn's tool calls ([`Step::Work`]: run them, in any order, concurrently
+/// is fine, then pass their results in this order to
+/// [`RunMachine::handle_tool_results`]), or the end.
+pub type LlmStep = Step<Result<RunResult, Error>, Vec<ToolCall>>;
 
 /// A tool call of the current turn. `rejected` holds the error text fed back
 /// instead of calling the tool (its arguments were unusable).
@@ -425,7 +398,7 @@ impl RunMachine {
             // Every call was rejected: feed the errors back without a tool round.
             return self.handle_tool_results(now_ms, Vec::new());
         }
-        LlmStep::CallTools(calls)
+        LlmStep::Work(calls)
     }
 
     /// The last `Send` passed its deadline: the run fails.
@@ -790,27 +763,67 @@ where
     Fut: Future<Output = ToolResult>,
 {
     let mut machine = RunMachine::new(cfg.clone(), prompt, tools);
-    let mut step = machine.start(transport.now_ms());
-    loop {
-        step = match step {
-            LlmStep::Done(result) => return result,
-            LlmStep::Send {
-                request,
-                deadline_ms,
-            } => {
-                let answered =
-                    crate::driver::within(transport, deadline_ms, transport.send(request)).await;
-                let now = transport.now_ms();
-                match answered {
-                    Some(response) => machine.handle_response(now, response),
-                    None => machine.handle_timeout(now),
-                }
-            }
-            LlmStep::CallTools(calls) => {
-                let results = futures_util::future::join_all(calls.into_iter().map(&execute)).await;
-                machine.handle_tool_results(transport.now_ms(), results)
-            }
-        };
+    let work =
+        |calls: Vec<ToolCall>| futures_util::future::join_all(calls.into_iter().map(&execute));
+    crate::driver::drive_with_work(
+        &mut machine,
+        transport,
+        std::future::pending(),
+        |_| {},
+        work,
+    )
+    .await
+}
+
+/// The LLM loop on the one driver: [`RunMachine`]'s inputs are those of every
+/// machine, and an abort fails the run.
+impl Machine for RunMachine {
+    type Output = Result<RunResult, Error>;
+    type Event = std::convert::Infallible;
+    type Work = Vec<ToolCall>;
+    type Worked = Vec<ToolResult>;
+
+    fn start(&mut self, now_ms: u64) -> LlmStep {
+        RunMachine::start(self, now_ms)
+    }
+    fn handle_response(
+        &mut self,
+        now_ms: u64,
+        response: Result<HttpResponse, TransportError>,
+    ) -> LlmStep {
+        RunMachine::handle_response(self, now_ms, response)
+    }
+    fn handle_head(
+        &mut self,
+        _now_ms: u64,
+        _head: Result<ResponseHead, TransportError>,
+    ) -> LlmStep {
+        self.out_of_order("handle_head")
+    }
+    fn handle_body(
+        &mut self,
+        _now_ms: u64,
+        _chunk: Result<Option<Vec<u8>>, TransportError>,
+    ) -> LlmStep {
+        self.out_of_order("handle_body")
+    }
+    fn handle_timeout(&mut self, now_ms: u64) -> LlmStep {
+        RunMachine::handle_timeout(self, now_ms)
+    }
+    fn handle_abort(&mut self, _now_ms: u64) -> LlmStep {
+        if let Phase::Finished(result) = &self.phase {
+            return LlmStep::Done(result.clone());
+        }
+        let turns = self.turns;
+        self.fail(Error::Transport(format!(
+            "the LLM run was aborted (model calls made: {turns})"
+        )))
+    }
+    fn handle_work(&mut self, now_ms: u64, worked: Vec<ToolResult>) -> LlmStep {
+        self.handle_tool_results(now_ms, worked)
+    }
+    fn poll_event(&mut self) -> Option<std::convert::Infallible> {
+        None
     }
 }
 

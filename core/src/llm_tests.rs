@@ -722,7 +722,7 @@ fn each_model_request_gets_its_own_deadline() {
         200,
         ask_tools(vec![openai_call("1", "lookup", "{}")]).body(),
     );
-    let LlmStep::CallTools(calls) = m.handle_response(200, Ok(reply)) else {
+    let LlmStep::Work(calls) = m.handle_response(200, Ok(reply)) else {
         panic!("expected tool calls")
     };
     assert_eq!(calls.len(), 1);
@@ -815,7 +815,7 @@ fn inputs_out_of_order_are_misuse_and_done_repeats() {
         200,
         ask_tools(vec![openai_call("1", "lookup", "{}")]).body(),
     );
-    let LlmStep::CallTools(_) = m.handle_response(1, Ok(reply)) else {
+    let LlmStep::Work(_) = m.handle_response(1, Ok(reply)) else {
         panic!("expected tool calls")
     };
     let LlmStep::Done(Err(err)) = m.handle_tool_results(2, vec![]) else {
@@ -882,4 +882,32 @@ impl Canned {
             _ => Vec::new(),
         }
     }
+}
+
+#[test]
+fn the_run_is_a_machine_on_the_one_driver_and_an_abort_fails_it() {
+    let endpoint = ModelEndpoint::new(vec![Canned::Hang]);
+    let mut m = RunMachine::new(openai(), "go".into(), vec![]);
+    let no_tools = |_: Vec<ToolCall>| std::future::ready(Vec::new());
+    let aborted = block_on(crate::driver::drive_with_work(
+        &mut m,
+        &endpoint,
+        std::future::ready(()),
+        |_| {},
+        no_tools,
+    ));
+    assert_eq!(
+        aborted,
+        Err(Error::Transport(
+            "the LLM run was aborted (model calls made: 1)".into()
+        ))
+    );
+}
+
+#[test]
+fn a_step_shows_header_names_never_their_values() {
+    let mut m = RunMachine::new(openai(), "go".into(), vec![]);
+    let shown = format!("{:?}", m.start(0));
+    assert!(shown.contains("Authorization"), "{shown}");
+    assert!(!shown.contains(KEY), "the API key leaked: {shown}");
 }

@@ -54,6 +54,8 @@ pub fn completed(id: &str, text: &str) -> Value {
 #[derive(Default)]
 struct Script {
     card: Option<Value>,
+    /// Virtual ms the card takes to arrive.
+    card_delay: u64,
     /// Replies by JSON-RPC method, consumed in order; the last one repeats.
     by_method: HashMap<String, Vec<Reply>>,
 }
@@ -80,6 +82,12 @@ impl ScriptedPeer {
     /// Serve this card at any GET.
     pub fn card(self, card: Value) -> Self {
         self.script.lock().expect("script lock").card = Some(card);
+        self
+    }
+
+    /// Serve the card only after `ms` virtual milliseconds.
+    pub fn card_delay(self, ms: u64) -> Self {
+        self.script.lock().expect("script lock").card_delay = ms;
         self
     }
 
@@ -149,7 +157,7 @@ impl ScriptedPeer {
         if req.method == "GET" {
             let out = match &script.card {
                 Some(card) => (
-                    0,
+                    script.card_delay,
                     Ok(HttpResponse::json(200, card.to_string().into_bytes())),
                 ),
                 None => (

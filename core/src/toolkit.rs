@@ -4,10 +4,9 @@
 use crate::agent::Agent;
 use crate::call::{CallMachine, CallSpec};
 use crate::card::AgentCard;
-use crate::driver::{drive_with_events, within};
+use crate::driver::drive_with_events;
 use crate::error::Error;
 use crate::event::StreamEvent;
-use crate::http::HttpRequest;
 use crate::rpc::Dialect;
 use crate::sanitize::sanitize;
 use crate::tool::{a2a_input_schema, to_anthropic, to_gemini, to_openai, ToolResult, ToolSpec};
@@ -110,33 +109,9 @@ pub type ToolCallHook<'a> = &'a dyn Fn(&crate::llm::ToolCall, Option<&str>);
 
 /// GETs and parses the agent's card (bounded by the agent's timeout).
 pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
-    let mut req = HttpRequest::get(&agent.card).with_header("Accept", "application/json");
-    req.headers
-        .extend(agent.expanded_headers(|n| transport.env(n)));
-    let deadline = transport.now_ms().saturating_add(agent.timeout_ms());
-    let resp = within(transport, deadline, transport.send(req))
-        .await
-        .ok_or_else(|| {
-            Error::Transport(format!(
-                "fetching the Agent Card {} timed out after {}ms",
-                agent.card,
-                agent.timeout_ms()
-            ))
-        })?
-        .map_err(|e| {
-            Error::Transport(format!(
-                "fetching the Agent Card {} failed: {e}",
-                agent.card
-            ))
-        })?;
-    if !resp.is_success() {
-        return Err(Error::Status {
-            status: resp.status,
-            url: agent.card.clone(),
-            body: resp.body_snippet(200),
-        });
-    }
-    AgentCard::parse(&resp.body).map_err(|e| Error::Malformed(format!("{} ({})", e, agent.card)))
+    let headers = agent.expanded_headers(|n| transport.env(n));
+    let mut machine = crate::card::CardMachine::new(&agent.card, headers, agent.timeout_ms());
+    crate::driver::drive(&mut machine, transport, std::future::pending()).await
 }
 
 /// The tools of an already fetched card.
