@@ -1,10 +1,10 @@
 //! The LLM loop against a scripted model endpoint with virtual time.
 
 use super::*;
-use crate::testing::block_on;
+use crate::testing::{block_on, VirtualTime};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::task::Poll;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
@@ -22,11 +22,10 @@ enum Canned {
     Hang,
 }
 
-/// A model endpoint answering requests from a queue, with a virtual clock
-/// that jumps to whatever instant a sleep waits for.
+/// A model endpoint answering requests from a queue, on virtual time.
 #[derive(Default)]
 struct ModelEndpoint {
-    now: AtomicU64,
+    time: VirtualTime,
     replies: Mutex<VecDeque<Canned>>,
     log: Mutex<Vec<HttpRequest>>,
 }
@@ -76,15 +75,11 @@ impl Transport for ModelEndpoint {
     }
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + crate::MaybeSend {
-        let now = &self.now;
-        std::future::poll_fn(move |_| {
-            now.fetch_max(at_ms, Ordering::SeqCst);
-            Poll::Ready(())
-        })
+        self.time.sleep_until(at_ms)
     }
 
     fn now_ms(&self) -> u64 {
-        self.now.load(Ordering::SeqCst)
+        self.time.now()
     }
 
     fn new_id(&self) -> String {

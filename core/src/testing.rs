@@ -1,5 +1,8 @@
-//! A scripted in-memory A2A peer with virtual time, for tests: no sockets,
-//! no real sleeping. Enabled in this crate's tests and by the `testing` feature.
+//! The one test harness of core: [`VirtualTime`] (a clock that only moves
+//! when something waits), [`block_on`] / [`run_with_jobs`] (the executor),
+//! and [`ScriptedPeer`], an in-memory A2A peer on that clock. No sockets, no
+//! real sleeping; the same tests run natively and on wasm32. Enabled in
+//! this crate's tests and by the `testing` feature.
 
 use crate::error::TransportError;
 use crate::http::{HttpRequest, HttpResponse};
@@ -11,6 +14,175 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+
+/// Virtual milliseconds for tests.
+///
+/// *Jumping* time (the default, as peers and model endpoints use it): when
+/// a sleep is polled, the clock moves to the earliest instant something is
+/// due ([`VirtualTime::due_at`]: an answer in flight, an abort), or to the
+/// sleep's end — so a slow answer loses the race against a deadline exactly
+/// as it would on a real network, in no real time.
+///
+/// *Manual* time ([`VirtualTime::manual`], for server hosts whose timers a
+/// test fires): sleeps wait until the test moves the clock ([`VirtualTime::advance_to`]).
+#[derive(Clone, Default)]
+pub struct VirtualTime(Arc<Clock>);
+
+#[derive(Default)]
+struct Clock {
+    now: AtomicU64,
+    due: Mutex<Vec<u64>>,
+    manual: bool,
+}
+
+impl VirtualTime {
+    /// Jumping time, starting at 0.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Manual time, starting at 0: only [`VirtualTime::advance_to`] moves it.
+    pub fn manual() -> Self {
+        VirtualTime(Arc::new(Clock {
+            manual: true,
+            ..Clock::default()
+        }))
+    }
+
+    /// The time now.
+    pub fn now(&self) -> u64 {
+        self.0.now.load(Ordering::SeqCst)
+    }
+
+    /// Moves the clock forward to `at_ms` (never back).
+    pub fn advance_to(&self, at_ms: u64) {
+        self.0.now.fetch_max(at_ms, Ordering::SeqCst);
+    }
+
+    /// Something happens at `at_ms`: a jumping sleep stops there first.
+    pub fn due_at(&self, at_ms: u64) {
+        self.0.due.lock().expect("due lock").push(at_ms);
+    }
+
+    /// Completes once the clock reaches `at_ms`; polling it moves jumping time.
+    pub fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend + 'static {
+        let time = self.clone();
+        std::future::poll_fn(move |_| time.poll_sleep(at_ms))
+    }
+
+    fn poll_sleep(&self, at: u64) -> Poll<()> {
+        let now = self.now();
+        if now >= at {
+            return Poll::Ready(());
+        }
+        if self.0.manual {
+            return Poll::Pending;
+        }
+        let next = self
+            .0
+            .due
+            .lock()
+            .expect("due lock")
+            .iter()
+            .copied()
+            .filter(|&t| t > now)
+            .min();
+        match next {
+            // Something due sooner happens first; this sleep goes on.
+            Some(t) if t < at => {
+                self.advance_to(t);
+                Poll::Pending
+            }
+            _ => {
+                self.advance_to(at);
+                Poll::Ready(())
+            }
+        }
+    }
+
+    /// Completes once the clock reaches `at_ms`, without moving it (an
+    /// abort at a given instant, marked due so the clock stops there).
+    pub fn at(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend + 'static {
+        self.due_at(at_ms);
+        let time = self.clone();
+        std::future::poll_fn(move |_| {
+            if time.now() >= at_ms {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+    }
+
+    /// `value`, once the clock reaches `at_ms` (virtual latency), marked due.
+    pub fn ready_at<T: MaybeSend + 'static>(
+        &self,
+        at_ms: u64,
+        value: T,
+    ) -> impl Future<Output = T> + MaybeSend + 'static {
+        if at_ms > self.now() {
+            self.due_at(at_ms);
+        }
+        let time = self.clone();
+        let mut value = Some(value);
+        std::future::poll_fn(move |_| match value.take() {
+            Some(v) if time.now() >= at_ms => Poll::Ready(v),
+            v => {
+                value = v;
+                Poll::Pending
+            }
+        })
+    }
+}
+
+/// Background jobs a test host was asked to run (`spawn`), for [`run_with_jobs`].
+#[derive(Default)]
+pub struct Jobs(Mutex<Vec<crate::transport::BoxFuture<'static, ()>>>);
+
+impl Jobs {
+    /// Queues a job.
+    pub fn spawn(&self, job: crate::transport::BoxFuture<'static, ()>) {
+        self.0.lock().expect("jobs lock").push(job);
+    }
+
+    /// How many jobs have not finished.
+    pub fn len(&self) -> usize {
+        self.0.lock().expect("jobs lock").len()
+    }
+
+    /// Whether every job has finished.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn take(&self) -> Vec<crate::transport::BoxFuture<'static, ()>> {
+        std::mem::take(&mut *self.0.lock().expect("jobs lock"))
+    }
+}
+
+/// Polls `fut` and every job in `jobs` until `fut` is done; jobs still
+/// running stay queued (dropping one would end its work). Panics if `fut`
+/// is not done after a million rounds: it waits on something not virtual.
+pub fn run_with_jobs<F: Future>(fut: F, jobs: &Jobs) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut running = Vec::new();
+    for _ in 0..1_000_000 {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            running.extend(jobs.take());
+            jobs.0.lock().expect("jobs lock").extend(running);
+            return v;
+        }
+        running.extend(jobs.take());
+        running.retain_mut(|j| j.as_mut().poll(&mut cx).is_pending());
+    }
+    panic!("the future did not finish: a virtual wait never became ready")
+}
+
+/// Runs a future whose every wait is virtual to completion.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    run_with_jobs(fut, &Jobs::default())
+}
 
 /// What the peer does with one JSON-RPC request.
 #[derive(Debug, Clone)]
@@ -64,14 +236,11 @@ struct Script {
 /// jumps forward whenever something sleeps.
 #[derive(Default)]
 pub struct ScriptedPeer {
-    now: Arc<AtomicU64>,
+    time: VirtualTime,
     ids: AtomicU64,
     script: Mutex<Script>,
     log: Mutex<Vec<(u64, HttpRequest)>>,
     env: HashMap<String, String>,
-    /// Virtual instants something is due at (answers in flight, aborts); a
-    /// sleep never jumps the clock past one of them.
-    events: Arc<Mutex<Vec<u64>>>,
 }
 
 impl ScriptedPeer {
@@ -109,7 +278,12 @@ impl ScriptedPeer {
 
     /// The virtual time now.
     pub fn now(&self) -> u64 {
-        self.now.load(Ordering::SeqCst)
+        self.time.now()
+    }
+
+    /// The peer's clock.
+    pub fn time(&self) -> &VirtualTime {
+        &self.time
     }
 
     /// Every request so far, with the virtual time it was sent at.
@@ -128,14 +302,7 @@ impl ScriptedPeer {
 
     /// A future that completes once the virtual clock reaches `at_ms`.
     pub fn abort_at(&self, at_ms: u64) -> impl Future<Output = ()> + '_ {
-        self.events.lock().expect("events lock").push(at_ms);
-        std::future::poll_fn(move |_| {
-            if self.now() >= at_ms {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        })
+        self.time.at(at_ms)
     }
 
     fn answer(&self, req: &HttpRequest) -> (u64, Result<HttpResponse, TransportError>) {
@@ -250,61 +417,6 @@ impl ScriptedPeer {
     }
 }
 
-/// Completes when the virtual clock reaches `at`. Polling it moves the clock
-/// to the earliest due instant (an answer in flight, an abort) or to `at`.
-/// Virtual latency: `value` becomes ready once the clock reaches `due`. The
-/// call's own deadline timer moves the clock, so a slow answer loses the race
-/// against a deadline exactly as it would on a real network.
-fn ready_at<'a, T: 'a>(
-    now: &'a AtomicU64,
-    due: u64,
-    value: Result<T, TransportError>,
-) -> impl Future<Output = Result<T, TransportError>> + 'a {
-    let mut value = Some(value);
-    std::future::poll_fn(move |_| {
-        if now.load(Ordering::SeqCst) >= due {
-            Poll::Ready(
-                value
-                    .take()
-                    .unwrap_or(Err(TransportError("polled twice".into()))),
-            )
-        } else {
-            Poll::Pending
-        }
-    })
-}
-
-struct VirtualSleep<'a> {
-    peer: &'a ScriptedPeer,
-    at: u64,
-}
-
-impl Future for VirtualSleep<'_> {
-    type Output = ();
-    fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        let now = self.peer.now();
-        let next = self
-            .peer
-            .events
-            .lock()
-            .expect("events lock")
-            .iter()
-            .copied()
-            .filter(|&t| t > now)
-            .min();
-        match next {
-            Some(t) if t < self.at => {
-                self.peer.now.store(t, Ordering::SeqCst);
-                Poll::Pending
-            }
-            _ => {
-                self.peer.now.fetch_max(self.at, Ordering::SeqCst);
-                Poll::Ready(())
-            }
-        }
-    }
-}
-
 impl Transport for ScriptedPeer {
     fn send(
         &self,
@@ -315,11 +427,7 @@ impl Transport for ScriptedPeer {
             .lock()
             .expect("log lock")
             .push((self.now(), request));
-        let due = self.now() + delay;
-        if delay > 0 {
-            self.events.lock().expect("events lock").push(due);
-        }
-        ready_at(&self.now, due, out)
+        self.time.ready_at(self.now() + delay, out)
     }
 
     fn send_streaming(
@@ -332,8 +440,6 @@ impl Transport for ScriptedPeer {
             .expect("log lock")
             .push((self.now(), request));
         let due = self.now() + delay;
-        let mut events = self.events.lock().expect("events lock");
-        events.push(due);
         let response = match stream {
             None => out.map(StreamingResponse::whole),
             Some((items, broken, id)) => {
@@ -342,16 +448,16 @@ impl Transport for ScriptedPeer {
                 let mut chunks = VecDeque::new();
                 for (pause, result) in items {
                     at += pause;
-                    events.push(at);
+                    self.time.due_at(at);
                     let mut bytes = Vec::new();
                     let data = json!({"jsonrpc": "2.0", "id": id, "result": result});
                     crate::sse::write_event(&mut bytes, None, &data.to_string());
                     chunks.push_back((at, bytes));
                 }
-                let now = self.now.clone();
+                let time = self.time.clone();
                 let mut broken = broken;
                 let body = futures_util::stream::poll_fn(move |_| match chunks.front() {
-                    Some((at, _)) if now.load(Ordering::SeqCst) < *at => Poll::Pending,
+                    Some((at, _)) if time.now() < *at => Poll::Pending,
                     Some(_) => Poll::Ready(chunks.pop_front().map(|(_, b)| Ok(b))),
                     None if broken => {
                         broken = false;
@@ -366,15 +472,11 @@ impl Transport for ScriptedPeer {
                 })
             }
         };
-        drop(events);
-        ready_at(&self.now, due, response)
+        self.time.ready_at(due, response)
     }
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
-        VirtualSleep {
-            peer: self,
-            at: at_ms,
-        }
+        self.time.sleep_until(at_ms)
     }
 
     fn now_ms(&self) -> u64 {
@@ -388,16 +490,4 @@ impl Transport for ScriptedPeer {
     fn env(&self, name: &str) -> Option<String> {
         self.env.get(name).cloned()
     }
-}
-
-/// Runs a future whose every wait is virtual to completion.
-pub fn block_on<F: Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    for _ in 0..1_000_000 {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-    panic!("the future did not finish: a virtual wait never became ready")
 }

@@ -2,9 +2,9 @@
 
 use super::*;
 use crate::skills::Skill;
+use crate::testing::{run_with_jobs, Jobs, VirtualTime};
 use serde_json::json;
 use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
@@ -14,25 +14,37 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap()
 }
 
-#[derive(Default)]
+/// A server host on the core harness: spawned jobs queue in `jobs`, and
+/// timers run on manual virtual time that the test moves.
 struct TestHost {
     ids: AtomicU64,
-    jobs: Mutex<Vec<BoxFuture<'static, ()>>>,
+    jobs: Jobs,
     events: Mutex<Vec<TaskEvent>>,
-    /// The fake timers handed out: (ms, fire).
-    timers: Mutex<Vec<(u64, futures_channel::oneshot::Sender<()>)>>,
+    time: VirtualTime,
+    /// The timers handed out: (ms, due at).
+    timers: Mutex<Vec<(u64, u64)>>,
+}
+
+impl Default for TestHost {
+    fn default() -> Self {
+        TestHost {
+            ids: AtomicU64::new(0),
+            jobs: Jobs::default(),
+            events: Mutex::default(),
+            time: VirtualTime::manual(),
+            timers: Mutex::default(),
+        }
+    }
 }
 
 impl TestHost {
-    /// Fires every timer handed out so far; returns their durations.
+    /// Moves the clock so every timer handed out so far fires; returns their durations.
     fn fire_timers(&self) -> Vec<u64> {
-        lock(&self.timers)
-            .drain(..)
-            .map(|(ms, tx)| {
-                let _ = tx.send(());
-                ms
-            })
-            .collect()
+        let timers: Vec<(u64, u64)> = lock(&self.timers).drain(..).collect();
+        if let Some(last) = timers.iter().map(|(_, at)| *at).max() {
+            self.time.advance_to(last);
+        }
+        timers.into_iter().map(|(ms, _)| ms).collect()
     }
 }
 
@@ -41,21 +53,16 @@ impl ServerHost for Arc<TestHost> {
         format!("id{}", self.ids.fetch_add(1, Ordering::SeqCst) + 1)
     }
     fn spawn(&self, job: BoxFuture<'static, ()>) {
-        lock(&self.jobs).push(job);
+        self.jobs.spawn(job);
     }
     fn on_task(&self, event: TaskEvent) {
         lock(&self.events).push(event);
     }
-    /// A fake timer: done when the test fires it.
+    /// A timer on the test's clock: done when the test moves it far enough.
     fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        lock(&self.timers).push((ms, tx));
-        Some(Box::pin(async move {
-            // A dropped timer never fires.
-            if rx.await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }))
+        let at = self.time.now() + ms;
+        lock(&self.timers).push((ms, at));
+        Some(Box::pin(self.time.sleep_until(at)))
     }
 }
 
@@ -185,30 +192,20 @@ fn fixture() -> Fixture {
 impl Fixture {
     /// Polls `fut` and every spawned job until `fut` is done.
     fn run<F: Future>(&self, fut: F) -> F::Output {
-        let mut fut = pin!(fut);
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        let mut jobs: Vec<BoxFuture<'static, ()>> = Vec::new();
-        for _ in 0..10_000 {
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                // Jobs still running stay queued (dropping one ends its task).
-                lock(&self.host.jobs).extend(jobs);
-                return v;
-            }
-            jobs.extend(lock(&self.host.jobs).drain(..));
-            jobs.retain_mut(|j| j.as_mut().poll(&mut cx).is_pending());
-        }
-        panic!("the request never finished")
+        run_with_jobs(fut, &self.host.jobs)
     }
 
     /// Runs every queued job as far as it goes.
     fn settle(&self) {
-        self.run(std::future::ready(()));
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        let mut jobs: Vec<BoxFuture<'static, ()>> = lock(&self.host.jobs).drain(..).collect();
-        for _ in 0..100 {
-            jobs.retain_mut(|j| j.as_mut().poll(&mut cx).is_pending());
-        }
-        lock(&self.host.jobs).extend(jobs);
+        let mut rounds = 0;
+        self.run(std::future::poll_fn(|_| {
+            rounds += 1;
+            if rounds > 100 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        }));
     }
 
     fn post(&self, version: Option<&str>, body: &str) -> HttpResponse {
@@ -532,7 +529,7 @@ fn cancel_stops_a_running_task_and_refuses_a_finished_one() {
         lock(&f.host.events).last().map(|e| e.state.clone()),
         Some("canceled".into())
     );
-    assert!(lock(&f.host.jobs).is_empty(), "the aborted job finished");
+    assert!(f.host.jobs.is_empty(), "the aborted job finished");
     assert_eq!(
         f.error_code(None, "tasks/cancel", json!({"id": id})),
         -32002
@@ -568,7 +565,7 @@ fn a_cancel_racing_progress_on_a_slow_store_is_ordered() {
         .map(|e| e.state.clone())
         .collect();
     assert_eq!(hooks, vec!["canceled".to_string()]);
-    assert!(lock(&f.host.jobs).is_empty(), "the job ended");
+    assert!(f.host.jobs.is_empty(), "the job ended");
 }
 
 /// A state the store refused is never acknowledged: the blocking caller
@@ -966,7 +963,7 @@ fn cancel_ends_an_open_stream_and_leaves_no_subscriber() {
     assert_eq!(f.next_event(&mut body), None);
     f.settle();
     assert!(!f.server.tasks().is_running(&id));
-    assert!(lock(&f.host.jobs).is_empty(), "the job ended");
+    assert!(f.host.jobs.is_empty(), "the job ended");
     assert_eq!(
         f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],
         "canceled"
