@@ -267,7 +267,7 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Str
     };
     let server = A2aServer::new(
         ServerOptions {
-            card,
+            card: card.map(Into::into),
             cors_origin: options.cors_origin,
             heartbeat: options.heartbeat,
         },

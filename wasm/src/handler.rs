@@ -19,7 +19,7 @@ use crate::toolkit::{CoreToolkit, SharedToolkit};
 use crate::transport::{new_id, JsTransport};
 use futures_util::StreamExt;
 use js_sys::{Function, Object, Promise, Uint8Array};
-use std::cell::{OnceCell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, EventBody, FulfilRequest, Fulfiller,
-    LlmFulfiller, MemoryStore, Progress, Reply, ServerHost, ServerOptions, TaskEvent,
+    build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, EventBody, FulfilRequest,
+    Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply, ServerHost, ServerOptions, TaskEvent,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::transport::BoxFuture;
@@ -266,9 +266,7 @@ impl Fulfiller for JsFulfiller {
 
 type Server = A2aServer<HandlerStore, WasmHost, Arc<dyn Fulfiller>>;
 
-/// What a server is built from, on the first request (the card needs a URL,
-/// and a worker learns its own origin only from a request).
-#[derive(Clone)]
+/// What a server is built from.
 struct Parts {
     a2a: Option<A2aConfig>,
     skills: Vec<Skill>,
@@ -280,40 +278,36 @@ struct Parts {
 }
 
 struct HandlerState {
-    parts: Parts,
-    server: OnceCell<Arc<Server>>,
+    server: Arc<Server>,
 }
 
 impl HandlerState {
-    fn server(&self, request_url: &str) -> Arc<Server> {
-        self.server
-            .get_or_init(|| {
-                let p = &self.parts;
-                let url = p.url.clone().unwrap_or_else(|| {
-                    let origin = toolnexus_core::url::origin(request_url).unwrap_or("");
-                    format!("{origin}/")
-                });
-                let card = p
-                    .a2a
-                    .as_ref()
-                    .map(|cfg| build_agent_card(cfg, &p.skills, &url));
-                let store = match &p.store {
-                    Some(s) => HandlerStore::Js(s.clone()),
-                    None => HandlerStore::Memory(MemoryStore::default()),
-                };
-                A2aServer::new(
-                    ServerOptions {
-                        card,
-                        cors_origin: p.cors.clone(),
-                        // No host timer here (see WasmHost): no heartbeat.
-                        ..Default::default()
-                    },
-                    store,
-                    p.host.clone(),
-                    p.fulfiller.clone(),
-                )
-            })
-            .clone()
+    fn new(p: Parts) -> Self {
+        // A worker learns its own origin only from requests: without a
+        // configured `url`, the card advertises each request's origin.
+        let card = p.a2a.map(|config| match &p.url {
+            Some(url) => CardSpec::Fixed(build_agent_card(&config, &p.skills, url)),
+            None => CardSpec::RequestOrigin {
+                config,
+                skills: p.skills,
+            },
+        });
+        let store = match p.store {
+            Some(s) => HandlerStore::Js(s),
+            None => HandlerStore::Memory(MemoryStore::default()),
+        };
+        let server = A2aServer::new(
+            ServerOptions {
+                card,
+                cors_origin: p.cors,
+                // No host timer here (see WasmHost): no heartbeat.
+                ..Default::default()
+            },
+            store,
+            p.host,
+            p.fulfiller,
+        );
+        HandlerState { server }
     }
 }
 
@@ -430,7 +424,7 @@ impl HandlerState {
                 Ok(req) => req,
                 Err(answer) => return to_response(answer),
             };
-            let server = self.server(&req.url);
+            let server = self.server.clone();
             match server.serve(req).await {
                 Reply::Full(resp) => to_response(resp),
                 Reply::Stream { head, body } => to_stream_response(head, body),
@@ -514,20 +508,17 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     } else {
         Some(opt_string(&options, "cors", WHAT)?.unwrap_or_default())
     };
-    let state = Rc::new(HandlerState {
-        parts: Parts {
-            a2a: a2a_config(&get(&options, "a2a"))?,
-            skills: skill_list(&skills),
-            store,
-            host: WasmHost {
-                on_task: opt_function(&options, "onTask", WHAT)?,
-            },
-            fulfiller,
-            url: opt_string(&options, "url", WHAT)?,
-            cors,
+    let state = Rc::new(HandlerState::new(Parts {
+        a2a: a2a_config(&get(&options, "a2a"))?,
+        skills: skill_list(&skills),
+        store,
+        host: WasmHost {
+            on_task: opt_function(&options, "onTask", WHAT)?,
         },
-        server: OnceCell::new(),
-    });
+        fulfiller,
+        url: opt_string(&options, "url", WHAT)?,
+        cors,
+    }));
     let handler = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> Promise>::new(
         move |request, second, third| state.clone().handle(request, second, third),
     );

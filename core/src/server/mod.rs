@@ -123,12 +123,65 @@ fn preferred_wait(req: &HttpRequest) -> Option<u64> {
         .map(|n| n.min(MAX_WAIT_SECS))
 }
 
+/// The card a server serves.
+#[derive(Debug, Clone)]
+pub enum CardSpec {
+    /// This card, as is (see [`build_agent_card`]).
+    Fixed(Value),
+    /// [`build_agent_card`] for each card request, advertising the request's
+    /// own origin (`<origin>/`): for hosts that learn their URL only from
+    /// requests (edge workers, wasi:http). The origin is the request URL's,
+    /// else `http://` and its `Host` header.
+    RequestOrigin {
+        config: A2aConfig,
+        skills: Vec<crate::skills::Skill>,
+    },
+}
+
+impl From<Value> for CardSpec {
+    fn from(card: Value) -> Self {
+        CardSpec::Fixed(card)
+    }
+}
+
+/// The card ready to serve.
+enum Card {
+    Fixed(Vec<u8>),
+    RequestOrigin(A2aConfig, Vec<crate::skills::Skill>),
+}
+
+impl Card {
+    fn bytes(&self, req: &HttpRequest) -> Vec<u8> {
+        match self {
+            Card::Fixed(bytes) => bytes.clone(),
+            Card::RequestOrigin(config, skills) => {
+                let url = format!("{}/", request_origin(req));
+                build_agent_card(config, skills, &url)
+                    .to_string()
+                    .into_bytes()
+            }
+        }
+    }
+}
+
+/// The origin a request was sent to: its URL's, else its `Host` header's.
+fn request_origin(req: &HttpRequest) -> String {
+    if let Some(origin) = crate::url::origin(&req.url) {
+        return origin.to_string();
+    }
+    let host = req
+        .header("Host")
+        .map(str::trim)
+        .filter(|h| !h.is_empty() && !h.contains(['/', ' ', '"', '\\']))
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
 /// How the server answers browsers and what it advertises.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
-    /// The served card (see [`build_agent_card`]). `None`: no A2A profile,
-    /// every route is 404.
-    pub card: Option<Value>,
+    /// The served card. `None`: no A2A profile, every route is 404.
+    pub card: Option<CardSpec>,
     /// `Access-Control-Allow-Origin`; `None` sends no CORS headers.
     pub cors_origin: Option<String>,
     /// How long an event stream may stay silent before a `: ping` comment
@@ -160,7 +213,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     store: S,
     host: H,
     fulfiller: F,
-    card_json: Option<Vec<u8>>,
+    card: Option<Card>,
     cors_origin: Option<String>,
     heartbeat_ms: Option<u64>,
     tasks: Mutex<Tasks>,
@@ -172,7 +225,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             store,
             host,
             fulfiller,
-            card_json: options.card.map(|c| c.to_string().into_bytes()),
+            card: options.card.map(|c| match c {
+                CardSpec::Fixed(card) => Card::Fixed(card.to_string().into_bytes()),
+                CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
+            }),
             cors_origin: options.cors_origin,
             heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
             tasks: Mutex::new(Tasks::default()),
@@ -217,7 +273,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     async fn route(self: &Arc<Self>, req: HttpRequest) -> Reply {
-        let Some(card) = &self.card_json else {
+        let Some(card) = &self.card else {
             return Reply::Full(plain(404, "not found"));
         };
         if req.method == "POST" && path_of(&req.url) == "/" {
@@ -226,7 +282,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         Reply::Full(self.route_plain(&req, card))
     }
 
-    fn route_plain(&self, req: &HttpRequest, card: &[u8]) -> HttpResponse {
+    fn route_plain(&self, req: &HttpRequest, card: &Card) -> HttpResponse {
         let path = path_of(&req.url);
         match (req.method.as_str(), path) {
             ("OPTIONS", _) if self.cors_origin.is_some() => HttpResponse {
@@ -247,7 +303,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 body: Vec::new(),
             },
             ("GET" | "HEAD", CARD_PATH | LEGACY_CARD_PATH) => {
-                HttpResponse::json(200, card.to_vec())
+                HttpResponse::json(200, card.bytes(req))
             }
             (_, "/" | CARD_PATH | LEGACY_CARD_PATH) => {
                 let mut r = plain(405, "method not allowed");

@@ -174,7 +174,7 @@ fn fixture_with(card: Option<Value>) -> Fixture {
     let host = Arc::new(TestHost::default());
     let store = Arc::new(Recording::default());
     let options = ServerOptions {
-        card,
+        card: card.map(Into::into),
         cors_origin: Some("*".into()),
         ..Default::default()
     };
@@ -1008,7 +1008,7 @@ fn the_heartbeat_follows_the_options() {
     let host = Arc::new(TestHost::default());
     let store = Arc::new(Recording::default());
     let options = ServerOptions {
-        card: Some(card()),
+        card: Some(card().into()),
         cors_origin: None,
         heartbeat: Some(Duration::from_millis(250)),
     };
@@ -1072,4 +1072,42 @@ fn tool_calls_are_reported_naming_the_tool_and_its_kind() {
         tool_call_status(&call("nope", json!({})), None),
         "Calling the tool nope"
     );
+}
+
+#[test]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn a_request_origin_card_advertises_the_origin_each_request_came_to() {
+    let host = Arc::new(TestHost::default());
+    let config = A2aConfig {
+        name: Some("edge".into()),
+        ..Default::default()
+    };
+    let options = ServerOptions {
+        card: Some(CardSpec::RequestOrigin {
+            config,
+            skills: Vec::new(),
+        }),
+        ..Default::default()
+    };
+    let server = A2aServer::new(options, Arc::new(Recording::default()), host.clone(), Rules);
+    let card_at = |req: HttpRequest| -> Value {
+        let resp = run_with_jobs(server.handle(req), &host.jobs);
+        assert_eq!(resp.status, 200);
+        serde_json::from_slice(&resp.body).expect("json")
+    };
+    let absolute =
+        HttpRequest::get("https://agent.example.workers.dev/.well-known/agent-card.json");
+    assert_eq!(
+        card_at(absolute)["url"],
+        "https://agent.example.workers.dev/"
+    );
+    let by_host = HttpRequest::get(CARD_PATH).with_header("Host", "127.0.0.1:8787");
+    let card = card_at(by_host);
+    assert_eq!(card["url"], "http://127.0.0.1:8787/");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        "http://127.0.0.1:8787/"
+    );
+    let odd_host = HttpRequest::get(CARD_PATH).with_header("Host", "a/b\"c");
+    assert_eq!(card_at(odd_host)["url"], "http://localhost/");
 }
