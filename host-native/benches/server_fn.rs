@@ -25,7 +25,7 @@ async fn main() {
     let card =
         toolnexus_core::server::build_agent_card(&Default::default(), &[], "http://127.0.0.1:1/");
     let options = ServerOptions {
-        card: Some(card),
+        card: Some(card.into()),
         cors_origin: Some("*".into()),
         ..Default::default()
     };
