@@ -26,13 +26,55 @@ pub enum SendMode {
     Stream,
 }
 
-/// A2A: the operation is not supported (e.g. streaming on a peer without it).
-pub const UNSUPPORTED_OPERATION: i64 = -32004;
+// The error codes, for both halves (the client reads them, the server sends them).
 
+/// JSON-RPC: the body is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: JSON, but not a request object.
+pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC: the method does not exist.
 pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC: the params are not what the method takes.
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC: the server failed (a store error, say).
+pub const INTERNAL_ERROR: i64 = -32603;
+/// A2A: no task with that id.
+pub const TASK_NOT_FOUND: i64 = -32001;
+/// A2A: the task cannot be canceled (it is finished, or finishing).
+pub const TASK_NOT_CANCELABLE: i64 = -32002;
+/// A2A: the operation is not supported (e.g. streaming on a peer without it).
+pub const UNSUPPORTED_OPERATION: i64 = -32004;
 /// A2A: the protocol version is not supported.
 pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+
+/// An A2A JSON-RPC method, whatever the dialect calls it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Send,
+    Stream,
+    Subscribe,
+    Get,
+    Cancel,
+}
+
+impl Method {
+    /// The method a name means, in any dialect (`GetTask` and `tasks/get` alike).
+    pub fn from_name(name: &str) -> Option<Method> {
+        Some(match name {
+            "SendMessage" | "message/send" => Method::Send,
+            "SendStreamingMessage" | "message/stream" => Method::Stream,
+            "SubscribeToTask" | "tasks/resubscribe" => Method::Subscribe,
+            "GetTask" | "tasks/get" => Method::Get,
+            "CancelTask" | "tasks/cancel" => Method::Cancel,
+            _ => return None,
+        })
+    }
+
+    /// Whether it is answered with an event stream.
+    pub fn streams(self) -> bool {
+        matches!(self, Method::Stream | Method::Subscribe)
+    }
+}
 
 impl Dialect {
     /// `"toolnexus"`, `"0.3"` or `"1.0"`.
@@ -56,18 +98,19 @@ impl Dialect {
         }
     }
 
-    fn method(self, op: Op) -> &'static str {
-        match (self, op) {
-            (Dialect::V03, Op::Send) => "message/send",
-            (Dialect::V03, Op::Get) => "tasks/get",
-            (Dialect::V03, Op::Cancel) => "tasks/cancel",
-            (Dialect::V03, Op::Stream) => "message/stream",
-            (Dialect::V03, Op::Subscribe) => "tasks/resubscribe",
-            (_, Op::Stream) => "SendStreamingMessage",
-            (_, Op::Subscribe) => "SubscribeToTask",
-            (_, Op::Send) => "SendMessage",
-            (_, Op::Get) => "GetTask",
-            (_, Op::Cancel) => "CancelTask",
+    /// What this dialect calls `method`.
+    pub fn method(self, method: Method) -> &'static str {
+        match (self, method) {
+            (Dialect::V03, Method::Send) => "message/send",
+            (Dialect::V03, Method::Get) => "tasks/get",
+            (Dialect::V03, Method::Cancel) => "tasks/cancel",
+            (Dialect::V03, Method::Stream) => "message/stream",
+            (Dialect::V03, Method::Subscribe) => "tasks/resubscribe",
+            (_, Method::Stream) => "SendStreamingMessage",
+            (_, Method::Subscribe) => "SubscribeToTask",
+            (_, Method::Send) => "SendMessage",
+            (_, Method::Get) => "GetTask",
+            (_, Method::Cancel) => "CancelTask",
         }
     }
 
@@ -94,7 +137,7 @@ impl Dialect {
         }
     }
 
-    fn request(self, endpoint: &str, rpc_id: u64, op: Op, params: Value) -> HttpRequest {
+    fn request(self, endpoint: &str, rpc_id: u64, op: Method, params: Value) -> HttpRequest {
         let body =
             json!({"jsonrpc": "2.0", "id": rpc_id, "method": self.method(op), "params": params});
         let req = HttpRequest::post_json(endpoint, body.to_string().into_bytes());
@@ -126,9 +169,9 @@ impl Dialect {
         mode: SendMode,
     ) -> HttpRequest {
         let op = if mode == SendMode::Stream {
-            Op::Stream
+            Method::Stream
         } else {
-            Op::Send
+            Method::Send
         };
         let req = self.request(
             endpoint,
@@ -137,35 +180,26 @@ impl Dialect {
             self.send_params(message_id, text, mode),
         );
         match op {
-            Op::Stream => req.with_header("Accept", crate::sse::CONTENT_TYPE),
+            Method::Stream => req.with_header("Accept", crate::sse::CONTENT_TYPE),
             _ => req,
         }
     }
 
     /// A SubscribeToTask (0.3: `tasks/resubscribe`) for `task_id`: its events as SSE.
     pub fn subscribe(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
-        self.request(endpoint, rpc_id, Op::Subscribe, json!({"id": task_id}))
+        self.request(endpoint, rpc_id, Method::Subscribe, json!({"id": task_id}))
             .with_header("Accept", crate::sse::CONTENT_TYPE)
     }
 
     /// A GetTask for `task_id`.
     pub fn get_task(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
-        self.request(endpoint, rpc_id, Op::Get, json!({"id": task_id}))
+        self.request(endpoint, rpc_id, Method::Get, json!({"id": task_id}))
     }
 
     /// A CancelTask for `task_id`.
     pub fn cancel_task(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
-        self.request(endpoint, rpc_id, Op::Cancel, json!({"id": task_id}))
+        self.request(endpoint, rpc_id, Method::Cancel, json!({"id": task_id}))
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Send,
-    Stream,
-    Subscribe,
-    Get,
-    Cancel,
 }
 
 /// Reads one JSON-RPC response object (an SSE event's data): the `result`,

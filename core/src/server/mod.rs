@@ -23,7 +23,7 @@ use crate::http::{HttpRequest, HttpResponse};
 use crate::task::{Message, Role, Shape, Task, TaskState};
 use crate::transport::{BoxFuture, MaybeSend, MaybeSync};
 use machine::{AfterSave, Slot, Tasks, Until, Waited};
-use rpc::{RpcError, RpcRequest};
+use rpc::{Method, RpcError, RpcRequest};
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
@@ -320,7 +320,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     async fn json_rpc(self: &Arc<Self>, req: &HttpRequest) -> Reply {
         let mut waited = None;
         let (id, outcome) = match RpcRequest::parse(req) {
-            Ok(call) if is_streaming(&call.method) => {
+            Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
                 let id = call.id.clone();
                 match self.stream_call(call).await {
                     Ok(reply) => return reply,
@@ -329,7 +329,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             Ok(call) => {
                 let id = call.id.clone();
-                let is_get = matches!(call.method.as_str(), "GetTask" | "tasks/get");
+                let is_get = Method::from_name(&call.method) == Some(Method::Get);
                 let wait = preferred_wait(req).filter(|_| is_get);
                 // Hosts without a timer answer at once, as if no wait was asked.
                 let timer = wait.and_then(|secs| Some((secs, self.host.sleep(secs * 1000)?)));
@@ -376,8 +376,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// A streaming method: the stream, or the error to answer before it starts.
     async fn stream_call(self: &Arc<Self>, call: RpcRequest) -> Result<Reply, RpcError> {
-        let (first, slot) = match call.method.as_str() {
-            "SendStreamingMessage" | "message/stream" => {
+        let (first, slot) = match Method::from_name(&call.method) {
+            Some(Method::Stream) => {
                 let (task, request, _blocking) = self.create_task(&call.params).await?;
                 let started = self.start(request, task, Follow::Stream);
                 started
@@ -486,16 +486,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     async fn dispatch(self: &Arc<Self>, call: RpcRequest) -> Result<Answer, RpcError> {
         let shape = call.shape;
-        match call.method.as_str() {
-            "SendMessage" | "message/send" => self.send_message(&call.params, shape).await,
-            "GetTask" | "tasks/get" => {
+        match Method::from_name(&call.method) {
+            Some(Method::Send) => self.send_message(&call.params, shape).await,
+            Some(Method::Get) => {
                 let task = self.existing(&call.params).await?;
                 Ok(Answer::task(task, shape, history_length(&call.params)))
             }
-            "CancelTask" | "tasks/cancel" => self.cancel(&call.params, shape).await,
-            other => Err(RpcError::new(
+            Some(Method::Cancel) => self.cancel(&call.params, shape).await,
+            // Streaming methods are answered before dispatch.
+            Some(Method::Stream | Method::Subscribe) | None => Err(RpcError::new(
                 rpc::METHOD_NOT_FOUND,
-                format!("Method not found: {other}"),
+                format!("Method not found: {}", call.method),
             )),
         }
     }
@@ -837,13 +838,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
     fn tasks(&self) -> MutexGuard<'_, Tasks> {
         A2aServer::tasks(self)
     }
-}
-
-fn is_streaming(method: &str) -> bool {
-    matches!(
-        method,
-        "SendStreamingMessage" | "message/stream" | "SubscribeToTask" | "tasks/resubscribe"
-    )
 }
 
 /// The path of a request URL (absolute URLs accepted), without query or fragment.

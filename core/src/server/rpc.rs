@@ -4,15 +4,10 @@ use crate::http::HttpRequest;
 use crate::task::Shape;
 use serde_json::Value;
 
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
-pub const TASK_NOT_FOUND: i64 = -32001;
-pub const TASK_NOT_CANCELABLE: i64 = -32002;
-pub const UNSUPPORTED_OPERATION: i64 = -32004;
-pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+pub use crate::rpc::{
+    Method, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
+    TASK_NOT_CANCELABLE, TASK_NOT_FOUND, UNSUPPORTED_OPERATION, VERSION_NOT_SUPPORTED,
+};
 
 /// A JSON-RPC error to send back.
 #[derive(Debug, Clone, PartialEq, Eq)]
