@@ -185,10 +185,15 @@ export interface A2AHandlerOptions {
   onTask?(event: TaskEvent): void | Promise<void>;
   /** More tools for the model (agents, host tools). */
   toolkit?: Toolkit;
-  /** The JSON-RPC URL the card advertises. Default: the first request's origin + "/". */
+  /** The JSON-RPC URL the card advertises. Default: each card request's own origin + "/". */
   url?: string;
   /** `Access-Control-Allow-Origin`; default "*"; `false` or `null` sends no CORS headers. */
   cors?: string | false | null;
+  /**
+   * How long an event stream may stay idle before a `: ping` comment keeps it
+   * open (proxies cut silent streams). Default 15000; `0`, `false` or `null`: none.
+   */
+  heartbeatMs?: number | false | null;
 }
 
 /** What keeps a worker alive after the response (workerd's `ExecutionContext`). */

@@ -163,6 +163,13 @@ impl ServerHost for WasmHost {
     fn report(&self, problem: &str) {
         report(problem);
     }
+
+    /// setTimeout: heartbeats of idle streams, `Prefer: wait` long-polls.
+    /// Dropping the future clears the timer.
+    fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
+        let ms = ms.min(i32::MAX as u64) as u32;
+        Some(Box::pin(gloo_timers::future::TimeoutFuture::new(ms)))
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -275,6 +282,7 @@ struct Parts {
     fulfiller: Arc<dyn Fulfiller>,
     url: Option<String>,
     cors: Option<String>,
+    heartbeat: Option<std::time::Duration>,
 }
 
 struct HandlerState {
@@ -300,8 +308,7 @@ impl HandlerState {
             ServerOptions {
                 card,
                 cors_origin: p.cors,
-                // No host timer here (see WasmHost): no heartbeat.
-                ..Default::default()
+                heartbeat: p.heartbeat,
             },
             store,
             p.host,
@@ -508,6 +515,24 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     } else {
         Some(opt_string(&options, "cors", WHAT)?.unwrap_or_default())
     };
+    let heartbeat = get(&options, "heartbeatMs");
+    let heartbeat = if heartbeat.is_undefined() {
+        Some(toolnexus_core::server::DEFAULT_HEARTBEAT)
+    } else if heartbeat.is_null()
+        || heartbeat.as_bool() == Some(false)
+        || heartbeat.as_f64() == Some(0.0)
+    {
+        None
+    } else {
+        match heartbeat.as_f64() {
+            Some(ms) if ms.is_finite() && ms >= 1.0 => Some(std::time::Duration::from_millis(ms as u64)),
+            _ => {
+                return Err(misuse(format!(
+                    "{WHAT}.heartbeatMs must be a positive number of milliseconds, or 0/false/null for none"
+                )))
+            }
+        }
+    };
     let state = Rc::new(HandlerState::new(Parts {
         a2a: a2a_config(&get(&options, "a2a"))?,
         skills: skill_list(&skills),
@@ -518,6 +543,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
         fulfiller,
         url: opt_string(&options, "url", WHAT)?,
         cors,
+        heartbeat,
     }));
     let handler = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> Promise>::new(
         move |request, second, third| state.clone().handle(request, second, third),

@@ -520,6 +520,40 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal((await sub.json()).error.code, -32004);
   });
 
+  test('worker timers: an idle stream gets a heartbeat, and GetTask honours Prefer: wait', async () => {
+    let release;
+    const gate = new Promise((r) => { release = r; });
+    const handler = tn.createA2AHandler({ client: async () => { await gate; return 'done'; }, heartbeatMs: 30 });
+    const resp = await handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'message/stream', params: { message: { role: 'user', messageId: 'm', parts: [{ kind: 'text', text: 'wait' }] } } }),
+    }));
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    while (!text.includes(': ping')) {
+      const { value, done } = await withTimeout(reader.read(), 5000, 'a heartbeat');
+      assert.ok(!done, `the stream ended before a heartbeat: ${text}`);
+      text += decoder.decode(value, { stream: true });
+    }
+    const id = JSON.parse(text.split('\n').find((l) => l.startsWith('data: ')).slice(6)).result.id;
+    // A long-poll is held while the task runs and answered when it settles.
+    const polled = handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json', Prefer: 'wait=5' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tasks/get', params: { id } }),
+    }));
+    let answered = false;
+    polled.then(() => { answered = true; });
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(answered, false, 'held while the task runs');
+    release();
+    const got = await withTimeout(polled, 5000, 'the long-poll answer');
+    assert.equal(got.headers.get('preference-applied'), 'wait=5');
+    assert.equal((await got.json()).result.status.state, 'completed');
+    await reader.cancel();
+    assert.throws(() => tn.createA2AHandler({ client: 'echo', heartbeatMs: -1 }), /heartbeatMs/);
+  });
+
   test('a JS fulfiller that throws fails the task with its message', async () => {
     const handler = tn.createA2AHandler({ client: () => { throw new Error('no luck'); } });
     const resp = await handler(new Request('http://edge.test/', {
