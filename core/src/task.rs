@@ -27,6 +27,12 @@ impl Serialize for TaskState {
     }
 }
 
+impl std::fmt::Display for TaskState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which wire shape to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {

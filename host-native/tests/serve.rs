@@ -272,7 +272,7 @@ async fn a_model_error_fails_the_task_and_the_server_keeps_serving() {
         .lock()
         .expect("events")
         .iter()
-        .map(|e| e.state.clone())
+        .map(|e| e.state.to_string())
         .collect();
     assert_eq!(states, ["failed", "completed"]);
     handle.stop().await;

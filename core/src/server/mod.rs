@@ -90,7 +90,8 @@ pub struct TaskEvent {
     /// The answer (completed) or the error text (failed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
-    pub state: String,
+    /// The terminal state (serialised in the 0.3 spelling, `canceled`).
+    pub state: TaskState,
 }
 
 /// What the server needs from its host.
@@ -654,7 +655,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 skill: info.skill,
                 task: info.text,
                 result: info.result,
-                state: task.state.as_str().to_string(),
+                state: task.state,
             });
         }
     }
@@ -691,7 +692,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     skill: None,
                     task: task.history.first().map(Message::text).unwrap_or_default(),
                     result: None,
-                    state: task.state.as_str().to_string(),
+                    state: task.state,
                 });
                 Ok(Answer::task(task, shape, None))
             }

@@ -526,7 +526,7 @@ fn cancel_stops_a_running_task_and_refuses_a_finished_one() {
         "canceled"
     );
     assert_eq!(
-        lock(&f.host.events).last().map(|e| e.state.clone()),
+        lock(&f.host.events).last().map(|e| e.state.to_string()),
         Some("canceled".into())
     );
     assert!(f.host.jobs.is_empty(), "the aborted job finished");
@@ -562,7 +562,7 @@ fn a_cancel_racing_progress_on_a_slow_store_is_ordered() {
     );
     let hooks: Vec<String> = lock(&f.host.events)
         .iter()
-        .map(|e| e.state.clone())
+        .map(|e| e.state.to_string())
         .collect();
     assert_eq!(hooks, vec!["canceled".to_string()]);
     assert!(f.host.jobs.is_empty(), "the job ended");
