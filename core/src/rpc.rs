@@ -42,8 +42,12 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const TASK_NOT_FOUND: i64 = -32001;
 /// A2A: the task cannot be canceled (it is finished, or finishing).
 pub const TASK_NOT_CANCELABLE: i64 = -32002;
+/// A2A: the agent does not support push notifications.
+pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
 /// A2A: the operation is not supported (e.g. streaming on a peer without it).
 pub const UNSUPPORTED_OPERATION: i64 = -32004;
+/// A2A: the agent has no extended agent card.
+pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
 /// A2A: the protocol version is not supported.
 pub const VERSION_NOT_SUPPORTED: i64 = -32009;
 
@@ -55,6 +59,10 @@ pub enum Method {
     Subscribe,
     Get,
     Cancel,
+    /// Any of the push-notification config methods (set/create, get, list, delete).
+    PushConfig,
+    /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`.
+    ExtendedCard,
 }
 
 impl Method {
@@ -66,6 +74,17 @@ impl Method {
             "SubscribeToTask" | "tasks/resubscribe" => Method::Subscribe,
             "GetTask" | "tasks/get" => Method::Get,
             "CancelTask" | "tasks/cancel" => Method::Cancel,
+            "CreateTaskPushNotificationConfig"
+            | "SetTaskPushNotificationConfig"
+            | "GetTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfigs"
+            | "DeleteTaskPushNotificationConfig"
+            | "tasks/pushNotificationConfig/set"
+            | "tasks/pushNotificationConfig/get"
+            | "tasks/pushNotificationConfig/list"
+            | "tasks/pushNotificationConfig/delete" => Method::PushConfig,
+            "GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard" => Method::ExtendedCard,
             _ => return None,
         })
     }
@@ -111,6 +130,10 @@ impl Dialect {
             (_, Method::Send) => "SendMessage",
             (_, Method::Get) => "GetTask",
             (_, Method::Cancel) => "CancelTask",
+            (Dialect::V03, Method::PushConfig) => "tasks/pushNotificationConfig/get",
+            (_, Method::PushConfig) => "GetTaskPushNotificationConfig",
+            (Dialect::V03, Method::ExtendedCard) => "agent/getAuthenticatedExtendedCard",
+            (_, Method::ExtendedCard) => "GetExtendedAgentCard",
         }
     }
 

@@ -270,6 +270,7 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Str
             card: card.map(Into::into),
             cors_origin: options.cors_origin,
             heartbeat: options.heartbeat,
+            ..Default::default()
         },
         store,
         host,

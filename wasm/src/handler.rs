@@ -309,6 +309,7 @@ impl HandlerState {
                 card,
                 cors_origin: p.cors,
                 heartbeat: p.heartbeat,
+                ..Default::default()
             },
             store,
             p.host,

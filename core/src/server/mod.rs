@@ -163,6 +163,39 @@ impl Card {
             }
         }
     }
+
+    /// `200` with the card, or `304` when the request's `If-None-Match`
+    /// names its entity tag; both say how long to cache it.
+    fn respond(&self, req: &HttpRequest, cache_control: &str) -> HttpResponse {
+        let body = self.bytes(req);
+        let etag = entity_tag(&body);
+        let matches = req.header("If-None-Match").is_some_and(|list| {
+            list.split(',')
+                .map(|t| t.trim().trim_start_matches("W/"))
+                .any(|t| t == "*" || t == etag)
+        });
+        let mut resp = if matches {
+            HttpResponse {
+                status: 304,
+                headers: Vec::new(),
+                body: Vec::new(),
+            }
+        } else {
+            HttpResponse::json(200, body)
+        };
+        resp.headers.push(("ETag".into(), etag));
+        resp.headers
+            .push(("Cache-Control".into(), cache_control.into()));
+        resp
+    }
+}
+
+/// A strong entity tag for `body`: its 64-bit hash, quoted.
+fn entity_tag(body: &[u8]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut h);
+    format!("\"{:016x}\"", h.finish())
 }
 
 /// The origin a request was sent to: its URL's, else its `Host` header's.
@@ -189,6 +222,10 @@ pub struct ServerOptions {
     /// keeps it open (default [`DEFAULT_HEARTBEAT`]); `None` sends none.
     /// Needs a host timer ([`ServerHost::sleep`]).
     pub heartbeat: Option<Duration>,
+    /// How long clients may use the card without asking again
+    /// (`Cache-Control: public, max-age=N`). `None` (the default): they
+    /// revalidate every time (`no-cache`), cheaply, with its `ETag`.
+    pub card_max_age: Option<Duration>,
 }
 
 /// The heartbeat of idle event streams: 15 s (as the official Python SDK).
@@ -201,6 +238,7 @@ impl Default for ServerOptions {
             card: None,
             cors_origin: None,
             heartbeat: Some(DEFAULT_HEARTBEAT),
+            card_max_age: None,
         }
     }
 }
@@ -217,6 +255,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     card: Option<Card>,
     cors_origin: Option<String>,
     heartbeat_ms: Option<u64>,
+    card_cache_control: String,
     tasks: Mutex<Tasks>,
 }
 
@@ -232,6 +271,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }),
             cors_origin: options.cors_origin,
             heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
+            card_cache_control: match options.card_max_age {
+                Some(age) => format!("public, max-age={}", age.as_secs()),
+                None => "no-cache".into(),
+            },
             tasks: Mutex::new(Tasks::default()),
         })
     }
@@ -304,7 +347,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 body: Vec::new(),
             },
             ("GET" | "HEAD", CARD_PATH | LEGACY_CARD_PATH) => {
-                HttpResponse::json(200, card.bytes(req))
+                card.respond(req, &self.card_cache_control)
             }
             (_, "/" | CARD_PATH | LEGACY_CARD_PATH) => {
                 let mut r = plain(405, "method not allowed");
@@ -494,6 +537,15 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(Answer::task(task, shape, history_length(&call.params)))
             }
             Some(Method::Cancel) => self.cancel(&call.params, shape).await,
+            // The card says pushNotifications: false.
+            Some(Method::PushConfig) => Err(RpcError::new(
+                rpc::PUSH_NOTIFICATION_NOT_SUPPORTED,
+                "Push notifications are not supported by this agent",
+            )),
+            Some(Method::ExtendedCard) => Err(RpcError::new(
+                rpc::EXTENDED_CARD_NOT_CONFIGURED,
+                "This agent has no extended agent card",
+            )),
             // Streaming methods are answered before dispatch.
             Some(Method::Stream | Method::Subscribe) | None => Err(RpcError::new(
                 rpc::METHOD_NOT_FOUND,

@@ -5,9 +5,23 @@ use crate::task::Shape;
 use serde_json::Value;
 
 pub use crate::rpc::{
-    Method, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-    TASK_NOT_CANCELABLE, TASK_NOT_FOUND, UNSUPPORTED_OPERATION, VERSION_NOT_SUPPORTED,
+    Method, EXTENDED_CARD_NOT_CONFIGURED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    METHOD_NOT_FOUND, PARSE_ERROR, PUSH_NOTIFICATION_NOT_SUPPORTED, TASK_NOT_CANCELABLE,
+    TASK_NOT_FOUND, UNSUPPORTED_OPERATION, VERSION_NOT_SUPPORTED,
 };
+
+/// The protocol version a request asks for: its `A2A-Version` header, else
+/// its `A2A-Version` query parameter.
+fn requested_version(req: &HttpRequest) -> Option<&str> {
+    if let Some(v) = req.header("A2A-Version") {
+        return Some(v);
+    }
+    let query = req.url.split('#').next()?.split_once('?')?.1;
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        k.eq_ignore_ascii_case("A2A-Version").then_some(v)
+    })
+}
 
 /// A JSON-RPC error to send back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +58,7 @@ pub struct RpcRequest {
 impl RpcRequest {
     /// Reads the call, or the error to answer with (and the id, when known).
     pub fn parse(req: &HttpRequest) -> Result<RpcRequest, (Value, RpcError)> {
-        let shape = match req.header("A2A-Version").map(str::trim) {
+        let shape = match requested_version(req).map(str::trim) {
             None | Some("") => Shape::V03,
             Some(v) if v.starts_with('1') => Shape::V10,
             Some(v) if v.starts_with("0.3") => Shape::V03,

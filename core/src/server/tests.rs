@@ -356,6 +356,84 @@ fn serves_the_card_at_both_well_known_paths() {
 }
 
 #[test]
+fn the_card_has_an_entity_tag_and_a_matching_request_gets_304() {
+    let f = fixture();
+    let first = get(&f, CARD_PATH, "GET");
+    let etag = first.header("etag").expect("an ETag").to_string();
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+    assert_eq!(first.header("cache-control"), Some("no-cache"));
+    let again = |tags: &str| {
+        let req = HttpRequest::get(CARD_PATH).with_header("If-None-Match", tags);
+        f.run(f.server.handle(req))
+    };
+    let same = again(&etag);
+    assert_eq!(same.status, 304);
+    assert!(same.body.is_empty());
+    assert_eq!(same.header("etag"), Some(etag.as_str()));
+    assert_eq!(again(&format!("\"other\", W/{etag}")).status, 304);
+    assert_eq!(again("\"stale\"").status, 200);
+
+    // A max-age, when configured.
+    let options = ServerOptions {
+        card: Some(card().into()),
+        card_max_age: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let host = Arc::new(TestHost::default());
+    let server = A2aServer::new(options, Arc::new(Recording::default()), host.clone(), Rules);
+    let resp = run_with_jobs(server.handle(HttpRequest::get(CARD_PATH)), &host.jobs);
+    assert_eq!(resp.header("cache-control"), Some("public, max-age=60"));
+}
+
+#[test]
+fn push_config_and_extended_card_methods_get_the_spec_errors() {
+    let f = fixture();
+    for method in [
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+    ] {
+        assert_eq!(
+            f.error_code(Some("1.0"), method, json!({"id": "t"})),
+            -32003,
+            "{method}"
+        );
+    }
+    assert_eq!(
+        f.error_code(Some("1.0"), "GetExtendedAgentCard", json!({})),
+        -32007
+    );
+    assert_eq!(
+        f.error_code(None, "agent/getAuthenticatedExtendedCard", json!({})),
+        -32007
+    );
+}
+
+#[test]
+fn the_version_may_come_as_a_query_parameter() {
+    let f = fixture();
+    let send = |url: &str| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "hi"}]}}});
+        let mut req = HttpRequest::post_json("/", body.to_string().into_bytes());
+        req.url = url.into();
+        serde_json::from_slice(&f.run(f.server.handle(req)).body).expect("json")
+    };
+    let v = send("/?A2A-Version=1.0");
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{v}"
+    );
+    assert_eq!(send("/?a2a-version=9.9")["error"]["code"], -32009);
+    assert_eq!(send("/?other=1")["result"]["status"]["state"], "completed");
+}
+
+#[test]
 fn without_an_a2a_profile_every_route_is_404() {
     let f = fixture_with(None);
     assert_eq!(get(&f, CARD_PATH, "GET").status, 404);
@@ -1011,6 +1089,7 @@ fn the_heartbeat_follows_the_options() {
         card: Some(card().into()),
         cors_origin: None,
         heartbeat: Some(Duration::from_millis(250)),
+        card_max_age: None,
     };
     let f = Fixture {
         server: A2aServer::new(options, store.clone(), host.clone(), Rules),
