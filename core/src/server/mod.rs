@@ -615,6 +615,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if user.parts.is_empty() {
             return Err(RpcError::invalid_params("the message has no text part"));
         }
+        if let Some(task_id) = &user.task_id {
+            return Err(self
+                .continuation_error(task_id, user.context_id.as_deref())
+                .await);
+        }
         let config = params.get("configuration");
         let flag = |k: &str| config.and_then(|c| c.get(k)).and_then(Value::as_bool);
         // 1.0 blocks unless returnImmediately; 0.3 blocks unless blocking:false.
@@ -657,6 +662,37 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             skill,
         };
         Ok((task, request, blocking))
+    }
+
+    /// Why a message naming `task_id` (a follow-up on that task) is refused:
+    /// an unknown task is -32001, a `contextId` that contradicts the task's
+    /// is invalid, and a terminal task takes no more messages (-32004, as
+    /// the spec asks). This agent's fulfilments never stop to wait for
+    /// input, so a task that is still running takes none either.
+    async fn continuation_error(&self, task_id: &str, context_id: Option<&str>) -> RpcError {
+        let task = match self.existing(&serde_json::json!({ "id": task_id })).await {
+            Ok(task) => task,
+            Err(e) => return e,
+        };
+        if let Some(context_id) = context_id.filter(|c| *c != task.context_id) {
+            return RpcError::invalid_params(&format!(
+                "message.contextId {context_id} is not the context of task {task_id} ({})",
+                task.context_id
+            ));
+        }
+        let state = task.state.as_str();
+        if task.state.is_terminal() {
+            return RpcError::new(
+                rpc::UNSUPPORTED_OPERATION,
+                format!(
+                    "Task {task_id} is {state}: a task in a terminal state takes no more messages"
+                ),
+            );
+        }
+        RpcError::new(
+            rpc::UNSUPPORTED_OPERATION,
+            format!("Task {task_id} is {state}: this agent takes no follow-up messages on a running task; send a new message without taskId"),
+        )
     }
 
     /// Takes the stored `task` as running and hands its fulfilment to the

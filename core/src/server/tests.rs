@@ -415,6 +415,58 @@ fn push_config_and_extended_card_methods_get_the_spec_errors() {
 }
 
 #[test]
+fn a_message_naming_a_task_is_checked_against_that_task_never_silently_made_new() {
+    let f = fixture();
+    let msg = |extra: Value| {
+        let mut m = json!({"role": "ROLE_USER", "messageId": "m2", "parts": [{"text": "more"}]});
+        m.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"message": m})
+    };
+    assert_eq!(
+        f.error_code(Some("1.0"), "SendMessage", msg(json!({"taskId": "nope"}))),
+        -32001
+    );
+    let done = f.send(Some("1.0"), "SendMessage", "first", true);
+    let id = done["result"]["task"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let ctx = done["result"]["task"]["contextId"]
+        .as_str()
+        .expect("ctx")
+        .to_string();
+    let saves = lock(&f.store.saves).len();
+    let v = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        msg(json!({"taskId": id, "contextId": "other"})),
+    );
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let v = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        msg(json!({"taskId": id, "contextId": ctx})),
+    );
+    assert_eq!(v["error"]["code"], -32004, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("terminal"),
+        "{v}"
+    );
+    let hanging = f.send(None, "message/send", "hang on", false);
+    let running = hanging["result"]["id"].as_str().expect("id").to_string();
+    let v = f.rpc(None, "message/send", msg(json!({"taskId": running})));
+    assert_eq!(v["error"]["code"], -32004, "{v}");
+    // Only the second task's saves: no task was made for the refused messages.
+    let made: Vec<String> = lock(&f.store.saves)[saves..]
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert!(made.iter().all(|t| *t == running), "{made:?}");
+}
+
+#[test]
 fn the_version_may_come_as_a_query_parameter() {
     let f = fixture();
     let send = |url: &str| -> Value {
