@@ -807,7 +807,7 @@ where
                 }
             }
             LlmStep::CallTools(calls) => {
-                let results = futures_util::future::join_all(calls.into_iter().map(&execute)).await;
+                let results = crate::driver::join_all(calls.into_iter().map(&execute)).await;
                 machine.handle_tool_results(transport.now_ms(), results)
             }
         };
