@@ -254,8 +254,10 @@ impl CallMachine {
                 }
                 Some(SendResult::Message(m)) => self.on_message(now_ms, m),
                 None => {
-                    let err =
-                        Error::Malformed(format!("the reply is neither a task nor a message: {v}"));
+                    let err = Error::Malformed(format!(
+                        "the reply is neither a task nor a message: {}",
+                        crate::json::text(&v)
+                    ));
                     self.fail(now_ms, &what, &err)
                 }
             },
@@ -303,7 +305,7 @@ impl CallMachine {
             let Some(event) = StreamEvent::from_value(&result) else {
                 let err = Error::Malformed(format!(
                     "a stream event is none of task, message, status or artifact: {}",
-                    crate::http::snippet(&result.to_string(), 200)
+                    crate::http::snippet(&crate::json::text(&result), 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
@@ -558,7 +560,8 @@ impl Machine for CallMachine {
                                     }
                                     None => {
                                         let err = Error::Malformed(format!(
-                                            "the reply is not a task: {v}"
+                                            "the reply is not a task: {}",
+                                            crate::json::text(&v)
                                         ));
                                         self.fail(now_ms, &what, &err)
                                     }

@@ -110,6 +110,8 @@ impl AgentCard {
                     .collect(),
             })
             .collect();
+        // `get` twice, not `pointer`: one less JSON-pointer parser in the .wasm.
+        let capabilities = v.get("capabilities");
         let mut supported_interfaces = interfaces(v, "supportedInterfaces");
         supported_interfaces.extend(interfaces(v, "additionalInterfaces"));
         Ok(AgentCard {
@@ -122,15 +124,15 @@ impl AgentCard {
             supported_interfaces,
             provider_organization: v.get("provider").and_then(|p| text(p, "organization")),
             skills,
-            extensions: v
-                .pointer("/capabilities/extensions")
+            extensions: capabilities
+                .and_then(|c| c.get("extensions"))
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .filter_map(|e| text(e, "uri"))
                 .collect(),
-            streaming: v
-                .pointer("/capabilities/streaming")
+            streaming: capabilities
+                .and_then(|c| c.get("streaming"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         })

@@ -158,6 +158,33 @@ pub async fn within<T: Transport, F: Future>(
     .await
 }
 
+/// Runs `futures` concurrently and returns their outputs in order. What
+/// `futures_util::future::join_all` does for a short list (each wake polls
+/// the futures not done yet), for any length: join_all switches to a
+/// `FuturesOrdered` past 30, and compiles that machinery into every build.
+pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures
+        .into_iter()
+        .map(|f| Box::pin(futures_util::future::maybe_done(f)))
+        .collect();
+    std::future::poll_fn(move |cx| {
+        let mut pending = false;
+        for f in &mut futures {
+            pending |= f.as_mut().poll(cx).is_pending();
+        }
+        if pending {
+            return Poll::Pending;
+        }
+        Poll::Ready(
+            futures
+                .iter_mut()
+                .filter_map(|f| f.as_mut().take_output())
+                .collect(),
+        )
+    })
+    .await
+}
+
 enum Woke<T> {
     Aborted,
     Timer,
@@ -311,5 +338,35 @@ pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::W
                 machine.handle_body(now, chunk)
             }
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// Ready after `polls` pending polls.
+    fn after(polls: u32, value: &'static str) -> impl Future<Output = &'static str> {
+        let mut left = polls;
+        std::future::poll_fn(move |_| {
+            if left == 0 {
+                return Poll::Ready(value);
+            }
+            left -= 1;
+            Poll::Pending
+        })
+    }
+
+    #[test]
+    fn join_all_keeps_the_given_order_whatever_finishes_first() {
+        let futures = [after(3, "slow"), after(0, "now"), after(1, "soon")];
+        let out = crate::testing::block_on(join_all(futures));
+        assert_eq!(out, ["slow", "now", "soon"]);
+        let many: Vec<_> = (0..40).map(|i| after(40 - i, "x")).collect();
+        assert_eq!(crate::testing::block_on(join_all(many)).len(), 40);
+        let none: [std::future::Ready<()>; 0] = [];
+        assert!(crate::testing::block_on(join_all(none)).is_empty());
     }
 }

@@ -19,6 +19,7 @@ pub mod driver;
 pub mod error;
 pub mod event;
 pub mod http;
+pub mod json;
 #[cfg(feature = "server")]
 pub mod llm;
 pub mod rpc;

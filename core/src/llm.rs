@@ -567,7 +567,7 @@ fn malformed(url: &str, reply: &Value, what: &str) -> String {
         return format!("LLM reply from {url} is an error: {message}");
     }
     let reply = HttpResponse {
-        body: reply.to_string().into_bytes(),
+        body: crate::json::text(reply).into_bytes(),
         ..Default::default()
     };
     format!(
@@ -643,10 +643,10 @@ fn parse_openai(reply: &Value, turn: u32) -> Result<Turn, String> {
                     Some(rejection(name, &reason)),
                 ),
             },
-            Some(v @ Value::Object(_)) => (v.clone(), v.to_string(), None),
+            Some(v @ Value::Object(_)) => (v.clone(), crate::json::text(v), None),
             Some(v) => (
                 v.clone(),
-                v.to_string(),
+                crate::json::text(v),
                 Some(rejection(name, "the arguments are not a JSON object")),
             ),
         };
@@ -763,8 +763,7 @@ where
     Fut: Future<Output = ToolResult>,
 {
     let mut machine = RunMachine::new(cfg.clone(), prompt, tools);
-    let work =
-        |calls: Vec<ToolCall>| futures_util::future::join_all(calls.into_iter().map(&execute));
+    let work = |calls: Vec<ToolCall>| crate::driver::join_all(calls.into_iter().map(&execute));
     crate::driver::drive_with_work(
         &mut machine,
         transport,

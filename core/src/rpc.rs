@@ -2,6 +2,7 @@
 
 use crate::error::Error;
 use crate::http::{HttpRequest, HttpResponse};
+use crate::json::{text, with};
 use serde_json::{json, Value};
 
 /// The wire dialect spoken with a peer.
@@ -143,13 +144,13 @@ impl Dialect {
             Dialect::V10 => {
                 let message = json!({"role": "ROLE_USER", "messageId": message_id,
                     "parts": [{"text": text}]});
+                let params = with(json!({}), "message", message);
                 match mode {
-                    SendMode::NonBlocking => json!({
-                        "message": message,
-                        "configuration": {"returnImmediately": true},
-                    }),
+                    SendMode::NonBlocking => {
+                        with(params, "configuration", json!({"returnImmediately": true}))
+                    }
                     // Blocking is the 1.0 default, and streams ignore the flag.
-                    SendMode::Blocking | SendMode::Stream => json!({"message": message}),
+                    SendMode::Blocking | SendMode::Stream => params,
                 }
             }
             Dialect::V03 | Dialect::Toolnexus => json!({
@@ -161,9 +162,9 @@ impl Dialect {
     }
 
     fn request(self, endpoint: &str, rpc_id: u64, op: Method, params: Value) -> HttpRequest {
-        let body =
-            json!({"jsonrpc": "2.0", "id": rpc_id, "method": self.method(op), "params": params});
-        let req = HttpRequest::post_json(endpoint, body.to_string().into_bytes());
+        let body = json!({"jsonrpc": "2.0", "id": rpc_id, "method": self.method(op)});
+        let body = with(body, "params", params);
+        let req = HttpRequest::post_json(endpoint, text(&body).into_bytes());
         match self {
             Dialect::V10 => req.with_header("A2A-Version", "1.0"),
             Dialect::V03 | Dialect::Toolnexus => req,
@@ -234,7 +235,8 @@ pub fn parse_response_value(mut v: Value) -> Result<Value, Error> {
     match v.get_mut("result") {
         Some(result) => Ok(result.take()),
         None => Err(Error::Malformed(format!(
-            "a stream event is not a JSON-RPC response: {v}"
+            "a stream event is not a JSON-RPC response: {}",
+            text(&v)
         ))),
     }
 }

@@ -1,5 +1,6 @@
 //! Tool descriptors, results, and the LLM-provider schema adapters.
 
+use crate::json::with;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -59,8 +60,9 @@ pub fn to_openai(specs: &[ToolSpec]) -> Vec<Value> {
     specs
         .iter()
         .map(|s| {
-            json!({"type": "function", "function": {
-                "name": s.name, "description": s.description, "parameters": s.input_schema}})
+            let function = json!({"name": s.name, "description": s.description});
+            let function = with(function, "parameters", s.input_schema.clone());
+            with(json!({"type": "function"}), "function", function)
         })
         .collect()
 }
@@ -69,7 +71,10 @@ pub fn to_openai(specs: &[ToolSpec]) -> Vec<Value> {
 pub fn to_anthropic(specs: &[ToolSpec]) -> Vec<Value> {
     specs
         .iter()
-        .map(|s| json!({"name": s.name, "description": s.description, "input_schema": s.input_schema}))
+        .map(|s| {
+            let entry = json!({"name": s.name, "description": s.description});
+            with(entry, "input_schema", s.input_schema.clone())
+        })
         .collect()
 }
 
@@ -90,7 +95,10 @@ pub fn to_gemini(specs: &[ToolSpec]) -> Vec<Value> {
     }
     specs
         .iter()
-        .map(|s| json!({"name": s.name, "description": s.description, "parameters": strip(&s.input_schema)}))
+        .map(|s| {
+            let entry = json!({"name": s.name, "description": s.description});
+            with(entry, "parameters", strip(&s.input_schema))
+        })
         .collect()
 }
 

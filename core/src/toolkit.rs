@@ -244,7 +244,7 @@ impl<T: Transport> Toolkit<T> {
     pub async fn add_agents(&mut self, agents: &[Agent]) {
         let transport = &self.transport;
         let resolved =
-            futures_util::future::join_all(agents.iter().map(|a| agent_tools(transport, a))).await;
+            crate::driver::join_all(agents.iter().map(|a| agent_tools(transport, a))).await;
         for (agent, result) in agents.iter().zip(resolved) {
             let _ = self.add_resolved(agent, result);
         }

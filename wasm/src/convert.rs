@@ -116,7 +116,7 @@ pub fn to_json(v: &JsValue, what: &str) -> Result<Value, JsValue> {
 /// JSON as a plain JS value.
 pub fn to_js(v: &Value) -> JsValue {
     // serde_json always writes valid JSON, which JSON.parse accepts.
-    JSON::parse(&v.to_string()).unwrap_or(JsValue::NULL)
+    JSON::parse(&toolnexus_core::json::text(v)).unwrap_or(JsValue::NULL)
 }
 
 /// A serialisable core value as a plain JS value.

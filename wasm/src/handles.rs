@@ -9,7 +9,6 @@
 use crate::convert::get;
 use crate::toolkit::SharedToolkit;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use wasm_bindgen::JsValue;
 
@@ -22,7 +21,9 @@ pub enum Handle {
 }
 
 thread_local! {
-    static HANDLES: RefCell<HashMap<u32, Handle>> = RefCell::new(HashMap::new());
+    /// The live handles. A list, not a HashMap: a page holds a few toolkits
+    /// and clients, and a HashMap would bring its own hasher into the .wasm.
+    static HANDLES: RefCell<Vec<(u32, Handle)>> = const { RefCell::new(Vec::new()) };
     static NEXT: Cell<u32> = const { Cell::new(1) };
 }
 
@@ -33,17 +34,28 @@ pub fn register(handle: Handle) -> u32 {
         n.set(id.wrapping_add(1).max(1));
         id
     });
-    HANDLES.with(|h| h.borrow_mut().insert(id, handle));
+    HANDLES.with(|h| {
+        let mut h = h.borrow_mut();
+        // After a wrap of the counter, a number still in use is taken over (as insert did).
+        h.retain(|(n, _)| *n != id);
+        h.push((id, handle));
+    });
     id
 }
 
 /// Forgets a handle (its JS object was freed).
 pub fn release(id: u32) {
-    HANDLES.with(|h| h.borrow_mut().remove(&id));
+    HANDLES.with(|h| h.borrow_mut().retain(|(n, _)| *n != id));
 }
 
 /// The handle of a `Toolkit` or `Client` object, if `v` is a live one.
 pub fn find(v: &JsValue) -> Option<Handle> {
     let id = get(v, "__toolnexusHandle").as_f64()?;
-    HANDLES.with(|h| h.borrow().get(&(id as u32)).cloned())
+    let id = id as u32;
+    HANDLES.with(|h| {
+        h.borrow()
+            .iter()
+            .find(|(n, _)| *n == id)
+            .map(|(_, handle)| handle.clone())
+    })
 }

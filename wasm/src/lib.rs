@@ -39,6 +39,13 @@ mod transport;
 
 use wasm_bindgen::prelude::*;
 
+/// The allocator: talc's WebAssembly configuration instead of the default
+/// dlmalloc. The same job (it grows linear memory with `memory.grow` as
+/// needed) in about 7 KB less of the `.wasm` (~3 KB gzip), and faster.
+#[cfg(not(target_feature = "atomics"))]
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 /// Runs when the module is instantiated: panics (bugs) are logged with their
 /// message before the instance traps.
 #[wasm_bindgen(start)]

@@ -1,7 +1,7 @@
 //! The handler's task store: the core's bounded memory store, or a JS object
 //! `{get(id), save(task)}` returning promises (KV, Durable Objects, …).
 
-use crate::convert::{error_text, get, is_absent, to_js, to_json};
+use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
 use futures_util::future::Either;
 use js_sys::{Function, Promise};
 use std::future::Future;
@@ -61,7 +61,10 @@ impl TaskStore for HandlerStore {
         match self {
             HandlerStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
             HandlerStore::Js(s) => {
-                let fut = call_store(s.clone(), "save", to_js(&task.to_value(Shape::V03)));
+                // Straight to JSON text, as events are: Task::to_value would
+                // compile every task shape a second time, for the value serializer.
+                let task = ser_to_js(&task.shaped(Shape::V03, None));
+                let fut = call_store(s.clone(), "save", task);
                 Either::Right(async move { fut.await.map(|_| ()) })
             }
         }

@@ -115,12 +115,12 @@ fn result_from_js(v: &JsValue) -> ToolResult {
         Value::Object(ref o) if o.contains_key("output") => ToolResult {
             output: match &o["output"] {
                 Value::String(s) => s.clone(),
-                other => other.to_string(),
+                other => toolnexus_core::json::text(other),
             },
             is_error: o.get("isError").and_then(Value::as_bool).unwrap_or(false),
             metadata: o.get("metadata").filter(|m| !m.is_null()).cloned(),
         },
-        other => ToolResult::ok(other.to_string()),
+        other => ToolResult::ok(toolnexus_core::json::text(&other)),
     }
 }
 
