@@ -356,6 +356,7 @@ fn serves_the_card_at_both_well_known_paths() {
 }
 
 #[test]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 fn the_card_has_an_entity_tag_and_a_matching_request_gets_304() {
     let f = fixture();
     let first = get(&f, CARD_PATH, "GET");
