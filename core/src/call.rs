@@ -348,6 +348,7 @@ impl CallMachine {
                     context_id: context_id.clone(),
                     state: TaskState::Working,
                     status_message: None,
+                    updated_ms: None,
                     artifacts: Vec::new(),
                     history: Vec::new(),
                 };

@@ -136,6 +136,9 @@ impl Task {
             StreamEvent::Status(s) => {
                 self.state = s.state;
                 self.status_message = s.message.clone();
+                if let Some(ms) = s.timestamp.as_deref().and_then(crate::time::parse_rfc3339) {
+                    self.updated_ms = Some(ms);
+                }
                 if self.context_id.is_empty() {
                     self.context_id = s.context_id.clone();
                 }

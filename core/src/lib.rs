@@ -30,6 +30,7 @@ pub mod server;
 pub mod skills;
 pub mod sse;
 pub mod task;
+pub mod time;
 pub mod tool;
 pub mod toolkit;
 pub mod transport;

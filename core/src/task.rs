@@ -146,6 +146,8 @@ pub struct Task {
     pub context_id: String,
     pub state: TaskState,
     pub status_message: Option<Message>,
+    /// When the status last changed (`status.timestamp`), in Unix ms.
+    pub updated_ms: Option<u64>,
     pub artifacts: Vec<Artifact>,
     pub history: Vec<Message>,
 }
@@ -240,6 +242,10 @@ impl Task {
         };
         Some(Task {
             status_message: status.and_then(|s| s.get("message")).and_then(inner),
+            updated_ms: status
+                .and_then(|s| s.get("timestamp"))
+                .and_then(Value::as_str)
+                .and_then(crate::time::parse_rfc3339),
             history: list("history").filter_map(inner).collect(),
             id: id.clone(),
             context_id: context_id.clone(),
@@ -383,6 +389,9 @@ impl Serialize for ShapedTask<'_> {
                     Shape::V10 => self.0.state.as_v10(),
                 };
                 map.serialize_entry("state", state)?;
+                if let Some(ms) = self.0.updated_ms {
+                    map.serialize_entry("timestamp", &crate::time::format_rfc3339(ms))?;
+                }
                 if let Some(m) = &self.0.status_message {
                     map.serialize_entry(
                         "message",

@@ -38,6 +38,7 @@ fn task(i: usize) -> Task {
         context_id: context,
         state: TaskState::Completed,
         status_message: None,
+        updated_ms: None,
         artifacts: vec![Artifact {
             artifact_id: format!("{:08x}-art0-4000-8000-{:012x}", i, i),
             parts: vec![format!(

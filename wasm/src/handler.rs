@@ -164,6 +164,11 @@ impl ServerHost for WasmHost {
         report(problem);
     }
 
+    /// `Date.now()`: status timestamps.
+    fn unix_ms(&self) -> Option<u64> {
+        Some(js_sys::Date::now() as u64)
+    }
+
     /// setTimeout: heartbeats of idle streams, `Prefer: wait` long-polls.
     /// Dropping the future clears the timer.
     fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {

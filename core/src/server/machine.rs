@@ -311,11 +311,11 @@ impl Tasks {
     }
 
     /// Cancels the running task: decides it canceled and tells its job to stop.
-    pub(crate) fn cancel(&mut self, id: &str) -> bool {
+    pub(crate) fn cancel(&mut self, id: &str, now_ms: Option<u64>) -> bool {
         let Some(run) = self.running.get(id) else {
             return false;
         };
-        let event = status(&run.task, TaskState::Canceled, None);
+        let event = status(&run.task, TaskState::Canceled, None, now_ms);
         if !self.decide(id, vec![event], None) {
             return false;
         }
@@ -332,6 +332,7 @@ impl Tasks {
         id: &str,
         outcome: Result<String, String>,
         message_id: String,
+        now_ms: Option<u64>,
     ) -> Vec<StreamEvent> {
         let Some(run) = self.running.get(id) else {
             return Vec::new();
@@ -351,13 +352,14 @@ impl Tasks {
                         last_chunk: true,
                     }));
                 }
-                events.push(status(&run.task, TaskState::Completed, None));
+                events.push(status(&run.task, TaskState::Completed, None, now_ms));
                 events
             }
             Err(error) => vec![status(
                 &run.task,
                 TaskState::Failed,
                 Some(Message::agent_text(message_id, error)),
+                now_ms,
             )],
         }
     }
@@ -477,13 +479,18 @@ pub(crate) struct Progressing<'a> {
     pub(crate) chunks: &'a mut usize,
 }
 
-/// A status-update event of `task`.
-pub(crate) fn status(task: &Task, state: TaskState, message: Option<Message>) -> StreamEvent {
+/// A status-update event of `task`, stamped `now_ms` (wall clock, Unix ms) when known.
+pub(crate) fn status(
+    task: &Task,
+    state: TaskState,
+    message: Option<Message>,
+    now_ms: Option<u64>,
+) -> StreamEvent {
     StreamEvent::Status(StatusUpdate {
         task_id: task.id.clone(),
         context_id: task.context_id.clone(),
         state,
-        timestamp: None,
+        timestamp: now_ms.map(crate::time::format_rfc3339),
         message,
     })
 }
@@ -500,6 +507,7 @@ mod tests {
             context_id: "c".into(),
             state: TaskState::Submitted,
             status_message: None,
+            updated_ms: None,
             artifacts: Vec::new(),
             history: Vec::new(),
         }
@@ -549,7 +557,7 @@ mod tests {
             status_of(p, TaskState::Working)
         });
         assert!(t.next_save("t").is_none(), "a second save while one runs");
-        let events = t.outcome_events("t", Ok("done".into()), "m".into());
+        let events = t.outcome_events("t", Ok("done".into()), "m".into(), Some(7));
         assert!(t.decide("t", events, Some("done".into())));
         let after = t.saved(first, Ok(()));
         assert!(after.settled.is_none());
@@ -557,6 +565,7 @@ mod tests {
         let last = t.next_save("t").expect("the outcome is due");
         assert_eq!(last.state, TaskState::Completed);
         assert_eq!(last.artifacts.len(), 1);
+        assert_eq!(last.updated_ms, Some(7), "stamped when it completed");
         let after = t.saved(last, Ok(()));
         let (task, info) = after
             .settled
@@ -584,9 +593,9 @@ mod tests {
     fn a_cancel_racing_the_answer_decides_once_and_progress_after_it_is_ignored() {
         let mut t = started("t");
         working(&mut t, "t");
-        assert!(t.cancel("t"));
+        assert!(t.cancel("t", None));
         assert!(t.job_poll("t", &cx()), "the job is told to stop");
-        let events = t.outcome_events("t", Ok("late".into()), "m".into());
+        let events = t.outcome_events("t", Ok("late".into()), "m".into(), None);
         assert!(!t.decide("t", events, None), "the answer lost the race");
         working(&mut t, "t");
         assert_eq!(save_all(&mut t, "t"), vec![TaskState::Canceled]);
@@ -599,7 +608,7 @@ mod tests {
         let stops = t.wait("t", Until::Stops).unwrap();
         let terminal = t.wait("t", Until::Terminal).unwrap();
         working(&mut t, "t");
-        let events = t.outcome_events("t", Err("boom".into()), "m".into());
+        let events = t.outcome_events("t", Err("boom".into()), "m".into(), None);
         t.decide("t", events, Some("boom".into()));
         assert!(
             t.poll_wait(stops, &cx()).is_pending(),
@@ -621,7 +630,7 @@ mod tests {
     fn a_failed_terminal_save_is_told_to_waiters_and_runs_no_hook() {
         let mut t = started("t");
         let w = t.wait("t", Until::Stops).unwrap();
-        t.cancel("t");
+        t.cancel("t", None);
         let task = t.next_save("t").unwrap();
         let after = t.saved(task, Err("disk full".into()));
         assert!(after.settled.is_none(), "no hook for a state never stored");
@@ -640,7 +649,7 @@ mod tests {
         assert_eq!(first.state, TaskState::Submitted);
         let slot = slot.unwrap();
         working(&mut t, "t");
-        let events = t.outcome_events("t", Ok("x".into()), "m".into());
+        let events = t.outcome_events("t", Ok("x".into()), "m".into(), None);
         t.decide("t", events, None);
         let mut kinds = Vec::new();
         while let Poll::Ready(Some(e)) = t.poll_stream(slot, &cx()) {

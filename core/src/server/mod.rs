@@ -104,6 +104,12 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     fn on_task(&self, _event: TaskEvent) {}
     /// Reports a problem no caller will see (a save that failed during fulfilment).
     fn report(&self, _problem: &str) {}
+    /// The wall clock in Unix milliseconds, for status timestamps (and
+    /// ListTasks' `statusTimestampAfter`). Hosts without one keep the
+    /// default: tasks then carry no timestamps.
+    fn unix_ms(&self) -> Option<u64> {
+        None
+    }
     /// A timer, for GetTask long-polls (`Prefer: wait=N`). Hosts without one
     /// keep the default, and GetTask then always answers at once.
     fn sleep(&self, _ms: u64) -> Option<BoxFuture<'static, ()>> {
@@ -648,6 +654,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             context_id: context_id.clone(),
             state: TaskState::Submitted,
             status_message: None,
+            updated_ms: self.host.unix_ms(),
             artifacts: Vec::new(),
             history: vec![user],
         };
@@ -702,6 +709,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let id = request.task_id.clone();
         let answer_id = self.host.new_id();
         let mut started = Started::default();
+        let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
         {
             let mut tasks = self.tasks();
             tasks.start(task, answer_id, request.skill.clone(), request.text.clone());
@@ -715,7 +723,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     task_id: p.task_id.to_string(),
                     context_id: p.context_id.to_string(),
                     state: TaskState::Working,
-                    timestamp: None,
+                    timestamp,
                     message: None,
                 })
             });
@@ -764,7 +772,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let mut tasks = self.tasks();
             if !tasks.is_running(&task.id) {
                 None
-            } else if tasks.cancel(&task.id) {
+            } else if tasks.cancel(&task.id, self.host.unix_ms()) {
                 tasks.wait(&task.id, Until::Terminal).map(Some)
             } else {
                 Some(None)
@@ -774,6 +782,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // Not running here: settle what is stored.
             None => {
                 task.state = TaskState::Canceled;
+                task.updated_ms = self.host.unix_ms().or(task.updated_ms);
                 self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
                 self.host.on_task(TaskEvent {
                     id: task.id.clone(),
@@ -891,7 +900,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                     };
                     let message_id = server.host.new_id();
                     let mut tasks = server.tasks();
-                    let events = tasks.outcome_events(&job.id, outcome, message_id);
+                    let now = server.host.unix_ms();
+                    let events = tasks.outcome_events(&job.id, outcome, message_id, now);
                     // A cancel that raced the answer wins: it decided first.
                     tasks.decide(&job.id, events, Some(result));
                     moved = true;
@@ -926,6 +936,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
     }
     fn tasks(&self) -> MutexGuard<'_, Tasks> {
         A2aServer::tasks(self)
+    }
+    fn unix_ms(&self) -> Option<u64> {
+        self.host.unix_ms()
     }
 }
 

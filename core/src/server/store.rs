@@ -203,6 +203,7 @@ mod tests {
             context_id: "c".into(),
             state,
             status_message: None,
+            updated_ms: None,
             artifacts: vec![],
             history: vec![],
         }

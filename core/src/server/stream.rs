@@ -81,6 +81,8 @@ pub(crate) trait Hooks: MaybeSend + MaybeSync {
     fn heartbeat(&self) -> Option<BoxFuture<'static, ()>>;
     /// The running tasks (the server's one lock).
     fn tasks(&self) -> MutexGuard<'_, Tasks>;
+    /// The wall clock (Unix ms), if the host has one.
+    fn unix_ms(&self) -> Option<u64>;
 }
 
 /// The handle a fulfiller reports progress through: each call updates the
@@ -117,12 +119,13 @@ impl Progress {
             return;
         };
         let message = Message::agent_text(hooks.new_id(), text.into());
+        let timestamp = hooks.unix_ms().map(crate::time::format_rfc3339);
         hooks.tasks().progress(id, |p| {
             StreamEvent::Status(StatusUpdate {
                 task_id: p.task_id.to_string(),
                 context_id: p.context_id.to_string(),
                 state: TaskState::Working,
-                timestamp: None,
+                timestamp,
                 message: Some(message),
             })
         });

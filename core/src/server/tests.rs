@@ -58,6 +58,10 @@ impl ServerHost for Arc<TestHost> {
     fn on_task(&self, event: TaskEvent) {
         lock(&self.events).push(event);
     }
+    /// The wall clock: 2025-12-01T00:00:00Z plus the test's virtual time.
+    fn unix_ms(&self) -> Option<u64> {
+        Some(1_764_547_200_000 + self.time.now())
+    }
     /// A timer on the test's clock: done when the test moves it far enough.
     fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
         let at = self.time.now() + ms;
@@ -465,6 +469,39 @@ fn a_message_naming_a_task_is_checked_against_that_task_never_silently_made_new(
         .map(|(id, _)| id.clone())
         .collect();
     assert!(made.iter().all(|t| *t == running), "{made:?}");
+}
+
+#[test]
+fn every_state_change_is_stamped_and_the_stamp_is_served() {
+    let f = fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "hello", false);
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    assert_eq!(
+        v["result"]["task"]["status"]["timestamp"], "2025-12-01T00:00:00.000Z",
+        "{v}"
+    );
+    f.host.time.advance_to(1_500);
+    f.settle();
+    let got = f.rpc(None, "GetTask", json!({"id": id}));
+    assert_eq!(got["result"]["status"]["state"], "completed");
+    assert_eq!(
+        got["result"]["status"]["timestamp"],
+        "2025-12-01T00:00:01.500Z"
+    );
+    let (_, mut body) = f.stream_send(Some("1.0"), "progress please");
+    let stamped: Vec<Value> = f
+        .all_events(&mut body)
+        .into_iter()
+        .filter_map(|e| {
+            e["result"]["statusUpdate"]["status"]
+                .get("timestamp")
+                .cloned()
+        })
+        .collect();
+    assert!(
+        stamped.len() >= 2,
+        "working and completed are stamped: {stamped:?}"
+    );
 }
 
 #[test]
