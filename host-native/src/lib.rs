@@ -1,7 +1,12 @@
 //! The native host of toolnexus A2A: a pooled HTTP client, a tokio/hyper
-//! server and the `toolnexus` CLI, over the no-I/O [`toolnexus_core`].
+//! server and stores, over the no-I/O [`toolnexus_core`]. The `toolnexus`
+//! CLI is this package's binary (feature `cli`, on by default); the library
+//! never needs it: depend with `default-features = false` to leave out its
+//! argument parser.
 //!
 //! Process, file and socket handling live here; protocol logic does not.
+//! The library logs through [`tracing`] (target `toolnexus_host_native`) and
+//! never prints; install a subscriber to see its warnings.
 
 pub mod config_file;
 pub mod http_server;
@@ -88,8 +93,9 @@ pub async fn agent_tools(agent: &Agent) -> Result<Vec<RemoteTool>, Error> {
 }
 
 /// Builds a toolkit from `agents` and the `agents` key of `config`, resolving
-/// every agent concurrently. A failing agent is logged to stderr and
-/// contributes no tools; it never fails the toolkit.
+/// every agent concurrently. A failing agent is logged (a `tracing` warning)
+/// and contributes no tools; it never fails the toolkit: see
+/// [`toolnexus_core::Toolkit::failures`].
 pub async fn toolkit(agents: &[Agent], config: Option<&Value>) -> Toolkit {
     let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
     tk.add_agents(agents).await;
@@ -97,7 +103,7 @@ pub async fn toolkit(agents: &[Agent], config: Option<&Value>) -> Toolkit {
         tk.add_config(config).await;
     }
     for f in tk.failures() {
-        eprintln!("toolnexus: agent {} skipped: {}", f.card, f.error);
+        tracing::warn!(card = %f.card, "agent {} skipped: {}", f.card, f.error);
     }
     tk
 }

@@ -154,7 +154,7 @@ impl ServerHost for NativeHost {
     }
 
     fn report(&self, problem: &str) {
-        eprintln!("toolnexus: {problem}");
+        tracing::warn!("{problem}");
     }
 
     fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {

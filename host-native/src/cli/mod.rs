@@ -2,6 +2,7 @@
 
 mod agent;
 mod demo;
+mod log;
 mod remote;
 
 use clap::{Parser, Subcommand};
@@ -84,6 +85,7 @@ pub fn main() -> i32 {
             return 1;
         }
     };
+    log::install();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
