@@ -201,15 +201,63 @@ impl ServeHandle {
 
 /// Serves `options` on `addr` (`HOST:PORT`; port 0 picks a free one).
 pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, String> {
-    let (store, recovered) = AnyStore::open(&options.store).map_err(|e| e.to_string())?;
-    let ui = match &options.ui_dir {
-        Some(dir) => Some(Arc::new(
-            StaticFiles::open(dir).map_err(|e| format!("cannot serve the UI folder {e}"))?,
-        )),
-        None => None,
-    };
-    let listener_addr = addr.to_string();
-    // Bind first: the card needs the real port.
+    let opened = Opened::open(&options)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    start(listener, options, opened)
+}
+
+/// [`serve`] on a listener you bound: a `tokio::net::TcpListener` or a
+/// `std::net::TcpListener`. The card advertises the listener's address
+/// unless [`ServeOptions::public_url`] says otherwise.
+pub async fn serve_on(
+    listener: impl http_server::Listener,
+    options: ServeOptions,
+) -> Result<ServeHandle, String> {
+    let opened = Opened::open(&options)?;
+    let listener = listener
+        .into_tokio()
+        .map_err(|e| format!("cannot listen on the given socket: {e}"))?;
+    start(listener, options, opened)
+}
+
+/// What `serve` opens before it listens, so a bad store or UI folder fails
+/// before the port is taken.
+struct Opened {
+    store: AnyStore,
+    recovered: Vec<String>,
+    ui: Option<Arc<StaticFiles>>,
+}
+
+impl Opened {
+    fn open(options: &ServeOptions) -> Result<Opened, String> {
+        let (store, recovered) = AnyStore::open(&options.store).map_err(|e| e.to_string())?;
+        let ui = match &options.ui_dir {
+            Some(dir) => Some(Arc::new(
+                StaticFiles::open(dir).map_err(|e| format!("cannot serve the UI folder {e}"))?,
+            )),
+            None => None,
+        };
+        Ok(Opened {
+            store,
+            recovered,
+            ui,
+        })
+    }
+}
+
+fn start(
+    listener: tokio::net::TcpListener,
+    options: ServeOptions,
+    opened: Opened,
+) -> Result<ServeHandle, String> {
+    let Opened {
+        store,
+        recovered,
+        ui,
+    } = opened;
+    // Listen first: the card needs the real port.
     let cell: Arc<std::sync::OnceLock<Arc<Server>>> = Arc::default();
     let for_handler = cell.clone();
     let handler: http_server::StreamHandler = Arc::new(move |req| {
@@ -229,9 +277,12 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Str
             }
         })
     });
-    let http = http_server::bind_streaming(&listener_addr, options.body_limit, handler)
-        .await
-        .map_err(|e| format!("cannot listen on {listener_addr}: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "the given socket".into());
+    let http = http_server::serve_streaming_on(listener, options.body_limit, handler)
+        .map_err(|e| format!("cannot listen on {local}: {e}"))?;
     let card_url = match &options.public_url {
         Some(u) => format!("{}/", u.trim_end_matches('/')),
         None if http.addr.ip().is_unspecified() => {
