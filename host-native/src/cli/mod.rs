@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch of `toolnexus`.
 
 mod agent;
+mod card_cache;
 mod demo;
 mod log;
 mod remote;
