@@ -15,9 +15,8 @@ use toolnexus_core::{HttpRequest, HttpResponse, StreamingResponse, Transport, Tr
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
 /// The hyper client a [`NativeTransport`] sends with: HTTP/1.1 over TCP, or
-/// over rustls for `https` URLs. Build your own (proxy-free custom roots,
-/// client certificates, pool settings) and hand it to
-/// [`NativeTransport::with_client`].
+/// over rustls for `https` URLs. Build your own (other roots, client
+/// certificates, pool settings) and hand it to [`NativeTransport::with_client`].
 pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// How [`NativeTransport::with_options`] builds its [`HttpClient`].
