@@ -19,6 +19,8 @@ bash tests/peers/setup.sh
 step "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The library half of host-native, as an embedding program gets it: no CLI, no clap.
+cargo clippy -p toolnexus-host-native --no-default-features --lib -- -D warnings
 
 step "core builds for wasm32 without I/O (full, and client-only)"
 cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --all-targets -- -D warnings

@@ -53,11 +53,14 @@ pub async fn bind(
     body_limit: usize,
     handler: Handler,
 ) -> std::io::Result<ServerHandle> {
-    let handler: StreamHandler = Arc::new(move |req| {
+    bind_streaming(addr, body_limit, full_replies(handler)).await
+}
+
+fn full_replies(handler: Handler) -> StreamHandler {
+    Arc::new(move |req| {
         let answer = handler(req);
         Box::pin(async move { Reply::Full(answer.await) })
-    });
-    bind_streaming(addr, body_limit, handler).await
+    })
 }
 
 /// [`bind`] for a handler that may answer with an event stream. A stop ends
@@ -67,7 +70,46 @@ pub async fn bind_streaming(
     body_limit: usize,
     handler: StreamHandler,
 ) -> std::io::Result<ServerHandle> {
-    let listener = TcpListener::bind(addr).await?;
+    serve_streaming_on(TcpListener::bind(addr).await?, body_limit, handler)
+}
+
+/// A socket already bound and listening, for the `*_on` functions: a tokio
+/// or a std `TcpListener` (systemd socket activation, a port chosen by a
+/// test, a listener shared with other code).
+pub trait Listener {
+    /// The listener as tokio's. Needs a tokio runtime (with I/O) to be current.
+    fn into_tokio(self) -> std::io::Result<TcpListener>;
+}
+
+impl Listener for TcpListener {
+    fn into_tokio(self) -> std::io::Result<TcpListener> {
+        Ok(self)
+    }
+}
+
+impl Listener for std::net::TcpListener {
+    fn into_tokio(self) -> std::io::Result<TcpListener> {
+        self.set_nonblocking(true)?;
+        TcpListener::from_std(self)
+    }
+}
+
+/// [`bind`] on a listener you bound. Must be called within a tokio runtime.
+pub fn serve_on(
+    listener: impl Listener,
+    body_limit: usize,
+    handler: Handler,
+) -> std::io::Result<ServerHandle> {
+    serve_streaming_on(listener, body_limit, full_replies(handler))
+}
+
+/// [`bind_streaming`] on a listener you bound. Must be called within a tokio runtime.
+pub fn serve_streaming_on(
+    listener: impl Listener,
+    body_limit: usize,
+    handler: StreamHandler,
+) -> std::io::Result<ServerHandle> {
+    let listener = listener.into_tokio()?;
     let addr = listener.local_addr()?;
     let (stop, mut stopped) = watch::channel(false);
     let done = tokio::spawn(async move {

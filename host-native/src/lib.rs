@@ -1,7 +1,12 @@
 //! The native host of toolnexus A2A: a pooled HTTP client, a tokio/hyper
-//! server and the `toolnexus` CLI, over the no-I/O [`toolnexus_core`].
+//! server and stores, over the no-I/O [`toolnexus_core`]. The `toolnexus`
+//! CLI is this package's binary (feature `cli`, on by default); the library
+//! never needs it: depend with `default-features = false` to leave out its
+//! argument parser.
 //!
 //! Process, file and socket handling live here; protocol logic does not.
+//! The library logs through [`tracing`] (target `toolnexus_host_native`) and
+//! never prints; install a subscriber to see its warnings.
 
 pub mod config_file;
 pub mod http_server;
@@ -10,11 +15,12 @@ pub mod skills_dir;
 pub mod store;
 pub mod transport;
 
+pub use http_server::Listener;
 use serde_json::Value;
-pub use serve::{serve, Model, ServeHandle, ServeOptions};
+pub use serve::{serve, serve_on, Model, ServeHandle, ServeOptions};
 use std::sync::Arc;
 pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};
-pub use transport::NativeTransport;
+pub use transport::{ClientOptions, HttpClient, NativeTransport};
 
 /// A toolkit over the shared native transport.
 pub type Toolkit = toolnexus_core::Toolkit<Arc<NativeTransport>>;
@@ -73,11 +79,19 @@ impl RemoteTool {
     }
 }
 
-/// Fetches the agent's card and returns one tool per skill. Fails loudly
-/// (unreachable, non-2xx, not a card); [`toolkit`] isolates failures instead.
+/// Fetches the agent's card and returns one tool per skill, over
+/// [`NativeTransport::shared`]. Fails loudly (unreachable, non-2xx, not a
+/// card); [`toolkit`] isolates failures instead.
 pub async fn agent_tools(agent: &Agent) -> Result<Vec<RemoteTool>, Error> {
-    let transport = NativeTransport::shared();
-    let tools = toolnexus_core::agent_tools(&transport, agent).await?;
+    agent_tools_with(&NativeTransport::shared(), agent).await
+}
+
+/// [`agent_tools`] over your own transport; the tools keep using it.
+pub async fn agent_tools_with(
+    transport: &Arc<NativeTransport>,
+    agent: &Agent,
+) -> Result<Vec<RemoteTool>, Error> {
+    let tools = toolnexus_core::agent_tools(transport, agent).await?;
     Ok(tools
         .into_iter()
         .map(|inner| RemoteTool {
@@ -87,17 +101,43 @@ pub async fn agent_tools(agent: &Agent) -> Result<Vec<RemoteTool>, Error> {
         .collect())
 }
 
-/// Builds a toolkit from `agents` and the `agents` key of `config`, resolving
-/// every agent concurrently. A failing agent is logged to stderr and
-/// contributes no tools; it never fails the toolkit.
+/// The tools of a card you already hold (fetched yourself, or cached), called
+/// over `transport`. No request is sent.
+pub fn card_tools(
+    transport: &Arc<NativeTransport>,
+    agent: &Agent,
+    card: &toolnexus_core::AgentCard,
+) -> Vec<RemoteTool> {
+    toolnexus_core::toolkit::card_tools(agent, card)
+        .into_iter()
+        .map(|inner| RemoteTool {
+            inner,
+            transport: transport.clone(),
+        })
+        .collect()
+}
+
+/// Builds a toolkit over [`NativeTransport::shared`] from `agents` and the
+/// `agents` key of `config`, resolving every agent concurrently. A failing
+/// agent is logged (a `tracing` warning) and contributes no tools; it never
+/// fails the toolkit: see [`toolnexus_core::Toolkit::failures`].
 pub async fn toolkit(agents: &[Agent], config: Option<&Value>) -> Toolkit {
-    let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    toolkit_with(NativeTransport::shared(), agents, config).await
+}
+
+/// [`toolkit`] over your own transport.
+pub async fn toolkit_with(
+    transport: Arc<NativeTransport>,
+    agents: &[Agent],
+    config: Option<&Value>,
+) -> Toolkit {
+    let mut tk = toolnexus_core::Toolkit::new(transport);
     tk.add_agents(agents).await;
     if let Some(config) = config {
         tk.add_config(config).await;
     }
     for f in tk.failures() {
-        eprintln!("toolnexus: agent {} skipped: {}", f.card, f.error);
+        tracing::warn!(card = %f.card, "agent {} skipped: {}", f.card, f.error);
     }
     tk
 }

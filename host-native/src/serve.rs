@@ -129,6 +129,11 @@ impl ServerHost for NativeHost {
         uuid::Uuid::new_v4().to_string()
     }
 
+    fn unix_ms(&self) -> Option<u64> {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.ok().map(|d| d.as_millis() as u64)
+    }
+
     fn spawn(&self, job: BoxFuture<'static, ()>) {
         /// Counts the job out however it ends, a panic included.
         struct Running(Arc<Jobs>);
@@ -154,15 +159,13 @@ impl ServerHost for NativeHost {
     }
 
     fn report(&self, problem: &str) {
-        eprintln!("toolnexus: {problem}");
+        tracing::warn!("{problem}");
     }
 
     fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
         Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))))
     }
 }
-
-type Server = A2aServer<ObservedStore, NativeHost, Arc<dyn Fulfiller>>;
 
 /// A running agent.
 pub struct ServeHandle {
@@ -201,43 +204,70 @@ impl ServeHandle {
 
 /// Serves `options` on `addr` (`HOST:PORT`; port 0 picks a free one).
 pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, String> {
-    let (store, recovered) = AnyStore::open(&options.store).map_err(|e| e.to_string())?;
-    let ui = match &options.ui_dir {
-        Some(dir) => Some(Arc::new(
-            StaticFiles::open(dir).map_err(|e| format!("cannot serve the UI folder {e}"))?,
-        )),
-        None => None,
-    };
-    let listener_addr = addr.to_string();
-    // Bind first: the card needs the real port.
-    let cell: Arc<std::sync::OnceLock<Arc<Server>>> = Arc::default();
-    let for_handler = cell.clone();
-    let handler: http_server::StreamHandler = Arc::new(move |req| {
-        let server = for_handler.get().cloned();
-        let ui = ui.clone().filter(|_| is_ui_request(&req));
-        Box::pin(async move {
-            if let Some(ui) = ui {
-                return Reply::Full(ui.respond(&req.url).await);
-            }
-            match server {
-                Some(s) => s.serve(req).await,
-                None => Reply::Full(toolnexus_core::HttpResponse {
-                    status: 503,
-                    headers: vec![],
-                    body: b"starting\n".to_vec(),
-                }),
-            }
-        })
-    });
-    let http = http_server::bind_streaming(&listener_addr, options.body_limit, handler)
+    let opened = Opened::open(&options)?;
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen on {listener_addr}: {e}"))?;
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    start(listener, options, opened)
+}
+
+/// [`serve`] on a listener you bound: a `tokio::net::TcpListener` or a
+/// `std::net::TcpListener`. The card advertises the listener's address
+/// unless [`ServeOptions::public_url`] says otherwise.
+pub async fn serve_on(
+    listener: impl http_server::Listener,
+    options: ServeOptions,
+) -> Result<ServeHandle, String> {
+    let opened = Opened::open(&options)?;
+    let listener = listener
+        .into_tokio()
+        .map_err(|e| format!("cannot listen on the given socket: {e}"))?;
+    start(listener, options, opened)
+}
+
+/// What `serve` opens before it listens, so a bad store or UI folder fails
+/// before the port is taken.
+struct Opened {
+    store: AnyStore,
+    recovered: Vec<String>,
+    ui: Option<Arc<StaticFiles>>,
+}
+
+impl Opened {
+    fn open(options: &ServeOptions) -> Result<Opened, String> {
+        let (store, recovered) = AnyStore::open(&options.store).map_err(|e| e.to_string())?;
+        let ui = match &options.ui_dir {
+            Some(dir) => Some(Arc::new(
+                StaticFiles::open(dir).map_err(|e| format!("cannot serve the UI folder {e}"))?,
+            )),
+            None => None,
+        };
+        Ok(Opened {
+            store,
+            recovered,
+            ui,
+        })
+    }
+}
+
+fn start(
+    listener: tokio::net::TcpListener,
+    options: ServeOptions,
+    opened: Opened,
+) -> Result<ServeHandle, String> {
+    let Opened {
+        store,
+        recovered,
+        ui,
+    } = opened;
+    // The listener is bound: the card can name its real port.
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on the given socket: {e}"))?;
     let card_url = match &options.public_url {
         Some(u) => format!("{}/", u.trim_end_matches('/')),
-        None if http.addr.ip().is_unspecified() => {
-            format!("http://127.0.0.1:{}/", http.addr.port())
-        }
-        None => format!("{}/", http.url),
+        None if addr.ip().is_unspecified() => format!("http://127.0.0.1:{}/", addr.port()),
+        None => format!("http://{addr}/"),
     };
     let skills = options
         .toolkit
@@ -276,7 +306,18 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Str
         host,
         fulfiller,
     );
-    let _ = cell.set(server);
+    let handler: http_server::StreamHandler = Arc::new(move |req| {
+        let server = server.clone();
+        let ui = ui.clone().filter(|_| is_ui_request(&req));
+        Box::pin(async move {
+            match ui {
+                Some(ui) => Reply::Full(ui.respond(&req.url).await),
+                None => server.serve(req).await,
+            }
+        })
+    });
+    let http = http_server::serve_streaming_on(listener, options.body_limit, handler)
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     Ok(ServeHandle {
         url: http.url.clone(),
         card_url,

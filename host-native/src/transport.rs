@@ -1,5 +1,5 @@
 //! The native [`Transport`]: a pooled keep-alive HTTP/1.1 client (https via
-//! rustls with the webpki roots) and tokio timers.
+//! rustls with the webpki roots), or one you configure, and tokio timers.
 
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full, Limited};
@@ -14,12 +14,69 @@ use toolnexus_core::{HttpRequest, HttpResponse, StreamingResponse, Transport, Tr
 /// The largest response body read (a card or a task); larger is a transport error.
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// The hyper client a [`NativeTransport`] sends with: HTTP/1.1 over TCP, or
+/// over rustls for `https` URLs. Build your own (other roots, client
+/// certificates, pool settings) and hand it to [`NativeTransport::with_client`].
+pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// HTTP over a shared connection pool, tokio time, OS randomness and environment.
+/// How [`NativeTransport::with_options`] builds its [`HttpClient`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClientOptions {
+    /// How long an idle keep-alive connection stays in the pool; default 30 s.
+    pub pool_idle_timeout: Option<Duration>,
+    /// Idle connections kept per host; default unlimited.
+    pub pool_max_idle_per_host: usize,
+    /// A limit on establishing a TCP connection; default none (the agent's
+    /// `timeout` still bounds the whole call).
+    pub connect_timeout: Option<Duration>,
+    /// `TCP_NODELAY`; default on, so small requests and SSE events leave at
+    /// once instead of waiting for Nagle's algorithm to pair them with an ACK.
+    pub nodelay: bool,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            pool_idle_timeout: Some(Duration::from_secs(30)),
+            pool_max_idle_per_host: usize::MAX,
+            connect_timeout: None,
+            nodelay: true,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// The client these options describe: plain HTTP, and https through
+    /// rustls with the webpki roots.
+    pub fn build(&self) -> HttpClient {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(self.nodelay);
+        http.set_connect_timeout(self.connect_timeout);
+        http.enforce_http(false);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(self.pool_idle_timeout)
+            .pool_max_idle_per_host(self.pool_max_idle_per_host)
+            .build(https)
+    }
+}
+
+/// HTTP over a connection pool, tokio time, OS randomness and environment.
+///
+/// Clones share the pool. [`NativeTransport::shared`] is the process-wide
+/// default the convenience functions ([`crate::agent_tools`],
+/// [`crate::toolkit`]) use; build your own with [`NativeTransport::with_client`]
+/// or [`NativeTransport::with_options`] and pass it to
+/// [`crate::agent_tools_with`], [`crate::toolkit_with`] or
+/// `toolnexus_core::Toolkit::new`.
 #[derive(Clone)]
 pub struct NativeTransport {
-    client: HttpsClient,
+    client: HttpClient,
     epoch: Instant,
 }
 
@@ -30,28 +87,32 @@ impl Default for NativeTransport {
 }
 
 impl NativeTransport {
-    /// A transport with its own connection pool.
+    /// A transport with its own connection pool and [`ClientOptions::default`].
     pub fn new() -> Self {
-        // Small requests and SSE events must leave at once, not wait for
-        // Nagle's algorithm to pair them with an ACK.
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(https);
+        Self::with_options(&ClientOptions::default())
+    }
+
+    /// A transport with its own connection pool built from `options`.
+    pub fn with_options(options: &ClientOptions) -> Self {
+        Self::with_client(options.build())
+    }
+
+    /// A transport that sends with `client`, configured as you need it. Its
+    /// pool is shared with every other clone of `client`.
+    pub fn with_client(client: HttpClient) -> Self {
         NativeTransport {
             client,
             epoch: Instant::now(),
         }
     }
 
-    /// The process-wide transport, so every caller shares one connection pool.
+    /// The client this transport sends with.
+    pub fn client(&self) -> &HttpClient {
+        &self.client
+    }
+
+    /// The process-wide default transport (one connection pool, made on first
+    /// use), behind [`crate::agent_tools`] and [`crate::toolkit`].
     pub fn shared() -> Arc<NativeTransport> {
         static SHARED: OnceLock<Arc<NativeTransport>> = OnceLock::new();
         SHARED

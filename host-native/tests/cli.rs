@@ -21,6 +21,7 @@ async fn toolnexus(args: &[&str], stdin: Option<&str>) -> Run {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolnexus"));
     cmd.args(args)
         .env("TN_TEST_SECRET", "s3cr3t-value")
+        .env("TOOLNEXUS_CACHE_DIR", common::test_cache_dir())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {

@@ -1,7 +1,9 @@
 //! Argument parsing and dispatch of `toolnexus`.
 
 mod agent;
+mod card_cache;
 mod demo;
+mod log;
 mod remote;
 
 use clap::{Parser, Subcommand};
@@ -84,10 +86,18 @@ pub fn main() -> i32 {
             return 1;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    log::install();
+    // A server wants every core; a one-shot command wants to start and stop
+    // at once, and a single thread does that with less work.
+    let runtime = match &cli.command {
+        Command::Serve(_) | Command::Demo => tokio::runtime::Builder::new_multi_thread(),
+        Command::Tools { .. } | Command::Call { .. } | Command::Card(_) => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("toolnexus: cannot start the async runtime: {e}");

@@ -1,11 +1,12 @@
 //! `toolnexus tools` and `toolnexus call`: a remote agent from the command line.
 
+use super::card_cache::{self, CardCache};
 use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
 use toolnexus_core::task::Shape;
 use toolnexus_core::StreamEvent;
-use toolnexus_host_native::{agent_tools, Agent};
+use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
 
 #[derive(clap::Args)]
 pub struct Remote {
@@ -17,6 +18,11 @@ pub struct Remote {
     /// Overall time limit in ms (card fetch, and the whole call) [default: 300000]
     #[arg(long, value_name = "MS")]
     pub timeout: Option<u64>,
+    /// Fetch the card even if the cache holds a fresh copy, and store nothing.
+    /// (Cards are cached as their server's Cache-Control / ETag allow, in the
+    /// user cache dir or $TOOLNEXUS_CACHE_DIR; never with -H headers.)
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 fn parse_header(h: &str) -> Result<(String, String), Fail> {
@@ -35,6 +41,21 @@ fn parse_header(h: &str) -> Result<(String, String), Fail> {
 }
 
 impl Remote {
+    /// The agent's tools, the card taken from the cache when it allows.
+    async fn tools(&self, agent: &Agent) -> Result<Vec<RemoteTool>, Fail> {
+        // One transport, so the card and the call share a keep-alive connection.
+        let transport = NativeTransport::shared();
+        let cache = if self.no_cache {
+            None
+        } else {
+            CardCache::open()
+        };
+        let card = card_cache::fetch_card(&transport, agent, cache.as_ref())
+            .await
+            .map_err(|e| Fail(1, e.to_string()))?;
+        Ok(card_tools(&transport, agent, &card))
+    }
+
     fn agent(&self, poll_every: Option<u64>) -> Result<Agent, Fail> {
         Ok(Agent {
             card: self.card.clone(),
@@ -88,9 +109,7 @@ pub fn print_json(v: &serde_json::Value) {
 
 pub async fn tools(remote: Remote) -> Result<i32, Fail> {
     let agent = remote.agent(None)?;
-    let tools = agent_tools(&agent)
-        .await
-        .map_err(|e| Fail(1, e.to_string()))?;
+    let tools = remote.tools(&agent).await?;
     print_json(&json!(tools.iter().map(|t| t.spec()).collect::<Vec<_>>()));
     Ok(0)
 }
@@ -115,9 +134,7 @@ pub async fn call(
     } else {
         task
     };
-    let tools = agent_tools(&agent)
-        .await
-        .map_err(|e| Fail(1, e.to_string()))?;
+    let tools = remote.tools(&agent).await?;
     let Some(found) = tools
         .iter()
         .find(|t| t.spec().name == tool)

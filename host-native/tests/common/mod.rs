@@ -167,12 +167,33 @@ pub fn toolnexus_bin() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_BIN_EXE_toolnexus"))
 }
 
+/// The card cache `toolnexus` uses in these tests: one per test process, in
+/// the target dir, so the user's cache neither helps nor hears of them.
+pub fn test_cache_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("card-cache-{}", std::process::id()))
+}
+
 /// Runs a program to completion (bounded), returning (exit code, stdout, stderr).
 pub async fn run_to_end(program: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    run_with_cache(program, args, &test_cache_dir()).await
+}
+
+/// [`run_to_end`] of `toolnexus` with the card cache in `cache`.
+pub async fn run_to_end_in(cache: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    run_with_cache(&toolnexus_bin(), args, cache).await
+}
+
+async fn run_with_cache(
+    program: &std::path::Path,
+    args: &[&str],
+    cache: &std::path::Path,
+) -> (i32, String, String) {
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(90),
         tokio::process::Command::new(program)
             .args(args)
+            .env("TOOLNEXUS_CACHE_DIR", cache)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output(),
