@@ -60,6 +60,8 @@ pub enum Method {
     Subscribe,
     Get,
     Cancel,
+    /// `ListTasks` (1.0 only).
+    List,
     /// Any of the push-notification config methods (set/create, get, list, delete).
     PushConfig,
     /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`.
@@ -75,6 +77,7 @@ impl Method {
             "SubscribeToTask" | "tasks/resubscribe" => Method::Subscribe,
             "GetTask" | "tasks/get" => Method::Get,
             "CancelTask" | "tasks/cancel" => Method::Cancel,
+            "ListTasks" => Method::List,
             "CreateTaskPushNotificationConfig"
             | "SetTaskPushNotificationConfig"
             | "GetTaskPushNotificationConfig"
@@ -131,6 +134,7 @@ impl Dialect {
             (_, Method::Send) => "SendMessage",
             (_, Method::Get) => "GetTask",
             (_, Method::Cancel) => "CancelTask",
+            (_, Method::List) => "ListTasks",
             (Dialect::V03, Method::PushConfig) => "tasks/pushNotificationConfig/get",
             (_, Method::PushConfig) => "GetTaskPushNotificationConfig",
             (Dialect::V03, Method::ExtendedCard) => "agent/getAuthenticatedExtendedCard",

@@ -77,6 +77,13 @@ impl TaskStore for ObservedStore {
         self.inner.get(id)
     }
 
+    fn list(
+        &self,
+        filter: &toolnexus_core::server::TaskFilter,
+    ) -> impl std::future::Future<Output = Result<Option<Vec<Task>>, StoreError>> + Send {
+        self.inner.list(filter)
+    }
+
     fn save(
         &self,
         task: &Task,

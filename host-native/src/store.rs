@@ -4,7 +4,7 @@ use futures_util::future::{BoxFuture, Either};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use toolnexus_core::server::{MemoryStore, StoreError, TaskStore};
+use toolnexus_core::server::{MemoryStore, StoreError, TaskFilter, TaskStore};
 use toolnexus_core::task::{Message, Shape, Task, TaskState};
 use toolnexus_core::{sanitize, MaybeSend};
 
@@ -99,7 +99,44 @@ fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
     result.map_err(|e| err("cannot write", e))
 }
 
+/// Every readable task file in `dir` that passes `filter`; files that are
+/// not tasks (or vanish while read) are skipped.
+fn list_dir(dir: &Path, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| StoreError(format!("cannot read the store folder: {e}")))?;
+    let mut tasks = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_task = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".json"));
+        if !is_task || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        if let Ok(Some(task)) = read_task(&path) {
+            if filter.matches(&task) {
+                tasks.push(task);
+            }
+        }
+    }
+    Ok(tasks)
+}
+
 impl FileStore {
+    /// The tasks that pass `filter`, read on the blocking pool.
+    pub fn list_owned(
+        &self,
+        filter: &TaskFilter,
+    ) -> BoxFuture<'static, Result<Vec<Task>, StoreError>> {
+        let (dir, filter) = (self.dir.clone(), filter.clone());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || list_dir(&dir, &filter))
+                .await
+                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+        })
+    }
+
     /// Reads a task on the blocking pool; the future borrows nothing.
     pub fn get_owned(&self, id: &str) -> BoxFuture<'static, Result<Option<Task>, StoreError>> {
         let path = self.path(id);
@@ -129,6 +166,14 @@ impl TaskStore for FileStore {
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         self.save_owned(task)
+    }
+
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
+        let listed = self.list_owned(filter);
+        async move { listed.await.map(Some) }
     }
 }
 
@@ -174,5 +219,16 @@ impl TaskStore for AnyStore {
             AnyStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
             AnyStore::File(f) => Either::Right(f.save_owned(task)),
         }
+    }
+
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
+        let listed = match self {
+            AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(m.list_now(filter)))),
+            AnyStore::File(f) => Either::Right(f.list_owned(filter)),
+        };
+        async move { listed.await.map(Some) }
     }
 }

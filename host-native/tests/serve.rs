@@ -464,6 +464,33 @@ async fn the_file_store_round_trips_across_a_restart() {
     let got = rpc(&handle.url, None, "tasks/get", json!({"id": id})).await;
     assert_eq!(got["result"]["status"]["state"], "completed");
     assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "keep me");
+    assert!(
+        got["result"]["status"]["timestamp"].is_string(),
+        "stamped and kept: {got}"
+    );
+    // ListTasks reads the folder: the task from before the restart, then a new one first.
+    let ctx = got["result"]["contextId"]
+        .as_str()
+        .expect("ctx")
+        .to_string();
+    rpc(
+        &handle.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m2", "parts": [{"text": "again"}]}}),
+    )
+    .await;
+    let listed = rpc(&handle.url, Some("1.0"), "ListTasks", json!({})).await;
+    assert_eq!(listed["result"]["totalSize"], 2, "{listed}");
+    assert_eq!(listed["result"]["tasks"][1]["id"], id.as_str());
+    let same_ctx = rpc(
+        &handle.url,
+        Some("1.0"),
+        "ListTasks",
+        json!({"contextId": ctx}),
+    )
+    .await;
+    assert_eq!(same_ctx["result"]["totalSize"], 1, "{same_ctx}");
     handle.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -114,7 +114,7 @@ export interface A2ATask {
   id: string;
   contextId: string;
   kind: "task";
-  status: { state: TaskStateName; message?: A2AMessage };
+  status: { state: TaskStateName; message?: A2AMessage; timestamp?: string };
   artifacts?: { artifactId: string; parts: TextPart[] }[];
   history?: A2AMessage[];
 }
@@ -123,6 +123,11 @@ export interface A2ATask {
 export interface TaskStore {
   get(id: string): Promise<A2ATask | null | undefined> | A2ATask | null | undefined;
   save(task: A2ATask): Promise<void> | void;
+  /**
+   * Every stored task (for ListTasks); `hint` may narrow it, but returning more
+   * is fine: the handler filters, orders and pages. Without it ListTasks is -32004.
+   */
+  list?(hint: { contextId?: string; status?: TaskStateName; statusTimestampAfter?: string }): Promise<A2ATask[]> | A2ATask[];
 }
 
 /** A task reached a terminal state. */

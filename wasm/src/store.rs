@@ -5,7 +5,7 @@ use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
 use futures_util::future::Either;
 use js_sys::{Function, Promise};
 use std::future::Future;
-use toolnexus_core::server::{MemoryStore, StoreError, TaskStore};
+use toolnexus_core::server::{MemoryStore, StoreError, TaskFilter, TaskStore};
 use toolnexus_core::task::Shape;
 use toolnexus_core::transport::MaybeSend;
 use toolnexus_core::Task;
@@ -49,7 +49,51 @@ async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> 
     })
 }
 
+/// `store.list(filter)`, when the store has one: an array of tasks (or a
+/// promise of one). The filter is a hint (`{contextId?, status?,
+/// statusTimestampAfter?}`); the server filters again.
+async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>, StoreError> {
+    if !get(&store, "list").is_function() {
+        return Ok(None);
+    }
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Hint {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        context_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status_timestamp_after: Option<String>,
+    }
+    let hint = Hint {
+        context_id: filter.context_id,
+        status: filter.state.map(|s| s.as_str()),
+        status_timestamp_after: filter
+            .updated_after_ms
+            .map(toolnexus_core::time::format_rfc3339),
+    };
+    let listed = call_store(store, "list", ser_to_js(&hint)).await?;
+    let value = to_json(&listed, "the listed tasks").map_err(|e| StoreError(error_text(&e)))?;
+    let items = value
+        .as_array()
+        .ok_or_else(|| StoreError("the store's list() must give an array of tasks".into()))?;
+    Ok(Some(items.iter().filter_map(Task::from_value).collect()))
+}
+
 impl TaskStore for HandlerStore {
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
+        match self {
+            HandlerStore::Memory(m) => {
+                Either::Left(std::future::ready(Ok(Some(m.list_now(filter)))))
+            }
+            HandlerStore::Js(s) => Either::Right(js_list(s.clone(), filter.clone())),
+        }
+    }
+
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         match self {
             HandlerStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),

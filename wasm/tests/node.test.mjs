@@ -407,6 +407,38 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal(events[0].result, 'stub answer [Say hello warmly.] to: greet Ada');
   });
 
+  test('ListTasks through the handler: the memory store, a JS store with list(), one without', async () => {
+    const call = (handler, method, params) => handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json', 'A2A-Version': '1.0' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    })).then((r) => r.json());
+    const send = (handler, text) => call(handler, 'SendMessage', { message: { role: 'ROLE_USER', messageId: text, parts: [{ text }] } });
+    const memory = tn.createA2AHandler({ client: 'echo' });
+    await send(memory, 'one');
+    await send(memory, 'two');
+    const listed = (await call(memory, 'ListTasks', { pageSize: 1 })).result;
+    assert.equal(listed.totalSize, 2);
+    assert.equal(listed.tasks.length, 1);
+    assert.ok(listed.tasks[0].status.timestamp, 'stamped with Date.now()');
+    assert.ok(listed.nextPageToken.length > 0);
+
+    const saved = new Map();
+    const hints = [];
+    const withList = tn.createA2AHandler({ client: 'echo', store: {
+      get: async (id) => saved.get(id) ?? null,
+      save: async (task) => { saved.set(task.id, structuredClone(task)); },
+      list: async (hint) => { hints.push(hint); return [...saved.values()]; },
+    } });
+    await send(withList, 'kept');
+    const page = (await call(withList, 'ListTasks', { status: 'TASK_STATE_COMPLETED', includeArtifacts: true })).result;
+    assert.equal(page.totalSize, 1);
+    assert.equal(page.tasks[0].artifacts[0].parts[0].text, 'kept');
+    assert.deepEqual(hints, [{ status: 'completed' }]);
+
+    const getOnly = tn.createA2AHandler({ client: 'echo', store: { get: async () => null, save: async () => {} } });
+    assert.equal((await call(getOnly, 'ListTasks', {})).error.code, -32004);
+  });
+
   test('the handler speaks JSON-RPC errors, CORS and 404 like the native server', async () => {
     const handler = tn.createA2AHandler({ skills, client: 'echo' });
     const post = (body, headers = {}) => handler(new Request('http://edge.test/', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body }));

@@ -8,6 +8,7 @@
 
 mod card;
 mod fulfil;
+mod list;
 mod machine;
 mod rpc;
 mod store;
@@ -15,7 +16,7 @@ mod stream;
 
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
-pub use store::{MemoryStore, StoreError, TaskStore, DEFAULT_MAX_TASKS};
+pub use store::{MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_TASKS};
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
 use crate::event::{StatusUpdate, StreamEvent};
@@ -386,7 +387,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let outcome = match timer {
                     Some((secs, timer)) => {
                         waited = Some(secs);
-                        self.get_task_waiting(&call, timer).await
+                        self.get_task_waiting(&call, timer)
+                            .await
+                            .map(Answered::Task)
                     }
                     None => self.dispatch(call).await,
                 };
@@ -534,15 +537,20 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    async fn dispatch(self: &Arc<Self>, call: RpcRequest) -> Result<Answer, RpcError> {
+    async fn dispatch(self: &Arc<Self>, call: RpcRequest) -> Result<Answered, RpcError> {
         let shape = call.shape;
         match Method::from_name(&call.method) {
-            Some(Method::Send) => self.send_message(&call.params, shape).await,
+            Some(Method::Send) => self
+                .send_message(&call.params, shape)
+                .await
+                .map(Answered::Task),
             Some(Method::Get) => {
                 let task = self.existing(&call.params).await?;
-                Ok(Answer::task(task, shape, history_length(&call.params)))
+                let answer = Answer::task(task, shape, history_length(&call.params));
+                Ok(Answered::Task(answer))
             }
-            Some(Method::Cancel) => self.cancel(&call.params, shape).await,
+            Some(Method::Cancel) => self.cancel(&call.params, shape).await.map(Answered::Task),
+            Some(Method::List) => self.list(&call.params, shape).await.map(Answered::Page),
             // The card says pushNotifications: false.
             Some(Method::PushConfig) => Err(RpcError::new(
                 rpc::PUSH_NOTIFICATION_NOT_SUPPORTED,
@@ -557,6 +565,19 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 rpc::METHOD_NOT_FOUND,
                 format!("Method not found: {}", call.method),
             )),
+        }
+    }
+
+    /// ListTasks: one page of the stored tasks the params ask for.
+    async fn list(&self, params: &Value, shape: Shape) -> Result<list::Page, RpcError> {
+        let query = list::ListQuery::parse(params)?;
+        match self.store.list(&query.filter).await {
+            Ok(Some(tasks)) => Ok(query.page(tasks, shape)),
+            Ok(None) => Err(RpcError::new(
+                rpc::UNSUPPORTED_OPERATION,
+                "this agent's task store cannot list tasks",
+            )),
+            Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
         }
     }
 
@@ -981,6 +1002,21 @@ impl Answer {
     }
 }
 
+/// A JSON-RPC result: a task, or a page of them.
+enum Answered {
+    Task(Answer),
+    Page(list::Page),
+}
+
+impl serde::Serialize for Answered {
+    fn serialize<Ser: serde::Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
+        match self {
+            Answered::Task(a) => a.serialize(s),
+            Answered::Page(p) => p.serialize(s),
+        }
+    }
+}
+
 impl serde::Serialize for Answer {
     fn serialize<Ser: serde::Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
         use serde::ser::SerializeMap;
@@ -1006,7 +1042,7 @@ struct Envelope<'a> {
     jsonrpc: &'static str,
     id: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<&'a Answer>,
+    result: Option<&'a Answered>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorBody<'a>>,
 }

@@ -1,6 +1,6 @@
 //! Where tasks live: the [`TaskStore`] trait and the bounded memory store.
 
-use crate::task::Task;
+use crate::task::{Task, TaskState};
 use crate::transport::MaybeSend;
 use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::DefaultHashBuilder;
@@ -19,11 +19,45 @@ impl std::fmt::Display for StoreError {
     }
 }
 
+/// Which tasks ListTasks asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Only this conversation's tasks.
+    pub context_id: Option<String>,
+    /// Only tasks in this state.
+    pub state: Option<TaskState>,
+    /// Only tasks whose status changed after this instant (Unix ms).
+    pub updated_after_ms: Option<u64>,
+}
+
+impl TaskFilter {
+    /// Whether `task` passes.
+    pub fn matches(&self, task: &Task) -> bool {
+        self.context_id
+            .as_ref()
+            .is_none_or(|c| *c == task.context_id)
+            && self.state.is_none_or(|s| s == task.state)
+            && self
+                .updated_after_ms
+                .is_none_or(|after| task.updated_ms.is_some_and(|t| t > after))
+    }
+}
+
 /// Persists tasks. `save` must be durable when it returns: the server
 /// acknowledges a task only after its first save.
 pub trait TaskStore: crate::transport::MaybeSend + crate::transport::MaybeSync + 'static {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend;
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend;
+    /// The stored tasks that pass `filter`, in any order (returning more is
+    /// fine: the server filters again). `Ok(None)`: this store cannot list,
+    /// and ListTasks answers that it is unsupported.
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
+        let _ = filter;
+        std::future::ready(Ok(None))
+    }
 }
 
 /// The default cap on tasks kept by [`MemoryStore`].
@@ -119,6 +153,18 @@ impl MemoryStore {
         inner.slots[slot as usize].as_deref().cloned()
     }
 
+    /// The stored tasks that pass `filter`, now.
+    pub fn list_now(&self, filter: &TaskFilter) -> Vec<Task> {
+        let inner = self.lock();
+        inner
+            .slots
+            .iter()
+            .flatten()
+            .filter(|t| filter.matches(t))
+            .map(|t| (**t).clone())
+            .collect()
+    }
+
     /// Stores the task now (see the type's eviction rule).
     pub fn save_now(&self, task: &Task) -> Result<(), StoreError> {
         let mut inner = self.lock();
@@ -186,6 +232,13 @@ impl TaskStore for MemoryStore {
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         std::future::ready(self.save_now(task))
+    }
+
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
+        std::future::ready(Ok(Some(self.list_now(filter))))
     }
 }
 

@@ -133,6 +133,12 @@ impl TaskStore for Arc<Recording> {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         self.inner.get(id)
     }
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
+        self.inner.list(filter)
+    }
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         lock(&self.saves).push((task.id.clone(), task.state));
         let (this, task) = (self.clone(), task.clone());
@@ -502,6 +508,112 @@ fn every_state_change_is_stamped_and_the_stamp_is_served() {
         stamped.len() >= 2,
         "working and completed are stamped: {stamped:?}"
     );
+}
+
+#[test]
+fn list_tasks_pages_newest_first_with_filters() {
+    let f = fixture();
+    let mut ids = Vec::new();
+    for (i, ctx) in ["a", "b", "a", "a", "b"].iter().enumerate() {
+        f.host.time.advance_to(1000 * (i as u64 + 1));
+        let text = if i == 3 { "hang on" } else { "hello" };
+        let params = json!({"message": {"role": "ROLE_USER", "messageId": format!("m{i}"),
+            "contextId": ctx, "parts": [{"text": text}]}, "configuration": {"returnImmediately": true}});
+        let v = f.rpc(Some("1.0"), "SendMessage", params);
+        ids.push(v["result"]["task"]["id"].as_str().expect("id").to_string());
+        f.settle();
+    }
+    let list = |params: Value| f.rpc(Some("1.0"), "ListTasks", params)["result"].clone();
+    let ids_of = |page: &Value| -> Vec<String> {
+        page["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all = list(json!({}));
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(ids_of(&all), newest_first);
+    assert_eq!(
+        (all["totalSize"].as_u64(), all["pageSize"].as_u64()),
+        (Some(5), Some(50))
+    );
+    assert_eq!(all["nextPageToken"], "");
+    assert!(
+        all["tasks"][2].get("artifacts").is_none(),
+        "artifacts only when asked"
+    );
+    assert_eq!(all["tasks"][2]["status"]["state"], "TASK_STATE_COMPLETED");
+    let with = list(json!({"includeArtifacts": true, "historyLength": 0}));
+    assert!(with["tasks"][2]["artifacts"].is_array());
+    assert!(with["tasks"][2].get("history").is_none());
+
+    let in_a = list(json!({"contextId": "a"}));
+    assert_eq!(
+        ids_of(&in_a),
+        [ids[3].clone(), ids[2].clone(), ids[0].clone()]
+    );
+    let working = list(json!({"status": "TASK_STATE_WORKING"}));
+    assert_eq!(ids_of(&working), [ids[3].clone()]);
+    let recent = list(json!({"statusTimestampAfter": "2025-12-01T00:00:03.000Z"}));
+    assert_eq!(ids_of(&recent), [ids[4].clone(), ids[3].clone()]);
+
+    // Pages of two, followed by their tokens, give every task once.
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    for _ in 0..5 {
+        let page = list(json!({"pageSize": 2, "pageToken": token}));
+        assert_eq!(page["totalSize"], 5);
+        seen.extend(ids_of(&page));
+        token = page["nextPageToken"].as_str().unwrap().to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(seen, newest_first);
+    assert_eq!(
+        f.error_code(Some("1.0"), "ListTasks", json!({"pageSize": 500})),
+        -32602
+    );
+    assert_eq!(
+        f.error_code(Some("1.0"), "ListTasks", json!({"pageToken": "zz"})),
+        -32602
+    );
+}
+
+#[test]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn list_tasks_on_a_store_that_cannot_list_is_unsupported() {
+    struct GetOnly(MemoryStore);
+    impl TaskStore for GetOnly {
+        fn get(
+            &self,
+            id: &str,
+        ) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
+            self.0.get(id)
+        }
+        fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+            self.0.save(task)
+        }
+    }
+    let host = Arc::new(TestHost::default());
+    let options = ServerOptions {
+        card: Some(card().into()),
+        ..Default::default()
+    };
+    let server = A2aServer::new(
+        options,
+        GetOnly(MemoryStore::default()),
+        host.clone(),
+        Rules,
+    );
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
+    let req = HttpRequest::post_json("/", body.to_string().into_bytes())
+        .with_header("A2A-Version", "1.0");
+    let resp = run_with_jobs(server.handle(req), &host.jobs);
+    let v: Value = serde_json::from_slice(&resp.body).expect("json");
+    assert_eq!(v["error"]["code"], -32004, "{v}");
 }
 
 #[test]

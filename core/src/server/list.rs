@@ -1,0 +1,228 @@
+//! ListTasks: the params read and checked, and one page of tasks, newest
+//! status change first.
+
+use super::rpc::RpcError;
+use super::store::TaskFilter;
+use crate::task::{Shape, Task, TaskState};
+use serde::ser::SerializeMap;
+use serde_json::Value;
+
+/// The page size when none is asked for.
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+/// The largest page size.
+pub const MAX_PAGE_SIZE: usize = 100;
+
+/// What a ListTasks call asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListQuery {
+    pub(crate) filter: TaskFilter,
+    pub(crate) page_size: usize,
+    /// Start after this task (its status time and id), from a page token.
+    pub(crate) after: Option<(u64, String)>,
+    pub(crate) history_length: Option<usize>,
+    pub(crate) include_artifacts: bool,
+}
+
+impl ListQuery {
+    /// Reads the params; anything malformed is -32602.
+    pub(crate) fn parse(params: &Value) -> Result<ListQuery, RpcError> {
+        let text = |key: &str| -> Result<Option<&str>, RpcError> {
+            match params.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.as_str())),
+                Some(_) => Err(RpcError::invalid_params(&format!("{key} must be a string"))),
+            }
+        };
+        let state = match text("status")? {
+            None | Some("TASK_STATE_UNSPECIFIED") => None,
+            Some(s) => match TaskState::parse(s) {
+                TaskState::Unknown => {
+                    return Err(RpcError::invalid_params(&format!(
+                        "status {s:?} is not a task state"
+                    )))
+                }
+                state => Some(state),
+            },
+        };
+        let updated_after_ms = match text("statusTimestampAfter")? {
+            None => None,
+            Some(t) => Some(crate::time::parse_rfc3339(t).ok_or_else(|| {
+                RpcError::invalid_params(&format!(
+                    "statusTimestampAfter {t:?} is not an RFC 3339 timestamp"
+                ))
+            })?),
+        };
+        let page_size = match params.get("pageSize") {
+            None | Some(Value::Null) => DEFAULT_PAGE_SIZE,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=100) => n as usize,
+                _ => {
+                    return Err(RpcError::invalid_params(&format!(
+                        "pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"
+                    )))
+                }
+            },
+        };
+        let after =
+            match text("pageToken")? {
+                None | Some("") => None,
+                Some(token) => Some(decode_token(token).ok_or_else(|| {
+                    RpcError::invalid_params("pageToken is not one this agent gave")
+                })?),
+            };
+        let history_length =
+            match params.get("historyLength") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_u64().ok_or_else(|| {
+                    RpcError::invalid_params("historyLength must be a whole number")
+                })? as usize),
+            };
+        let include_artifacts = match params.get("includeArtifacts") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "includeArtifacts must be a boolean",
+                ))
+            }
+        };
+        Ok(ListQuery {
+            filter: TaskFilter {
+                context_id: text("contextId")?.map(str::to_string),
+                state,
+                updated_after_ms,
+            },
+            page_size,
+            after,
+            history_length,
+            include_artifacts,
+        })
+    }
+
+    /// The page of `tasks` (as a store listed them) this query asks for.
+    pub(crate) fn page(&self, mut tasks: Vec<Task>, shape: Shape) -> Page {
+        tasks.retain(|t| self.filter.matches(t));
+        // Newest status change first; ties by id, so the order is total.
+        let key = |t: &Task| (t.updated_ms.unwrap_or(0), t.id.clone());
+        tasks.sort_by_key(|t| std::cmp::Reverse(key(t)));
+        let total_size = tasks.len();
+        let start = match &self.after {
+            // After the cursor in that order, even if its task is gone.
+            Some(cursor) => tasks.partition_point(|t| key(t) >= *cursor),
+            None => 0,
+        };
+        let mut rest = tasks.split_off(start.min(tasks.len()));
+        let more = rest.len() > self.page_size;
+        rest.truncate(self.page_size);
+        let next_page_token = match rest.last() {
+            Some(last) if more => encode_token(last.updated_ms.unwrap_or(0), &last.id),
+            _ => String::new(),
+        };
+        if !self.include_artifacts {
+            for t in &mut rest {
+                t.artifacts.clear();
+            }
+        }
+        Page {
+            tasks: rest,
+            shape,
+            history_length: self.history_length,
+            next_page_token,
+            page_size: self.page_size,
+            total_size,
+        }
+    }
+}
+
+/// One page of a ListTasks answer.
+pub(crate) struct Page {
+    tasks: Vec<Task>,
+    shape: Shape,
+    history_length: Option<usize>,
+    next_page_token: String,
+    page_size: usize,
+    total_size: usize,
+}
+
+impl serde::Serialize for Page {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Tasks<'a>(&'a Page);
+        impl serde::Serialize for Tasks<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let p = self.0;
+                s.collect_seq(p.tasks.iter().map(|t| t.shaped(p.shape, p.history_length)))
+            }
+        }
+        let mut map = s.serialize_map(Some(4))?;
+        map.serialize_entry("tasks", &Tasks(self))?;
+        map.serialize_entry("nextPageToken", &self.next_page_token)?;
+        map.serialize_entry("pageSize", &self.page_size)?;
+        map.serialize_entry("totalSize", &self.total_size)?;
+        map.end()
+    }
+}
+
+/// An opaque token for "after this task": hex of `<ms>:<id>`.
+fn encode_token(ms: u64, id: &str) -> String {
+    format!("{ms}:{id}")
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode_token(token: &str) -> Option<(u64, String)> {
+    if token.len() % 2 != 0 || token.len() > 1024 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
+        .collect();
+    let text = String::from_utf8(bytes?).ok()?;
+    let (ms, id) = text.split_once(':')?;
+    Some((ms.parse().ok()?, id.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn tokens_round_trip_and_strangers_are_refused() {
+        let t = encode_token(1_764_547_200_000, "a-b:c");
+        assert_eq!(decode_token(&t), Some((1_764_547_200_000, "a-b:c".into())));
+        for bad in ["zz", "abc", "3a", &"00".repeat(600)] {
+            assert_eq!(decode_token(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn malformed_params_are_invalid() {
+        for params in [
+            json!({"pageSize": 0}),
+            json!({"pageSize": 101}),
+            json!({"pageSize": 2.5}),
+            json!({"status": "sleeping"}),
+            json!({"statusTimestampAfter": "yesterday"}),
+            json!({"pageToken": "not hex"}),
+            json!({"includeArtifacts": "yes"}),
+            json!({"contextId": 5}),
+        ] {
+            let err = ListQuery::parse(&params).expect_err("invalid");
+            assert_eq!(err.code, crate::rpc::INVALID_PARAMS, "{params}");
+        }
+        let q =
+            ListQuery::parse(&json!({"status": "TASK_STATE_WORKING", "pageSize": 100})).unwrap();
+        assert_eq!(
+            (q.filter.state, q.page_size),
+            (Some(TaskState::Working), 100)
+        );
+        assert_eq!(
+            ListQuery::parse(&json!({})).unwrap().page_size,
+            DEFAULT_PAGE_SIZE
+        );
+    }
+}
