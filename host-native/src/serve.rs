@@ -129,6 +129,8 @@ struct Jobs {
 struct NativeHost {
     on_task: Option<OnTask>,
     jobs: Arc<Jobs>,
+    /// The zero of `now_ms`.
+    epoch: std::time::Instant,
 }
 
 impl ServerHost for NativeHost {
@@ -169,8 +171,13 @@ impl ServerHost for NativeHost {
         tracing::warn!("{problem}");
     }
 
-    fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
-        Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))))
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {
+        let at = self.epoch + Duration::from_millis(at_ms);
+        Some(Box::pin(tokio::time::sleep_until(at.into())))
     }
 }
 
@@ -295,6 +302,7 @@ fn start(
     };
     let jobs = Arc::new(Jobs::default());
     let host = NativeHost {
+        epoch: std::time::Instant::now(),
         on_task: options.on_task,
         jobs: jobs.clone(),
     };

@@ -171,8 +171,14 @@ impl ServerHost for WasmHost {
 
     /// setTimeout: heartbeats of idle streams, `Prefer: wait` long-polls.
     /// Dropping the future clears the timer.
-    fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
-        let ms = ms.min(i32::MAX as u64) as u32;
+    fn now_ms(&self) -> u64 {
+        crate::transport::now_ms()
+    }
+
+    fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {
+        let ms = at_ms
+            .saturating_sub(crate::transport::now_ms())
+            .min(i32::MAX as u64) as u32;
         Some(Box::pin(gloo_timers::future::TimeoutFuture::new(ms)))
     }
 }

@@ -111,9 +111,16 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     fn unix_ms(&self) -> Option<u64> {
         None
     }
-    /// A timer, for GetTask long-polls (`Prefer: wait=N`). Hosts without one
-    /// keep the default, and GetTask then always answers at once.
-    fn sleep(&self, _ms: u64) -> Option<BoxFuture<'static, ()>> {
+    /// Milliseconds on a monotonic clock, the same time as
+    /// [`crate::Transport::now_ms`]: only differences matter.
+    fn now_ms(&self) -> u64 {
+        0
+    }
+    /// A timer that completes at (or soon after) `at_ms` of
+    /// [`ServerHost::now_ms`], for GetTask long-polls (`Prefer: wait=N`) and
+    /// stream heartbeats. Hosts without one keep the default: GetTask then
+    /// answers at once, and streams get no heartbeat.
+    fn sleep_until(&self, _at_ms: u64) -> Option<BoxFuture<'static, ()>> {
         None
     }
 }
@@ -227,7 +234,7 @@ pub struct ServerOptions {
     pub cors_origin: Option<String>,
     /// How long an event stream may stay silent before a `: ping` comment
     /// keeps it open (default [`DEFAULT_HEARTBEAT`]); `None` sends none.
-    /// Needs a host timer ([`ServerHost::sleep`]).
+    /// Needs a host timer ([`ServerHost::sleep_until`]).
     pub heartbeat: Option<Duration>,
     /// How long clients may use the card without asking again
     /// (`Cache-Control: public, max-age=N`). `None` (the default): they
@@ -383,7 +390,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let is_get = Method::from_name(&call.method) == Some(Method::Get);
                 let wait = preferred_wait(req).filter(|_| is_get);
                 // Hosts without a timer answer at once, as if no wait was asked.
-                let timer = wait.and_then(|secs| Some((secs, self.host.sleep(secs * 1000)?)));
+                let timer = wait.and_then(|secs| {
+                    let at = self.host.now_ms().saturating_add(secs * 1000);
+                    Some((secs, self.host.sleep_until(at)?))
+                });
                 let outcome = match timer {
                     Some((secs, timer)) => {
                         waited = Some(secs);
@@ -953,7 +963,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
         self.host.new_id()
     }
     fn heartbeat(&self) -> Option<BoxFuture<'static, ()>> {
-        self.host.sleep(self.heartbeat_ms?)
+        let at = self.host.now_ms().saturating_add(self.heartbeat_ms?);
+        self.host.sleep_until(at)
     }
     fn tasks(&self) -> MutexGuard<'_, Tasks> {
         A2aServer::tasks(self)

@@ -63,9 +63,11 @@ impl ServerHost for Arc<TestHost> {
         Some(1_764_547_200_000 + self.time.now())
     }
     /// A timer on the test's clock: done when the test moves it far enough.
-    fn sleep(&self, ms: u64) -> Option<BoxFuture<'static, ()>> {
-        let at = self.time.now() + ms;
-        lock(&self.timers).push((ms, at));
+    fn now_ms(&self) -> u64 {
+        self.time.now()
+    }
+    fn sleep_until(&self, at: u64) -> Option<BoxFuture<'static, ()>> {
+        lock(&self.timers).push((at - self.time.now(), at));
         Some(Box::pin(self.time.sleep_until(at)))
     }
 }
