@@ -390,7 +390,8 @@ impl Serialize for ShapedTask<'_> {
                 };
                 map.serialize_entry("state", state)?;
                 if let Some(ms) = self.0.updated_ms {
-                    map.serialize_entry("timestamp", &crate::time::format_rfc3339(ms))?;
+                    let mut buf = [0; crate::time::RFC3339_LEN];
+                    map.serialize_entry("timestamp", crate::time::write_rfc3339(ms, &mut buf))?;
                 }
                 if let Some(m) = &self.0.status_message {
                     map.serialize_entry(

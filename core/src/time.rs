@@ -25,18 +25,38 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-/// `unix_ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-pub fn format_rfc3339(unix_ms: u64) -> String {
+/// The length of [`format_rfc3339`]'s text (for years 0–9999).
+pub const RFC3339_LEN: usize = 24;
+
+/// `unix_ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ`, written into `buf` (no allocation:
+/// GetTask serialises one per answer).
+pub fn write_rfc3339(unix_ms: u64, buf: &mut [u8; RFC3339_LEN]) -> &str {
     let secs = (unix_ms / 1000) as i64;
     let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        unix_ms % 1000
-    )
+    let fields = [
+        (0, 4, y.clamp(0, 9999)),
+        (5, 2, mo),
+        (8, 2, d),
+        (11, 2, rem / 3600),
+        (14, 2, rem / 60 % 60),
+        (17, 2, rem % 60),
+        (20, 3, (unix_ms % 1000) as i64),
+    ];
+    *buf = *b"0000-00-00T00:00:00.000Z";
+    for (at, width, mut n) in fields {
+        for i in (at..at + width).rev() {
+            buf[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    }
+    // Only ASCII digits and separators were written.
+    std::str::from_utf8(buf).unwrap_or("1970-01-01T00:00:00.000Z")
+}
+
+/// `unix_ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn format_rfc3339(unix_ms: u64) -> String {
+    write_rfc3339(unix_ms, &mut [0; RFC3339_LEN]).to_string()
 }
 
 /// Reads `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (RFC 3339; `t`, `z` and
