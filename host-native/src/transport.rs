@@ -147,7 +147,10 @@ impl NativeTransport {
         let resp = self.request(req).await?;
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
-        let body = resp.into_body().into_data_stream().map(move |frame| {
+        let body = Drained {
+            body: Some(resp.into_body()),
+        }
+        .map(move |frame| {
             frame
                 .map(|bytes| bytes.to_vec())
                 .map_err(|e| TransportError(format!("reading the answer from {url} failed: {e}")))
@@ -198,6 +201,81 @@ fn response_headers<B>(resp: &hyper::Response<B>) -> Vec<(String, String)> {
         .iter()
         .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
         .collect()
+}
+
+/// A streamed body that, dropped before its end (the call had its terminal
+/// event), is read to its end in the background — bounded in time and
+/// bytes — so its keep-alive connection goes back to the pool instead of
+/// being closed. Peers that end a stream a moment after its last event
+/// (the Python SDK's) then cost no new connection on the next call.
+struct Drained {
+    body: Option<hyper::body::Incoming>,
+}
+
+/// How long and how much a dropped stream is read to save its connection.
+const DRAIN_FOR: Duration = Duration::from_secs(2);
+const DRAIN_BYTES: usize = 64 * 1024;
+
+impl futures_util::Stream for Drained {
+    type Item = Result<Bytes, hyper::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use hyper::body::Body;
+        use std::task::Poll;
+        loop {
+            let Some(body) = self.body.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match std::pin::Pin::new(body).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    self.body = None;
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    self.body = None;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Poll::Ready(Some(Ok(data)));
+                    }
+                    // Trailers: nothing for the caller; read on.
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Drained {
+    fn drop(&mut self) {
+        use hyper::body::Body;
+        let Some(body) = self.body.take() else { return };
+        if body.is_end_stream() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let rest = async {
+                let mut body = std::pin::pin!(body);
+                let mut read = 0;
+                while let Some(Ok(frame)) =
+                    std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
+                {
+                    read += frame.data_ref().map_or(0, |d| d.len());
+                    if read > DRAIN_BYTES {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_FOR, rest).await;
+        });
+    }
 }
 
 impl Transport for NativeTransport {

@@ -234,3 +234,70 @@ async fn errors_before_a_stream_are_plain_json() {
     assert_eq!(v["error"]["code"], -32001);
     handle.stop().await;
 }
+
+/// Reads one HTTP/1.1 request (head and Content-Length body) off `socket`;
+/// `false` when the peer closed the connection.
+async fn read_request(socket: &mut tokio::net::TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match socket.read(&mut byte).await {
+            Ok(1) => buf.push(byte[0]),
+            _ => return false,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    socket.read_exact(&mut body).await.is_ok()
+}
+
+/// A peer that ends its event stream a moment after the last event (as the
+/// Python SDK's does): the client stops reading at the terminal event, and
+/// the rest is drained so the next call reuses the keep-alive connection.
+#[tokio::test]
+async fn a_stream_dropped_at_its_terminal_event_keeps_its_connection() {
+    use toolnexus_core::Transport;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                while read_request(&mut socket).await {
+                    let event = "data: {\"done\":true}\n\n";
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                                Transfer-Encoding: chunked\r\n\r\n";
+                    let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+                    let _ = socket.write_all(format!("{head}{chunk}").as_bytes()).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let _ = socket.write_all(b"0\r\n\r\n").await;
+                }
+            });
+        }
+    });
+    let transport = NativeTransport::new();
+    let url = format!("http://{addr}/");
+    for _ in 0..3 {
+        let req = toolnexus_core::HttpRequest::post_json(&url, b"{}".to_vec());
+        let mut resp = transport.send_streaming(req).await.expect("answer");
+        let first = futures_util::StreamExt::next(&mut resp.body).await;
+        assert!(first.is_some_and(|c| c.is_ok()), "the event arrives");
+        drop(resp);
+        // The drain needs ~20 ms; give it ample time before the next call.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "every call reused the one connection"
+    );
+}
