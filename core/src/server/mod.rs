@@ -171,9 +171,7 @@ impl Card {
             Card::Fixed(bytes) => bytes.clone(),
             Card::RequestOrigin(config, skills) => {
                 let url = format!("{}/", request_origin(req));
-                build_agent_card(config, skills, &url)
-                    .to_string()
-                    .into_bytes()
+                crate::json::text(&build_agent_card(config, skills, &url)).into_bytes()
             }
         }
     }
@@ -280,7 +278,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             host,
             fulfiller,
             card: options.card.map(|c| match c {
-                CardSpec::Fixed(card) => Card::Fixed(card.to_string().into_bytes()),
+                CardSpec::Fixed(card) => Card::Fixed(crate::json::text(&card).into_bytes()),
                 CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
             }),
             cors_origin: options.cors_origin,
