@@ -115,19 +115,60 @@ async fn fetch_head(req: HttpRequest) -> Result<(FetchResponse, AbortOnDrop), Tr
     Ok((resp, guard))
 }
 
-/// The body read chunk by chunk from its `ReadableStream` reader. Dropping
-/// the stream cancels the reader and aborts the fetch.
+/// The body read chunk by chunk from its `ReadableStream` reader.
+///
+/// Dropped before its end (the call had its terminal event), the rest is
+/// read in the background for a moment — [`DRAIN_MS`], [`DRAIN_BYTES`] — so
+/// a peer that ends its stream just after the last event (the Python SDK
+/// server) leaves the runtime a reusable keep-alive connection; past that
+/// bound the reader is canceled and the fetch aborted, so no fetch outlives
+/// its call by more than the bound.
 struct Reader {
     reader: Option<BodyReader>,
     guard: AbortOnDrop,
 }
 
+/// How long and how much a dropped stream is read to save its connection.
+const DRAIN_MS: u32 = 500;
+const DRAIN_BYTES: usize = 64 * 1024;
+
 impl Drop for Reader {
     fn drop(&mut self) {
-        if let Some(r) = self.reader.take() {
-            // The promise only says when the cancel finished; nobody waits for it.
-            let _ = r.cancel_reader();
-        }
+        let Some(reader) = self.reader.take() else {
+            return;
+        };
+        let mut guard = AbortOnDrop(self.guard.0.take());
+        wasm_bindgen_futures::spawn_local(async move {
+            let rest = async {
+                let mut read = 0;
+                loop {
+                    let Ok(p) = reader.read() else { return false };
+                    match JsFuture::from(p).await {
+                        Ok(chunk) if get(&chunk, "done").is_truthy() => return true,
+                        Ok(chunk) => {
+                            read += Uint8Array::new(&get(&chunk, "value")).length() as usize;
+                            if read > DRAIN_BYTES {
+                                return false;
+                            }
+                        }
+                        Err(_) => return false,
+                    }
+                }
+            };
+            let timer = gloo_timers::future::TimeoutFuture::new(DRAIN_MS);
+            let ended = match futures_util::future::select(Box::pin(rest), timer).await {
+                futures_util::future::Either::Left((ended, _)) => ended,
+                futures_util::future::Either::Right(_) => false,
+            };
+            if ended {
+                // Ended cleanly: nothing to abort; the connection is the runtime's to reuse.
+                drop(guard.0.take());
+            } else {
+                // The promise only says when the cancel finished; nobody waits for it.
+                let _ = reader.cancel_reader();
+                drop(guard);
+            }
+        });
     }
 }
 

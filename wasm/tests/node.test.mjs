@@ -206,6 +206,42 @@ describe('events: the task as it happens', () => {
     assert.match(bad.output, /onEvent must be a function/);
   });
 
+  test('a stream the peer ends just after its terminal event leaves a reusable connection', async () => {
+    const http = await import('node:http');
+    let connections = 0;
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => { body += c; });
+      req.on('end', () => {
+        if (req.method === 'GET') {
+          res.setHeader('content-type', 'application/json');
+          res.end(JSON.stringify({ name: 'lazy', url: `http://127.0.0.1:${server.address().port}/`, protocolVersion: '0.3.0', preferredTransport: 'JSONRPC',
+            capabilities: { streaming: true }, skills: [{ id: 'echo', name: 'echo', description: 'e', tags: [] }] }));
+          return;
+        }
+        const { id } = JSON.parse(body);
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id, result: { kind: 'task', id: 't1', contextId: 'c',
+          status: { state: 'completed' }, artifacts: [{ artifactId: 'a', parts: [{ kind: 'text', text: 'ok' }] }] } })}\n\n`);
+        // Like the Python SDK server: the stream ends a moment after its last event.
+        setTimeout(() => res.end(), 20);
+      });
+    });
+    server.on('connection', () => { connections += 1; });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+    const [tool] = await tn.agentTools(`http://127.0.0.1:${server.address().port}/.well-known/agent-card.json`);
+    const afterFirst = [];
+    for (let i = 0; i < 3; i += 1) {
+      const r = await tool.execute({ task: 'x' });
+      assert.equal(r.output, 'ok', JSON.stringify(r));
+      // The drain takes ~20 ms; leave it ample time.
+      await new Promise((done) => setTimeout(done, 300));
+      afterFirst.push(connections);
+    }
+    assert.equal(afterFirst[2], afterFirst[0], `later calls reused the connection: ${afterFirst}`);
+  });
+
   test('stream(): the events as an async iterator, the result as .result', async () => {
     const { url } = await startJsSdkServer();
     const [tool] = (await tn.agentTools(tn.agent({ card: `${url}/.well-known/agent-card.json` })))
