@@ -649,3 +649,114 @@ async fn a_panicking_fulfilment_fails_the_task_and_frees_the_caller() {
     assert_eq!(v["result"]["status"]["state"], "completed");
     handle.stop().await;
 }
+
+/// Progress every millisecond or so for ~30 steps, then an answer.
+struct Chatty;
+
+impl toolnexus_core::server::Fulfiller for Chatty {
+    fn fulfil(
+        &self,
+        _r: toolnexus_core::server::FulfilRequest,
+        progress: toolnexus_core::server::Progress,
+    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+        Box::pin(async move {
+            for i in 0..30 {
+                progress.artifact_chunk(format!("chunk {i} "), false);
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            Ok("done".into())
+        })
+    }
+}
+
+/// Cancels racing progress on the file store (each save a real atomic write):
+/// whatever wins, every task ends in one terminal state, the hook runs once
+/// with it, and a CancelTask that said "canceled" is what is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancels_racing_progress_on_the_file_store_stay_consistent() {
+    let dir = std::env::temp_dir().join(format!("toolnexus-race-{}", uuid_like()));
+    let tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    let mut options = ServeOptions::new(Arc::new(tk), Model::Custom(Arc::new(Chatty)));
+    options.store = format!("file:{}", dir.display());
+    let hooks: Arc<Mutex<Vec<TaskEvent>>> = Arc::default();
+    let seen = hooks.clone();
+    options.on_task = Some(Arc::new(move |e: &TaskEvent| {
+        seen.lock().unwrap().push(e.clone())
+    }));
+    let handle = serve_with(options).await;
+    let url = handle.url.clone();
+    let send = json!({"message": {"role": "user", "messageId": "m",
+        "parts": [{"kind": "text", "text": "go"}]}, "configuration": {"blocking": false}});
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        let v = rpc(&url, None, "message/send", send.clone()).await;
+        ids.push(v["result"]["id"].as_str().expect("id").to_string());
+    }
+    let cancels = ids.iter().map(|id| {
+        let url = url.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(id.len() as u64 % 7)).await;
+            let v = rpc(&url, None, "tasks/cancel", json!({"id": id})).await;
+            (id, v)
+        })
+    });
+    let answers: Vec<(String, Value)> = futures_util::future::join_all(cancels)
+        .await
+        .into_iter()
+        .map(|r| r.expect("cancel task"))
+        .collect();
+    // Every task settles (bounded wait), then the invariants.
+    for (id, answer) in &answers {
+        let mut stored = Value::Null;
+        for _ in 0..500 {
+            stored = rpc(&url, None, "tasks/get", json!({"id": id})).await;
+            let state = stored["result"]["status"]["state"]
+                .as_str()
+                .unwrap_or_default();
+            if state == "canceled" || state == "completed" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let state = stored["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            state == "canceled" || state == "completed",
+            "{id} ended {state}"
+        );
+        match answer["result"]["status"]["state"].as_str() {
+            Some(said) => assert_eq!(
+                said, state,
+                "{id}: CancelTask said {said}, the store says {state}"
+            ),
+            // Refused because it was already finishing: it completed.
+            None => {
+                assert_eq!(answer["error"]["code"], -32002, "{answer}");
+                assert_eq!(state, "completed");
+            }
+        }
+    }
+    // The hook runs after the terminal save; give the last ones a moment.
+    for _ in 0..200 {
+        if hooks.lock().unwrap().len() >= ids.len() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let hooks = hooks.lock().unwrap().clone();
+    for id in &ids {
+        let mine: Vec<&TaskEvent> = hooks.iter().filter(|e| &e.id == id).collect();
+        assert_eq!(mine.len(), 1, "one hook call for {id}: {mine:?}");
+        let stored = rpc(&url, None, "tasks/get", json!({"id": id})).await;
+        assert_eq!(
+            mine[0].state.as_str(),
+            stored["result"]["status"]["state"],
+            "{id}"
+        );
+    }
+    handle.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

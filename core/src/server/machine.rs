@@ -131,7 +131,9 @@ impl Tasks {
         self.next
     }
 
-    /// Takes `task` (saved as it is) as running, with `answer_id` for its answer artifact.
+    /// Takes the new `task` as running, with `answer_id` for its answer
+    /// artifact. Its first save is the caller's, under way from now on: the
+    /// caller reports it with [`Tasks::saved`] (or [`Tasks::abandon`]s the task).
     pub(crate) fn start(
         &mut self,
         task: Task,
@@ -151,7 +153,7 @@ impl Tasks {
             chunks: 0,
             decided: false,
             abort: false,
-            saving: false,
+            saving: true,
             unsaved: false,
             saved,
             streams: Vec::new(),
@@ -516,7 +518,26 @@ mod tests {
     fn started(id: &str) -> Tasks {
         let mut t = Tasks::default();
         t.start(task(id), "a1".into(), None, "hi".into());
+        let after = t.saved(task(id), Ok(()));
+        assert!(after.settled.is_none() && after.problem.is_none());
         t
+    }
+
+    #[test]
+    fn nothing_is_saved_before_the_first_save_ends_even_a_cancel() {
+        let mut t = Tasks::default();
+        t.start(task("t"), "a1".into(), None, "hi".into());
+        assert!(
+            t.cancel("t", None),
+            "a cancel during the first save goes through the machine"
+        );
+        assert!(
+            t.next_save("t").is_none(),
+            "the submitted save is still under way"
+        );
+        let _ = t.saved(task("t"), Ok(()));
+        assert_eq!(save_all(&mut t, "t"), vec![TaskState::Canceled]);
+        assert!(t.finished("t"));
     }
 
     fn working(t: &mut Tasks, id: &str) {

@@ -440,7 +440,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let (first, slot) = match Method::from_name(&call.method) {
             Some(Method::Stream) => {
                 let (task, request, _blocking) = self.create_task(&call.params).await?;
-                let started = self.start(request, task, Follow::Stream);
+                let started = self.start(request, task, Follow::Stream).await?;
                 started
                     .stream
                     .ok_or_else(|| RpcError::internal("the task ended at once".into()))?
@@ -612,7 +612,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let (task, request, blocking) = self.create_task(params).await?;
         let follow = if blocking { Follow::Wait } else { Follow::None };
         let id = task.id.clone();
-        let started = self.start(request, task.clone(), follow);
+        let started = self.start(request, task.clone(), follow).await?;
         let task = match started.wait {
             Some(slot) => match self.waited(slot).await {
                 Waited::Saved(settled) => settled,
@@ -629,8 +629,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         })
     }
 
-    /// Validates a SendMessage's params and stores its new task (submitted):
-    /// the task, what to fulfil, and whether the caller asked to block.
+    /// Validates a SendMessage's params and makes its new task (submitted, not
+    /// yet stored): the task, what to fulfil, and whether the caller asked to block.
     async fn create_task(
         self: &Arc<Self>,
         params: &Value,
@@ -687,10 +687,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             artifacts: Vec::new(),
             history: vec![user],
         };
-        self.store
-            .save(&task)
-            .await
-            .map_err(|e| RpcError::internal(format!("the task could not be stored: {e}")))?;
         let request = FulfilRequest {
             task_id,
             context_id,
@@ -731,22 +727,45 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         )
     }
 
-    /// Takes the stored `task` as running and hands its fulfilment to the
-    /// host; with `follow`, a stream of its events or a waiter taken before
-    /// it starts (so nothing is missed).
-    fn start(self: &Arc<Self>, request: FulfilRequest, task: Task, follow: Follow) -> Started {
+    /// Takes the new `task` as running, stores it (submitted), and hands its
+    /// fulfilment to the host; with `follow`, a stream of its events or a
+    /// waiter taken before it starts (so nothing is missed).
+    ///
+    /// The task is in [`Tasks`] before its first save begins, so a CancelTask
+    /// arriving at any moment goes through the machine, never around it.
+    async fn start(
+        self: &Arc<Self>,
+        request: FulfilRequest,
+        task: Task,
+        follow: Follow,
+    ) -> Result<Started, RpcError> {
         let id = request.task_id.clone();
         let answer_id = self.host.new_id();
         let mut started = Started::default();
-        let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
         {
             let mut tasks = self.tasks();
-            tasks.start(task, answer_id, request.skill.clone(), request.text.clone());
+            tasks.start(
+                task.clone(),
+                answer_id,
+                request.skill.clone(),
+                request.text.clone(),
+            );
             match follow {
                 Follow::Stream => started.stream = tasks.subscribe(&id),
                 Follow::Wait => started.wait = tasks.wait(&id, Until::Stops),
                 Follow::None => {}
             }
+        }
+        if let Err(e) = self.store.save(&task).await {
+            self.tasks().abandon(&id);
+            return Err(RpcError::internal(format!(
+                "the task could not be stored: {e}"
+            )));
+        }
+        let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
+        {
+            let mut tasks = self.tasks();
+            let after = tasks.saved(task, Ok(()));
             tasks.progress(&id, |p| {
                 StreamEvent::Status(StatusUpdate {
                     task_id: p.task_id.to_string(),
@@ -756,6 +775,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     message: None,
                 })
             });
+            drop(tasks);
+            self.after_save(after);
         }
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         let work = self.fulfiller.fulfil(request, Progress::new(hooks, &id));
@@ -766,7 +787,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             save: None,
             finished: false,
         }));
-        started
+        Ok(started)
     }
 
     /// Reports what a save left to do: a problem, the `on_task` hook.
@@ -786,30 +807,41 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     async fn cancel(self: &Arc<Self>, params: &Value, shape: Shape) -> Result<Answer, RpcError> {
-        let mut task = self.existing(params).await?;
-        if task.state.is_terminal() {
-            return Err(RpcError::new(
+        let id = params
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))?;
+        let not_cancelable = |task: &Task| {
+            RpcError::new(
                 rpc::TASK_NOT_CANCELABLE,
                 format!(
                     "Task cannot be canceled: {} is {}",
                     task.id,
                     task.state.as_str()
                 ),
-            ));
-        }
+            )
+        };
+        // The machine first: a task it runs is canceled through it, whatever
+        // the store says at this instant.
         let running = {
             let mut tasks = self.tasks();
-            if !tasks.is_running(&task.id) {
+            if !tasks.is_running(id) {
                 None
-            } else if tasks.cancel(&task.id, self.host.unix_ms()) {
-                tasks.wait(&task.id, Until::Terminal).map(Some)
+            } else if tasks.cancel(id, self.host.unix_ms()) {
+                tasks.wait(id, Until::Terminal).map(Some)
             } else {
                 Some(None)
             }
         };
         match running {
-            // Not running here: settle what is stored.
+            // Not running here (stored before a restart, or already ended:
+            // a task leaves the machine only once its terminal state is
+            // saved, so the store is read after that). Settle what is stored.
             None => {
+                let mut task = self.existing(params).await?;
+                if task.state.is_terminal() {
+                    return Err(not_cancelable(&task));
+                }
                 task.state = TaskState::Canceled;
                 task.updated_ms = self.host.unix_ms().or(task.updated_ms);
                 self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
@@ -825,7 +857,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // Its outcome was decided first: it is finishing.
             Some(None) => Err(RpcError::new(
                 rpc::TASK_NOT_CANCELABLE,
-                format!("Task cannot be canceled: {} is finishing", task.id),
+                format!("Task cannot be canceled: {id} is finishing"),
             )),
             // The answer is the canceled state as stored.
             Some(Some(slot)) => match self.waited(slot).await {
