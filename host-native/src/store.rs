@@ -61,25 +61,41 @@ impl FileStore {
     }
 
     fn path(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{}.json", sanitize(id)))
+        self.dir.join(file_name(id))
     }
+}
+
+/// The longest file name the store writes (most file systems allow 255 bytes).
+const MAX_FILE_NAME: usize = 255;
+
+/// The file a task lives in.
+fn file_name(id: &str) -> String {
+    format!("{}.json", sanitize(id))
+}
+
+/// A task file's name, for messages: callers may see them, so never the
+/// store's own path.
+fn shown(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError(format!("cannot read {}: {e}", path.display()))),
+        Err(e) => return Err(StoreError(format!("cannot read {}: {e}", shown(path)))),
     };
     let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| StoreError(format!("{} is not valid JSON: {e}", path.display())))?;
+        .map_err(|e| StoreError(format!("{} is not valid JSON: {e}", shown(path))))?;
     Task::from_value(&value)
         .map(Some)
-        .ok_or_else(|| StoreError(format!("{} is not a task", path.display())))
+        .ok_or_else(|| StoreError(format!("{} is not a task", shown(path))))
 }
 
 fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
-    let err = |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", path.display()));
+    let err = |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", shown(path)));
     let tmp = path.with_extension(format!("json.tmp-{}", uuid::Uuid::new_v4()));
     let body = task.to_value(Shape::V03).to_string();
     let result = (|| {
@@ -137,13 +153,21 @@ impl FileStore {
         })
     }
 
-    /// Reads a task on the blocking pool; the future borrows nothing.
+    /// Reads a task on the blocking pool; the future borrows nothing. An id
+    /// too long for a file name names no stored task.
     pub fn get_owned(&self, id: &str) -> BoxFuture<'static, Result<Option<Task>, StoreError>> {
+        if file_name(id).len() > MAX_FILE_NAME {
+            return Box::pin(std::future::ready(Ok(None)));
+        }
         let path = self.path(id);
+        let id = id.to_string();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || read_task(&path))
+            let read = tokio::task::spawn_blocking(move || read_task(&path))
                 .await
-                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+                .map_err(|e| StoreError(format!("store thread failed: {e}")))??;
+            // File names are sanitised ids: `a.b` and `a_b` share one. Only
+            // the task that really has this id answers.
+            Ok(read.filter(|t| t.id == id))
         })
     }
 

@@ -491,6 +491,15 @@ async fn the_file_store_round_trips_across_a_restart() {
     )
     .await;
     assert_eq!(same_ctx["result"]["totalSize"], 1, "{same_ctx}");
+    // Ids no file can hold, or that sanitise to a stored task's file name,
+    // are unknown tasks (-32001) and no answer names the store's folder.
+    let folder = dir.display().to_string();
+    let twin = id.replacen('-', ".", 1);
+    for odd in ["x".repeat(300), twin] {
+        let v = rpc(&handle.url, None, "tasks/get", json!({"id": odd})).await;
+        assert_eq!(v["error"]["code"], -32001, "{v}");
+        assert!(!v.to_string().contains(&folder), "{v}");
+    }
     handle.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
