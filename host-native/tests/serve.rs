@@ -263,6 +263,11 @@ async fn a_model_error_fails_the_task_and_the_server_keeps_serving() {
             .is_some_and(|t| t.contains("500") && t.contains("model exploded")),
         "{m}"
     );
+    let model_host = llm.url().trim_start_matches("http://").to_string();
+    assert!(
+        !v.to_string().contains(&model_host),
+        "the model's address reached the caller: {m}"
+    );
     let v = rpc(&handle.url, Some("1.0"), "SendMessage", send("second")).await;
     assert_eq!(
         v["result"]["task"]["status"]["state"],

@@ -27,9 +27,22 @@ impl<T: Transport + 'static> Fulfiller for LlmFulfiller<T> {
             run_reporting(&toolkit, &llm, &request.text, &progress)
                 .await
                 .map(|r| r.text)
-                .map_err(|e| format!("the model call failed: {e}"))
+                .map_err(|e| model_failure(&e, &llm))
         })
     }
+}
+
+/// The failed task's text when the model call fails: what went wrong, but
+/// never the model's URL (remote callers read it; the endpoint is internal).
+fn model_failure(e: &Error, llm: &LlmConfig) -> String {
+    let mut text = format!("the model call failed: {e}");
+    let base = llm.base_url.trim_end_matches('/').to_string();
+    for url in [llm.endpoint(), base] {
+        if !url.is_empty() {
+            text = text.replace(&url, "the model endpoint");
+        }
+    }
+    text
 }
 
 /// What a working status says when the model calls `call` (a tool from `source`).
@@ -80,5 +93,47 @@ impl<F: Fulfiller + ?Sized> Fulfiller for Arc<F> {
         progress: Progress,
     ) -> BoxFuture<'static, Result<String, String>> {
         (**self).fulfil(request, progress)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::LlmStyle;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn a_model_failure_never_names_the_model_url() {
+        let llm = LlmConfig::new("http://10.0.0.7:11434/v1/", LlmStyle::OpenAi, "m");
+        let errors = [
+            Error::Transport(format!(
+                "LLM request to {} failed: connection refused",
+                llm.endpoint()
+            )),
+            Error::Status {
+                status: 502,
+                url: llm.endpoint(),
+                body: "bad gateway".into(),
+            },
+            Error::Malformed("the reply from http://10.0.0.7:11434/v1 is not JSON".into()),
+        ];
+        for e in errors {
+            let text = model_failure(&e, &llm);
+            assert!(!text.contains("10.0.0.7"), "{text}");
+            assert!(text.starts_with("the model call failed: "), "{text}");
+        }
+        let text = model_failure(
+            &Error::Status {
+                status: 401,
+                url: llm.endpoint(),
+                body: "invalid key".into(),
+            },
+            &llm,
+        );
+        assert_eq!(
+            text,
+            "the model call failed: HTTP 401 from the model endpoint: invalid key"
+        );
     }
 }
