@@ -22,6 +22,7 @@ let agentUrl;
 let peer;
 let context;
 let profile;
+const staleProfiles = [];
 const pages = [];
 
 /** The browser entry of `subpath` ("." or "./client") from the package's exports map. */
@@ -92,18 +93,32 @@ before(async () => {
     res.writeHead(404);
     res.end();
   });
-  profile = mkdtempSync(join(tmpdir(), 'toolnexus-chromium-'));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: FLAGS,
-    timeout: 30_000,
-  });
+  // A cold first start of Chromium on a loaded 2-core machine can pass 30 s
+  // (seen in CI): one more try, with a fresh profile and longer, then fail.
+  for (const timeout of [30_000, 60_000]) {
+    // A timed-out start may still be writing its profile: leave it, clean it up last.
+    if (profile) staleProfiles.push(profile);
+    profile = mkdtempSync(join(tmpdir(), 'toolnexus-chromium-'));
+    try {
+      context = await chromium.launchPersistentContext(profile, {
+        executablePath: '/usr/bin/chromium',
+        headless: true,
+        args: FLAGS,
+        timeout,
+      });
+      break;
+    } catch (e) {
+      if (timeout === 60_000 || e?.name !== 'TimeoutError') throw e;
+      console.error(`chromium did not start in ${timeout} ms; trying once more`);
+    }
+  }
 });
 
 after(async () => {
   await context?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  for (const dir of [profile, ...staleProfiles]) {
+    if (dir) try { rmSync(dir, { recursive: true, force: true, maxRetries: 5 }); } catch {}
+  }
   await site?.close();
   await peer?.close();
   await killChildren();

@@ -70,20 +70,39 @@ export function stop(child) {
 
 /** A fresh headless Chromium profile: {context, close()}. */
 export async function launchChromium({ viewport }) {
-  const profile = mkdtempSync(join(tmpdir(), "toolnexus-www-chromium-"));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: FLAGS,
-    viewport,
-    timeout: 30_000,
-  });
+  // A cold first start of Chromium on a loaded 2-core machine can pass 30 s
+  // (seen in CI): one more try, with a fresh profile and longer, then fail.
+  let profile;
+  let context;
+  const stale = [];
+  for (const timeout of [30_000, 60_000]) {
+    // A timed-out start may still be writing its profile: leave it, clean it up last.
+    if (profile) stale.push(profile);
+    profile = mkdtempSync(join(tmpdir(), "toolnexus-www-chromium-"));
+    try {
+      context = await chromium.launchPersistentContext(profile, {
+        executablePath: CHROMIUM,
+        headless: true,
+        args: FLAGS,
+        viewport,
+        timeout,
+      });
+      break;
+    } catch (e) {
+      if (timeout === 60_000 || e?.name !== "TimeoutError") throw e;
+      console.error(`chromium did not start in ${timeout} ms; trying once more`);
+    }
+  }
   context.setDefaultTimeout(15_000);
   return {
     context,
     close: async () => {
       await context.close().catch(() => {});
-      rmSync(profile, { recursive: true, force: true });
+      for (const dir of [profile, ...stale]) {
+        try {
+          rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+        } catch {}
+      }
     },
   };
 }
