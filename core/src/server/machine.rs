@@ -76,8 +76,6 @@ struct Run {
     saving: bool,
     /// The task changed since the last save began.
     unsaved: bool,
-    /// The state of the last successful save.
-    saved: TaskState,
     streams: Vec<Slot>,
     waiters: Vec<(Slot, Until)>,
     /// The job driving this task.
@@ -86,6 +84,8 @@ struct Run {
 
 #[derive(Default)]
 struct StreamSlot {
+    /// The task it follows.
+    task: String,
     queue: VecDeque<StreamEvent>,
     /// No more events will come once the queue is drained.
     closed: bool,
@@ -94,6 +94,8 @@ struct StreamSlot {
 
 #[derive(Default)]
 struct WaitSlot {
+    /// The task it waits on.
+    task: String,
     outcome: Option<Waited>,
     waker: Option<Waker>,
 }
@@ -141,7 +143,6 @@ impl Tasks {
         skill: Option<String>,
         text: String,
     ) {
-        let saved = task.state;
         let run = Run {
             task,
             info: RunInfo {
@@ -155,7 +156,6 @@ impl Tasks {
             abort: false,
             saving: true,
             unsaved: false,
-            saved,
             streams: Vec::new(),
             waiters: Vec::new(),
             job: None,
@@ -175,7 +175,11 @@ impl Tasks {
             return Some((task, None));
         }
         let slot = self.slot();
-        self.streams.insert(slot, StreamSlot::default());
+        let stream = StreamSlot {
+            task: id.to_string(),
+            ..StreamSlot::default()
+        };
+        self.streams.insert(slot, stream);
         self.running.get_mut(id)?.streams.push(slot);
         Some((task, Some(slot)))
     }
@@ -202,9 +206,10 @@ impl Tasks {
 
     /// The stream is gone (its reader hung up, or it ended).
     pub(crate) fn drop_stream(&mut self, slot: Slot) {
-        self.streams.remove(&slot);
-        for run in self.running.values_mut() {
-            run.streams.retain(|s| *s != slot);
+        if let Some(stream) = self.streams.remove(&slot) {
+            if let Some(run) = self.running.get_mut(&stream.task) {
+                run.streams.retain(|s| *s != slot);
+            }
         }
     }
 
@@ -221,7 +226,11 @@ impl Tasks {
             return None;
         }
         let slot = self.slot();
-        self.waits.insert(slot, WaitSlot::default());
+        let wait = WaitSlot {
+            task: id.to_string(),
+            ..WaitSlot::default()
+        };
+        self.waits.insert(slot, wait);
         self.running.get_mut(id)?.waiters.push((slot, until));
         Some(slot)
     }
@@ -240,8 +249,8 @@ impl Tasks {
 
     /// The waiter is gone (its request was dropped or stopped waiting).
     pub(crate) fn drop_wait(&mut self, slot: Slot) {
-        if self.waits.remove(&slot).is_some() {
-            for run in self.running.values_mut() {
+        if let Some(wait) = self.waits.remove(&slot) {
+            if let Some(run) = self.running.get_mut(&wait.task) {
                 run.waiters.retain(|(s, _)| *s != slot);
             }
         }
@@ -398,10 +407,7 @@ impl Tasks {
         run.saving = false;
         let (id, state) = (task.id.clone(), task.state);
         let outcome = match result {
-            Ok(()) => {
-                run.saved = state;
-                Waited::Saved(task)
-            }
+            Ok(()) => Waited::Saved(task),
             Err(e) => {
                 after.problem = Some(format!(
                     "task {}: saving state {} failed: {e}",

@@ -191,9 +191,7 @@ struct Body {
 
 impl Drop for Body {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.hooks.tasks().drop_stream(slot);
-        }
+        self.end();
     }
 }
 
