@@ -161,17 +161,27 @@ impl From<Value> for CardSpec {
 
 /// The card ready to serve.
 enum Card {
-    Fixed(Vec<u8>),
+    /// Its bytes and their entity tag, computed once.
+    Fixed(Vec<u8>, String),
     RequestOrigin(A2aConfig, Vec<crate::skills::Skill>),
 }
 
 impl Card {
-    fn bytes(&self, req: &HttpRequest) -> Vec<u8> {
+    fn fixed(card: &Value) -> Card {
+        let body = crate::json::text(card).into_bytes();
+        let etag = entity_tag(&body);
+        Card::Fixed(body, etag)
+    }
+
+    /// The card for this request, and its entity tag.
+    fn body(&self, req: &HttpRequest) -> (Vec<u8>, String) {
         match self {
-            Card::Fixed(bytes) => bytes.clone(),
+            Card::Fixed(body, etag) => (body.clone(), etag.clone()),
             Card::RequestOrigin(config, skills) => {
                 let url = format!("{}/", request_origin(req));
-                crate::json::text(&build_agent_card(config, skills, &url)).into_bytes()
+                let body = crate::json::text(&build_agent_card(config, skills, &url)).into_bytes();
+                let etag = entity_tag(&body);
+                (body, etag)
             }
         }
     }
@@ -179,8 +189,7 @@ impl Card {
     /// `200` with the card, or `304` when the request's `If-None-Match`
     /// names its entity tag; both say how long to cache it.
     fn respond(&self, req: &HttpRequest, cache_control: &str) -> HttpResponse {
-        let body = self.bytes(req);
-        let etag = entity_tag(&body);
+        let (body, etag) = self.body(req);
         let matches = req.header("If-None-Match").is_some_and(|list| {
             list.split(',')
                 .map(|t| t.trim().trim_start_matches("W/"))
@@ -278,7 +287,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             host,
             fulfiller,
             card: options.card.map(|c| match c {
-                CardSpec::Fixed(card) => Card::Fixed(crate::json::text(&card).into_bytes()),
+                CardSpec::Fixed(card) => Card::fixed(&card),
                 CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
             }),
             cors_origin: options.cors_origin,
@@ -458,10 +467,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// that has already ended cannot be followed (UnsupportedOperationError,
     /// as the A2A spec asks).
     async fn subscribe(self: &Arc<Self>, params: &Value) -> Result<(Task, Option<Slot>), RpcError> {
-        let id = params
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))?;
+        let id = task_id(params)?;
         let live = self.tasks().subscribe(id);
         let (task, slot) = match live {
             Some(live) => live,
@@ -589,11 +595,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
+    /// The stored task `params.id` names.
     async fn existing(&self, params: &Value) -> Result<Task, RpcError> {
-        let id = params
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))?;
+        self.stored(task_id(params)?).await
+    }
+
+    /// The stored task `id`: unknown is -32001.
+    async fn stored(&self, id: &str) -> Result<Task, RpcError> {
         match self.store.get(id).await {
             Ok(Some(task)) => Ok(task),
             Ok(None) => Err(RpcError::new(
@@ -702,7 +710,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// the spec asks). This agent's fulfilments never stop to wait for
     /// input, so a task that is still running takes none either.
     async fn continuation_error(&self, task_id: &str, context_id: Option<&str>) -> RpcError {
-        let task = match self.existing(&serde_json::json!({ "id": task_id })).await {
+        let task = match self.stored(task_id).await {
             Ok(task) => task,
             Err(e) => return e,
         };
@@ -807,10 +815,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     async fn cancel(self: &Arc<Self>, params: &Value, shape: Shape) -> Result<Answer, RpcError> {
-        let id = params
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))?;
+        let id = task_id(params)?;
         let not_cancelable = |task: &Task| {
             RpcError::new(
                 rpc::TASK_NOT_CANCELABLE,
@@ -845,12 +850,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 task.state = TaskState::Canceled;
                 task.updated_ms = self.host.unix_ms().or(task.updated_ms);
                 self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
-                self.host.on_task(TaskEvent {
-                    id: task.id.clone(),
+                let info = machine::RunInfo {
                     skill: None,
-                    task: task.history.first().map(Message::text).unwrap_or_default(),
+                    text: task.history.first().map(Message::text).unwrap_or_default(),
                     result: None,
-                    state: task.state,
+                };
+                self.after_save(AfterSave {
+                    settled: Some((task.clone(), info)),
+                    problem: None,
                 });
                 Ok(Answer::task(task, shape, None))
             }
@@ -1014,6 +1021,14 @@ fn path_of(url: &str) -> &str {
         .next()
         .filter(|p| !p.is_empty())
         .unwrap_or("/")
+}
+
+/// `params.id`, the task a call names.
+fn task_id(params: &Value) -> Result<&str, RpcError> {
+    params
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))
 }
 
 fn history_length(params: &Value) -> Option<usize> {
