@@ -148,7 +148,7 @@ impl NativeTransport {
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
         let body = Drained {
-            body: Some(resp.into_body()),
+            data: Some(resp.into_body().into_data_stream()),
         }
         .map(move |frame| {
             frame
@@ -209,7 +209,8 @@ fn response_headers<B>(resp: &hyper::Response<B>) -> Vec<(String, String)> {
 /// being closed. Peers that end a stream a moment after its last event
 /// (the Python SDK's) then cost no new connection on the next call.
 struct Drained {
-    body: Option<hyper::body::Incoming>,
+    /// `None` once read to its end or failed: nothing left to drain.
+    data: Option<http_body_util::BodyDataStream<hyper::body::Incoming>>,
 }
 
 /// How long and how much a dropped stream is read to save its connection.
@@ -223,51 +224,30 @@ impl futures_util::Stream for Drained {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        use hyper::body::Body;
-        use std::task::Poll;
-        loop {
-            let Some(body) = self.body.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match std::pin::Pin::new(body).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => {
-                    self.body = None;
-                    return Poll::Ready(None);
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    self.body = None;
-                    return Poll::Ready(Some(Err(e)));
-                }
-                Poll::Ready(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        return Poll::Ready(Some(Ok(data)));
-                    }
-                    // Trailers: nothing for the caller; read on.
-                }
-            }
+        let Some(data) = self.data.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        let next = data.poll_next_unpin(cx);
+        if matches!(next, std::task::Poll::Ready(None | Some(Err(_)))) {
+            self.data = None;
         }
+        next
     }
 }
 
 impl Drop for Drained {
     fn drop(&mut self) {
-        use hyper::body::Body;
-        let Some(body) = self.body.take() else { return };
-        if body.is_end_stream() {
+        let Some(mut data) = self.data.take() else {
             return;
-        }
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
             let rest = async {
-                let mut body = std::pin::pin!(body);
                 let mut read = 0;
-                while let Some(Ok(frame)) =
-                    std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
-                {
-                    read += frame.data_ref().map_or(0, |d| d.len());
+                while let Some(Ok(bytes)) = data.next().await {
+                    read += bytes.len();
                     if read > DRAIN_BYTES {
                         return;
                     }
