@@ -169,17 +169,14 @@ impl ServerHost for WasmHost {
         Some(js_sys::Date::now() as u64)
     }
 
-    /// setTimeout: heartbeats of idle streams, `Prefer: wait` long-polls.
-    /// Dropping the future clears the timer.
     fn now_ms(&self) -> u64 {
         crate::transport::now_ms()
     }
 
+    /// setTimeout, as the client's timers: heartbeats of idle streams,
+    /// `Prefer: wait` long-polls.
     fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {
-        let ms = at_ms
-            .saturating_sub(crate::transport::now_ms())
-            .min(i32::MAX as u64) as u32;
-        Some(Box::pin(gloo_timers::future::TimeoutFuture::new(ms)))
+        Some(Box::pin(crate::transport::timer_until(at_ms)))
     }
 }
 

@@ -255,6 +255,15 @@ async fn send(req: HttpRequest) -> Result<HttpResponse, TransportError> {
 }
 
 /// Milliseconds from `performance.now()` (monotonic), else `Date.now()`.
+/// A `setTimeout` that fires at `at_ms` of [`now_ms`]. setTimeout takes a
+/// signed 32-bit delay; longer waits wake early and the core simply sleeps
+/// again. Dropping the future clears the timer, so an abandoned sleep never
+/// keeps Node's event loop alive.
+pub fn timer_until(at_ms: u64) -> gloo_timers::future::TimeoutFuture {
+    let delay = at_ms.saturating_sub(now_ms()).min(i32::MAX as u64) as u32;
+    gloo_timers::future::TimeoutFuture::new(delay)
+}
+
 pub fn now_ms() -> u64 {
     performance_now().unwrap_or_else(|_| js_sys::Date::now()) as u64
 }
@@ -297,12 +306,7 @@ impl Transport for JsTransport {
     }
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
-        // setTimeout takes a signed 32-bit delay; longer waits wake early and
-        // the core simply sleeps again.
-        let delay = at_ms.saturating_sub(now_ms()).min(i32::MAX as u64) as u32;
-        // Dropping the future clears the timer, so an abandoned sleep never
-        // keeps Node's event loop alive.
-        gloo_timers::future::TimeoutFuture::new(delay)
+        timer_until(at_ms)
     }
 
     fn now_ms(&self) -> u64 {
