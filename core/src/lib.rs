@@ -49,5 +49,5 @@ pub use rpc::Dialect;
 pub use sanitize::sanitize;
 pub use task::{Task, TaskState};
 pub use tool::{ToolResult, ToolSpec};
-pub use toolkit::{agent_tools, A2aTool, Toolkit};
+pub use toolkit::{agent_tools, find_tool, A2aTool, Toolkit};
 pub use transport::{BodyStream, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport};
