@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 use toolnexus_core::server::{A2aServer, EchoFulfiller, MemoryStore, ServerHost, ServerOptions};
-use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::BoxFuture;
 use toolnexus_core::HttpRequest;
 
 struct Host;

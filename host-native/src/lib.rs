@@ -108,7 +108,7 @@ pub fn card_tools(
     agent: &Agent,
     card: &toolnexus_core::AgentCard,
 ) -> Vec<RemoteTool> {
-    toolnexus_core::toolkit::card_tools(agent, card)
+    toolnexus_core::card_tools(agent, card)
         .into_iter()
         .map(|inner| RemoteTool {
             inner,

@@ -6,8 +6,8 @@ use futures_util::future::Either;
 use js_sys::{Function, Promise};
 use std::future::Future;
 use toolnexus_core::server::{MemoryStore, StoreError, TaskFilter, TaskStore};
-use toolnexus_core::task::Shape;
-use toolnexus_core::transport::MaybeSend;
+use toolnexus_core::MaybeSend;
+use toolnexus_core::Shape;
 use toolnexus_core::Task;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -69,9 +69,7 @@ async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>
     let hint = Hint {
         context_id: filter.context_id,
         status: filter.state.map(|s| s.as_str()),
-        status_timestamp_after: filter
-            .updated_after_ms
-            .map(toolnexus_core::time::format_rfc3339),
+        status_timestamp_after: filter.updated_after_ms.map(toolnexus_core::format_rfc3339),
     };
     let listed = call_store(store, "list", ser_to_js(&hint)).await?;
     let value = to_json(&listed, "the listed tasks").map_err(|e| StoreError(error_text(&e)))?;

@@ -19,10 +19,10 @@ pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use store::{MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_TASKS};
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
-use crate::event::{StatusUpdate, StreamEvent};
-use crate::http::{HttpRequest, HttpResponse};
-use crate::task::{Message, Role, Shape, Task, TaskState};
-use crate::transport::{BoxFuture, MaybeSend, MaybeSync};
+use crate::host::transport::{BoxFuture, MaybeSend, MaybeSync};
+use crate::model::event::{StatusUpdate, StreamEvent};
+use crate::model::task::{Message, Role, Shape, Task, TaskState};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use machine::{AfterSave, Slot, Tasks, Until, Waited};
 use rpc::{Method, RpcError, RpcRequest};
 use serde_json::Value;
@@ -168,7 +168,7 @@ enum Card {
 
 impl Card {
     fn fixed(card: &Value) -> Card {
-        let body = crate::json::text(card).into_bytes();
+        let body = crate::wire::json::text(card).into_bytes();
         let etag = entity_tag(&body);
         Card::Fixed(body, etag)
     }
@@ -179,7 +179,8 @@ impl Card {
             Card::Fixed(body, etag) => (body.clone(), etag.clone()),
             Card::RequestOrigin(config, skills) => {
                 let url = format!("{}/", request_origin(req));
-                let body = crate::json::text(&build_agent_card(config, skills, &url)).into_bytes();
+                let body =
+                    crate::wire::json::text(&build_agent_card(config, skills, &url)).into_bytes();
                 let etag = entity_tag(&body);
                 (body, etag)
             }
@@ -221,7 +222,7 @@ fn entity_tag(body: &[u8]) -> String {
 
 /// The origin a request was sent to: its URL's, else its `Host` header's.
 fn request_origin(req: &HttpRequest) -> String {
-    if let Some(origin) = crate::url::origin(&req.url) {
+    if let Some(origin) = crate::wire::url::origin(&req.url) {
         return origin.to_string();
     }
     let host = req
@@ -266,7 +267,7 @@ impl Default for ServerOptions {
 
 /// The A2A server. Keep it in an `Arc`; every request goes to [`A2aServer::handle`].
 ///
-/// Its one lock guards the running tasks ([`machine::Tasks`], a machine
+/// Its one lock guards the running tasks (`Tasks`, a machine
 /// with no I/O); fulfilment jobs, event streams and waiting requests poll
 /// it with their wakers.
 pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
@@ -770,7 +771,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 "the task could not be stored: {e}"
             )));
         }
-        let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
+        let timestamp = self.host.unix_ms().map(crate::model::time::format_rfc3339);
         {
             let mut tasks = self.tasks();
             let after = tasks.saved(task, Ok(()));
@@ -1013,7 +1014,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
 
 /// The path of a request URL (absolute URLs accepted), without query or fragment.
 fn path_of(url: &str) -> &str {
-    let path = match crate::url::origin(url) {
+    let path = match crate::wire::url::origin(url) {
         Some(o) => &url[o.len()..],
         None => url,
     };

@@ -1,7 +1,7 @@
 //! Where tasks live: the [`TaskStore`] trait and the bounded memory store.
 
-use crate::task::{Task, TaskState};
-use crate::transport::MaybeSend;
+use crate::host::transport::MaybeSend;
+use crate::model::task::{Task, TaskState};
 use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::DefaultHashBuilder;
 use std::collections::VecDeque;
@@ -45,7 +45,9 @@ impl TaskFilter {
 
 /// Persists tasks. `save` must be durable when it returns: the server
 /// acknowledges a task only after its first save.
-pub trait TaskStore: crate::transport::MaybeSend + crate::transport::MaybeSync + 'static {
+pub trait TaskStore:
+    crate::host::transport::MaybeSend + crate::host::transport::MaybeSync + 'static
+{
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend;
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend;
     /// The stored tasks that pass `filter`, in any order (returning more is
@@ -245,7 +247,7 @@ impl TaskStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskState;
+    use crate::model::task::TaskState;
     use crate::testing::block_on;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
