@@ -491,3 +491,33 @@ impl Transport for ScriptedPeer {
         self.env.get(name).cloned()
     }
 }
+
+/// A [`Locks`](crate::server::Locks) for tests and examples: a `std` mutex
+/// (core's own code has none; hosts bring theirs).
+#[cfg(feature = "server")]
+pub struct TestLocks;
+
+/// The lock of [`TestLocks`].
+#[cfg(feature = "server")]
+pub struct TestLock<T>(Mutex<T>);
+
+#[cfg(feature = "server")]
+impl<T: MaybeSend> crate::server::Lock<T> for TestLock<T> {
+    type Guard<'a>
+        = std::sync::MutexGuard<'a, T>
+    where
+        T: 'a;
+
+    fn new(value: T) -> Self {
+        TestLock(Mutex::new(value))
+    }
+
+    fn lock(&self) -> Self::Guard<'_> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(feature = "server")]
+impl crate::server::Locks for TestLocks {
+    type Lock<T: MaybeSend> = TestLock<T>;
+}

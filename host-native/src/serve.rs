@@ -134,6 +134,7 @@ struct NativeHost {
 }
 
 impl ServerHost for NativeHost {
+    type Locks = crate::NativeLocks;
     fn new_id(&self) -> String {
         uuid::Uuid::new_v4().to_string()
     }

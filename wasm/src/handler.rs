@@ -124,6 +124,7 @@ fn report(problem: &str) {
 }
 
 impl ServerHost for WasmHost {
+    type Locks = crate::store::WasmLocks;
     fn new_id(&self) -> String {
         new_id()
     }

@@ -14,6 +14,7 @@ mod rpc;
 mod store;
 mod stream;
 
+pub use crate::host::lock::{Lock, Locks};
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use store::{MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_TASKS};
@@ -27,8 +28,9 @@ use machine::{AfterSave, Slot, Tasks, Until, Waited};
 use rpc::{Method, RpcError, RpcRequest};
 use serde_json::Value;
 use std::future::Future;
+use std::ops::DerefMut;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -97,6 +99,9 @@ pub struct TaskEvent {
 
 /// What the server needs from its host.
 pub trait ServerHost: MaybeSend + MaybeSync + 'static {
+    /// How state shared between requests is locked (the running tasks): a
+    /// mutex natively, a `RefCell` on one thread.
+    type Locks: Locks;
     /// A fresh unique id.
     fn new_id(&self) -> String;
     /// Runs `job` to completion in the background (tokio::spawn, ctx.waitUntil, …).
@@ -278,8 +283,11 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     cors_origin: Option<String>,
     heartbeat_ms: Option<u64>,
     card_cache_control: String,
-    tasks: Mutex<Tasks>,
+    tasks: TasksLock<H>,
 }
+
+/// The host's lock around the running tasks.
+type TasksLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<Tasks>;
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     pub fn new(options: ServerOptions, store: S, host: H, fulfiller: F) -> Arc<Self> {
@@ -297,7 +305,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
             },
-            tasks: Mutex::new(Tasks::default()),
+            tasks: Lock::new(Tasks::default()),
         })
     }
 
@@ -306,10 +314,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         &self.store
     }
 
-    fn tasks(&self) -> MutexGuard<'_, Tasks> {
-        // Nothing runs user code under this lock; if a panic poisoned it
-        // anyway, the machine's maps are still whole: keep serving.
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    fn tasks(&self) -> <TasksLock<H> as Lock<Tasks>>::Guard<'_> {
+        // Nothing runs user code under this lock, and the machine's maps are
+        // whole between its operations.
+        self.tasks.lock()
     }
 
     /// Answers one HTTP request with a whole response: a streamed answer
@@ -1004,8 +1012,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
         let at = self.host.now_ms().saturating_add(self.heartbeat_ms?);
         self.host.sleep_until(at)
     }
-    fn tasks(&self) -> MutexGuard<'_, Tasks> {
-        A2aServer::tasks(self)
+    fn tasks(&self) -> Box<dyn DerefMut<Target = Tasks> + '_> {
+        Box::new(A2aServer::tasks(self))
     }
     fn unix_ms(&self) -> Option<u64> {
         self.host.unix_ms()

@@ -14,8 +14,9 @@ use crate::model::task::{Artifact, Message, Shape, Task, TaskState};
 use crate::wire::http::HttpResponse;
 use futures_util::StreamExt;
 use serde_json::Value;
+use std::ops::DerefMut;
 use std::pin::Pin;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// The body of a streamed answer: SSE frames, each flushed as it comes.
@@ -79,8 +80,9 @@ pub(crate) trait Hooks: MaybeSend + MaybeSync {
     fn new_id(&self) -> String;
     /// A timer for the next heartbeat of an idle stream, if there is one.
     fn heartbeat(&self) -> Option<BoxFuture<'static, ()>>;
-    /// The running tasks (the server's one lock).
-    fn tasks(&self) -> MutexGuard<'_, Tasks>;
+    /// The running tasks, under the server's one lock (boxed: the host's
+    /// guard type does not fit a trait object).
+    fn tasks(&self) -> Box<dyn DerefMut<Target = Tasks> + '_>;
     /// The wall clock (Unix ms), if the host has one.
     fn unix_ms(&self) -> Option<u64>;
 }
