@@ -3,8 +3,9 @@
 //! - one quick `call` (the echo agent of a native `serve`, keep-alive
 //!   loopback) through the component vs natively, p50 and mean.
 //!
-//!   cargo bench -p toolnexus-host-native --features component \
-//!     --profile component-bench --bench component [-- ROUNDS]
+//! ```text
+//! cargo bench -p toolnexus-host-native --features component --profile component-bench --bench component [-- ROUNDS]
+//! ```
 //!
 //! (`host-native/benches/component.sh` runs it with the sizes and GetTask
 //! throughput.) Needs `bash wasm/component/build.sh`.

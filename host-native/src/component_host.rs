@@ -132,11 +132,12 @@ fn error(e: wit::Error) -> Error {
 }
 
 fn agent(a: &Agent) -> wit::Agent {
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_millis() as u64);
     wit::Agent {
         card: a.card.clone(),
         headers: a.headers.clone(),
-        timeout_ms: a.timeout,
-        poll_interval_ms: a.poll_every,
+        timeout_ms: ms(a.timeout),
+        poll_interval_ms: ms(a.poll_every),
     }
 }
 

@@ -91,7 +91,7 @@ async fn the_library_component_gives_what_the_native_client_gives() {
         .collect();
     let native_events: Vec<Value> = native_events
         .iter()
-        .map(|e| serde_json::to_value(e.shaped(toolnexus_core::task::Shape::V03)).expect("json"))
+        .map(|e| serde_json::to_value(e.shaped(toolnexus_core::Shape::V03)).expect("json"))
         .collect();
     assert_eq!(kinds(wasm_events), kinds(native_events));
 

@@ -12,18 +12,17 @@
 //! | `TOOLNEXUS_STORE` | `memory` (default: one instance's life) or `file:DIR` (a preopened dir, shared by instances) |
 //! | `TOOLNEXUS_PUBLIC_URL` | the URL the card advertises [default: each request's origin] |
 
-use crate::wasi_host::{forbidden_header, header_pairs, WasiHost, WasiTransport};
+use crate::wasi_host::{forbidden_header, header_pairs, MemoryStore, WasiHost, WasiTransport};
 use futures_util::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
 use toolnexus_core::server::{
     build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, Fulfiller, LlmFulfiller,
-    MemoryStore, Reply, ServerOptions, StoreError, TaskStore, DEFAULT_BODY_LIMIT,
+    Reply, ServerOptions, StoreError, TaskStore, DEFAULT_BODY_LIMIT,
 };
 use toolnexus_core::skills::{Skill, SkillSet};
-use toolnexus_core::task::{Shape, Task};
-use toolnexus_core::{HttpRequest, HttpResponse, Toolkit};
+use toolnexus_core::{HttpRequest, HttpResponse, Shape, Task, Toolkit};
 use wstd::http::{Body, Request, Response};
 
 /// Tasks in memory, or one JSON file per task in a preopened folder, so

@@ -2,13 +2,12 @@
 //! and from the core's values, each call driven to its end on wstd's
 //! executor. Conversions only: the calls themselves are the core's.
 
-use crate::wasi_host::{WasiHost, WasiTransport};
+use crate::wasi_host::{MemoryStore, WasiHost, WasiTransport};
 use std::sync::Arc;
-use toolnexus_core::server::{build_agent_card, A2aConfig, A2aServer, EchoFulfiller, MemoryStore};
+use std::time::Duration;
+use toolnexus_core::server::{build_agent_card, A2aConfig, A2aServer, EchoFulfiller};
 use toolnexus_core::skills::Skill;
-use toolnexus_core::task::Shape;
-use toolnexus_core::toolkit::fetch_card;
-use toolnexus_core::{Dialect, StreamEvent};
+use toolnexus_core::{fetch_card, Dialect, Shape, StreamEvent};
 
 wit_bindgen::generate!({
     path: "wit",
@@ -23,20 +22,26 @@ use toolnexus::a2a::types as wit;
 struct Component;
 
 fn agent_in(a: wit::Agent) -> toolnexus_core::Agent {
-    toolnexus_core::Agent {
-        card: a.card,
-        headers: a.headers,
-        timeout: a.timeout_ms,
-        poll_every: a.poll_interval_ms,
+    let mut agent = toolnexus_core::Agent::new(a.card);
+    for (name, value) in a.headers {
+        agent = agent.with_header(name, value);
     }
+    if let Some(ms) = a.timeout_ms {
+        agent = agent.with_timeout(Duration::from_millis(ms));
+    }
+    if let Some(ms) = a.poll_interval_ms {
+        agent = agent.with_poll_every(Duration::from_millis(ms));
+    }
+    agent
 }
 
 fn agent_out(a: toolnexus_core::Agent) -> wit::Agent {
+    let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
     wit::Agent {
+        timeout_ms: ms(a.timeout),
+        poll_interval_ms: ms(a.poll_every),
         card: a.card,
         headers: a.headers,
-        timeout_ms: a.timeout,
-        poll_interval_ms: a.poll_every,
     }
 }
 
@@ -106,7 +111,7 @@ async fn tools_of(
     agent: &toolnexus_core::Agent,
 ) -> Result<Vec<toolnexus_core::A2aTool>, wit::Error> {
     let card = fetch_card(&WasiTransport, agent).await.map_err(error)?;
-    Ok(toolnexus_core::toolkit::card_tools(agent, &card))
+    Ok(toolnexus_core::card_tools(agent, &card))
 }
 
 impl ClientGuest for Component {
