@@ -38,6 +38,11 @@ step "the component in wasmtime: the CLI contract and interop suites through --e
 # One build of wasmtime (feature component), then the same CLI suites with
 # every tools/call run by the library component.
 cargo clippy -p toolnexus-host-native --features component --all-targets -- -D warnings
+# Compile the component once into wasmtime's cache (a debug-build cranelift
+# takes long enough that many tests compiling it at once would time out).
+cargo build -p toolnexus-host-native --features component
+target/debug/toolnexus tools --engine wasm --component wasm/component/dist/toolnexus-a2a.wasm \
+  http://127.0.0.1:9/.well-known/agent-card.json >/dev/null 2>&1 || true
 TOOLNEXUS_COMPONENT="$PWD/wasm/component/dist/toolnexus-a2a.wasm" TOOLNEXUS_ENGINE=wasm \
   cargo test -p toolnexus-host-native --features component --test cli --test interop --test component_host -- \
   --skip sigterm_during_a_call_cancels_the_task_and_exits_2
