@@ -33,7 +33,7 @@ async fn main() {
     let rounds: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
-        .unwrap_or(200);
+        .unwrap_or(50);
     let wasm = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../wasm/component/dist/toolnexus-a2a.wasm");
     let started = Instant::now();

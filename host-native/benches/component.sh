@@ -21,7 +21,7 @@ WASMTIME=$(bash wasm/component/setup.sh --wasmtime)
 AGENT=wasm/component/dist/toolnexus-agent.wasm
 
 echo "== instantiate and call"
-cargo bench -q -p toolnexus-host-native --features component --profile $PROFILE --bench component 2>/dev/null
+cargo bench -q -p toolnexus-host-native --features component --profile $PROFILE --bench component 2>&1 | grep -v "^\s*\(Compiling\|Finished\|Running\)"
 
 LUA=host-native/benches/get_task.lua
 pids=()
