@@ -76,9 +76,36 @@ fn interfaces(v: &Value, key: &str) -> Vec<CardInterface> {
 impl AgentCard {
     /// Parses a card from JSON bytes. Fails with [`Error::Malformed`] when the
     /// body is not JSON or not a card (an object with a string `name`).
+    /// Cards over the default limits are refused, as [`AgentCard::parse_limited`] does.
     pub fn parse(body: &[u8]) -> Result<Self, Error> {
+        Self::parse_limited(
+            body,
+            crate::agent::DEFAULT_MAX_CARD_BYTES,
+            crate::agent::DEFAULT_MAX_SKILLS,
+        )
+    }
+
+    /// [`AgentCard::parse`] that refuses a card over `max_bytes`, or listing
+    /// more than `max_skills` skills, before reading any skill: a hostile
+    /// peer's card costs at most that much memory and output.
+    pub fn parse_limited(body: &[u8], max_bytes: u64, max_skills: u64) -> Result<Self, Error> {
+        if body.len() as u64 > max_bytes {
+            return Err(Error::Malformed(format!(
+                "the Agent Card is {} bytes, over the limit of {max_bytes} (--max-card-bytes, maxCardBytes)",
+                body.len()
+            )));
+        }
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| Error::Malformed(format!("the Agent Card is not valid JSON: {e}")))?;
+        let skills = v
+            .get("skills")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        if skills as u64 > max_skills {
+            return Err(Error::Malformed(format!(
+                "the Agent Card lists {skills} skills, over the limit of {max_skills} (--max-skills, maxSkills)"
+            )));
+        }
         Self::from_value(&v)
     }
 
@@ -421,6 +448,8 @@ pub struct CardMachine {
     url: String,
     request: Option<crate::http::HttpRequest>,
     timeout_ms: u64,
+    /// The largest card and the most skills read ([`AgentCard::parse_limited`]).
+    limits: (u64, u64),
 }
 
 impl CardMachine {
@@ -431,10 +460,21 @@ impl CardMachine {
             crate::http::HttpRequest::get(url).with_header("Accept", "application/json");
         request.headers.extend(headers);
         CardMachine {
-            url: url.to_string(),
+            url: crate::url::redact(url),
             request: Some(request),
             timeout_ms,
+            limits: (
+                crate::agent::DEFAULT_MAX_CARD_BYTES,
+                crate::agent::DEFAULT_MAX_SKILLS,
+            ),
         }
+    }
+
+    /// The same machine with other limits: `(max_bytes, max_skills)`, as
+    /// [`crate::Agent::card_limits`] gives them.
+    pub fn with_limits(mut self, limits: (u64, u64)) -> Self {
+        self.limits = limits;
+        self
     }
 
     fn done(
@@ -477,7 +517,7 @@ impl crate::driver::Machine for CardMachine {
                 url: self.url.clone(),
                 body: resp.body_snippet(200),
             }),
-            Ok(resp) => AgentCard::parse(&resp.body)
+            Ok(resp) => AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1)
                 .map_err(|e| Error::Malformed(format!("{} ({})", e, self.url))),
         };
         self.done(result)

@@ -37,6 +37,9 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
                 headers,
                 timeout: millis("timeout"),
                 poll_every: millis("pollEvery"),
+                max_card_bytes: millis("maxCardBytes"),
+                max_skills: millis("maxSkills"),
+                allow_insecure_headers: flag("allowInsecureHeaders") == Some(true),
             })
         })
         .collect()

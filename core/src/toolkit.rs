@@ -29,6 +29,10 @@ pub struct A2aTool {
     pub long_poll: bool,
     /// The card says `capabilities.streaming`.
     pub streaming: bool,
+    /// The name this skill would have had, when an earlier skill of the card
+    /// already made it (`dup`/`dup`, `d.u.p`/`d_u_p`): this one then carries a
+    /// `_2`, `_3`… suffix, in card order. Hosts should say so.
+    pub clash: Option<String>,
 }
 
 impl A2aTool {
@@ -56,13 +60,30 @@ impl A2aTool {
         // One instance of the whole call per transport, whatever the caller's
         // abort and listener types: the call is the bulk of a client's code.
         let abort = std::pin::pin!(abort);
-        self.run(transport, args, abort, &mut on_event).await
+        self.run(transport, args, None, abort, &mut on_event).await
+    }
+
+    /// [`A2aTool::execute_with_events`] for a call that began at `started_ms`
+    /// of the transport's clock (before its card fetch, say): the agent's
+    /// timeout bounds the whole of it, and `metadata.ms` counts from there.
+    pub async fn execute_since<T: Transport>(
+        &self,
+        transport: &T,
+        args: &Value,
+        started_ms: u64,
+        abort: impl Future<Output = ()> + MaybeSend,
+        mut on_event: impl FnMut(StreamEvent) + MaybeSend,
+    ) -> ToolResult {
+        let abort = std::pin::pin!(abort);
+        self.run(transport, args, Some(started_ms), abort, &mut on_event)
+            .await
     }
 
     async fn run<T: Transport>(
         &self,
         transport: &T,
         args: &Value,
+        started_ms: Option<u64>,
         abort: DynAbort<'_>,
         on_event: DynListener<'_>,
     ) -> ToolResult {
@@ -72,6 +93,14 @@ impl A2aTool {
                 self.spec.name
             ));
         };
+        if let Some(refused) = self.agent.header_refusal(&self.endpoint) {
+            return ToolResult::error(refused.to_string());
+        }
+        let message_id = transport.new_id();
+        // FNV-1a of the fresh id: the host's randomness, for retry jitter.
+        let jitter_seed = message_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
         let spec = CallSpec {
             agent: self.agent_name.clone(),
             endpoint: self.endpoint.clone(),
@@ -79,10 +108,12 @@ impl A2aTool {
             headers: self.agent.expanded_headers(|n| transport.env(n)),
             timeout_ms: self.agent.timeout_ms(),
             poll_every_ms: self.agent.poll_every_ms(),
-            message_id: transport.new_id(),
+            message_id,
             text: task.to_string(),
             long_poll: self.long_poll,
             streaming: self.streaming,
+            started_ms,
+            jitter_seed,
         };
         drive_with_events(&mut CallMachine::new(spec), transport, abort, on_event).await
     }
@@ -110,25 +141,41 @@ pub type ToolCallHook<'a> = &'a dyn Fn(&crate::llm::ToolCall, Option<&str>);
 /// GETs and parses the agent's card (bounded by the agent's timeout).
 pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
     let headers = agent.expanded_headers(|n| transport.env(n));
-    let mut machine = crate::card::CardMachine::new(&agent.card, headers, agent.timeout_ms());
+    let mut machine = crate::card::CardMachine::new(&agent.card, headers, agent.timeout_ms())
+        .with_limits(agent.card_limits());
     crate::driver::drive(&mut machine, transport, std::future::pending()).await
 }
 
-/// The tools of an already fetched card.
+/// The tools of an already fetched card, one per skill with an id or name.
+/// Names are unique: a skill whose name an earlier one already made gets the
+/// first free `_2`, `_3`… suffix and says so in [`A2aTool::clash`].
 pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
     let (dialect, endpoint) = card.endpoint(&agent.card);
+    // (base name, name) of each tool so far; at most `max_skills` of them.
+    let mut taken: Vec<(String, String)> = Vec::new();
     card.skills
         .iter()
         .filter_map(|skill| {
             let key = skill.key()?;
+            let base = format!("{}_{}", sanitize(&card.name), sanitize(key));
+            // Start past the suffixes this base already used, so a card of
+            // a thousand equal skills costs no more than a thousand checks each.
+            let mut n = taken.iter().filter(|(b, _)| *b == base).count();
+            let mut name = base.clone();
+            while taken.iter().any(|(_, t)| *t == name) {
+                n += 1;
+                name = format!("{base}_{n}");
+            }
+            taken.push((base.clone(), name.clone()));
             let description = skill
                 .description
                 .clone()
                 .or_else(|| skill.name.clone())
                 .unwrap_or_else(|| key.to_string());
             Some(A2aTool {
+                clash: (name != base).then_some(base),
                 spec: ToolSpec {
-                    name: format!("{}_{}", sanitize(&card.name), sanitize(key)),
+                    name,
                     input_schema: a2a_input_schema(&description),
                     description,
                     source: "a2a".into(),

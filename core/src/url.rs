@@ -44,6 +44,21 @@ pub fn resolve(base: &str, reference: &str) -> String {
     format!("{base_origin}{dir}{reference}")
 }
 
+/// `url` as it may be shown: without userinfo (`user:password@`), and with
+/// the query and fragment replaced by `?…`, where secrets (tokens, keys) hide.
+pub fn redact(url: &str) -> String {
+    let Some(origin) = origin(url) else {
+        return url.split(['?', '#']).next().unwrap_or("").to_string();
+    };
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let authority = &origin[scheme_end..];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let rest = &url[origin.len()..];
+    let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let hidden = if path_end < rest.len() { "?…" } else { "" };
+    format!("{}{host}{}{hidden}", &url[..scheme_end], &rest[..path_end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +84,17 @@ mod tests {
         assert_eq!(resolve(card, "/a2a/v1"), "http://h:1/a2a/v1");
         assert_eq!(resolve(card, "rpc"), "http://h:1/.well-known/rpc");
         assert_eq!(resolve("http://h:1", "rpc"), "http://h:1/rpc");
+    }
+
+    #[test]
+    fn redact_hides_userinfo_and_the_query() {
+        assert_eq!(
+            redact("https://user:pw@h.example:8443/a/card.json?token=s3cret#x"),
+            "https://h.example:8443/a/card.json?…"
+        );
+        assert_eq!(redact("http://h/p"), "http://h/p");
+        assert_eq!(redact("http://a@b@h/"), "http://h/");
+        assert_eq!(redact("/rel?key=1"), "/rel");
+        assert_eq!(redact("http://h?k=1"), "http://h?…");
     }
 }

@@ -31,6 +31,7 @@ pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
         headers: string_pairs(&get(v, "headers"), "agent.headers")?,
         timeout: opt_u64(v, "timeout", "agent")?,
         poll_every: opt_u64(v, "pollEvery", "agent")?,
+        ..Agent::default()
     })
 }
 
