@@ -933,3 +933,7 @@ fn peer_text(text: &str) -> String {
 #[cfg(test)]
 #[path = "call_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "call_hostile_tests.rs"]
+mod hostile_tests;
