@@ -262,8 +262,8 @@ impl CallMachine {
 
     /// The peer answered 429 or 503: the request was not taken. Send it
     /// again (a SendMessage keeps its `messageId`) after the peer's
-    /// `Retry-After`, else a jittered backoff, when that is before the
-    /// deadline; otherwise fail with that answer.
+    /// `Retry-After` or the jittered backoff, whichever is longer, when that
+    /// is before the deadline; otherwise fail with that answer.
     fn retry_later(
         &mut self,
         now_ms: u64,
@@ -272,7 +272,8 @@ impl CallMachine {
         headers: &[(String, String)],
         body: String,
     ) -> Step<ToolResult> {
-        let pause = retry_after(headers).unwrap_or_else(|| self.backoff());
+        // At least the backoff: a `Retry-After: 0` must not make a loop.
+        let pause = retry_after(headers).unwrap_or(0).max(self.backoff());
         self.retries += 1;
         if now_ms.saturating_add(pause) >= self.deadline_ms {
             let what = match retry {

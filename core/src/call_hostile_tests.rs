@@ -204,6 +204,22 @@ fn a_503_without_retry_after_backs_off_with_jitter_from_the_hosts_seed() {
     assert!(seen.len() > 1, "the jitter differs between seeds: {seen:?}");
 }
 
+/// Found by `fuzz_the_outbound_call_against_random_replies`: a peer that
+/// answers every SendMessage `429, Retry-After: 0` made the call resend it in
+/// a loop that took no time at all, until the deadline.
+#[test]
+fn a_retry_after_of_zero_still_backs_off() {
+    let peer = ScriptedPeer::new().on("SendMessage", vec![Reply::Busy(429, Some("0"))]);
+    let r = run_with(&peer, spec(Dialect::Toolnexus));
+    assert!(r.is_error);
+    let sent = times(&peer, "SendMessage");
+    assert!(sent.len() <= 8, "{sent:?}");
+    for (i, gap) in sent.windows(2).map(|w| w[1] - w[0]).enumerate() {
+        let full = (RETRY_BASE_MS << i).min(RETRY_MAX_MS);
+        assert!(gap >= full / 2, "{sent:?}");
+    }
+}
+
 #[test]
 fn a_retry_after_past_the_deadline_fails_at_once_with_the_peers_answer() {
     let peer = ScriptedPeer::new().on("SendMessage", vec![Reply::Busy(429, Some("60"))]);

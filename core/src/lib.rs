@@ -39,6 +39,9 @@ pub mod url;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use agent::{expand_env, Agent, DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS};
 pub use card::{AgentCard, CardSkill, CardSummary};
 pub use config::parse_agents_config;
