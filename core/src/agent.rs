@@ -118,23 +118,24 @@ pub fn headers_may_go_to(card_url: &str, endpoint: &str) -> bool {
     let Some(to) = crate::url::origin(endpoint) else {
         return false;
     };
-    let same = crate::url::origin(card_url).is_some_and(|o| o.eq_ignore_ascii_case(to));
-    let https = to
-        .get(..8)
-        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
-    // The host: after any userinfo, before the port ("[::1]" keeps its brackets).
-    let authority = &to[to.find("://").map_or(0, |i| i + 3)..];
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = match host.rfind(']') {
-        Some(end) => &host[..=end],
-        None => host.split(':').next().unwrap_or(host),
+    if crate::url::origin(card_url).is_some_and(|o| o.eq_ignore_ascii_case(to)) {
+        return true;
+    }
+    let to = to.to_ascii_lowercase();
+    if to.starts_with("https://") {
+        return true;
+    }
+    // A loopback host, without userinfo (which could hide the real host),
+    // before the port ("[::1]" keeps its brackets).
+    let host = to.strip_prefix("http://").unwrap_or("@");
+    let end = match host.strip_prefix('[') {
+        Some(v6) => v6.find(']').map_or(0, |i| i + 2),
+        None => host.find(':').unwrap_or(host.len()),
     };
-    let loopback = host.eq_ignore_ascii_case("localhost")
+    let host = &host[..end];
+    host == "localhost"
         || host == "[::1]"
-        || host.strip_prefix("127.").is_some_and(|rest| {
-            rest.split('.').count() == 3 && rest.split('.').all(|n| n.parse::<u8>().is_ok())
-        });
-    same || https || loopback
+        || (host.starts_with("127.") && host.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
 }
 
 #[cfg(test)]

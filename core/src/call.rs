@@ -276,16 +276,13 @@ impl CallMachine {
         let pause = retry_after(headers).unwrap_or(0).max(self.backoff());
         self.retries += 1;
         if now_ms.saturating_add(pause) >= self.deadline_ms {
+            let url = self.endpoint();
             let what = match retry {
-                Retry::Send => format!("SendMessage to {}", self.endpoint()),
-                Retry::Poll => format!("GetTask {}", self.task_label()),
+                Retry::Send => "SendMessage",
+                Retry::Poll => "GetTask",
             };
-            let err = Error::Status {
-                status,
-                url: self.endpoint(),
-                body,
-            };
-            return self.fail(now_ms, &what, &err);
+            let what = format!("{what} to {url}");
+            return self.fail(now_ms, &what, &Error::Status { status, url, body });
         }
         self.phase = Phase::Retrying(retry);
         Step::Sleep {

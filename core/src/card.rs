@@ -91,8 +91,7 @@ impl AgentCard {
     pub fn parse_limited(body: &[u8], max_bytes: u64, max_skills: u64) -> Result<Self, Error> {
         if body.len() as u64 > max_bytes {
             return Err(Error::Malformed(format!(
-                "the Agent Card is {} bytes, over the limit of {max_bytes} (--max-card-bytes, maxCardBytes)",
-                body.len()
+                "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes)"
             )));
         }
         let v: Value = serde_json::from_slice(body)
@@ -100,8 +99,8 @@ impl AgentCard {
         let skills = v
             .get("skills")
             .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        if skills as u64 > max_skills {
+            .map_or(0, Vec::len) as u64;
+        if skills > max_skills {
             return Err(Error::Malformed(format!(
                 "the Agent Card lists {skills} skills, over the limit of {max_skills} (--max-skills, maxSkills)"
             )));
@@ -414,6 +413,46 @@ mod tests {
             AgentCard::parse(b"{\"skills\":[]}"),
             Err(Error::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_card_over_its_limits_is_refused_before_its_skills_are_read() {
+        let big = format!(
+            r#"{{"name":"n","skills":[],"description":"{}"}}"#,
+            "x".repeat(2_000)
+        );
+        let err = AgentCard::parse_limited(big.as_bytes(), 1_000, 10).expect_err("too big");
+        assert!(err.to_string().contains("over the limit of 1000"), "{err}");
+        let skills: Vec<Value> = (0..11).map(|i| json!({"id": format!("s{i}")})).collect();
+        let many = json!({"name": "n", "skills": skills}).to_string();
+        let err = AgentCard::parse_limited(many.as_bytes(), 10_000, 10).expect_err("too many");
+        assert!(
+            err.to_string()
+                .contains("lists 11 skills, over the limit of 10"),
+            "{err}"
+        );
+        assert_eq!(
+            AgentCard::parse_limited(many.as_bytes(), 10_000, 11).map(|c| c.skills.len()),
+            Ok(11)
+        );
+        let skills: Vec<Value> = (0..1_001).map(|_| json!({"id": "s"})).collect();
+        let flood = json!({"name": "n", "skills": skills}).to_string();
+        assert!(
+            AgentCard::parse(flood.as_bytes()).is_err(),
+            "the defaults apply"
+        );
+    }
+
+    #[test]
+    fn the_card_machine_applies_the_agents_limits() {
+        let peer = crate::testing::ScriptedPeer::new()
+            .card(json!({"name": "desk", "skills": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}));
+        let mut m = CardMachine::new(CARD_URL, vec![], 1_000).with_limits((1 << 20, 2));
+        let err =
+            crate::testing::block_on(crate::driver::drive(&mut m, &peer, std::future::pending()))
+                .expect_err("three skills, two allowed");
+        assert!(err.to_string().contains("lists 3 skills"), "{err}");
+        assert!(err.to_string().contains(CARD_URL), "{err}");
     }
 
     #[test]

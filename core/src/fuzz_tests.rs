@@ -451,6 +451,8 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
             self.0.spawn(job);
         }
     }
+    // On wasm32 jobs are not `Send`; the test is single-threaded anyway.
+    #[allow(clippy::arc_with_non_send_sync)]
     let jobs = Arc::new(Jobs::default());
     let card = crate::server::build_agent_card(&Default::default(), &[], "http://127.0.0.1:1/");
     let options = ServerOptions {

@@ -160,7 +160,7 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
             let base = format!("{}_{}", sanitize(&card.name), sanitize(key));
             // Start past the suffixes this base already used, so a card of
             // a thousand equal skills costs no more than a thousand checks each.
-            let mut n = taken.iter().filter(|(b, _)| *b == base).count();
+            let mut n = taken.iter().filter(|(b, _)| *b == base).count().max(1);
             let mut name = base.clone();
             while taken.iter().any(|(_, t)| *t == name) {
                 n += 1;
@@ -495,5 +495,101 @@ impl<T: Transport> Toolkit<T> {
     /// The tools as Gemini `functionDeclarations`.
     pub fn to_gemini(&self) -> Vec<Value> {
         to_gemini(&self.tools())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{block_on, completed, Reply, ScriptedPeer};
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    const CARD_URL: &str = "http://127.0.0.1:9/.well-known/agent-card.json";
+
+    fn card(v: Value) -> AgentCard {
+        AgentCard::from_value(&v).expect("a card")
+    }
+
+    #[test]
+    fn colliding_skill_names_get_suffixes_in_card_order_and_say_so() {
+        let c = card(json!({"name": "desk", "skills": [
+            {"id": "dup"}, {"id": "dup"}, {"id": "d.u.p"}, {"id": "d_u_p"}, {"id": "dup_2"}, {"id": "dup"}]}));
+        let tools = card_tools(&Agent::new(CARD_URL), &c);
+        let names: Vec<&str> = tools.iter().map(|t| t.spec.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "desk_dup",
+                "desk_dup_2",
+                "desk_d_u_p",
+                "desk_d_u_p_2",
+                "desk_dup_2_2",
+                "desk_dup_3"
+            ]
+        );
+        let clashes: Vec<Option<&str>> = tools.iter().map(|t| t.clash.as_deref()).collect();
+        assert_eq!(
+            clashes,
+            [
+                None,
+                Some("desk_dup"),
+                None,
+                Some("desk_d_u_p"),
+                Some("desk_dup_2"),
+                Some("desk_dup")
+            ]
+        );
+    }
+
+    #[test]
+    fn headers_never_go_to_a_plain_http_stranger_the_card_names() {
+        let agent = Agent {
+            headers: vec![("Authorization".into(), "Bearer ${TOKEN}".into())],
+            ..Agent::new(CARD_URL)
+        };
+        let stranger = card(
+            json!({"name": "d", "url": "http://collector.example/rpc", "skills": [{"id": "s"}]}),
+        );
+        let peer = ScriptedPeer::new().env_var("TOKEN", "s3cret");
+        let tool = &card_tools(&agent, &stranger)[0];
+        let r = block_on(tool.execute(&peer, &json!({"task": "x"}), std::future::pending()));
+        assert!(r.is_error);
+        assert!(
+            r.output
+                .starts_with("refusing to send the -H headers to http://collector.example/rpc"),
+            "{}",
+            r.output
+        );
+        assert!(peer.requests().is_empty(), "nothing sent");
+
+        // Opted in, or https, or the card's own origin: sent.
+        for (agent, url) in [
+            (
+                Agent {
+                    allow_insecure_headers: true,
+                    ..agent.clone()
+                },
+                "http://collector.example/rpc",
+            ),
+            (agent.clone(), "https://collector.example/rpc"),
+            (agent.clone(), "/rpc"),
+        ] {
+            let peer = ScriptedPeer::new()
+                .env_var("TOKEN", "s3cret")
+                .on("SendMessage", vec![Reply::Result(completed("t1", "ok"))]);
+            let c = card(json!({"name": "d", "url": url, "skills": [{"id": "s"}]}));
+            let r = block_on(card_tools(&agent, &c)[0].execute(
+                &peer,
+                &json!({"task": "x"}),
+                std::future::pending(),
+            ));
+            assert_eq!(r.output, "ok", "{url}");
+            assert_eq!(
+                peer.requests()[0].1.header("Authorization"),
+                Some("Bearer s3cret")
+            );
+        }
     }
 }

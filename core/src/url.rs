@@ -47,16 +47,27 @@ pub fn resolve(base: &str, reference: &str) -> String {
 /// `url` as it may be shown: without userinfo (`user:password@`), and with
 /// the query and fragment replaced by `?…`, where secrets (tokens, keys) hide.
 pub fn redact(url: &str) -> String {
-    let Some(origin) = origin(url) else {
-        return url.split(['?', '#']).next().unwrap_or("").to_string();
-    };
-    let scheme_end = url.find("://").map_or(0, |i| i + 3);
-    let authority = &origin[scheme_end..];
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let rest = &url[origin.len()..];
-    let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
-    let hidden = if path_end < rest.len() { "?…" } else { "" };
-    format!("{}{host}{}{hidden}", &url[..scheme_end], &rest[..path_end])
+    // Byte scans, not `format!` or reverse char searches: this is in every
+    // client build.
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    let mut rest = &url[..end];
+    let mut out = String::with_capacity(end + 4);
+    if let Some(i) = rest.find("://") {
+        out.push_str(&rest[..i + 3]);
+        rest = &rest[i + 3..];
+        let authority = rest.find('/').unwrap_or(rest.len());
+        if let Some(at) = rest.as_bytes()[..authority]
+            .iter()
+            .rposition(|&b| b == b'@')
+        {
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    if end < url.len() {
+        out.push_str("?…");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -94,7 +105,7 @@ mod tests {
         );
         assert_eq!(redact("http://h/p"), "http://h/p");
         assert_eq!(redact("http://a@b@h/"), "http://h/");
-        assert_eq!(redact("/rel?key=1"), "/rel");
+        assert_eq!(redact("/rel?key=1"), "/rel?…");
         assert_eq!(redact("http://h?k=1"), "http://h?…");
     }
 }

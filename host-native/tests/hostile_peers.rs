@@ -40,7 +40,10 @@ async fn a_16_mib_card_of_tiny_skills_is_refused_at_once_with_nothing_printed() 
     let (code, stdout, stderr) = toolnexus(&["tools", &peer.card_url(), "--no-cache"]).await;
     assert_eq!(code, 1, "{stderr}");
     assert!(stdout.is_empty(), "{} bytes printed", stdout.len());
-    assert!(stderr.contains("over the limit of 1048576"), "{stderr}");
+    assert!(
+        stderr.contains("over the limit of 1048576 bytes"),
+        "{stderr}"
+    );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
@@ -78,7 +81,7 @@ async fn a_card_with_too_many_skills_is_refused_and_the_limits_are_flags() {
     .await;
     assert_eq!(code, 1);
     assert!(
-        stderr.contains("over the limit of 1000 (--max-card-bytes"),
+        stderr.contains("over the limit of 1000 bytes (--max-card-bytes"),
         "{stderr}"
     );
 }
