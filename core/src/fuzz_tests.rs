@@ -6,12 +6,12 @@
 //! split, unique tool names, a JSON answer to every request…). A crash found
 //! here becomes a named regression test beside the code it broke.
 
-use crate::card::AgentCard;
-use crate::event::StreamEvent;
-use crate::http::HttpResponse;
-use crate::rpc::parse_reply;
-use crate::sse::SseParser;
-use crate::task::{SendResult, Shape, Task};
+use crate::client::card::AgentCard;
+use crate::model::event::StreamEvent;
+use crate::model::task::{SendResult, Shape, Task};
+use crate::wire::http::HttpResponse;
+use crate::wire::rpc::parse_reply;
+use crate::wire::sse::SseParser;
 use serde_json::{Map, Value};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -220,7 +220,7 @@ fn fuzz_the_card_reader_never_panics_and_names_stay_unique() {
             continue;
         };
         let _ = card.summary(&agent.card);
-        let tools = crate::toolkit::card_tools(&agent, &card);
+        let tools = crate::client::toolkit::card_tools(&agent, &card);
         let mut names: Vec<&str> = tools.iter().map(|t| t.spec.name.as_str()).collect();
         names.sort_unstable();
         let all = names.len();
@@ -293,7 +293,7 @@ fn fuzz_the_outbound_call_against_random_replies() {
                 .collect();
             script = script.on(method, replies);
         }
-        let spec = crate::call::CallSpec {
+        let spec = crate::client::call::CallSpec {
             agent: "a".into(),
             endpoint: "http://peer/".into(),
             dialect: *rng.pick(&[
@@ -311,14 +311,14 @@ fn fuzz_the_outbound_call_against_random_replies() {
             started_ms: None,
             jitter_seed: rng.next(),
         };
-        let result = block_on(crate::driver::drive(
-            &mut crate::call::CallMachine::new(spec),
+        let result = block_on(crate::host::driver::drive(
+            &mut crate::client::call::CallMachine::new(spec),
             &script,
             std::future::pending(),
         ));
         let ms = result.metadata.as_ref().and_then(|m| m["ms"].as_u64());
         assert!(
-            ms.is_some_and(|ms| ms <= 3_000 + crate::call::TIMEOUT_CANCEL_GRACE_MS),
+            ms.is_some_and(|ms| ms <= 3_000 + crate::client::call::TIMEOUT_CANCEL_GRACE_MS),
             "{result:?}"
         );
         assert!(
@@ -441,13 +441,14 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
 
     struct Host(Arc<Jobs>, std::sync::atomic::AtomicU64);
     impl ServerHost for Host {
+        type Locks = crate::testing::TestLocks;
         fn new_id(&self) -> String {
             format!(
                 "id{}",
                 self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             )
         }
-        fn spawn(&self, job: crate::transport::BoxFuture<'static, ()>) {
+        fn spawn(&self, job: crate::host::transport::BoxFuture<'static, ()>) {
             self.0.spawn(job);
         }
     }
@@ -461,7 +462,7 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
     };
     let server = A2aServer::new(
         options,
-        MemoryStore::default(),
+        MemoryStore::<crate::testing::TestLocks>::default(),
         Host(jobs.clone(), Default::default()),
         EchoFulfiller,
     );
@@ -486,7 +487,7 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
         let resp = run_with_jobs(server.handle(req), &jobs);
         let streamed = resp
             .header("Content-Type")
-            .is_some_and(crate::sse::is_event_stream);
+            .is_some_and(crate::wire::sse::is_event_stream);
         if !streamed && !resp.body.is_empty() {
             let v: Value = serde_json::from_slice(&resp.body).unwrap_or_else(|e| {
                 panic!(

@@ -10,12 +10,14 @@
 
 pub mod config_file;
 pub mod http_server;
+pub mod lock;
 pub mod serve;
 pub mod skills_dir;
 pub mod store;
 pub mod transport;
 
 pub use http_server::Listener;
+pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
 pub use serve::{serve, serve_on, Model, ServeHandle, ServeOptions};
 use std::sync::Arc;
@@ -135,7 +137,7 @@ pub fn card_tools(
     agent: &Agent,
     card: &toolnexus_core::AgentCard,
 ) -> Vec<RemoteTool> {
-    toolnexus_core::toolkit::card_tools(agent, card)
+    toolnexus_core::card_tools(agent, card)
         .into_iter()
         .map(|inner| RemoteTool {
             inner,
@@ -164,7 +166,7 @@ pub async fn toolkit_with(
         tk.add_config(config).await;
     }
     for f in tk.failures() {
-        let card = toolnexus_core::url::redact(&f.card);
+        let card = toolnexus_core::redact_url(&f.card);
         tracing::warn!(card = %card, "agent {card} skipped: {}", f.error);
     }
     tk

@@ -121,7 +121,7 @@ impl NativeTransport {
     }
 
     async fn send_inner(&self, req: HttpRequest) -> Result<HttpResponse, TransportError> {
-        let url = toolnexus_core::url::redact(&req.url);
+        let url = toolnexus_core::redact_url(&req.url);
         let resp = self.request(req).await?;
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
@@ -143,7 +143,7 @@ impl NativeTransport {
         &self,
         req: HttpRequest,
     ) -> Result<StreamingResponse, TransportError> {
-        let url = toolnexus_core::url::redact(&req.url);
+        let url = toolnexus_core::redact_url(&req.url);
         let resp = self.request(req).await?;
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
@@ -185,7 +185,7 @@ impl NativeTransport {
             .map_err(|e| {
                 TransportError(format!(
                     "cannot send to {}: {e}",
-                    toolnexus_core::url::redact(&req.url)
+                    toolnexus_core::redact_url(&req.url)
                 ))
             })?;
         self.client.request(request).await.map_err(|e| {

@@ -159,7 +159,7 @@ fn freshness(resp: &HttpResponse) -> Option<u64> {
 }
 
 /// The agent's card: from `cache` while fresh, revalidated when stale,
-/// fetched otherwise; exactly [`toolnexus_core::toolkit::fetch_card`] when
+/// fetched otherwise; exactly [`toolnexus_core::fetch_card`] when
 /// `cache` is `None` or the agent has headers.
 pub async fn fetch_card(
     transport: &NativeTransport,
@@ -167,11 +167,11 @@ pub async fn fetch_card(
     cache: Option<&CardCache>,
 ) -> Result<AgentCard, Error> {
     let Some(cache) = cache.filter(|_| agent.headers.is_empty()) else {
-        return toolnexus_core::toolkit::fetch_card(transport, agent).await;
+        return toolnexus_core::fetch_card(transport, agent).await;
     };
     let (max_bytes, max_skills) = agent.card_limits();
     let parse = |body: &[u8]| AgentCard::parse_limited(body, max_bytes, max_skills);
-    let shown = toolnexus_core::url::redact(&agent.card);
+    let shown = toolnexus_core::redact_url(&agent.card);
     let stored = cache.load(&agent.card);
     if let Some(entry) = stored.as_ref().filter(|e| e.is_fresh(unix_now())) {
         if let Ok(card) = parse(entry.body.as_bytes()) {
@@ -237,7 +237,7 @@ async fn send(
     req: HttpRequest,
 ) -> Result<HttpResponse, Error> {
     let limit = Duration::from_millis(agent.timeout_ms());
-    let shown = toolnexus_core::url::redact(&agent.card);
+    let shown = toolnexus_core::redact_url(&agent.card);
     match tokio::time::timeout(limit, transport.send(req)).await {
         Err(_) => Err(Error::Transport(format!(
             "fetching the Agent Card {shown} timed out after {}ms",

@@ -4,7 +4,8 @@ use super::card_cache::{self, CardCache};
 use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
-use toolnexus_core::task::Shape;
+use std::time::Duration;
+use toolnexus_core::Shape;
 use toolnexus_core::{StreamEvent, Transport};
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
 
@@ -79,19 +80,18 @@ impl Remote {
     }
 
     fn agent(&self, poll_every: Option<u64>) -> Result<Agent, Fail> {
-        Ok(Agent {
-            card: self.card.clone(),
-            headers: self
-                .headers
-                .iter()
-                .map(|h| parse_header(h))
-                .collect::<Result<_, _>>()?,
-            timeout: self.timeout,
-            poll_every,
-            max_card_bytes: self.max_card_bytes,
-            max_skills: self.max_skills,
-            allow_insecure_headers: self.allow_insecure_headers,
-        })
+        let mut agent = Agent::new(self.card.clone());
+        agent.headers = self
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<_, _>>()?;
+        agent.timeout = self.timeout.map(Duration::from_millis);
+        agent.poll_every = poll_every.map(Duration::from_millis);
+        agent.max_card_bytes = self.max_card_bytes;
+        agent.max_skills = self.max_skills;
+        agent.allow_insecure_headers = self.allow_insecure_headers;
+        Ok(agent)
     }
 }
 

@@ -24,20 +24,22 @@
 //! is seen at most ~25% of its run time after it settles, and a long one costs
 //! one request per `poll_every`.
 //!
-//! When the card lists [`crate::card::LONG_POLL_EXTENSION`], every GetTask
+//! When the card lists [`crate::client::card::LONG_POLL_EXTENSION`], every GetTask
 //! also asks `Prefer: wait=N` (RFC 7240). A peer that honours it holds the answer until the task settles or N seconds
 //! pass and says `Preference-Applied`; the call then polls again at once, so
 //! a settled task reaches the caller within a round trip. Other peers get the
 //! interval above (and never see the header, which browsers would preflight).
 
-use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
-use crate::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
-use crate::http::HttpResponse;
-use crate::rpc::{parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION};
-use crate::sse::{is_event_stream, SseParser};
-use crate::task::{SendResult, Task, TaskState};
-use crate::tool::ToolResult;
+use crate::host::driver::{Machine, ResponseHead, Step};
+use crate::model::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
+use crate::model::task::{SendResult, Task, TaskState};
+use crate::model::tool::ToolResult;
+use crate::wire::http::HttpResponse;
+use crate::wire::rpc::{
+    parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION,
+};
+use crate::wire::sse::{is_event_stream, SseParser};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 
@@ -76,7 +78,7 @@ pub struct CallSpec {
     pub poll_every_ms: u64,
     pub message_id: String,
     pub text: String,
-    /// Ask GetTask to long-poll (the card lists [`crate::card::LONG_POLL_EXTENSION`]).
+    /// Ask GetTask to long-poll (the card lists [`crate::client::card::LONG_POLL_EXTENSION`]).
     pub long_poll: bool,
     /// The card says `capabilities.streaming`: send `SendStreamingMessage`.
     pub streaming: bool,
@@ -117,7 +119,7 @@ enum Retry {
     Poll,
 }
 
-/// One outbound call. Create it, then run it with [`crate::driver::drive`]
+/// One outbound call. Create it, then run it with [`crate::host::driver::drive`]
 /// (or feed it inputs yourself).
 #[derive(Debug)]
 pub struct CallMachine {
@@ -254,7 +256,7 @@ impl CallMachine {
     fn foreign_task(&self, now_ms: u64, what: &str, id: &str) -> Step<ToolResult> {
         let err = Error::Malformed(format!(
             "protocol error: the answer is about task {}, not {}",
-            crate::http::snippet(id, 200),
+            crate::wire::http::snippet(id, 200),
             self.task_label()
         ));
         self.fail(now_ms, what, &err)
@@ -308,7 +310,7 @@ impl CallMachine {
 
     /// The endpoint as messages show it (no userinfo, no query).
     fn endpoint(&self) -> String {
-        crate::url::redact(&self.spec.endpoint)
+        crate::wire::url::redact(&self.spec.endpoint)
     }
 
     /// A GetTask for the followed task (long-polling when the card allows).
@@ -385,7 +387,7 @@ impl CallMachine {
                 None => {
                     let err = Error::Malformed(format!(
                         "the reply is neither a task nor a message: {}",
-                        crate::http::snippet(&crate::json::text(&v), 200)
+                        crate::wire::http::snippet(&crate::wire::json::text(&v), 200)
                     ));
                     self.fail(now_ms, &what, &err)
                 }
@@ -394,7 +396,11 @@ impl CallMachine {
     }
 
     /// The agent answered directly, without a task.
-    fn on_message(&mut self, now_ms: u64, message: crate::task::Message) -> Step<ToolResult> {
+    fn on_message(
+        &mut self,
+        now_ms: u64,
+        message: crate::model::task::Message,
+    ) -> Step<ToolResult> {
         self.state = TaskState::Completed;
         let text = message.text();
         self.events.push_back(StreamEvent::Message(message));
@@ -418,7 +424,7 @@ impl CallMachine {
             let Ok(value) = serde_json::from_slice::<Value>(event.data.as_bytes()) else {
                 let err = Error::Malformed(format!(
                     "a stream event is not JSON: {}",
-                    crate::http::snippet(&event.data, 200)
+                    crate::wire::http::snippet(&event.data, 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
@@ -434,7 +440,7 @@ impl CallMachine {
             let Some(event) = StreamEvent::from_value(&result) else {
                 let err = Error::Malformed(format!(
                     "a stream event is none of task, message, status or artifact: {}",
-                    crate::http::snippet(&crate::json::text(&result), 200)
+                    crate::wire::http::snippet(&crate::wire::json::text(&result), 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
@@ -541,7 +547,7 @@ impl CallMachine {
 
     fn task_label(&self) -> String {
         match &self.task_id {
-            Some(id) => crate::http::snippet(id, 200),
+            Some(id) => crate::wire::http::snippet(id, 200),
             None => "(not created)".into(),
         }
     }
@@ -604,7 +610,7 @@ impl CallMachine {
         match task.state {
             TaskState::Completed => self.finish(now_ms, false, task.output_text()),
             TaskState::Failed | TaskState::Canceled | TaskState::Rejected => {
-                let id = crate::http::snippet(id, 200);
+                let id = crate::wire::http::snippet(id, 200);
                 let output = match task.status_text() {
                     Some(text) => format!("A2A task {id} {state}: {}", peer_text(&text)),
                     None => format!("A2A task {id} {state}"),
@@ -617,10 +623,10 @@ impl CallMachine {
                     task.history
                         .iter()
                         .rev()
-                        .find(|m| m.role == crate::task::Role::Agent)
+                        .find(|m| m.role == crate::model::task::Role::Agent)
                         .map(|m| m.text())
                 });
-                let id = crate::http::snippet(id, 200);
+                let id = crate::wire::http::snippet(id, 200);
                 let output = match question {
                     Some(q) => format!("A2A task {id} {state}: {}", peer_text(&q)),
                     None => format!("A2A task {id} {state}"),
@@ -747,7 +753,10 @@ impl Machine for CallMachine {
                                     None => {
                                         let err = Error::Malformed(format!(
                                             "the reply is not a task: {}",
-                                            crate::http::snippet(&crate::json::text(&v), 200)
+                                            crate::wire::http::snippet(
+                                                &crate::wire::json::text(&v),
+                                                200
+                                            )
                                         ));
                                         self.fail(now_ms, &what, &err)
                                     }
@@ -916,16 +925,16 @@ fn retryable(status: u16) -> bool {
 /// `Retry-After` in seconds, as ms. An HTTP-date would need the wall clock,
 /// which core does not read: the backoff applies instead.
 fn retry_after(headers: &[(String, String)]) -> Option<u64> {
-    let secs = crate::http::find_header(headers, "Retry-After")?;
+    let secs = crate::wire::http::find_header(headers, "Retry-After")?;
     secs.trim()
         .parse::<u64>()
         .ok()
         .map(|s| s.saturating_mul(1000))
 }
 
-/// Peer text quoted in a result: cut to [`crate::http::MAX_PEER_TEXT`] chars.
+/// Peer text quoted in a result: cut to [`crate::wire::http::MAX_PEER_TEXT`] chars.
 fn peer_text(text: &str) -> String {
-    crate::http::snippet(text, crate::http::MAX_PEER_TEXT)
+    crate::wire::http::snippet(text, crate::wire::http::MAX_PEER_TEXT)
 }
 
 #[cfg(test)]

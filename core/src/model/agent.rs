@@ -1,5 +1,7 @@
 //! The agent descriptor: where a remote agent's card is and how to call it.
 
+use std::time::Duration;
+
 /// Default overall time limit of one call, in ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 /// Default upper bound of the interval between two GetTask polls, in ms.
@@ -10,6 +12,18 @@ pub const DEFAULT_MAX_CARD_BYTES: u64 = 1024 * 1024;
 pub const DEFAULT_MAX_SKILLS: u64 = 1_000;
 
 /// A remote A2A agent. Unset fields stay unset; defaults apply when resolved.
+///
+/// Build it with [`Agent::new`] and the `with_*` methods (new options may
+/// be added, so it cannot be built as a struct literal outside this crate):
+///
+/// ```
+/// use std::time::Duration;
+/// let agent = toolnexus_core::Agent::new("http://127.0.0.1:8080/.well-known/agent-card.json")
+///     .with_header("Authorization", "Bearer ${PEER_TOKEN}")
+///     .with_timeout(Duration::from_secs(30));
+/// assert_eq!(agent.timeout_ms(), 30_000);
+/// ```
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Agent {
     /// The Agent Card URL.
@@ -17,10 +31,11 @@ pub struct Agent {
     /// Extra request headers. Values may contain `${NAME}`, expanded from the
     /// environment at every call. Values are secrets: never log them.
     pub headers: Vec<(String, String)>,
-    /// Overall time limit of one call in ms (default [`DEFAULT_TIMEOUT_MS`]).
-    pub timeout: Option<u64>,
-    /// Poll interval in ms (default [`DEFAULT_POLL_EVERY_MS`]).
-    pub poll_every: Option<u64>,
+    /// Overall time limit of one call (default [`DEFAULT_TIMEOUT_MS`]).
+    pub timeout: Option<Duration>,
+    /// The longest pause between two GetTask polls (default
+    /// [`DEFAULT_POLL_EVERY_MS`]).
+    pub poll_every: Option<Duration>,
     /// The largest card read, in bytes (default [`DEFAULT_MAX_CARD_BYTES`]).
     pub max_card_bytes: Option<u64>,
     /// The most skills the card may list (default [`DEFAULT_MAX_SKILLS`]).
@@ -40,14 +55,52 @@ impl Agent {
         }
     }
 
-    /// The timeout in force.
-    pub fn timeout_ms(&self) -> u64 {
-        self.timeout.unwrap_or(DEFAULT_TIMEOUT_MS)
+    /// Adds a request header; `${NAME}` in the value is expanded from the
+    /// environment at every call.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
     }
 
-    /// The poll interval in force.
+    /// Sets the overall time limit of one call.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the longest pause between two GetTask polls.
+    pub fn with_poll_every(mut self, poll_every: Duration) -> Self {
+        self.poll_every = Some(poll_every);
+        self
+    }
+
+    /// Sets the largest card read, in bytes.
+    pub fn with_max_card_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_card_bytes = Some(max_bytes);
+        self
+    }
+
+    /// Sets the most skills the card may list.
+    pub fn with_max_skills(mut self, max_skills: u64) -> Self {
+        self.max_skills = Some(max_skills);
+        self
+    }
+
+    /// Allows (or not) sending the headers to an endpoint the card names on
+    /// another origin over plain http (see [`headers_may_go_to`]).
+    pub fn with_insecure_headers_allowed(mut self, allowed: bool) -> Self {
+        self.allow_insecure_headers = allowed;
+        self
+    }
+
+    /// The timeout in force, in ms.
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout.map_or(DEFAULT_TIMEOUT_MS, millis)
+    }
+
+    /// The poll interval in force, in ms.
     pub fn poll_every_ms(&self) -> u64 {
-        self.poll_every.unwrap_or(DEFAULT_POLL_EVERY_MS)
+        self.poll_every.map_or(DEFAULT_POLL_EVERY_MS, millis)
     }
 
     /// The card size and skill count in force.
@@ -71,8 +124,8 @@ impl Agent {
         Some(crate::Error::Misuse(format!(
             "refusing to send the -H headers to {}: the card at {} names another origin over plain http; \
              allow it with --allow-insecure-headers (allowInsecureHeaders in a config)",
-            crate::url::redact(endpoint),
-            crate::url::redact(&self.card)
+            crate::wire::url::redact(endpoint),
+            crate::wire::url::redact(&self.card)
         )))
     }
 
@@ -86,6 +139,11 @@ impl Agent {
             .map(|(k, v)| (k.clone(), expand_env(v, &lookup)))
             .collect()
     }
+}
+
+/// Whole milliseconds, saturating (a `Duration` may exceed `u64` ms).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Expands every `${NAME}` (`NAME` of `[A-Za-z0-9_]+`) through `lookup`; an
@@ -115,10 +173,10 @@ pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Strin
 /// `endpoint`: the same origin, https (the card's owner chose a host that
 /// proves who it is), or a loopback host.
 pub fn headers_may_go_to(card_url: &str, endpoint: &str) -> bool {
-    let Some(to) = crate::url::origin(endpoint) else {
+    let Some(to) = crate::wire::url::origin(endpoint) else {
         return false;
     };
-    if crate::url::origin(card_url).is_some_and(|o| o.eq_ignore_ascii_case(to)) {
+    if crate::wire::url::origin(card_url).is_some_and(|o| o.eq_ignore_ascii_case(to)) {
         return true;
     }
     let to = to.to_ascii_lowercase();

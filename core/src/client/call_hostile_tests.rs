@@ -3,7 +3,7 @@
 //! deadline for the whole call, megabytes of peer text.
 
 use super::*;
-use crate::driver::drive;
+use crate::host::driver::drive;
 use crate::testing::{block_on, completed, task, task_with_message, Reply, ScriptedPeer};
 use serde_json::{json, Value};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]

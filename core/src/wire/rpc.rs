@@ -1,8 +1,8 @@
 //! JSON-RPC envelopes in the three dialects a peer may speak.
 
 use crate::error::Error;
-use crate::http::{HttpRequest, HttpResponse};
-use crate::json::{text, with};
+use crate::wire::http::{HttpRequest, HttpResponse};
+use crate::wire::json::{text, with};
 use serde_json::{json, Value};
 
 /// The wire dialect spoken with a peer.
@@ -208,7 +208,7 @@ impl Dialect {
             self.send_params(message_id, text, mode),
         );
         match op {
-            Method::Stream => req.with_header("Accept", crate::sse::CONTENT_TYPE),
+            Method::Stream => req.with_header("Accept", crate::wire::sse::CONTENT_TYPE),
             _ => req,
         }
     }
@@ -216,7 +216,7 @@ impl Dialect {
     /// A SubscribeToTask (0.3: `tasks/resubscribe`) for `task_id`: its events as SSE.
     pub fn subscribe(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
         self.request(endpoint, rpc_id, Method::Subscribe, json!({"id": task_id}))
-            .with_header("Accept", crate::sse::CONTENT_TYPE)
+            .with_header("Accept", crate::wire::sse::CONTENT_TYPE)
     }
 
     /// A GetTask for `task_id`.
@@ -240,7 +240,7 @@ pub fn parse_response_value(mut v: Value) -> Result<Value, Error> {
         Some(result) => Ok(result.take()),
         None => Err(Error::Malformed(format!(
             "a stream event is not a JSON-RPC response: {}",
-            crate::http::snippet(&text(&v), 200)
+            crate::wire::http::snippet(&text(&v), 200)
         ))),
     }
 }
@@ -249,11 +249,11 @@ fn rpc_error(err: &Value) -> Error {
     Error::Rpc {
         code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
         // A peer's message is quoted, never copied whole (it may be megabytes).
-        message: crate::http::snippet(
+        message: crate::wire::http::snippet(
             err.get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("(no message)"),
-            crate::http::MAX_PEER_TEXT,
+            crate::wire::http::MAX_PEER_TEXT,
         ),
     }
 }
