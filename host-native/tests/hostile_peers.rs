@@ -37,7 +37,10 @@ async fn a_16_mib_card_of_tiny_skills_is_refused_at_once_with_nothing_printed() 
         Answer::bytes(200, "application/json", body.as_bytes().to_vec())
     })
     .await;
+    let started = std::time::Instant::now();
     let (code, stdout, stderr) = toolnexus(&["tools", &peer.card_url(), "--no-cache"]).await;
+    // A figure for the record, not an assertion.
+    eprintln!("16 MiB card refused in {:?}", started.elapsed());
     assert_eq!(code, 1, "{stderr}");
     assert!(stdout.is_empty(), "{} bytes printed", stdout.len());
     assert!(
@@ -149,6 +152,7 @@ async fn a_fake_long_poll_peer_gets_polls_on_the_schedule_not_hundreds_a_second(
     .await;
     assert_eq!(code, 2);
     let polls = peer.calls("GetTask").len();
+    eprintln!("a fake long-poll peer got {polls} GetTasks in a 1.5 s call");
     // The schedule (a quarter of the time so far, 25 ms to 1 s) allows ~17 in 1.5 s.
     assert!(polls < 40, "{polls} GetTasks in 1.5 s: {stdout}");
     assert!(polls >= 2, "{polls}");
@@ -238,6 +242,10 @@ async fn the_timeout_covers_the_card_fetch_and_a_timeout_cancels_the_task() {
     .await;
     assert_eq!(code, 2, "{stdout} {stderr}");
     let r = result_of(&stdout);
+    eprintln!(
+        "--timeout 2500, card 1.5 s: metadata.ms = {}",
+        r["metadata"]["ms"]
+    );
     assert_eq!(
         r["output"],
         "A2A task t1 timed out after 2500ms (state=working)"
