@@ -311,7 +311,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
             }),
             cors_origin: options.cors_origin,
-            heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
+            heartbeat_ms: options
+                .heartbeat
+                .map(|d| crate::model::agent::millis(d).max(1)),
             interrupted_after_ms: options.interrupted_after.map(crate::model::agent::millis),
             card_cache_control: match options.card_max_age {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
@@ -624,7 +626,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The stored task `id`: unknown is -32001.
     async fn stored(&self, id: &str) -> Result<Task, RpcError> {
         match self.store.get(id).await {
-            Ok(Some(task)) => self.recover_if_abandoned(task).await,
+            Ok(Some(task)) if self.abandoned(&task) => Box::pin(self.fail_abandoned(task)).await,
+            Ok(Some(task)) => Ok(task),
             Ok(None) => Err(RpcError::new(
                 rpc::TASK_NOT_FOUND,
                 format!("Task not found: {id}"),
@@ -633,26 +636,34 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    /// A task read from the store, failed as [`INTERRUPTED`] (and saved so)
-    /// when [`ServerOptions::interrupted_after`] says its fulfilment is gone.
-    async fn recover_if_abandoned(&self, mut task: Task) -> Result<Task, RpcError> {
-        let Some(after_ms) = self.interrupted_after_ms else {
-            return Ok(task);
+    /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of
+    /// this stored task is gone: still `submitted`/`working`, silent that
+    /// long, and not running here.
+    fn abandoned(&self, task: &Task) -> bool {
+        let (Some(after_ms), Some(now), Some(updated)) = (
+            self.interrupted_after_ms,
+            self.host.unix_ms(),
+            task.updated_ms,
+        ) else {
+            return false;
         };
-        let now = self.host.unix_ms();
-        let silent_ms = now.zip(task.updated_ms).map(|(n, u)| n.saturating_sub(u));
-        if !matches!(silent_ms, Some(ms) if ms >= after_ms)
-            || !matches!(task.state, TaskState::Submitted | TaskState::Working)
-            || self.tasks().is_running(&task.id)
-        {
-            return Ok(task);
-        }
-        mark_interrupted(&mut task, now);
+        matches!(task.state, TaskState::Submitted | TaskState::Working)
+            && now.saturating_sub(updated) >= after_ms
+            && !self.tasks().is_running(&task.id)
+    }
+
+    /// Fails an [`abandoned`](Self::abandoned) task as [`INTERRUPTED`] and
+    /// saves it so. Boxed where it is awaited: it is rare, and inlined it
+    /// would grow every future that reads a task.
+    async fn fail_abandoned(&self, mut task: Task) -> Result<Task, RpcError> {
+        let silent_s = task.updated_ms.map_or(0, |u| {
+            self.host.unix_ms().unwrap_or(u).saturating_sub(u) / 1000
+        });
+        mark_interrupted(&mut task, self.host.unix_ms());
         self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
         self.host.report(&format!(
-            "task {} made no progress for {} s and is not running here; marked failed",
-            task.id,
-            silent_ms.unwrap_or_default() / 1000
+            "task {} made no progress for {silent_s} s and is not running here; marked failed",
+            task.id
         ));
         Ok(task)
     }
