@@ -27,8 +27,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, EventBody, FulfilRequest,
-    Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply, ServerHost, ServerOptions, TaskEvent,
+    build_agent_card, A2aConfig, A2aServer, CardSpec, CorsOrigin, EchoFulfiller, EventBody,
+    FulfilRequest, Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply, ServerHost,
+    ServerOptions, TaskEvent,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::transport::BoxFuture;
@@ -289,7 +290,7 @@ struct Parts {
     host: WasmHost,
     fulfiller: Arc<dyn Fulfiller>,
     url: Option<String>,
-    cors: Option<String>,
+    cors: Option<CorsOrigin>,
     heartbeat: Option<std::time::Duration>,
 }
 
@@ -518,11 +519,12 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     };
     let cors = get(&options, "cors");
     let cors = if cors.is_undefined() {
-        Some(toolnexus_core::server::DEFAULT_CORS_ORIGIN.to_string())
+        Some(CorsOrigin::any())
     } else if cors.is_null() || cors.as_bool() == Some(false) {
         None
     } else {
-        Some(opt_string(&options, "cors", WHAT)?.unwrap_or_default())
+        let origin = opt_string(&options, "cors", WHAT)?.unwrap_or_default();
+        Some(CorsOrigin::parse(&origin).map_err(|e| misuse(format!("{WHAT}.cors: {e}")))?)
     };
     let heartbeat = get(&options, "heartbeatMs");
     let heartbeat = if heartbeat.is_undefined() {

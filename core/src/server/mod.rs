@@ -10,13 +10,21 @@ mod card;
 mod fulfil;
 mod list;
 mod machine;
+mod policy;
 mod rpc;
 mod store;
 mod stream;
 
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
-pub use store::{MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_TASKS};
+pub use policy::{
+    admit, malformed_body, payload_too_large, Admission, BodyRefusal, CorsOrigin, Health,
+    InvalidOption, DEFAULT_BODY_LIMIT, HEALTH_PATH,
+};
+pub use store::{
+    task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_TASKS,
+};
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
 use crate::event::{StatusUpdate, StreamEvent};
@@ -34,24 +42,9 @@ use std::time::Duration;
 
 /// The card path.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
-/// The largest request body hosts accept by default (1 MiB); see [`payload_too_large`].
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// The `Access-Control-Allow-Origin` hosts serve when none is configured.
 pub const DEFAULT_CORS_ORIGIN: &str = "*";
 
-/// The answer to a request whose body is over `limit` bytes: 413, and the
-/// connection closed (the rest of the body is not read). Hosts check the
-/// size while reading, before calling [`A2aServer::handle`].
-pub fn payload_too_large(limit: usize) -> HttpResponse {
-    HttpResponse {
-        status: 413,
-        headers: vec![
-            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
-            ("Connection".into(), "close".into()),
-        ],
-        body: format!("request body over the {limit}-byte limit\n").into_bytes(),
-    }
-}
 /// The card path of older A2A drafts, served too.
 pub const LEGACY_CARD_PATH: &str = "/.well-known/agent.json";
 
@@ -238,7 +231,10 @@ pub struct ServerOptions {
     /// The served card. `None`: no A2A profile, every route is 404.
     pub card: Option<CardSpec>,
     /// `Access-Control-Allow-Origin`; `None` sends no CORS headers.
-    pub cors_origin: Option<String>,
+    pub cors_origin: Option<CorsOrigin>,
+    /// The largest request body (default [`DEFAULT_BODY_LIMIT`]); hosts
+    /// learn it from [`A2aServer::admit`].
+    pub body_limit: usize,
     /// How long an event stream may stay silent before a `: ping` comment
     /// keeps it open (default [`DEFAULT_HEARTBEAT`]); `None` sends none.
     /// Needs a host timer ([`ServerHost::sleep_until`]).
@@ -258,6 +254,7 @@ impl Default for ServerOptions {
         ServerOptions {
             card: None,
             cors_origin: None,
+            body_limit: DEFAULT_BODY_LIMIT,
             heartbeat: Some(DEFAULT_HEARTBEAT),
             card_max_age: None,
         }
@@ -274,7 +271,9 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     host: H,
     fulfiller: F,
     card: Option<Card>,
-    cors_origin: Option<String>,
+    cors_origin: Option<CorsOrigin>,
+    body_limit: usize,
+    health: policy::HealthState,
     heartbeat_ms: Option<u64>,
     card_cache_control: String,
     tasks: Mutex<Tasks>,
@@ -291,6 +290,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
             }),
             cors_origin: options.cors_origin,
+            body_limit: options.body_limit,
+            health: policy::HealthState::default(),
             heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
             card_cache_control: match options.card_max_age {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
@@ -303,6 +304,77 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The task store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// Whether the server's saves work: unhealthy from a failed save until
+    /// a later one works. Also served at [`HEALTH_PATH`].
+    pub fn health(&self) -> Health {
+        self.health.get()
+    }
+
+    /// Checks a request's head (its headers) before the host reads the
+    /// body: how much body to read, or the answer to give at once.
+    pub fn admit(&self, headers: &[(String, String)]) -> Admission {
+        match policy::admit(headers, self.body_limit) {
+            Admission::Refuse(mut resp) => {
+                self.add_cors(&mut resp);
+                Admission::Refuse(resp)
+            }
+            read => read,
+        }
+    }
+
+    /// The answer when the host could not read a body (with the CORS
+    /// headers, so a page can read it too).
+    pub fn refuse(&self, refusal: BodyRefusal) -> HttpResponse {
+        let mut resp = match refusal {
+            BodyRefusal::TooLarge => payload_too_large(self.body_limit),
+            BodyRefusal::Malformed => malformed_body(),
+        };
+        self.add_cors(&mut resp);
+        resp
+    }
+
+    /// Adds the CORS headers (when configured) to an answer.
+    pub fn add_cors(&self, resp: &mut HttpResponse) {
+        if let Some(origin) = &self.cors_origin {
+            let origin = origin.as_str();
+            if resp
+                .headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("Access-Control-Allow-Origin"))
+            {
+                return;
+            }
+            resp.headers
+                .push(("Access-Control-Allow-Origin".into(), origin.into()));
+            resp.headers.push((
+                "Access-Control-Expose-Headers".into(),
+                "Preference-Applied".into(),
+            ));
+            if origin != "*" {
+                resp.headers.push(("Vary".into(), "Origin".into()));
+            }
+        }
+    }
+
+    /// A save failed: the server is unhealthy, and the host hears why.
+    fn save_failed(&self, problem: &str) {
+        if self.health.save_failed() {
+            self.host.report(&format!(
+                "the server is unhealthy: a task state could not be saved; reads go on, and the states not saved are never acknowledged ({problem})"
+            ));
+        } else {
+            self.host.report(problem);
+        }
+    }
+
+    /// A save worked: healthy again if it was not.
+    fn save_worked(&self) {
+        if self.health.save_worked() {
+            self.host
+                .report("the task store works again: the server is healthy");
+        }
     }
 
     fn tasks(&self) -> MutexGuard<'_, Tasks> {
@@ -322,22 +394,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// rest (errors included) with a whole response.
     pub async fn serve(self: &Arc<Self>, req: HttpRequest) -> Reply {
         let mut reply = self.route(req).await;
-        let resp = reply.head_mut();
-        if let Some(origin) = &self.cors_origin {
-            resp.headers
-                .push(("Access-Control-Allow-Origin".into(), origin.clone()));
-            resp.headers.push((
-                "Access-Control-Expose-Headers".into(),
-                "Preference-Applied".into(),
-            ));
-            if origin != "*" {
-                resp.headers.push(("Vary".into(), "Origin".into()));
-            }
-        }
+        self.add_cors(reply.head_mut());
         reply
     }
 
     async fn route(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        if matches!(req.method.as_str(), "GET" | "HEAD") && path_of(&req.url) == HEALTH_PATH {
+            return Reply::Full(self.health.respond());
+        }
         let Some(card) = &self.card else {
             return Reply::Full(plain(404, "not found"));
         };
@@ -766,10 +830,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         if let Err(e) = self.store.save(&task).await {
             self.tasks().abandon(&id);
+            self.save_failed(&format!("task {id}: saving state submitted failed: {e}"));
             return Err(RpcError::internal(format!(
                 "the task could not be stored: {e}"
             )));
         }
+        self.save_worked();
         let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
         {
             let mut tasks = self.tasks();
@@ -801,7 +867,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Reports what a save left to do: a problem, the `on_task` hook.
     fn after_save(&self, after: AfterSave) {
         if let Some(problem) = after.problem {
-            self.host.report(&problem);
+            self.save_failed(&problem);
         }
         if let Some((task, info)) = after.settled {
             self.host.on_task(TaskEvent {
@@ -849,7 +915,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 }
                 task.state = TaskState::Canceled;
                 task.updated_ms = self.host.unix_ms().or(task.updated_ms);
-                self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+                if let Err(e) = self.store.save(&task).await {
+                    self.save_failed(&format!("task {id}: saving state canceled failed: {e}"));
+                    return Err(not_stored(&e.0));
+                }
+                self.save_worked();
                 let info = machine::RunInfo {
                     skill: None,
                     text: task.history.first().map(Message::text).unwrap_or_default(),
@@ -951,6 +1021,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             if let Some(save) = job.save.as_mut() {
                 if let Poll::Ready((task, result)) = save.as_mut().poll(cx) {
                     job.save = None;
+                    if result.is_ok() {
+                        server.save_worked();
+                    }
                     let after = server.tasks().saved(task, result.map_err(|e| e.0));
                     server.after_save(after);
                     moved = true;

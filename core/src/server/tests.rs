@@ -20,6 +20,8 @@ struct TestHost {
     ids: AtomicU64,
     jobs: Jobs,
     events: Mutex<Vec<TaskEvent>>,
+    /// What the server reported to the host's log.
+    reports: Mutex<Vec<String>>,
     time: VirtualTime,
     /// The timers handed out: (ms, due at).
     timers: Mutex<Vec<(u64, u64)>>,
@@ -31,6 +33,7 @@ impl Default for TestHost {
             ids: AtomicU64::new(0),
             jobs: Jobs::default(),
             events: Mutex::default(),
+            reports: Mutex::default(),
             time: VirtualTime::manual(),
             timers: Mutex::default(),
         }
@@ -57,6 +60,9 @@ impl ServerHost for Arc<TestHost> {
     }
     fn on_task(&self, event: TaskEvent) {
         lock(&self.events).push(event);
+    }
+    fn report(&self, problem: &str) {
+        lock(&self.reports).push(problem.to_string());
     }
     /// The wall clock: 2025-12-01T00:00:00Z plus the test's virtual time.
     fn unix_ms(&self) -> Option<u64> {
@@ -187,7 +193,7 @@ fn fixture_with(card: Option<Value>) -> Fixture {
     let store = Arc::new(Recording::default());
     let options = ServerOptions {
         card: card.map(Into::into),
-        cors_origin: Some("*".into()),
+        cors_origin: Some(CorsOrigin::any()),
         ..Default::default()
     };
     Fixture {
@@ -866,6 +872,114 @@ fn a_refused_terminal_save_is_an_error_to_the_caller_not_a_result() {
     );
 }
 
+/// A full disk after the first save: the blocking caller gets -32603
+/// naming the failure, the server reports itself unhealthy (the health
+/// check and the host's log), reads go on, and once the store takes saves
+/// again it is healthy.
+#[test]
+fn a_failing_store_marks_the_server_unhealthy_and_reads_go_on() {
+    let f = fixture();
+    let health = |f: &Fixture| {
+        let r = get(f, HEALTH_PATH, "GET");
+        let v: Value = serde_json::from_slice(&r.body).expect("JSON health");
+        (r.status, v)
+    };
+    assert_eq!(health(&f).0, 200);
+    let ok = f.send(Some("1.0"), "SendMessage", "hello", true);
+    let done = ok["result"]["task"]["id"].as_str().expect("id").to_string();
+
+    *lock(&f.store.refuse) = Some(TaskState::Completed);
+    let v = f.send(Some("1.0"), "SendMessage", "hello", true);
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("could not be stored") && message.contains("no space left"),
+        "{message}"
+    );
+    let (status, body) = health(&f);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["status"], "unhealthy");
+    assert_eq!(body["storeFailures"], 1);
+    assert!(
+        lock(&f.host.reports)
+            .iter()
+            .any(|r| r.contains("unhealthy") && r.contains("no space left")),
+        "{:?}",
+        lock(&f.host.reports)
+    );
+    // Reads go on while unhealthy.
+    let got = f.rpc(None, "GetTask", json!({"id": done}));
+    assert_eq!(got["result"]["status"]["state"], "completed");
+
+    // The store works again: so does the server.
+    *lock(&f.store.refuse) = None;
+    let v = f.send(Some("1.0"), "SendMessage", "hello", true);
+    assert_eq!(
+        v["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(health(&f).0, 200);
+    assert!(lock(&f.host.reports).iter().any(|r| r.contains("healthy")));
+}
+
+/// A read-only store from the start of a cancel: CancelTask of a task
+/// the server no longer runs answers -32603, never `canceled`.
+#[test]
+fn a_cancel_the_store_refuses_is_an_error_not_canceled() {
+    let f = fixture();
+    // A task stored as working by an earlier run of the server.
+    let t = Task {
+        id: "old".into(),
+        context_id: "c".into(),
+        state: TaskState::Working,
+        status_message: None,
+        updated_ms: None,
+        artifacts: vec![],
+        history: vec![],
+    };
+    f.store.inner.save_now(&t).expect("seed");
+    *lock(&f.store.refuse) = Some(TaskState::Canceled);
+    let v = f.rpc(Some("1.0"), "CancelTask", json!({"id": "old"}));
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    assert!(
+        lock(&f.host.events).is_empty(),
+        "no hook for a state never stored"
+    );
+    assert_eq!(get(&f, HEALTH_PATH, "GET").status, 503);
+    assert_eq!(
+        f.rpc(None, "GetTask", json!({"id": "old"}))["result"]["status"]["state"],
+        "working"
+    );
+}
+
+/// Hosts ask the server how to treat a body, and its refusals carry the
+/// CORS headers so a page can read them.
+#[test]
+fn body_refusals_come_from_the_server_with_cors_headers() {
+    let f = fixture();
+    let head = |n: &str| vec![("Content-Length".to_string(), n.to_string())];
+    assert_eq!(
+        f.server.admit(&head("10")),
+        Admission::Read {
+            limit: DEFAULT_BODY_LIMIT
+        }
+    );
+    let Admission::Refuse(r) = f.server.admit(&head(&(DEFAULT_BODY_LIMIT + 1).to_string())) else {
+        panic!("over the limit")
+    };
+    assert_eq!(r.status, 413);
+    assert_eq!(r.header("Access-Control-Allow-Origin"), Some("*"));
+    let r = f.server.refuse(BodyRefusal::Malformed);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.header("Access-Control-Allow-Origin"), Some("*"));
+    assert_eq!(
+        f.server
+            .refuse(BodyRefusal::TooLarge)
+            .header("Access-Control-Allow-Origin"),
+        Some("*")
+    );
+}
+
 #[test]
 fn every_error_code() {
     let f = fixture();
@@ -1293,7 +1407,7 @@ fn the_heartbeat_follows_the_options() {
         card: Some(card().into()),
         cors_origin: None,
         heartbeat: Some(Duration::from_millis(250)),
-        card_max_age: None,
+        ..Default::default()
     };
     let f = Fixture {
         server: A2aServer::new(options, store.clone(), host.clone(), Rules),
