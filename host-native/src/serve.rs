@@ -50,6 +50,12 @@ pub struct ServeOptions {
     pub cors_origin: Option<CorsOrigin>,
     /// Largest accepted request body; default 1 MiB (larger ⇒ 413).
     pub body_limit: usize,
+    /// At most this many tasks are fulfilled at once (default 64): each may
+    /// hold a model connection. Later tasks wait, `submitted`, in order.
+    pub max_running: usize,
+    /// At most this many tasks wait (default 1024); past it a new task is
+    /// refused at once with a "busy" error.
+    pub max_queued: usize,
     /// Connection limits and timeouts (its `policy` is replaced by the
     /// agent's: `body_limit` and the CORS headers on refusals).
     pub http: HttpOptions,
@@ -117,6 +123,8 @@ impl ServeOptions {
             cors_origin: Some(CorsOrigin::any()),
             body_limit: DEFAULT_BODY_LIMIT,
             http: HttpOptions::default(),
+            max_running: toolnexus_core::server::DEFAULT_MAX_RUNNING,
+            max_queued: toolnexus_core::server::DEFAULT_MAX_QUEUED,
             on_task: None,
             on_state: None,
             ui_dir: None,
@@ -333,6 +341,8 @@ fn start(
             card: card.map(Into::into),
             cors_origin: options.cors_origin,
             body_limit: options.body_limit,
+            max_running: options.max_running,
+            max_queued: options.max_queued,
             heartbeat: options.heartbeat,
             ..Default::default()
         },

@@ -492,3 +492,83 @@ async fn a_stop_keeps_one_deadline_for_requests_and_tasks() {
         "the stop took {took:?} of virtual time"
     );
 }
+
+/// §6: 60 non-blocking sends to an agent whose model answers slowly: at
+/// most `max_running` model requests are ever in flight; the rest wait,
+/// `submitted`, and all complete; past the queue a send is refused at once.
+#[tokio::test]
+async fn fulfilments_are_capped_and_the_rest_wait_submitted() {
+    use std::sync::atomic::AtomicUsize;
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (now, max) = (in_flight.clone(), most.clone());
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let gate = release.clone();
+    let model = toolnexus_host_native::http_server::bind(
+        "127.0.0.1:0",
+        1 << 20,
+        Arc::new(move |_req| {
+            let (now, max, gate) = (now.clone(), max.clone(), gate.clone());
+            Box::pin(async move {
+                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                max.fetch_max(n, Ordering::SeqCst);
+                // Held until the test lets model answers through.
+                let _ = gate.acquire().await.map(|p| p.forget());
+                now.fetch_sub(1, Ordering::SeqCst);
+                let answer =
+                    json!({"choices": [{"message": {"role": "assistant", "content": "ok"}}]});
+                toolnexus_core::HttpResponse::json(200, answer.to_string().into_bytes())
+            })
+        }),
+    )
+    .await
+    .expect("model stub");
+    let mut cfg = toolnexus_core::llm::LlmConfig::new(
+        model.url.clone(),
+        toolnexus_core::llm::LlmStyle::OpenAi,
+        "m",
+    );
+    cfg.api_key = Some("k".into());
+    let mut o = options(Model::Llm(cfg));
+    o.max_running = 4;
+    o.max_queued = 56;
+    let server = start(o).await;
+    let mut ids = Vec::new();
+    for _ in 0..60 {
+        let v = rpc(&server.url, "SendMessage", message("work", false)).await;
+        ids.push(
+            v["result"]["task"]["id"]
+                .as_str()
+                .expect("taken")
+                .to_string(),
+        );
+    }
+    let busy = rpc(&server.url, "SendMessage", message("work", false)).await;
+    assert_eq!(busy["error"]["code"], -32603, "{busy}");
+    assert!(busy["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("busy"));
+    let last = rpc(&server.url, "GetTask", json!({"id": ids[59]})).await;
+    assert_eq!(
+        last["result"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{last}"
+    );
+    release.add_permits(1000);
+    for id in &ids {
+        let mut state = Value::Null;
+        for _ in 0..200 {
+            let got = rpc(&server.url, "GetTask", json!({"id": id})).await;
+            state = got["result"]["status"]["state"].clone();
+            if state == "TASK_STATE_COMPLETED" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(state, "TASK_STATE_COMPLETED", "{id}");
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= 4, "{most} model requests at once");
+    server.stop().await;
+    model.stop().await;
+}

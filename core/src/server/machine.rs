@@ -80,6 +80,30 @@ struct Run {
     waiters: Vec<(Slot, Until)>,
     /// The job driving this task.
     job: Option<Waker>,
+    /// Its place among the fulfilments the server runs at once.
+    turn: Turn,
+}
+
+/// Where a task is with respect to the cap on fulfilments running at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// Waiting for a free place (the task stays `submitted`).
+    Queued,
+    /// Its fulfilment runs (or may start).
+    Running,
+    /// Its fulfilment ended (or never will): its place is free.
+    Done,
+}
+
+/// What a job waiting for its turn learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admitted {
+    /// Start the fulfilment.
+    Yes,
+    /// Still waiting.
+    Waiting,
+    /// Never start it (canceled while queued, or forgotten).
+    Never,
 }
 
 #[derive(Default)]
@@ -100,13 +124,28 @@ struct WaitSlot {
     waker: Option<Waker>,
 }
 
-/// Every running task, its streams and its waiters.
-#[derive(Default)]
+/// Every running task, its streams and its waiters, and the queue of
+/// tasks waiting for a place among the fulfilments that run at once.
 pub(crate) struct Tasks {
     running: HashMap<String, Run>,
     streams: HashMap<Slot, StreamSlot>,
     waits: HashMap<Slot, WaitSlot>,
     next: Slot,
+    /// At most this many fulfilments run at once ...
+    max_running: usize,
+    /// ... and at most this many tasks wait for a place.
+    max_queued: usize,
+    /// Fulfilments running now.
+    fulfilling: usize,
+    /// Tasks waiting for a place, first come first served.
+    queue: VecDeque<String>,
+}
+
+impl Default for Tasks {
+    /// No cap.
+    fn default() -> Self {
+        Tasks::with_limits(usize::MAX, 0)
+    }
 }
 
 fn wake(waker: &mut Option<Waker>) {
@@ -128,6 +167,86 @@ pub(crate) fn ends_stream(state: TaskState) -> bool {
 }
 
 impl Tasks {
+    /// At most `max_running` fulfilments at once (at least 1), and at most
+    /// `max_queued` tasks waiting for a place.
+    pub(crate) fn with_limits(max_running: usize, max_queued: usize) -> Tasks {
+        Tasks {
+            running: HashMap::new(),
+            streams: HashMap::new(),
+            waits: HashMap::new(),
+            next: 0,
+            max_running: max_running.max(1),
+            max_queued,
+            fulfilling: 0,
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Whether a new task can be taken: a place to run it, or to wait.
+    pub(crate) fn has_room(&self) -> bool {
+        self.fulfilling < self.max_running || self.queue.len() < self.max_queued
+    }
+
+    /// The cap, for the busy error: (running at most, waiting at most).
+    pub(crate) fn limits(&self) -> (usize, usize) {
+        (self.max_running, self.max_queued)
+    }
+
+    /// For a job: whether its fulfilment may start. Keeps the job's waker
+    /// while it waits.
+    pub(crate) fn poll_admitted(&mut self, id: &str, cx: &Context<'_>) -> Admitted {
+        let Some(run) = self.running.get_mut(id) else {
+            return Admitted::Never;
+        };
+        match run.turn {
+            _ if run.abort || run.decided => Admitted::Never,
+            Turn::Running => Admitted::Yes,
+            Turn::Done => Admitted::Never,
+            Turn::Queued => {
+                keep(&mut run.job, cx);
+                Admitted::Waiting
+            }
+        }
+    }
+
+    /// Whether the task's fulfilment may run now (it was not queued).
+    pub(crate) fn is_admitted(&self, id: &str) -> bool {
+        self.running
+            .get(id)
+            .is_some_and(|r| r.turn == Turn::Running)
+    }
+
+    /// For a job: its fulfilment ended (or will never start). Frees its
+    /// place for the next queued task.
+    pub(crate) fn work_ended(&mut self, id: &str) {
+        if let Some(run) = self.running.get_mut(id) {
+            let turn = std::mem::replace(&mut run.turn, Turn::Done);
+            self.free(id, turn);
+        }
+    }
+
+    /// Gives up a task's place (running or queued) and lets the next queued
+    /// task run.
+    fn free(&mut self, id: &str, turn: Turn) {
+        match turn {
+            Turn::Running => self.fulfilling -= 1,
+            Turn::Queued => self.queue.retain(|q| q != id),
+            Turn::Done => {}
+        }
+        while self.fulfilling < self.max_running {
+            let Some(next) = self.queue.pop_front() else {
+                break;
+            };
+            if let Some(run) = self.running.get_mut(&next) {
+                if run.turn == Turn::Queued {
+                    run.turn = Turn::Running;
+                    self.fulfilling += 1;
+                    wake(&mut run.job);
+                }
+            }
+        }
+    }
+
     fn slot(&mut self) -> Slot {
         self.next += 1;
         self.next
@@ -143,7 +262,15 @@ impl Tasks {
         skill: Option<String>,
         text: String,
     ) {
+        let turn = if self.fulfilling < self.max_running {
+            self.fulfilling += 1;
+            Turn::Running
+        } else {
+            self.queue.push_back(task.id.clone());
+            Turn::Queued
+        };
         let run = Run {
+            turn,
             task,
             info: RunInfo {
                 skill,
@@ -333,6 +460,10 @@ impl Tasks {
         if let Some(run) = self.running.get_mut(id) {
             run.abort = true;
             wake(&mut run.job);
+            if run.turn == Turn::Queued {
+                run.turn = Turn::Done;
+                self.free(id, Turn::Queued);
+            }
         }
         true
     }
@@ -435,6 +566,7 @@ impl Tasks {
         }
         if state.is_terminal() {
             if let Some(run) = self.running.remove(&id) {
+                self.free(&id, run.turn);
                 if let Waited::Saved(task) = outcome {
                     after.settled = Some((task, run.info));
                 }
@@ -454,6 +586,7 @@ impl Tasks {
     /// forget the task, end its streams, free its waiters.
     pub(crate) fn abandon(&mut self, id: &str) {
         if let Some(run) = self.running.remove(id) {
+            self.free(id, run.turn);
             self.close(run.streams);
             self.release(run.waiters);
         }

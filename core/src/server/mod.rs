@@ -235,6 +235,13 @@ pub struct ServerOptions {
     /// The largest request body (default [`DEFAULT_BODY_LIMIT`]); hosts
     /// learn it from [`A2aServer::admit`].
     pub body_limit: usize,
+    /// At most this many fulfilments run at once (default
+    /// [`DEFAULT_MAX_RUNNING`]); later tasks wait, `submitted`, in order.
+    pub max_running: usize,
+    /// At most this many tasks wait for a place (default
+    /// [`DEFAULT_MAX_QUEUED`]); past it a new task is refused at once
+    /// (-32603, "busy"), before anything is stored.
+    pub max_queued: usize,
     /// How long an event stream may stay silent before a `: ping` comment
     /// keeps it open (default [`DEFAULT_HEARTBEAT`]); `None` sends none.
     /// Needs a host timer ([`ServerHost::sleep_until`]).
@@ -244,6 +251,13 @@ pub struct ServerOptions {
     /// revalidate every time (`no-cache`), cheaply, with its `ETag`.
     pub card_max_age: Option<Duration>,
 }
+
+/// Fulfilments a server runs at once by default: each may hold a model
+/// connection, so this bounds those too.
+pub const DEFAULT_MAX_RUNNING: usize = 64;
+
+/// Tasks that may wait for a place by default.
+pub const DEFAULT_MAX_QUEUED: usize = 1024;
 
 /// The heartbeat of idle event streams: 15 s (as the official Python SDK).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
@@ -255,6 +269,8 @@ impl Default for ServerOptions {
             card: None,
             cors_origin: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            max_running: DEFAULT_MAX_RUNNING,
+            max_queued: DEFAULT_MAX_QUEUED,
             heartbeat: Some(DEFAULT_HEARTBEAT),
             card_max_age: None,
         }
@@ -297,7 +313,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
             },
-            tasks: Mutex::new(Tasks::default()),
+            tasks: Mutex::new(Tasks::with_limits(options.max_running, options.max_queued)),
         })
     }
 
@@ -816,6 +832,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let mut started = Started::default();
         {
             let mut tasks = self.tasks();
+            if !tasks.has_room() {
+                let (running, queued) = tasks.limits();
+                return Err(RpcError::internal(format!(
+                    "the agent is busy: {running} tasks are running and {queued} are waiting; try again later"
+                )));
+            }
             tasks.start(
                 task.clone(),
                 answer_id,
@@ -836,32 +858,55 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             )));
         }
         self.save_worked();
-        let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
-        {
+        let admitted = {
             let mut tasks = self.tasks();
             let after = tasks.saved(task, Ok(()));
-            tasks.progress(&id, |p| {
-                StreamEvent::Status(StatusUpdate {
-                    task_id: p.task_id.to_string(),
-                    context_id: p.context_id.to_string(),
-                    state: TaskState::Working,
-                    timestamp,
-                    message: None,
-                })
-            });
+            let admitted = tasks.is_admitted(&id);
+            if admitted {
+                self.working(&mut tasks, &id);
+            }
             drop(tasks);
             self.after_save(after);
-        }
-        let hooks: Arc<dyn stream::Hooks> = self.clone();
-        let work = self.fulfiller.fulfil(request, Progress::new(hooks, &id));
+            admitted
+        };
+        // A task past the cap waits, submitted, for its job to be let in.
+        let (work, request) = if admitted {
+            (Some(self.fulfil(request)), None)
+        } else {
+            (None, Some(request))
+        };
         self.host.spawn(Box::pin(Job {
             server: self.clone(),
             id,
-            work: Some(work),
+            request,
+            work,
             save: None,
             finished: false,
         }));
         Ok(started)
+    }
+
+    /// The task's fulfilment starts: it is `working`.
+    fn working(&self, tasks: &mut Tasks, id: &str) {
+        let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
+        tasks.progress(id, |p| {
+            StreamEvent::Status(StatusUpdate {
+                task_id: p.task_id.to_string(),
+                context_id: p.context_id.to_string(),
+                state: TaskState::Working,
+                timestamp,
+                message: None,
+            })
+        });
+    }
+
+    fn fulfil(
+        self: &Arc<Self>,
+        request: FulfilRequest,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let hooks: Arc<dyn stream::Hooks> = self.clone();
+        let id = request.task_id.clone();
+        self.fulfiller.fulfil(request, Progress::new(hooks, &id))
     }
 
     /// Reports what a save left to do: a problem, the `on_task` hook.
@@ -977,6 +1022,8 @@ type SaveFuture = BoxFuture<'static, (Task, Result<(), StoreError>)>;
 struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
     server: Arc<A2aServer<S, H, F>>,
     id: String,
+    /// A task waiting for a place: what to fulfil once let in.
+    request: Option<FulfilRequest>,
     work: Option<BoxFuture<'static, Result<String, String>>>,
     save: Option<SaveFuture>,
     finished: bool,
@@ -1029,11 +1076,29 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                     moved = true;
                 }
             }
+            if job.request.is_some() {
+                let mut tasks = server.tasks();
+                match tasks.poll_admitted(&job.id, cx) {
+                    machine::Admitted::Waiting => {}
+                    machine::Admitted::Never => {
+                        tasks.work_ended(&job.id);
+                        job.request = None;
+                        moved = true;
+                    }
+                    machine::Admitted::Yes => {
+                        server.working(&mut tasks, &job.id);
+                        drop(tasks);
+                        job.work = job.request.take().map(|r| server.fulfil(r));
+                        moved = true;
+                    }
+                }
+            }
             if let Some(work) = job.work.as_mut() {
                 let stop = server.tasks().job_poll(&job.id, cx);
                 if stop {
                     // Canceled: the cancel has decided the outcome.
                     job.work = None;
+                    server.tasks().work_ended(&job.id);
                 } else if let Poll::Ready(outcome) = poll_work(work, cx) {
                     job.work = None;
                     let result = match &outcome {
@@ -1041,6 +1106,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                     };
                     let message_id = server.host.new_id();
                     let mut tasks = server.tasks();
+                    tasks.work_ended(&job.id);
                     let now = server.host.unix_ms();
                     let events = tasks.outcome_events(&job.id, outcome, message_id, now);
                     // A cancel that raced the answer wins: it decided first.

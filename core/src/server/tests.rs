@@ -980,6 +980,72 @@ fn body_refusals_come_from_the_server_with_cors_headers() {
     );
 }
 
+/// At most `max_running` fulfilments at once: later tasks wait as
+/// `submitted` in order, a full queue refuses a new task at once with a
+/// clear error, a queued task can be canceled, and a freed place lets the
+/// next one run.
+#[test]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn fulfilments_past_the_cap_wait_submitted_and_a_full_queue_refuses() {
+    let host = Arc::new(TestHost::default());
+    let store = Arc::new(Recording::default());
+    let options = ServerOptions {
+        card: Some(card().into()),
+        max_running: 1,
+        max_queued: 1,
+        ..Default::default()
+    };
+    let f = Fixture {
+        server: A2aServer::new(options, store.clone(), host.clone(), Rules),
+        host,
+        store,
+    };
+    let id_of = |v: &Value| v["result"]["task"]["id"].as_str().expect("id").to_string();
+    let state = |f: &Fixture, id: &str| {
+        f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let a = id_of(&f.send(Some("1.0"), "SendMessage", "hang on", false));
+    let b = id_of(&f.send(Some("1.0"), "SendMessage", "hello", false));
+    f.settle();
+    assert_eq!(state(&f, &a), "working");
+    assert_eq!(state(&f, &b), "submitted", "b waits for a's place");
+    let busy = f.send(Some("1.0"), "SendMessage", "one too many", false);
+    assert_eq!(busy["error"]["code"], -32603, "{busy}");
+    let text = busy["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("busy") && text.contains("try again later"),
+        "{text}"
+    );
+
+    // a ends: b runs.
+    f.rpc(Some("1.0"), "CancelTask", json!({"id": a}));
+    f.settle();
+    assert_eq!(state(&f, &b), "completed");
+
+    // A queued task canceled never runs, and frees its place in the queue.
+    let c = id_of(&f.send(Some("1.0"), "SendMessage", "hang on", false));
+    let d = id_of(&f.send(Some("1.0"), "SendMessage", "hello", false));
+    f.settle();
+    let canceled = f.rpc(Some("1.0"), "CancelTask", json!({"id": d}));
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    f.settle();
+    assert_eq!(state(&f, &d), "canceled");
+    let saves: Vec<TaskState> = lock(&f.store.saves)
+        .iter()
+        .filter(|(id, _)| *id == d)
+        .map(|(_, s)| *s)
+        .collect();
+    assert_eq!(saves, vec![TaskState::Submitted, TaskState::Canceled]);
+    let e = id_of(&f.send(Some("1.0"), "SendMessage", "hello", false));
+    f.rpc(Some("1.0"), "CancelTask", json!({"id": c}));
+    f.settle();
+    assert_eq!(state(&f, &e), "completed");
+    assert!(f.host.jobs.is_empty(), "every job ended");
+}
+
 #[test]
 fn every_error_code() {
     let f = fixture();
