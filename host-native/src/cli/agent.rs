@@ -10,7 +10,10 @@ use toolnexus_core::skills::SkillSet;
 use toolnexus_host_native::config_file::ConfigFile;
 use toolnexus_host_native::skills_dir::load_skill_dirs;
 use toolnexus_host_native::store::StoreConfig;
-use toolnexus_host_native::{serve as serve_agent, toolkit, Model, ServeOptions};
+use toolnexus_host_native::{
+    add_config_agents_within, serve as serve_agent, Model, NativeTransport, ServeOptions,
+    STARTUP_CARD_TIMEOUT,
+};
 
 /// What the agent is: skills, config, and card identity.
 #[derive(clap::Args)]
@@ -216,7 +219,29 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     }
     let r = args.id.resolve()?;
     let model = model(&args, &r.config)?;
-    let mut tk = toolkit(&[], Some(&r.config.raw)).await;
+    // The config's agents get a short startup deadline: a card that never
+    // answers must not keep the agent from listening.
+    let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    let agents = toolnexus_core::parse_agents_config(
+        r.config
+            .raw
+            .get("agents")
+            .unwrap_or(&serde_json::Value::Null),
+    );
+    if !agents.is_empty() {
+        eprintln!(
+            "toolnexus: resolving {} agent card(s) from the config (at most {} s)",
+            agents.len(),
+            STARTUP_CARD_TIMEOUT.as_secs()
+        );
+        for (card, added) in
+            add_config_agents_within(&mut tk, &r.config.raw, STARTUP_CARD_TIMEOUT).await
+        {
+            if let Ok(n) = added {
+                eprintln!("toolnexus: agent {card}: {n} tool(s)");
+            }
+        }
+    }
     tk.add_skills(r.skills);
     let mut options = ServeOptions::new(Arc::new(tk), model);
     options.a2a = Some(r.card);
