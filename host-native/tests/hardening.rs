@@ -572,3 +572,101 @@ async fn fulfilments_are_capped_and_the_rest_wait_submitted() {
     server.stop().await;
     model.stop().await;
 }
+
+/// Says "step" three times, yielding between, then completes: progress
+/// that races a cancel.
+struct Busy;
+
+impl toolnexus_core::server::Fulfiller for Busy {
+    fn fulfil(
+        &self,
+        _: toolnexus_core::server::FulfilRequest,
+        progress: toolnexus_core::server::Progress,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        Box::pin(async move {
+            for _ in 0..3 {
+                progress.status("step");
+                tokio::task::yield_now().await;
+            }
+            Ok("done".into())
+        })
+    }
+}
+
+/// Cancels racing progress on the file store, over HTTP, 2,000 times from
+/// 8 clients at once: every task ends in exactly one terminal state, the
+/// one CancelTask answered (canceled) or else completed; the stored file
+/// says the same; the hook runs once per task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_racing_progress_on_the_file_store_is_consistent_over_http() {
+    const CLIENTS: usize = 8;
+    const EACH: usize = 250;
+    let dir = std::env::temp_dir().join(format!("toolnexus-race-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let hooks = Arc::new(Mutex::new(
+        std::collections::HashMap::<String, Vec<String>>::new(),
+    ));
+    let seen = hooks.clone();
+    let mut o = options(Model::Custom(Arc::new(Busy)));
+    o.store = StoreConfig::File(dir.clone());
+    o.on_task = Some(Arc::new(move |e| {
+        seen.lock()
+            .unwrap()
+            .entry(e.id.clone())
+            .or_default()
+            .push(e.state.to_string())
+    }));
+    let server = start(o).await;
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let url = server.url.clone();
+        clients.push(tokio::spawn(async move {
+            let mut answers = Vec::new();
+            for _ in 0..EACH {
+                let v = rpc(&url, "SendMessage", message("go", false)).await;
+                let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+                let c = rpc(&url, "CancelTask", json!({"id": id})).await;
+                let canceled = c["result"]["status"]["state"] == "TASK_STATE_CANCELED";
+                if !canceled {
+                    assert_eq!(c["error"]["code"], -32002, "{c}");
+                }
+                answers.push((id, canceled));
+            }
+            answers
+        }));
+    }
+    let mut answers = Vec::new();
+    for c in clients {
+        answers.extend(c.await.expect("client"));
+    }
+    assert_eq!(answers.len(), CLIENTS * EACH);
+    // Let the last saves land (bounded).
+    for _ in 0..400 {
+        if hooks.lock().unwrap().len() == answers.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let hooks = hooks.lock().unwrap().clone();
+    let mut canceled = 0;
+    for (id, was_canceled) in &answers {
+        let want = if *was_canceled {
+            "canceled"
+        } else {
+            "completed"
+        };
+        canceled += usize::from(*was_canceled);
+        assert_eq!(hooks.get(id), Some(&vec![want.to_string()]), "hook of {id}");
+        let file: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).expect("stored"))
+                .expect("json");
+        assert_eq!(file["status"]["state"], want, "stored {id}");
+    }
+    // Both outcomes happened, or the race was not raced.
+    assert!(
+        canceled > 0 && canceled < answers.len(),
+        "{canceled} canceled"
+    );
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
