@@ -27,9 +27,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, CardSpec, CorsOrigin, EchoFulfiller, EventBody,
-    FulfilRequest, Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply, ServerHost,
-    ServerOptions, TaskEvent,
+    build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CorsOrigin,
+    EchoFulfiller, EventBody, FulfilRequest, Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply,
+    ServerHost, ServerOptions, TaskEvent,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::transport::BoxFuture;
@@ -38,8 +38,6 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
 
-/// The largest accepted request body, as in the native server (larger ⇒ 413).
-pub const MAX_REQUEST_BYTES: usize = toolnexus_core::server::DEFAULT_BODY_LIMIT;
 
 #[wasm_bindgen]
 extern "C" {
@@ -328,8 +326,12 @@ impl HandlerState {
     }
 }
 
-/// The request as the core's `HttpRequest`, or the error answer (413).
-async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpResponse>, JsValue> {
+/// The request as the core's `HttpRequest`, or the server's answer refusing
+/// it (413, 400, with the CORS headers): the rules are the core's.
+async fn read_request(
+    server: &Server,
+    request: &JsValue,
+) -> Result<Result<HttpRequest, HttpResponse>, JsValue> {
     let (Some(method), Some(url)) = (
         get(request, "method").as_string(),
         get(request, "url").as_string(),
@@ -337,14 +339,10 @@ async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpRespo
         return Err(misuse("the handler takes a Request"));
     };
     let headers = header_pairs(&get(request, "headers"));
-    let declared = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok());
-    let too_large = || toolnexus_core::server::payload_too_large(MAX_REQUEST_BYTES);
-    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
-        return Ok(Err(too_large()));
-    }
+    let limit = match server.admit(&headers) {
+        Admission::Read { limit } => limit,
+        Admission::Refuse(answer) => return Ok(Err(answer)),
+    };
     let body = if method == "GET" || method == "HEAD" {
         Vec::new()
     } else {
@@ -355,8 +353,8 @@ async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpRespo
         let buffer = JsFuture::from(read).await?;
         Uint8Array::new(&buffer).to_vec()
     };
-    if body.len() > MAX_REQUEST_BYTES {
-        return Ok(Err(too_large()));
+    if body.len() > limit {
+        return Ok(Err(server.refuse(BodyRefusal::TooLarge)));
     }
     Ok(Ok(HttpRequest {
         method,
@@ -437,7 +435,7 @@ impl HandlerState {
             .into_iter()
             .find(|c| get(c, "waitUntil").is_function());
         let fut = async move {
-            let req = match read_request(&request).await? {
+            let req = match read_request(&self.server, &request).await? {
                 Ok(req) => req,
                 Err(answer) => return to_response(answer),
             };
