@@ -99,7 +99,8 @@ impl SharedStore for Faulty {
 
 /// §2: a full disk when the answer is saved, then a store gone read-only
 /// mid-task: never an acknowledged state that was not saved, -32603 saying
-/// why, the server unhealthy, reads served throughout.
+/// why, the server unhealthy, reads served throughout; a refused outcome is
+/// saved again once the store takes it.
 #[tokio::test]
 async fn store_failures_after_the_first_save_are_errors_and_the_server_turns_unhealthy() {
     let store = Arc::new(Faulty::default());
@@ -138,8 +139,23 @@ async fn store_failures_after_the_first_save_are_errors_and_the_server_turns_unh
         "{got}"
     );
 
-    // Read-only mid-task: the cancel is refused, never "canceled".
+    // The disk frees up: the outcome is saved again after a wait (never
+    // `working` forever), and only then does the hook run.
     *store.refuse_state.lock().unwrap() = None;
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        let got = rpc(&server.url, "GetTask", json!({"id": id})).await;
+        state = got["result"]["status"]["state"].clone();
+        if state != "TASK_STATE_WORKING" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "TASK_STATE_COMPLETED");
+    assert_eq!(*hooks.lock().unwrap(), ["completed"]);
+    hooks.lock().unwrap().clear();
+
+    // Read-only mid-task: the cancel is refused, never "canceled".
     let v = rpc(&server.url, "SendMessage", message("hang", false)).await;
     let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
     store.read_only.store(true, Ordering::SeqCst);

@@ -38,7 +38,6 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
 
-
 #[wasm_bindgen]
 extern "C" {
     type JsRequest;

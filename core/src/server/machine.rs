@@ -51,6 +51,20 @@ pub(crate) struct AfterSave {
     pub(crate) settled: Option<(Task, RunInfo)>,
     /// A problem no caller will see.
     pub(crate) problem: Option<String>,
+    /// The terminal state was not saved: try again after this retry (1, 2,
+    /// …) has waited ([`retry_delay_ms`]), then [`Tasks::retry_now`].
+    pub(crate) retry: Option<u32>,
+}
+
+/// How many times a refused terminal state is saved again before the task
+/// is given up (left as stored, the host told).
+pub(crate) const TERMINAL_SAVE_RETRIES: u32 = 8;
+
+/// The wait before retry `n` (1-based) of a terminal save: 500 ms doubling,
+/// at most 30 s (about 90 s in all), so a disk that frees up gets the
+/// outcome stored instead of a task `working` forever.
+pub(crate) fn retry_delay_ms(n: u32) -> u64 {
+    (500u64 << n.saturating_sub(1).min(6)).min(30_000)
 }
 
 /// What the hook needs that the task does not say.
@@ -76,6 +90,9 @@ struct Run {
     saving: bool,
     /// The task changed since the last save began.
     unsaved: bool,
+    /// Failed saves of the terminal state so far; while a retry waits, no save starts.
+    retries: u32,
+    retry_waiting: bool,
     streams: Vec<Slot>,
     waiters: Vec<(Slot, Until)>,
     /// The job driving this task.
@@ -283,6 +300,8 @@ impl Tasks {
             abort: false,
             saving: true,
             unsaved: false,
+            retries: 0,
+            retry_waiting: false,
             streams: Vec::new(),
             waiters: Vec::new(),
             job: None,
@@ -521,7 +540,7 @@ impl Tasks {
     /// For the job: the task to save next, if a save is due and none is under way.
     pub(crate) fn next_save(&mut self, id: &str) -> Option<Task> {
         let run = self.running.get_mut(id)?;
-        if run.saving || !run.unsaved {
+        if run.saving || !run.unsaved || run.retry_waiting {
             return None;
         }
         run.saving = true;
@@ -565,6 +584,17 @@ impl Tasks {
             }
         }
         if state.is_terminal() {
+            let failed = matches!(outcome, Waited::SaveFailed(_));
+            if let Some(run) = self.running.get_mut(&id).filter(|_| failed) {
+                if run.retries < TERMINAL_SAVE_RETRIES {
+                    // Told as failed to whoever waited; stored once it can be.
+                    run.retries += 1;
+                    run.unsaved = true;
+                    run.retry_waiting = true;
+                    after.retry = Some(run.retries);
+                    return after;
+                }
+            }
             if let Some(run) = self.running.remove(&id) {
                 self.free(&id, run.turn);
                 if let Waited::Saved(task) = outcome {
@@ -575,6 +605,13 @@ impl Tasks {
             }
         }
         after
+    }
+
+    /// For the job: the wait before a retry is over; the save may start.
+    pub(crate) fn retry_now(&mut self, id: &str) {
+        if let Some(run) = self.running.get_mut(id) {
+            run.retry_waiting = false;
+        }
     }
 
     /// For the job: whether the task is done with (its terminal state saved, or forgotten).
@@ -799,7 +836,44 @@ mod tests {
             t.poll_wait(w, &cx()),
             Poll::Ready(Waited::SaveFailed("disk full".into()))
         );
+        assert_eq!(after.retry, Some(1), "saved again after a wait");
+        assert!(!t.finished("t"));
+    }
+
+    /// A refused terminal state is saved again after a wait (never at
+    /// once), and the hook runs when it is stored; after the last retry the
+    /// task is given up, still without a hook.
+    #[test]
+    fn a_refused_terminal_state_is_retried_then_given_up() {
+        let mut t = started("t");
+        t.cancel("t", None);
+        let task = t.next_save("t").unwrap();
+        let after = t.saved(task, Err("disk full".into()));
+        assert_eq!(after.retry, Some(1));
+        assert!(t.next_save("t").is_none(), "not before the wait is over");
+        t.retry_now("t");
+        let task = t.next_save("t").expect("saved again");
+        assert_eq!(task.state, TaskState::Canceled);
+        let after = t.saved(task, Ok(()));
+        assert_eq!(
+            after.settled.map(|(t, _)| t.state),
+            Some(TaskState::Canceled)
+        );
         assert!(t.finished("t"));
+
+        let mut t = started("u");
+        t.cancel("u", None);
+        for n in 1..=TERMINAL_SAVE_RETRIES {
+            let task = t.next_save("u").unwrap();
+            assert_eq!(t.saved(task, Err("disk full".into())).retry, Some(n));
+            t.retry_now("u");
+        }
+        let task = t.next_save("u").unwrap();
+        let after = t.saved(task, Err("disk full".into()));
+        assert!(after.retry.is_none() && after.settled.is_none());
+        assert!(t.finished("u"), "given up");
+        assert_eq!(retry_delay_ms(1), 500);
+        assert_eq!(retry_delay_ms(20), 30_000);
     }
 
     #[test]

@@ -880,6 +880,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             id,
             request,
             work,
+            retry: None,
             save: None,
             finished: false,
         }));
@@ -972,7 +973,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 };
                 self.after_save(AfterSave {
                     settled: Some((task.clone(), info)),
-                    problem: None,
+                    ..AfterSave::default()
                 });
                 Ok(Answer::task(task, shape, None))
             }
@@ -1024,6 +1025,8 @@ struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
     id: String,
     /// A task waiting for a place: what to fulfil once let in.
     request: Option<FulfilRequest>,
+    /// The wait before saving a refused terminal state again.
+    retry: Option<BoxFuture<'static, ()>>,
     work: Option<BoxFuture<'static, Result<String, String>>>,
     save: Option<SaveFuture>,
     finished: bool,
@@ -1071,8 +1074,26 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                     if result.is_ok() {
                         server.save_worked();
                     }
-                    let after = server.tasks().saved(task, result.map_err(|e| e.0));
+                    let mut after = server.tasks().saved(task, result.map_err(|e| e.0));
+                    if let Some(n) = after.retry.take() {
+                        let at = server
+                            .host
+                            .now_ms()
+                            .saturating_add(machine::retry_delay_ms(n));
+                        match server.host.sleep_until(at) {
+                            Some(timer) => job.retry = Some(timer),
+                            // No timer to wait with: retry at once.
+                            None => server.tasks().retry_now(&job.id),
+                        }
+                    }
                     server.after_save(after);
+                    moved = true;
+                }
+            }
+            if let Some(retry) = job.retry.as_mut() {
+                if retry.as_mut().poll(cx).is_ready() {
+                    job.retry = None;
+                    server.tasks().retry_now(&job.id);
                     moved = true;
                 }
             }
