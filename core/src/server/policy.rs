@@ -57,9 +57,7 @@ impl CorsOrigin {
         }
         if let Some(c) = v.chars().find(|c| !c.is_ascii_graphic()) {
             return Err(invalid(format!(
-                "{:?} contains {:?}: an origin is one printable ASCII word (no spaces, CR or LF)",
-                v.escape_debug().to_string(),
-                c
+                "{v:?} contains {c:?}: an origin is one printable ASCII word (no spaces, CR or LF)"
             )));
         }
         if v == "*" || v == "null" {
