@@ -10,12 +10,14 @@
 
 pub mod config_file;
 pub mod http_server;
+pub mod lock;
 pub mod serve;
 pub mod skills_dir;
 pub mod store;
 pub mod transport;
 
 pub use http_server::Listener;
+pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
 pub use serve::{serve, serve_on, Model, ServeHandle, ServeOptions};
 use std::sync::Arc;
@@ -108,7 +110,7 @@ pub fn card_tools(
     agent: &Agent,
     card: &toolnexus_core::AgentCard,
 ) -> Vec<RemoteTool> {
-    toolnexus_core::toolkit::card_tools(agent, card)
+    toolnexus_core::card_tools(agent, card)
         .into_iter()
         .map(|inner| RemoteTool {
             inner,
@@ -150,12 +152,12 @@ pub async fn add_config_agents_within(
             ..agent.clone()
         };
         let transport = transport.clone();
-        async move { toolnexus_core::toolkit::fetch_card(&transport, &quick).await }
+        async move { toolnexus_core::fetch_card(&transport, &quick).await }
     }))
     .await;
     let mut outcomes = Vec::new();
     for (agent, card) in agents.iter().zip(cards) {
-        let resolved = card.map(|card| toolnexus_core::toolkit::card_tools(agent, &card));
+        let resolved = card.map(|card| toolnexus_core::card_tools(agent, &card));
         let added = tk.add_resolved(agent, resolved);
         let shown = shown_url(&agent.card);
         if let Err(e) = &added {

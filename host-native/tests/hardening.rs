@@ -12,14 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use toolnexus_core::server::{MemoryStore, StoreError, TaskFilter};
+use toolnexus_core::server::{StoreError, TaskFilter};
 use toolnexus_core::skills::SkillSet;
-use toolnexus_core::task::TaskState;
-use toolnexus_core::transport::BoxFuture;
-use toolnexus_core::{HttpRequest, Task, Transport};
+use toolnexus_core::{BoxFuture, HttpRequest, Task, TaskState, Transport};
 use toolnexus_host_native::http_server::HttpOptions;
 use toolnexus_host_native::store::{SharedStore, StoreConfig, QUARANTINE};
-use toolnexus_host_native::{serve, Model, NativeTransport, ServeHandle, ServeOptions};
+use toolnexus_host_native::{
+    serve, MemoryStore, Model, NativeTransport, ServeHandle, ServeOptions,
+};
 
 fn options(model: Model) -> ServeOptions {
     let mut toolkit = toolnexus_core::Toolkit::new(NativeTransport::shared());

@@ -527,7 +527,7 @@ impl toolnexus_core::server::Fulfiller for Slow {
         &self,
         _: toolnexus_core::server::FulfilRequest,
         _: toolnexus_core::server::Progress,
-    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
         let ms = self.0;
         Box::pin(async move {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
@@ -576,7 +576,7 @@ async fn get_task_honours_prefer_wait() {
     let card: Value = serde_json::from_slice(&card.body).expect("json");
     assert_eq!(
         card["capabilities"]["extensions"][0]["uri"],
-        toolnexus_core::card::LONG_POLL_EXTENSION
+        toolnexus_core::LONG_POLL_EXTENSION
     );
     let v = rpc(
         &handle.url,
@@ -612,7 +612,7 @@ impl toolnexus_core::server::Fulfiller for Panics {
         &self,
         r: toolnexus_core::server::FulfilRequest,
         _: toolnexus_core::server::Progress,
-    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
         Box::pin(async move {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             if r.text == "boom" {
@@ -671,7 +671,7 @@ impl toolnexus_core::server::Fulfiller for Chatty {
         &self,
         _r: toolnexus_core::server::FulfilRequest,
         progress: toolnexus_core::server::Progress,
-    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
         Box::pin(async move {
             for i in 0..30 {
                 progress.artifact_chunk(format!("chunk {i} "), false);

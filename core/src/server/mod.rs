@@ -15,6 +15,7 @@ mod rpc;
 mod store;
 mod stream;
 
+pub use crate::host::lock::{Lock, Locks};
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use policy::{
@@ -27,16 +28,17 @@ pub use store::{
 };
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
-use crate::event::{StatusUpdate, StreamEvent};
-use crate::http::{HttpRequest, HttpResponse};
-use crate::task::{Message, Role, Shape, Task, TaskState};
-use crate::transport::{BoxFuture, MaybeSend, MaybeSync};
+use crate::host::transport::{BoxFuture, MaybeSend, MaybeSync};
+use crate::model::event::{StatusUpdate, StreamEvent};
+use crate::model::task::{Message, Role, Shape, Task, TaskState};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use machine::{AfterSave, Slot, Tasks, Until, Waited};
 use rpc::{Method, RpcError, RpcRequest};
 use serde_json::Value;
 use std::future::Future;
+use std::ops::DerefMut;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -90,6 +92,9 @@ pub struct TaskEvent {
 
 /// What the server needs from its host.
 pub trait ServerHost: MaybeSend + MaybeSync + 'static {
+    /// How state shared between requests is locked (the running tasks): a
+    /// mutex natively, a `RefCell` on one thread.
+    type Locks: Locks;
     /// A fresh unique id.
     fn new_id(&self) -> String;
     /// Runs `job` to completion in the background (tokio::spawn, ctx.waitUntil, …).
@@ -161,7 +166,7 @@ enum Card {
 
 impl Card {
     fn fixed(card: &Value) -> Card {
-        let body = crate::json::text(card).into_bytes();
+        let body = crate::wire::json::text(card).into_bytes();
         let etag = entity_tag(&body);
         Card::Fixed(body, etag)
     }
@@ -172,7 +177,8 @@ impl Card {
             Card::Fixed(body, etag) => (body.clone(), etag.clone()),
             Card::RequestOrigin(config, skills) => {
                 let url = format!("{}/", request_origin(req));
-                let body = crate::json::text(&build_agent_card(config, skills, &url)).into_bytes();
+                let body =
+                    crate::wire::json::text(&build_agent_card(config, skills, &url)).into_bytes();
                 let etag = entity_tag(&body);
                 (body, etag)
             }
@@ -214,7 +220,7 @@ fn entity_tag(body: &[u8]) -> String {
 
 /// The origin a request was sent to: its URL's, else its `Host` header's.
 fn request_origin(req: &HttpRequest) -> String {
-    if let Some(origin) = crate::url::origin(&req.url) {
+    if let Some(origin) = crate::wire::url::origin(&req.url) {
         return origin.to_string();
     }
     let host = req
@@ -279,7 +285,7 @@ impl Default for ServerOptions {
 
 /// The A2A server. Keep it in an `Arc`; every request goes to [`A2aServer::handle`].
 ///
-/// Its one lock guards the running tasks ([`machine::Tasks`], a machine
+/// Its one lock guards the running tasks (`Tasks`, a machine
 /// with no I/O); fulfilment jobs, event streams and waiting requests poll
 /// it with their wakers.
 pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
@@ -289,11 +295,13 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     card: Option<Card>,
     cors_origin: Option<CorsOrigin>,
     body_limit: usize,
-    health: policy::HealthState,
     heartbeat_ms: Option<u64>,
     card_cache_control: String,
-    tasks: Mutex<Tasks>,
+    tasks: TasksLock<H>,
 }
+
+/// The host's lock around the running tasks.
+type TasksLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<Tasks>;
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     pub fn new(options: ServerOptions, store: S, host: H, fulfiller: F) -> Arc<Self> {
@@ -307,13 +315,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }),
             cors_origin: options.cors_origin,
             body_limit: options.body_limit,
-            health: policy::HealthState::default(),
             heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
             card_cache_control: match options.card_max_age {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
             },
-            tasks: Mutex::new(Tasks::with_limits(options.max_running, options.max_queued)),
+            tasks: Lock::new(Tasks::with_limits(options.max_running, options.max_queued)),
         })
     }
 
@@ -325,7 +332,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Whether the server's saves work: unhealthy from a failed save until
     /// a later one works. Also served at [`HEALTH_PATH`].
     pub fn health(&self) -> Health {
-        self.health.get()
+        self.tasks().health.get()
     }
 
     /// Checks a request's head (its headers) before the host reads the
@@ -376,7 +383,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// A save failed: the server is unhealthy, and the host hears why.
     fn save_failed(&self, problem: &str) {
-        if self.health.save_failed() {
+        let first = self.tasks().health.save_failed();
+        if first {
             self.host.report(&format!(
                 "the server is unhealthy: a task state could not be saved; reads go on, and the states not saved are never acknowledged ({problem})"
             ));
@@ -387,16 +395,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// A save worked: healthy again if it was not.
     fn save_worked(&self) {
-        if self.health.save_worked() {
+        let back = self.tasks().health.save_worked();
+        if back {
             self.host
                 .report("the task store works again: the server is healthy");
         }
     }
 
-    fn tasks(&self) -> MutexGuard<'_, Tasks> {
-        // Nothing runs user code under this lock; if a panic poisoned it
-        // anyway, the machine's maps are still whole: keep serving.
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    fn tasks(&self) -> <TasksLock<H> as Lock<Tasks>>::Guard<'_> {
+        // Nothing runs user code under this lock, and the machine's maps are
+        // whole between its operations.
+        self.tasks.lock()
     }
 
     /// Answers one HTTP request with a whole response: a streamed answer
@@ -416,7 +425,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     async fn route(self: &Arc<Self>, req: HttpRequest) -> Reply {
         if matches!(req.method.as_str(), "GET" | "HEAD") && path_of(&req.url) == HEALTH_PATH {
-            return Reply::Full(self.health.respond());
+            let answer = self.tasks().health.respond();
+            return Reply::Full(answer);
         }
         let Some(card) = &self.card else {
             return Reply::Full(plain(404, "not found"));
@@ -889,7 +899,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// The task's fulfilment starts: it is `working`.
     fn working(&self, tasks: &mut Tasks, id: &str) {
-        let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
+        let timestamp = self.host.unix_ms().map(crate::model::time::format_rfc3339);
         tasks.progress(id, |p| {
             StreamEvent::Status(StatusUpdate {
                 task_id: p.task_id.to_string(),
@@ -1163,8 +1173,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
         let at = self.host.now_ms().saturating_add(self.heartbeat_ms?);
         self.host.sleep_until(at)
     }
-    fn tasks(&self) -> MutexGuard<'_, Tasks> {
-        A2aServer::tasks(self)
+    fn tasks(&self) -> Box<dyn DerefMut<Target = Tasks> + '_> {
+        Box::new(A2aServer::tasks(self))
     }
     fn unix_ms(&self) -> Option<u64> {
         self.host.unix_ms()
@@ -1173,7 +1183,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
 
 /// The path of a request URL (absolute URLs accepted), without query or fragment.
 fn path_of(url: &str) -> &str {
-    let path = match crate::url::origin(url) {
+    let path = match crate::wire::url::origin(url) {
         Some(o) => &url[o.len()..],
         None => url,
     };

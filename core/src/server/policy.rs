@@ -3,8 +3,7 @@
 //! request body limit and the checks on a request's head, and the health
 //! state operators read.
 
-use crate::http::HttpResponse;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::wire::http::HttpResponse;
 
 /// The largest request body hosts accept by default (1 MiB).
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -166,30 +165,30 @@ pub struct Health {
     pub store_failures: u64,
 }
 
-/// The health state, shared by every request and job.
+/// The health state. The server keeps it with its running tasks, under
+/// the host's lock.
 #[derive(Default)]
 pub(crate) struct HealthState {
-    failing: AtomicBool,
-    failures: AtomicU64,
+    failing: bool,
+    failures: u64,
 }
 
 impl HealthState {
     /// A save failed: unhealthy. `true` if it was healthy until now.
-    pub(crate) fn save_failed(&self) -> bool {
-        self.failures.fetch_add(1, Ordering::Relaxed);
-        !self.failing.swap(true, Ordering::Relaxed)
+    pub(crate) fn save_failed(&mut self) -> bool {
+        self.failures += 1;
+        !std::mem::replace(&mut self.failing, true)
     }
 
     /// A save worked: healthy again. `true` if it was unhealthy until now.
-    pub(crate) fn save_worked(&self) -> bool {
-        // A load first: the hot path (every save, all healthy) only reads.
-        self.failing.load(Ordering::Relaxed) && self.failing.swap(false, Ordering::Relaxed)
+    pub(crate) fn save_worked(&mut self) -> bool {
+        std::mem::replace(&mut self.failing, false)
     }
 
     pub(crate) fn get(&self) -> Health {
         Health {
-            healthy: !self.failing.load(Ordering::Relaxed),
-            store_failures: self.failures.load(Ordering::Relaxed),
+            healthy: !self.failing,
+            store_failures: self.failures,
         }
     }
 
@@ -261,7 +260,7 @@ mod tests {
 
     #[test]
     fn health_turns_on_a_failed_save_and_back_on_a_working_one() {
-        let h = HealthState::default();
+        let mut h = HealthState::default();
         assert!(h.get().healthy);
         assert_eq!(h.respond().status, 200);
         assert!(h.save_failed());

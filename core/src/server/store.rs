@@ -1,13 +1,13 @@
 //! Where tasks live: the [`TaskStore`] trait and the bounded memory store.
 
-use crate::task::{Task, TaskState};
-use crate::transport::MaybeSend;
+use crate::host::lock::{Lock, Locks};
+use crate::host::transport::MaybeSend;
+use crate::model::task::{Task, TaskState};
 use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::DefaultHashBuilder;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::hash::BuildHasher;
-use std::sync::Mutex;
 
 /// A store failure (disk full, a KV error, the memory store at capacity).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,9 @@ impl TaskFilter {
 
 /// Persists tasks. `save` must be durable when it returns: the server
 /// acknowledges a task only after its first save.
-pub trait TaskStore: crate::transport::MaybeSend + crate::transport::MaybeSync + 'static {
+pub trait TaskStore:
+    crate::host::transport::MaybeSend + crate::host::transport::MaybeSync + 'static
+{
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend;
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend;
     /// The stored tasks that pass `filter`, in any order (returning more is
@@ -71,8 +73,8 @@ pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// fixed size of its parts. What [`MemoryStore`]'s byte cap counts.
 pub fn task_bytes(task: &Task) -> usize {
     use std::mem::size_of;
-    fn message(m: &crate::task::Message) -> usize {
-        size_of::<crate::task::Message>()
+    fn message(m: &crate::model::task::Message) -> usize {
+        size_of::<crate::model::task::Message>()
             + m.message_id.len()
             + m.context_id.as_ref().map_or(0, String::len)
             + m.task_id.as_ref().map_or(0, String::len)
@@ -89,7 +91,7 @@ pub fn task_bytes(task: &Task) -> usize {
             .artifacts
             .iter()
             .map(|a| {
-                size_of::<crate::task::Artifact>()
+                size_of::<crate::model::task::Artifact>()
                     + a.artifact_id.len()
                     + a.parts
                         .iter()
@@ -147,20 +149,22 @@ impl Inner {
 /// never dropped; when only they are left, a new task is refused with an
 /// error rather than growing without bound (a stored task's update is
 /// always taken).
-pub struct MemoryStore {
+///
+/// `L` is the host's [`Locks`]: requests share the store through it.
+pub struct MemoryStore<L: Locks> {
     max_tasks: usize,
     max_bytes: usize,
-    inner: Mutex<Inner>,
+    inner: L::Lock<Inner>,
 }
 
-impl Default for MemoryStore {
+impl<L: Locks> Default for MemoryStore<L> {
     /// [`DEFAULT_MAX_TASKS`] tasks, [`DEFAULT_MAX_BYTES`] bytes.
     fn default() -> Self {
         Self::with_limits(DEFAULT_MAX_TASKS, DEFAULT_MAX_BYTES)
     }
 }
 
-impl MemoryStore {
+impl<L: Locks> MemoryStore<L> {
     /// A store that keeps at most `max_tasks` tasks (at least 1, at most
     /// `u32::MAX`) and [`DEFAULT_MAX_BYTES`].
     pub fn new(max_tasks: usize) -> Self {
@@ -172,7 +176,7 @@ impl MemoryStore {
         MemoryStore {
             max_tasks: max_tasks.clamp(1, u32::MAX as usize),
             max_bytes,
-            inner: Mutex::new(Inner {
+            inner: Lock::new(Inner {
                 sizes: Vec::new(),
                 bytes: 0,
                 slots: Vec::new(),
@@ -200,10 +204,8 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave the maps half-updated in
-        // a way that matters more than losing the store, so recover the data.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> <L::Lock<Inner> as Lock<Inner>>::Guard<'_> {
+        self.inner.lock()
     }
 
     /// The task with this id, now.
@@ -302,7 +304,7 @@ impl MemoryStore {
     }
 }
 
-impl TaskStore for MemoryStore {
+impl<L: Locks> TaskStore for MemoryStore<L> {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         std::future::ready(Ok(self.get_now(id)))
     }
@@ -322,8 +324,8 @@ impl TaskStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskState;
-    use crate::testing::block_on;
+    use crate::model::task::TaskState;
+    use crate::testing::{block_on, TestLocks};
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -341,7 +343,7 @@ mod tests {
 
     #[test]
     fn evicts_the_oldest_finished_tasks_first() {
-        let store = MemoryStore::new(2);
+        let store = MemoryStore::<TestLocks>::new(2);
         block_on(store.save(&task("a", TaskState::Completed))).expect("a");
         block_on(store.save(&task("b", TaskState::Working))).expect("b");
         block_on(store.save(&task("c", TaskState::Submitted))).expect("c evicts a");
@@ -353,7 +355,7 @@ mod tests {
 
     #[test]
     fn never_evicts_unfinished_tasks() {
-        let store = MemoryStore::new(2);
+        let store = MemoryStore::<TestLocks>::new(2);
         block_on(store.save(&task("a", TaskState::Working))).expect("a");
         block_on(store.save(&task("b", TaskState::Working))).expect("b");
         let full = block_on(store.save(&task("c", TaskState::Submitted)));
@@ -366,7 +368,7 @@ mod tests {
 
     #[test]
     fn updates_replace_and_finishing_twice_queues_once() {
-        let store = MemoryStore::new(3);
+        let store = MemoryStore::<TestLocks>::new(3);
         block_on(store.save(&task("a", TaskState::Submitted))).expect("a");
         block_on(store.save(&task("a", TaskState::Completed))).expect("a done");
         block_on(store.save(&task("a", TaskState::Completed))).expect("a again");
@@ -379,7 +381,7 @@ mod tests {
 
     fn big(id: &str, state: TaskState, kib: usize) -> Task {
         let mut t = task(id, state);
-        t.artifacts.push(crate::task::Artifact {
+        t.artifacts.push(crate::model::task::Artifact {
             artifact_id: "a".into(),
             parts: vec!["x".repeat(kib * 1024)],
         });
@@ -390,7 +392,7 @@ mod tests {
     /// cap (64 MiB), dropping the oldest, instead of all 200 MiB.
     #[test]
     fn the_default_store_is_bounded_by_bytes_evicting_the_oldest_finished() {
-        let store = MemoryStore::default();
+        let store = MemoryStore::<TestLocks>::default();
         for i in 0..200 {
             block_on(store.save(&big(&format!("t{i}"), TaskState::Completed, 1024))).expect("save");
         }
@@ -405,7 +407,7 @@ mod tests {
 
     #[test]
     fn the_byte_cap_never_drops_unfinished_tasks_and_updates_always_land() {
-        let store = MemoryStore::with_limits(100, 3 * 1024 * 1024);
+        let store = MemoryStore::<TestLocks>::with_limits(100, 3 * 1024 * 1024);
         block_on(store.save(&big("a", TaskState::Working, 1024))).expect("a");
         block_on(store.save(&big("b", TaskState::Completed, 1024))).expect("b");
         block_on(store.save(&big("c", TaskState::Working, 1024))).expect("c evicts b");
@@ -425,7 +427,7 @@ mod tests {
 
     #[test]
     fn slots_are_reused_and_lookups_stay_right_under_churn() {
-        let store = MemoryStore::new(50);
+        let store = MemoryStore::<TestLocks>::new(50);
         for i in 0..1_000 {
             block_on(store.save(&task(&format!("t{i}"), TaskState::Completed))).expect("save");
         }

@@ -4,7 +4,7 @@ use super::card_cache::{self, CardCache};
 use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
-use toolnexus_core::task::Shape;
+use toolnexus_core::Shape;
 use toolnexus_core::StreamEvent;
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
 

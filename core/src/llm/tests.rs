@@ -884,7 +884,7 @@ fn the_run_is_a_machine_on_the_one_driver_and_an_abort_fails_it() {
     let endpoint = ModelEndpoint::new(vec![Canned::Hang]);
     let mut m = RunMachine::new(openai(), "go".into(), vec![]);
     let no_tools = |_: Vec<ToolCall>| std::future::ready(Vec::new());
-    let aborted = block_on(crate::driver::drive_with_work(
+    let aborted = block_on(crate::host::driver::drive_with_work(
         &mut m,
         &endpoint,
         std::future::ready(()),

@@ -1,6 +1,6 @@
 //! The `agents` config block.
 
-use crate::agent::Agent;
+use crate::model::agent::Agent;
 use serde_json::Value;
 
 /// Parses an `agents` block `{ "<id>": {card, headers?, timeout?, pollEvery?,

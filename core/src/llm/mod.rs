@@ -1,10 +1,10 @@
 //! The LLM client loop (OpenAI and Anthropic styles) as a state machine.
 //!
 //! [`RunMachine`] holds the conversation: it asks for a model request
-//! ([`LlmStep::Send`]), reads the reply, asks for the turn's tool calls to be
-//! run ([`LlmStep::CallTools`]), feeds the results back and repeats until a
+//! (`Step::Send`), reads the reply, asks for the turn's tool calls to be
+//! run (`Step::Work`), feeds the results back and repeats until a
 //! reply has no tool calls or `max_turns` model calls were made
-//! ([`LlmStep::Done`]). It never performs I/O; [`run`] drives it over a
+//! (`Step::Done`). It never performs I/O; [`run`] drives it over a
 //! [`Transport`] and runs each turn's tool calls concurrently.
 //!
 //! The rule every input follows: it returns exactly one [`LlmStep`], the next
@@ -15,11 +15,11 @@
 //! Secrets (the API key, header values) never appear in error messages or in
 //! `Debug` output: peers that echo them back are redacted.
 
-use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
-use crate::http::{HttpRequest, HttpResponse};
-use crate::tool::{to_anthropic, to_openai, ToolResult, ToolSpec};
-use crate::transport::Transport;
+use crate::host::driver::{Machine, ResponseHead, Step};
+use crate::host::transport::Transport;
+use crate::model::tool::{to_anthropic, to_openai, ToolResult, ToolSpec};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt;
@@ -567,7 +567,7 @@ fn malformed(url: &str, reply: &Value, what: &str) -> String {
         return format!("LLM reply from {url} is an error: {message}");
     }
     let reply = HttpResponse {
-        body: crate::json::text(reply).into_bytes(),
+        body: crate::wire::json::text(reply).into_bytes(),
         ..Default::default()
     };
     format!(
@@ -643,10 +643,10 @@ fn parse_openai(reply: &Value, turn: u32) -> Result<Turn, String> {
                     Some(rejection(name, &reason)),
                 ),
             },
-            Some(v @ Value::Object(_)) => (v.clone(), crate::json::text(v), None),
+            Some(v @ Value::Object(_)) => (v.clone(), crate::wire::json::text(v), None),
             Some(v) => (
                 v.clone(),
-                crate::json::text(v),
+                crate::wire::json::text(v),
                 Some(rejection(name, "the arguments are not a JSON object")),
             ),
         };
@@ -763,8 +763,9 @@ where
     Fut: Future<Output = ToolResult>,
 {
     let mut machine = RunMachine::new(cfg.clone(), prompt, tools);
-    let work = |calls: Vec<ToolCall>| crate::driver::join_all(calls.into_iter().map(&execute));
-    crate::driver::drive_with_work(
+    let work =
+        |calls: Vec<ToolCall>| crate::host::driver::join_all(calls.into_iter().map(&execute));
+    crate::host::driver::drive_with_work(
         &mut machine,
         transport,
         std::future::pending(),
@@ -827,5 +828,5 @@ impl Machine for RunMachine {
 }
 
 #[cfg(test)]
-#[path = "llm_tests.rs"]
+#[path = "tests.rs"]
 mod tests;
