@@ -424,13 +424,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     async fn route(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        let Some(card) = &self.card else {
+            return Reply::Full(plain(404, "not found"));
+        };
         if matches!(req.method.as_str(), "GET" | "HEAD") && path_of(&req.url) == HEALTH_PATH {
             let answer = self.tasks().health.respond();
             return Reply::Full(answer);
         }
-        let Some(card) = &self.card else {
-            return Reply::Full(plain(404, "not found"));
-        };
         if req.method == "POST" && path_of(&req.url) == "/" {
             return self.json_rpc(&req).await;
         }

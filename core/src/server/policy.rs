@@ -8,8 +8,9 @@ use crate::wire::http::HttpResponse;
 /// The largest request body hosts accept by default (1 MiB).
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
-/// The path of the health check: `200` while every save has worked, `503`
-/// once a task state could not be saved (until a later save works again).
+/// The path of the health check (with an A2A profile): `200` while every
+/// save has worked, `503` once a task state could not be saved (until a
+/// later save works again).
 pub const HEALTH_PATH: &str = "/healthz";
 
 /// An option that cannot be used, found when the server is configured
