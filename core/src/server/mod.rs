@@ -386,7 +386,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let first = self.tasks().health.save_failed();
         if first {
             self.host.report(&format!(
-                "the server is unhealthy: a task state could not be saved; reads go on, and the states not saved are never acknowledged ({problem})"
+                "unhealthy: a task state was not saved ({problem})"
             ));
         } else {
             self.host.report(problem);
@@ -397,8 +397,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     fn save_worked(&self) {
         let back = self.tasks().health.save_worked();
         if back {
-            self.host
-                .report("the task store works again: the server is healthy");
+            self.host.report("healthy: task states are saved again");
         }
     }
 
@@ -845,7 +844,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             if !tasks.has_room() {
                 let (running, queued) = tasks.limits();
                 return Err(RpcError::internal(format!(
-                    "the agent is busy: {running} tasks are running and {queued} are waiting; try again later"
+                    "the agent is busy ({running} tasks running, {queued} waiting); try again later"
                 )));
             }
             tasks.start(
