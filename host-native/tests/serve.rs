@@ -116,12 +116,10 @@ async fn a_served_skill_set_is_called_by_the_native_client() {
     });
     let handle = serve_with(options).await;
     let card = format!("{}{CARD_PATH}", handle.url);
-    let tools = agent_tools(&Agent {
-        poll_every: Some(25),
-        ..Agent::new(&card)
-    })
-    .await
-    .expect("tools");
+    let tools =
+        agent_tools(&Agent::new(&card).with_poll_every(std::time::Duration::from_millis(25)))
+            .await
+            .expect("tools");
     let mut names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["oracle_answer", "oracle_greet"]);

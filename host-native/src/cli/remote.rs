@@ -4,6 +4,7 @@ use super::card_cache::{self, CardCache};
 use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
+use std::time::Duration;
 use toolnexus_core::Shape;
 use toolnexus_core::StreamEvent;
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
@@ -57,16 +58,15 @@ impl Remote {
     }
 
     fn agent(&self, poll_every: Option<u64>) -> Result<Agent, Fail> {
-        Ok(Agent {
-            card: self.card.clone(),
-            headers: self
-                .headers
-                .iter()
-                .map(|h| parse_header(h))
-                .collect::<Result<_, _>>()?,
-            timeout: self.timeout,
-            poll_every,
-        })
+        let mut agent = Agent::new(self.card.clone());
+        agent.headers = self
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<_, _>>()?;
+        agent.timeout = self.timeout.map(Duration::from_millis);
+        agent.poll_every = poll_every.map(Duration::from_millis);
+        Ok(agent)
     }
 }
 
