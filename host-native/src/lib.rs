@@ -144,13 +144,10 @@ pub async fn add_config_agents_within(
     limit: std::time::Duration,
 ) -> Vec<(String, Result<usize, Error>)> {
     let agents = toolnexus_core::parse_agents_config(config.get("agents").unwrap_or(&Value::Null));
-    let limit_ms = limit.as_millis() as u64;
     let transport = tk.transport().clone();
     let cards = futures_util::future::join_all(agents.iter().map(|agent| {
-        let quick = Agent {
-            timeout: Some(agent.timeout_ms().min(limit_ms)),
-            ..agent.clone()
-        };
+        let own = std::time::Duration::from_millis(agent.timeout_ms());
+        let quick = agent.clone().with_timeout(own.min(limit));
         let transport = transport.clone();
         async move { toolnexus_core::fetch_card(&transport, &quick).await }
     }))
