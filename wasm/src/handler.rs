@@ -28,9 +28,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, EventBody, FulfilRequest,
-    Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply, ServerHost, ServerOptions, TaskEvent,
-    DEFAULT_HEARTBEAT,
+    build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CorsOrigin,
+    EchoFulfiller, EventBody, FulfilRequest, Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply,
+    ServerHost, ServerOptions, TaskEvent, DEFAULT_HEARTBEAT,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::BoxFuture;
@@ -38,9 +38,6 @@ use toolnexus_core::{HttpRequest, HttpResponse};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
-
-/// The largest accepted request body, as in the native server (larger ⇒ 413).
-pub const MAX_REQUEST_BYTES: usize = toolnexus_core::server::DEFAULT_BODY_LIMIT;
 
 #[wasm_bindgen]
 extern "C" {
@@ -292,7 +289,7 @@ struct Parts {
     host: WasmHost,
     fulfiller: Arc<dyn Fulfiller>,
     url: Option<String>,
-    cors: Option<String>,
+    cors: Option<CorsOrigin>,
     heartbeat: Option<Duration>,
     interrupted_after: Option<Duration>,
 }
@@ -358,8 +355,12 @@ impl HandlerState {
     }
 }
 
-/// The request as the core's `HttpRequest`, or the error answer (413).
-async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpResponse>, JsValue> {
+/// The request as the core's `HttpRequest`, or the server's answer refusing
+/// it (413, 400, with the CORS headers): the rules are the core's.
+async fn read_request(
+    server: &Server,
+    request: &JsValue,
+) -> Result<Result<HttpRequest, HttpResponse>, JsValue> {
     let (Some(method), Some(url)) = (
         get(request, "method").as_string(),
         get(request, "url").as_string(),
@@ -367,14 +368,10 @@ async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpRespo
         return Err(misuse("the handler takes a Request"));
     };
     let headers = header_pairs(&get(request, "headers"));
-    let declared = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok());
-    let too_large = || toolnexus_core::server::payload_too_large(MAX_REQUEST_BYTES);
-    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
-        return Ok(Err(too_large()));
-    }
+    let limit = match server.admit(&headers) {
+        Admission::Read { limit } => limit,
+        Admission::Refuse(answer) => return Ok(Err(answer)),
+    };
     let body = if method == "GET" || method == "HEAD" {
         Vec::new()
     } else {
@@ -385,8 +382,8 @@ async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpRespo
         let buffer = JsFuture::from(read).await?;
         Uint8Array::new(&buffer).to_vec()
     };
-    if body.len() > MAX_REQUEST_BYTES {
-        return Ok(Err(too_large()));
+    if body.len() > limit {
+        return Ok(Err(server.refuse(BodyRefusal::TooLarge)));
     }
     Ok(Ok(HttpRequest {
         method,
@@ -467,7 +464,7 @@ impl HandlerState {
             .into_iter()
             .find(|c| get(c, "waitUntil").is_function());
         let fut = async move {
-            let req = match read_request(&request).await? {
+            let req = match read_request(&self.server, &request).await? {
                 Ok(req) => req,
                 Err(answer) => return to_response(answer),
             };
@@ -549,11 +546,12 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     };
     let cors = get(&options, "cors");
     let cors = if cors.is_undefined() {
-        Some(toolnexus_core::server::DEFAULT_CORS_ORIGIN.to_string())
+        Some(CorsOrigin::any())
     } else if cors.is_null() || cors.as_bool() == Some(false) {
         None
     } else {
-        Some(opt_string(&options, "cors", WHAT)?.unwrap_or_default())
+        let origin = opt_string(&options, "cors", WHAT)?.unwrap_or_default();
+        Some(CorsOrigin::parse(&origin).map_err(|e| misuse(format!("{WHAT}.cors: {e}")))?)
     };
     let heartbeat = opt_duration(&options, "heartbeatMs", Some(DEFAULT_HEARTBEAT))?;
     // A JS store outlives instances that die mid-task (an evicted isolate):
