@@ -63,7 +63,7 @@ pub use host::transport::{
     BodyStream, BoxFuture, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport,
 };
 pub use model::agent::{
-    expand_env, headers_may_go_to, Agent, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_SKILLS,
+    expand_env, headers_may_go_to, millis, Agent, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_SKILLS,
     DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS,
 };
 pub use model::event::{ArtifactUpdate, ShapedEvent, StatusUpdate, StreamEvent};
