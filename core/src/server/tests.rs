@@ -82,7 +82,9 @@ impl Fulfiller for Rules {
         r: FulfilRequest,
         progress: Progress,
     ) -> BoxFuture<'static, Result<String, String>> {
-        if r.text.starts_with("fail") {
+        if let Some(answer) = conversation_rules(&r, &progress) {
+            answer
+        } else if r.text.starts_with("fail") {
             Box::pin(std::future::ready(Err("LLM HTTP 500: boom".to_string())))
         } else if r.text.starts_with("hang") {
             progress.status("hanging on");
@@ -1326,6 +1328,7 @@ fn a_detached_progress_reports_nowhere() {
             context_id: "c".into(),
             text: "chunks".into(),
             skill: None,
+            history: Vec::new(),
         },
         p,
     ));
@@ -1394,3 +1397,7 @@ fn a_request_origin_card_advertises_the_origin_each_request_came_to() {
     let odd_host = HttpRequest::get(CARD_PATH).with_header("Host", "a/b\"c");
     assert_eq!(card_at(odd_host)["url"], "http://localhost/");
 }
+
+#[path = "conversation_tests.rs"]
+mod conversation_tests;
+use conversation_tests::conversation_rules;
