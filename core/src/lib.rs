@@ -22,6 +22,8 @@ pub mod http;
 pub mod json;
 #[cfg(feature = "server")]
 pub mod llm;
+#[cfg(feature = "server")]
+pub mod question;
 pub mod rpc;
 pub mod sanitize;
 #[cfg(feature = "server")]

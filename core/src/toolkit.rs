@@ -343,6 +343,23 @@ impl<T: Transport> Toolkit<T> {
         prompt: &str,
         before_call: ToolCallHook<'_>,
     ) -> Result<crate::llm::RunResult, Error> {
+        self.run_llm_conversation(cfg, &[], prompt, false, before_call)
+            .await
+    }
+
+    /// [`Toolkit::run_llm_reporting`] after the earlier turns of a
+    /// conversation; with `ask_user`, the model is also offered the
+    /// built-in `question` tool (unless a tool of that name is here), which
+    /// suspends the run ([`crate::llm::RunResult::pending`]) to ask the user.
+    #[cfg(feature = "server")]
+    pub async fn run_llm_conversation(
+        &self,
+        cfg: &crate::llm::LlmConfig,
+        history: &[crate::task::Message],
+        prompt: &str,
+        ask_user: bool,
+        before_call: ToolCallHook<'_>,
+    ) -> Result<crate::llm::RunResult, Error> {
         let mut cfg = cfg.clone();
         let skills_prompt = self.skills_prompt();
         if !skills_prompt.is_empty() {
@@ -351,18 +368,29 @@ impl<T: Transport> Toolkit<T> {
                 _ => skills_prompt,
             });
         }
-        let tools = self.tools();
+        let mut tools = self.tools();
+        let builtin_question = ask_user && self.get(crate::question::NAME).is_none();
+        if builtin_question {
+            tools.push(crate::question::spec());
+        }
         let execute = |call: crate::llm::ToolCall| {
             let source = tools
                 .iter()
                 .find(|t| t.name == call.name)
                 .map(|t| t.source.as_str());
             before_call(&call, source);
-            async move { self.execute(&call.name, call.arguments).await }
+            let asks = builtin_question && call.name == crate::question::NAME;
+            async move {
+                if asks {
+                    return crate::question::ask(&call.arguments, self.transport.new_id());
+                }
+                self.execute(&call.name, call.arguments).await
+            }
         };
-        crate::llm::run(
+        crate::llm::run_conversation(
             &self.transport,
             &cfg,
+            history,
             prompt.to_string(),
             tools.clone(),
             execute,

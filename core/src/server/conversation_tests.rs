@@ -328,3 +328,163 @@ fn a_context_remembers_at_most_the_latest_turns() {
         "the oldest turns are left out: {text}"
     );
 }
+
+/// A model endpoint answering from a script (OpenAI shapes), logging requests.
+#[derive(Default)]
+struct ScriptedModel {
+    replies: Mutex<std::collections::VecDeque<Value>>,
+    asked: Mutex<Vec<Value>>,
+}
+
+impl crate::Transport for ScriptedModel {
+    fn send(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, crate::error::TransportError>> + MaybeSend {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        lock(&self.asked).push(body);
+        let reply = lock(&self.replies).pop_front();
+        std::future::ready(match reply {
+            Some(v) => Ok(HttpResponse::json(200, v.to_string().into_bytes())),
+            None => Err(crate::error::TransportError("no reply scripted".into())),
+        })
+    }
+    fn sleep_until(&self, _at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
+        std::future::pending()
+    }
+    fn now_ms(&self) -> u64 {
+        0
+    }
+    fn new_id(&self) -> String {
+        "q-1".into()
+    }
+}
+
+fn model_says(text: &str) -> Value {
+    json!({"choices": [{"message": {"role": "assistant", "content": text}}]})
+}
+
+fn model_calls(name: &str, arguments: Value) -> Value {
+    json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call-1", "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]}}]})
+}
+
+type LlmServer = Arc<A2aServer<Arc<Recording>, Arc<TestHost>, LlmFulfiller<Arc<ScriptedModel>>>>;
+
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn llm_server(
+    replies: Vec<Value>,
+    toolkit: impl FnOnce(&mut crate::toolkit::Toolkit<Arc<ScriptedModel>>),
+) -> (LlmServer, Arc<TestHost>, Arc<ScriptedModel>) {
+    let model = Arc::new(ScriptedModel {
+        replies: Mutex::new(replies.into()),
+        ..Default::default()
+    });
+    let mut tk = crate::toolkit::Toolkit::new(model.clone());
+    toolkit(&mut tk);
+    let host = Arc::new(TestHost::default());
+    let fulfiller = LlmFulfiller {
+        toolkit: Arc::new(tk),
+        llm: crate::llm::LlmConfig::new("http://model.test/v1", crate::llm::LlmStyle::OpenAi, "m"),
+    };
+    let options = ServerOptions {
+        card: Some(card().into()),
+        ..Default::default()
+    };
+    let server = A2aServer::new(
+        options,
+        Arc::new(Recording::default()),
+        host.clone(),
+        fulfiller,
+    );
+    (server, host, model)
+}
+
+fn rpc_on<S: TaskStore, F: Fulfiller>(
+    server: &Arc<A2aServer<S, Arc<TestHost>, F>>,
+    host: &TestHost,
+    params: Value,
+) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params});
+    let req = HttpRequest::post_json("/", body.to_string().into_bytes());
+    let resp = run_with_jobs(server.handle(req), &host.jobs);
+    serde_json::from_slice(&resp.body).expect("JSON")
+}
+
+#[test]
+fn the_model_asks_the_caller_with_the_question_tool_and_reads_the_answer_as_the_next_turn() {
+    let (server, host, model) = llm_server(
+        vec![
+            model_calls(
+                "question",
+                json!({"questions": [{"question": "Which city?", "options": ["Paris", "Rome"]}]}),
+            ),
+            model_says("Booked: Rome"),
+        ],
+        |_| {},
+    );
+    let asked = rpc_on(&server, &host, reply(false, "book a trip", None, None));
+    let task = &asked["result"];
+    assert_eq!(task["status"]["state"], "input-required", "{asked}");
+    let question = "Which city? (options: Paris, Rome)";
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], question);
+    let first = lock(&model.asked)[0].clone();
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert_eq!(offered, vec!["question"]);
+
+    let id = task["id"].as_str().expect("id");
+    let done = rpc_on(&server, &host, reply(false, "Rome", Some(id), None));
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["artifacts"][0]["parts"][0]["text"],
+        "Booked: Rome"
+    );
+    let resumed = lock(&model.asked)[1]["messages"].clone();
+    assert_eq!(
+        resumed,
+        json!([
+            {"role": "user", "content": "book a trip"},
+            {"role": "assistant", "content": question},
+            {"role": "user", "content": "Rome"},
+        ])
+    );
+}
+
+#[test]
+fn a_suspending_host_tool_stops_the_task_in_auth_required_never_completed() {
+    let (server, host, _model) = llm_server(vec![model_calls("calendar", json!({}))], |tk| {
+        let spec = crate::tool::ToolSpec {
+            name: "calendar".into(),
+            description: "Reads the calendar".into(),
+            input_schema: json!({"type": "object"}),
+            source: "host".into(),
+        };
+        tk.add_host_tool(
+            spec,
+            Arc::new(|_| {
+                Box::pin(std::future::ready(crate::tool::ToolResult {
+                    output: "Login required".into(),
+                    is_error: true,
+                    metadata: Some(json!({"pending": {"id": "r1", "kind": "authorization",
+                            "prompt": "Sign in to the calendar", "url": "https://auth.test/go"}})),
+                }))
+            }),
+        );
+    });
+    let v = rpc_on(
+        &server,
+        &host,
+        reply(false, "what is on today?", None, None),
+    );
+    assert_eq!(v["result"]["status"]["state"], "auth-required", "{v}");
+    assert_eq!(
+        v["result"]["status"]["message"]["parts"][0]["text"],
+        "Sign in to the calendar\nhttps://auth.test/go"
+    );
+    assert!(v["result"].get("artifacts").is_none());
+}
