@@ -17,6 +17,11 @@ pub struct Agent {
     pub timeout: Option<u64>,
     /// Poll interval in ms (default [`DEFAULT_POLL_EVERY_MS`]).
     pub poll_every: Option<u64>,
+    /// Advertise the optional `taskId` and `contextId` arguments in the
+    /// tools' input schema, so a model can answer a task waiting for input
+    /// and continue a conversation. Off: the fixed `{task}` schema of the
+    /// toolnexus contract (the arguments are accepted either way).
+    pub conversational: bool,
 }
 
 impl Agent {

@@ -34,6 +34,7 @@ use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
 use crate::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
 use crate::http::HttpResponse;
+use crate::rpc::MessageRefs;
 use crate::rpc::{parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION};
 use crate::sse::{is_event_stream, SseParser};
 use crate::task::{SendResult, Task, TaskState};
@@ -118,6 +119,10 @@ pub struct CallMachine {
     head: ResponseHead,
     plain: Vec<u8>,
     events: VecDeque<StreamEvent>,
+    /// The task and context the message continues, if any.
+    refs: MessageRefs,
+    /// The context of the task, once seen.
+    context_id: Option<String>,
 }
 
 impl CallMachine {
@@ -147,8 +152,17 @@ impl CallMachine {
             head: ResponseHead::default(),
             plain: Vec::new(),
             events: VecDeque::new(),
+            refs: MessageRefs::default(),
+            context_id: None,
             spec,
         }
+    }
+
+    /// The call sends its message in the task and context `refs` names: an
+    /// answer to a task waiting for input, or a new task in a conversation.
+    pub fn continuing(mut self, refs: MessageRefs) -> Self {
+        self.refs = refs;
+        self
     }
 
     /// The dialect in use (it changes once if the peer asks for the other one).
@@ -168,12 +182,13 @@ impl CallMachine {
 
     fn send_message(&mut self) -> Step<ToolResult> {
         let id = self.next_rpc_id();
-        let req = self.dialect.send(
+        let req = self.dialect.send_in(
             &self.spec.endpoint,
             id,
             &self.spec.message_id,
             &self.spec.text,
             self.mode,
+            &self.refs,
         );
         let request = self.with_headers(req);
         let deadline_ms = self.deadline_ms;
@@ -408,16 +423,25 @@ impl CallMachine {
     }
 
     fn finish(&self, now_ms: u64, is_error: bool, output: String) -> Step<ToolResult> {
+        let mut metadata = json!({
+            "agent": self.spec.agent,
+            "taskId": self.task_id,
+            "state": self.state.as_str(),
+            "polls": self.polls,
+            "ms": now_ms.saturating_sub(self.started_ms),
+        });
+        // A task waiting for the caller: the context to name with the task to answer it.
+        if let Some(context) = self
+            .context_id
+            .as_ref()
+            .filter(|_| self.state.is_interrupted())
+        {
+            metadata["contextId"] = json!(context);
+        }
         Step::Done(ToolResult {
             output,
             is_error,
-            metadata: Some(json!({
-                "agent": self.spec.agent,
-                "taskId": self.task_id,
-                "state": self.state.as_str(),
-                "polls": self.polls,
-                "ms": now_ms.saturating_sub(self.started_ms),
-            })),
+            metadata: Some(metadata),
         })
     }
 
@@ -444,6 +468,9 @@ impl CallMachine {
     /// A task arrived (from SendMessage, GetTask or a stream): finish or wait for the next poll.
     fn on_task(&mut self, now_ms: u64, task: Task) -> Step<ToolResult> {
         self.task_id = Some(task.id.clone());
+        if !task.context_id.is_empty() {
+            self.context_id = Some(task.context_id.clone());
+        }
         self.state = task.state;
         let id = &task.id;
         let state = task.state.as_str();

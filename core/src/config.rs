@@ -4,7 +4,7 @@ use crate::agent::Agent;
 use serde_json::Value;
 
 /// Parses an `agents` block `{ "<id>": {card, headers?, timeout?, pollEvery?,
-/// enabled?, disabled?} }` into descriptors, in the block's order.
+/// enabled?, disabled?, conversational?} }` into descriptors, in the block's order.
 ///
 /// Entries without a string `card` are skipped. `disabled: true` wins, then
 /// `enabled: false`; anything else is enabled. `null` (or any non-object)
@@ -37,6 +37,7 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
                 headers,
                 timeout: millis("timeout"),
                 poll_every: millis("pollEvery"),
+                conversational: entry.get("conversational").and_then(Value::as_bool) == Some(true),
             })
         })
         .collect()

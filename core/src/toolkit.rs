@@ -72,6 +72,10 @@ impl A2aTool {
                 self.spec.name
             ));
         };
+        let refs = match crate::rpc::MessageRefs::from_args(args) {
+            Ok(refs) => refs,
+            Err(e) => return ToolResult::error(format!("{}: {e}", self.spec.name)),
+        };
         let spec = CallSpec {
             agent: self.agent_name.clone(),
             endpoint: self.endpoint.clone(),
@@ -84,7 +88,8 @@ impl A2aTool {
             long_poll: self.long_poll,
             streaming: self.streaming,
         };
-        drive_with_events(&mut CallMachine::new(spec), transport, abort, on_event).await
+        let mut call = CallMachine::new(spec).continuing(refs);
+        drive_with_events(&mut call, transport, abort, on_event).await
     }
 }
 
@@ -129,7 +134,11 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
             Some(A2aTool {
                 spec: ToolSpec {
                     name: format!("{}_{}", sanitize(&card.name), sanitize(key)),
-                    input_schema: a2a_input_schema(&description),
+                    input_schema: if agent.conversational {
+                        crate::tool::a2a_conversational_schema(&description)
+                    } else {
+                        a2a_input_schema(&description)
+                    },
                     description,
                     source: "a2a".into(),
                 },

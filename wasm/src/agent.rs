@@ -31,6 +31,7 @@ pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
         headers: string_pairs(&get(v, "headers"), "agent.headers")?,
         timeout: opt_u64(v, "timeout", "agent")?,
         poll_every: opt_u64(v, "pollEvery", "agent")?,
+        conversational: get(v, "conversational").as_bool() == Some(true),
     })
 }
 
@@ -50,6 +51,9 @@ pub fn agent_to_js(a: &Agent) -> JsValue {
     }
     if let Some(p) = a.poll_every {
         set(&o, "pollEvery", &(p as f64).into());
+    }
+    if a.conversational {
+        set(&o, "conversational", &true.into());
     }
     o
 }

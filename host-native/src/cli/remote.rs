@@ -66,6 +66,7 @@ impl Remote {
                 .collect::<Result<_, _>>()?,
             timeout: self.timeout,
             poll_every,
+            conversational: false,
         })
     }
 }
