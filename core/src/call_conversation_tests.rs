@@ -133,3 +133,83 @@ fn the_schema_is_the_fixed_task_one_unless_the_agent_is_conversational() {
         "desk_book: the argument \"contextId\" must be a string"
     );
 }
+
+fn answering(dialect: Dialect, streaming: bool) -> CallMachine {
+    let spec = CallSpec {
+        streaming,
+        ..spec(dialect)
+    };
+    CallMachine::new(spec).continuing(MessageRefs {
+        task_id: Some("t1".into()),
+        context_id: Some("c1".into()),
+    })
+}
+
+fn question10(id: &str, message_id: &str, text: &str) -> Value {
+    json!({"statusUpdate": {"taskId": id, "contextId": "c1", "status": {"state": "TASK_STATE_INPUT_REQUIRED",
+        "message": {"role": "ROLE_AGENT", "messageId": message_id, "parts": [{"text": text}]}}}})
+}
+
+#[test]
+fn an_answer_is_not_settled_by_the_question_it_answers_but_by_the_next_one() {
+    // The official JS server streams the task as it was (still asking) first.
+    let stale = json!({"task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_INPUT_REQUIRED",
+        "message": {"role": "ROLE_AGENT", "messageId": "q1", "parts": [{"text": "Which city?"}]}}}});
+    let peer = ScriptedPeer::new().on(
+        "SendStreamingMessage",
+        vec![Reply::Stream(vec![
+            (1, stale.clone()),
+            (1, status10("t1", "TASK_STATE_WORKING")),
+            (1, chunk10("t1", "booked for Paris", false, true)),
+            (1, status10("t1", "TASK_STATE_COMPLETED")),
+        ])],
+    );
+    let r = block_on(drive(
+        &mut answering(Dialect::V10, true),
+        &peer,
+        std::future::pending(),
+    ));
+    assert_eq!(r.output, "booked for Paris", "{r:?}");
+
+    // A new question (after work, or with another message) is returned.
+    let peer = ScriptedPeer::new().on(
+        "SendStreamingMessage",
+        vec![Reply::Stream(vec![
+            (1, stale.clone()),
+            (1, question10("t1", "q2", "Which day?")),
+            (10_000, status10("t1", "TASK_STATE_COMPLETED")),
+        ])],
+    );
+    let r = block_on(drive(
+        &mut answering(Dialect::V10, true),
+        &peer,
+        std::future::pending(),
+    ));
+    assert_eq!(r.output, "A2A task t1 input-required: Which day?");
+    assert_eq!(meta(&r)["contextId"], "c1");
+
+    // Polling: the send's echo of the old question is followed by polls.
+    let peer = ScriptedPeer::new()
+        .on(
+            "SendMessage",
+            vec![ok(task_with_message("t1", "input-required", "Which city?"))],
+        )
+        .on(
+            "GetTask",
+            vec![
+                ok(task_with_message("t1", "input-required", "Which city?")),
+                ok(task("t1", "working")),
+                ok(task_with_message("t1", "input-required", "Which city?")),
+            ],
+        );
+    let r = block_on(drive(
+        &mut answering(Dialect::Toolnexus, false),
+        &peer,
+        std::future::pending(),
+    ));
+    assert_eq!(
+        r.output, "A2A task t1 input-required: Which city?",
+        "asked again after work"
+    );
+    assert_eq!(meta(&r)["polls"], 3);
+}

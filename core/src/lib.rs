@@ -47,7 +47,7 @@ pub use config::parse_agents_config;
 pub use error::{Error, TransportError};
 pub use event::{ArtifactUpdate, StatusUpdate, StreamEvent};
 pub use http::{HttpRequest, HttpResponse};
-pub use rpc::Dialect;
+pub use rpc::{Dialect, MessageRefs};
 pub use sanitize::sanitize;
 pub use task::{Task, TaskState};
 pub use tool::{ToolResult, ToolSpec};

@@ -4,6 +4,7 @@ use super::card_cache::{self, CardCache};
 use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
+pub use toolnexus_core::rpc::MessageRefs;
 use toolnexus_core::task::Shape;
 use toolnexus_core::StreamEvent;
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
@@ -119,6 +120,7 @@ pub async fn call(
     remote: Remote,
     tool: String,
     task: String,
+    refs: MessageRefs,
     poll_every: Option<u64>,
     events: bool,
 ) -> Result<i32, Fail> {
@@ -159,8 +161,14 @@ pub async fn call(
             let _ = writeln!(err, "{line}");
         }
     };
+    let mut args = json!({"task": task});
+    for (key, id) in [("taskId", refs.task_id), ("contextId", refs.context_id)] {
+        if let Some(id) = id {
+            args[key] = json!(id);
+        }
+    }
     let result = found
-        .execute_with_events(&json!({"task": task}), interrupted(), print_event)
+        .execute_with_events(&args, interrupted(), print_event)
         .await;
     println!("{}", json!(result));
     Ok(if result.is_error { 2 } else { 0 })
