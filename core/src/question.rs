@@ -13,32 +13,16 @@ pub const NAME: &str = "question";
 
 const DESCRIPTION: &str = "Ask the user one or more questions when you cannot go on without their answer (a missing detail, a choice between options, a confirmation). The task pauses until the user replies; their reply comes back as the next message. Do not use it to ask for passwords, keys or other secrets.";
 
+/// The input schema, as text: parsed on use, smaller in the `.wasm` than `json!`.
+const SCHEMA: &str = r#"{"type":"object","properties":{"questions":{"type":"array","description":"The questions, in the order to ask them","items":{"type":"object","properties":{"question":{"type":"string","description":"The question"},"header":{"type":"string","description":"A short label for it"},"options":{"type":"array","items":{"type":"string"},"description":"Answers to choose from, if any"},"multiple":{"type":"boolean","description":"Whether several options may be chosen"}},"required":["question"]}}},"required":["questions"]}"#;
+
 /// The tool's descriptor: `questions`, each `{question, header?, options?, multiple?}`.
 pub fn spec() -> ToolSpec {
     ToolSpec {
         name: NAME.into(),
         description: DESCRIPTION.into(),
-        input_schema: json!({
-            "type": "object",
-            "properties": {
-                "questions": {
-                    "type": "array",
-                    "description": "The questions, in the order to ask them",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "question": {"type": "string", "description": "The question"},
-                            "header": {"type": "string", "description": "A short label for it"},
-                            "options": {"type": "array", "items": {"type": "string"},
-                                        "description": "Answers to choose from, if any"},
-                            "multiple": {"type": "boolean", "description": "Whether several options may be chosen"}
-                        },
-                        "required": ["question"]
-                    }
-                }
-            },
-            "required": ["questions"]
-        }),
+        // A constant that parses: the test below says so.
+        input_schema: serde_json::from_str(SCHEMA).unwrap_or_default(),
         source: "builtin".into(),
     }
 }
@@ -97,6 +81,16 @@ mod tests {
     use super::*;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn the_schema_asks_for_questions() {
+        let schema = spec().input_schema;
+        assert_eq!(schema["required"], json!(["questions"]));
+        assert_eq!(
+            schema["properties"]["questions"]["items"]["required"],
+            json!(["question"])
+        );
+    }
 
     #[test]
     fn questions_render_in_order_with_their_options() {

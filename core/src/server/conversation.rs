@@ -64,12 +64,13 @@ pub(crate) fn continued(mut task: Task, answer: Message, now_ms: Option<u64>) ->
 
 /// The turns of a conversation, oldest first, at most `max` messages (the
 /// latest): from each task of the context that completed or waits for
-/// input, in the order of their status changes, its messages and then its
-/// answer or question. Tasks still working, failed or canceled add nothing.
+/// input, in the order of their status changes (then of their ids), its
+/// messages and then its answer or question. Tasks still working, failed or canceled add nothing.
 pub fn context_turns(mut tasks: Vec<Task>, max: usize) -> Vec<Message> {
     tasks.retain(|t| t.state == TaskState::Completed || t.state.is_interrupted());
-    // Stable: tasks stamped alike keep the store's order.
-    tasks.sort_by_key(|t| t.updated_ms.unwrap_or(0));
+    // Oldest first: ListTasks' order (the one sort of tasks), reversed.
+    super::list::newest_first(&mut tasks);
+    tasks.reverse();
     let mut turns = Vec::new();
     for task in tasks {
         let last = match task.state {

@@ -71,6 +71,17 @@ fn reply(v10: bool, text: &str, task_id: Option<&str>, context_id: Option<&str>)
     json!({"message": m})
 }
 
+/// A message in a conversation, a millisecond after the last one (so the
+/// context's tasks have distinct status times, as on a real clock).
+fn said(f: &Fixture, text: &str, task_id: Option<&str>, context_id: Option<&str>) -> Value {
+    f.host.time.advance_to(f.host.time.now() + 1);
+    f.rpc(
+        None,
+        "message/send",
+        reply(false, text, task_id, context_id),
+    )
+}
+
 fn states(f: &Fixture, id: &str) -> Vec<TaskState> {
     lock(&f.store.saves)
         .iter()
@@ -177,6 +188,10 @@ fn auth_required_stops_and_resumes_the_same_way_in_03_with_polling() {
                "configuration": {"blocking": false}}),
     );
     assert_eq!(v["result"]["id"], id.as_str(), "{v}");
+    assert_eq!(
+        v["result"]["contextId"], got["result"]["contextId"],
+        "the context is the task's when only taskId is given"
+    );
     assert_eq!(v["result"]["status"]["state"], "working");
     f.settle();
     let got = f.rpc(None, "tasks/get", json!({"id": id}));
@@ -251,40 +266,20 @@ fn only_a_task_waiting_for_input_takes_an_answer_and_a_waiting_one_can_be_cancel
 #[test]
 fn follow_up_tasks_in_a_context_see_its_earlier_turns_and_no_others() {
     let f = fixture();
-    let first = f.rpc(
-        None,
-        "message/send",
-        reply(false, "hello", None, Some("conv")),
-    );
+    let first = said(&f, "hello", None, Some("conv"));
     assert_eq!(first["result"]["contextId"], "conv");
-    let asked = f.rpc(
-        None,
-        "message/send",
-        reply(false, "ask", None, Some("conv")),
-    );
+    let asked = said(&f, "ask", None, Some("conv"));
     let waiting = asked["result"]["id"].as_str().expect("id").to_string();
-    f.rpc(
-        None,
-        "message/send",
-        reply(false, "elsewhere", None, Some("other")),
-    );
+    said(&f, "elsewhere", None, Some("other"));
 
-    let v = f.rpc(
-        None,
-        "message/send",
-        reply(false, "recall", None, Some("conv")),
-    );
+    let v = said(&f, "recall", None, Some("conv"));
     assert_eq!(
         v["result"]["artifacts"][0]["parts"][0]["text"],
         format!("recall [User:hello | Agent:done: hello | User:ask | Agent:{CITY}]"),
         "{v}"
     );
     // The answer to the question sees the turns before it too.
-    let v = f.rpc(
-        None,
-        "message/send",
-        reply(false, "recall", Some(&waiting), Some("conv")),
-    );
+    let v = said(&f, "recall", Some(&waiting), Some("conv"));
     assert_eq!(
         v["result"]["artifacts"][0]["parts"][0]["text"],
         format!(
@@ -292,25 +287,24 @@ fn follow_up_tasks_in_a_context_see_its_earlier_turns_and_no_others() {
         ),
         "{v}"
     );
-    let v = f.rpc(None, "message/send", reply(false, "recall", None, None));
+    let v = said(&f, "recall", None, None);
     assert_eq!(v["result"]["artifacts"][0]["parts"][0]["text"], "recall []");
+    // Empty ids (protobuf defaults) name nothing.
+    let v = said(&f, "recall", Some(""), Some(""));
+    assert_eq!(
+        v["result"]["artifacts"][0]["parts"][0]["text"], "recall []",
+        "{v}"
+    );
+    assert_ne!(v["result"]["contextId"], "");
 }
 
 #[test]
 fn a_context_remembers_at_most_the_latest_turns() {
     let f = fixture();
     for i in 0..30 {
-        f.rpc(
-            None,
-            "message/send",
-            reply(false, &format!("turn {i}"), None, Some("long")),
-        );
+        said(&f, &format!("turn {i}"), None, Some("long"));
     }
-    let v = f.rpc(
-        None,
-        "message/send",
-        reply(false, "recall", None, Some("long")),
-    );
+    let v = said(&f, "recall", None, Some("long"));
     let text = v["result"]["artifacts"][0]["parts"][0]["text"]
         .as_str()
         .expect("text");

@@ -682,7 +682,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         let text = user.text();
         // Stored without ids of its own: on the wire it carries the task's.
-        let (task_id, context_id) = (user.task_id.take(), user.context_id.take());
+        // Some clients send empty ids for "none" (protobuf defaults).
+        let present = |id: Option<String>| id.filter(|s| !s.is_empty());
+        let (task_id, context_id) = (
+            present(user.task_id.take()),
+            present(user.context_id.take()),
+        );
         // A context the caller names may have earlier turns; a fresh one has none.
         let read_context = task_id.is_some() || context_id.is_some();
         let task = match task_id {
