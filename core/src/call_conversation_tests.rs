@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::rpc::MessageRefs;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 fn sent_message(peer: &ScriptedPeer, i: usize) -> Value {
     let (_, req) = &peer.requests()[i];

@@ -22,7 +22,7 @@ pub fn spec() -> ToolSpec {
         name: NAME.into(),
         description: DESCRIPTION.into(),
         // A constant that parses: the test below says so.
-        input_schema: serde_json::from_str(SCHEMA).unwrap_or_default(),
+        input_schema: serde_json::from_slice(SCHEMA.as_bytes()).unwrap_or_default(),
         source: "builtin".into(),
     }
 }

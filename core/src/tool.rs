@@ -59,7 +59,7 @@ pub fn a2a_input_schema(description: &str) -> Value {
 /// conversational agent (see [`crate::agent::Agent::conversational`]).
 pub fn a2a_conversational_schema(description: &str) -> Value {
     let mut schema = a2a_input_schema(description);
-    let ids: Value = serde_json::from_str(CONVERSATION_PROPERTIES).unwrap_or_default();
+    let ids: Value = serde_json::from_slice(CONVERSATION_PROPERTIES.as_bytes()).unwrap_or_default();
     if let (Some(props), Value::Object(ids)) = (schema["properties"].as_object_mut(), ids) {
         props.extend(ids);
     }

@@ -2,6 +2,8 @@
 //! caller's answer continues it; a context remembers its earlier turns.
 
 use super::*;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 /// The question the "ask…" rule stops on.
 pub(super) const CITY: &str = "Which city?";
