@@ -724,7 +724,8 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal(r.isError, false, r.output);
     assert.equal(r.output, 'final: echo: via the handler');
     const first = llm.calls[0].body;
-    assert.deepEqual(first.tools.map((t) => t.function.name).sort(), ['noop', 'remote_echo', 'skill']);
+    // The served model may also ask the caller (the built-in question tool).
+    assert.deepEqual(first.tools.map((t) => t.function.name).sort(), ['noop', 'question', 'remote_echo', 'skill']);
     // The handler's skills replace the toolkit's own, in the tool and the prompt.
     const skill = first.tools.find((t) => t.function.name === 'skill');
     assert.deepEqual(skill.function.parameters.properties.name.enum, ['hello-world', 'summarize']);
