@@ -15,7 +15,7 @@ use toolnexus_core::server::{
     ServerHost, ServerOptions, TaskEvent, CARD_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
-use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::BoxFuture;
 use toolnexus_core::Task;
 
 /// Who answers the tasks.
@@ -134,6 +134,7 @@ struct NativeHost {
 }
 
 impl ServerHost for NativeHost {
+    type Locks = crate::NativeLocks;
     fn new_id(&self) -> String {
         uuid::Uuid::new_v4().to_string()
     }

@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use toolnexus_core::server::{FulfilRequest, Fulfiller, Progress};
-use toolnexus_core::task::Role;
-use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::BoxFuture;
+use toolnexus_core::Role;
 use toolnexus_host_native::{
     agent_tools, serve, Agent, Model, NativeTransport, ServeHandle, ServeOptions,
 };
@@ -68,11 +68,9 @@ async fn serve_asks(store: &str) -> ServeHandle {
 }
 
 async fn tool_of(handle: &ServeHandle) -> toolnexus_host_native::RemoteTool {
-    let agent = Agent {
-        poll_every: Some(20),
-        conversational: true,
-        ..Agent::new(format!("{}/.well-known/agent-card.json", handle.url))
-    };
+    let agent = Agent::new(format!("{}/.well-known/agent-card.json", handle.url))
+        .with_poll_every(std::time::Duration::from_millis(20))
+        .with_conversational(true);
     let mut tools = agent_tools(&agent).await.expect("tools");
     assert_eq!(
         tools[0].spec().input_schema["properties"]["taskId"]["type"],

@@ -6,7 +6,7 @@
 //! restarts) keeps conversations too.
 
 use super::rpc::{self, RpcError};
-use crate::task::{Message, Role, Task, TaskState};
+use crate::model::task::{Message, Role, Task, TaskState};
 
 /// The most messages of earlier turns a fulfiller is given (the latest ones).
 pub const MAX_CONTEXT_MESSAGES: usize = 40;
@@ -100,7 +100,7 @@ pub fn context_turns(mut tasks: Vec<Task>, max: usize) -> Vec<Message> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Artifact;
+    use crate::model::task::Artifact;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 

@@ -336,13 +336,13 @@ impl crate::Transport for ScriptedModel {
     fn send(
         &self,
         request: HttpRequest,
-    ) -> impl Future<Output = Result<HttpResponse, crate::error::TransportError>> + MaybeSend {
+    ) -> impl Future<Output = Result<HttpResponse, crate::TransportError>> + MaybeSend {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         lock(&self.asked).push(body);
         let reply = lock(&self.replies).pop_front();
         std::future::ready(match reply {
             Some(v) => Ok(HttpResponse::json(200, v.to_string().into_bytes())),
-            None => Err(crate::error::TransportError("no reply scripted".into())),
+            None => Err(crate::TransportError("no reply scripted".into())),
         })
     }
     fn sleep_until(&self, _at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
@@ -370,13 +370,13 @@ type LlmServer = Arc<A2aServer<Arc<Recording>, Arc<TestHost>, LlmFulfiller<Arc<S
 #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 fn llm_server(
     replies: Vec<Value>,
-    toolkit: impl FnOnce(&mut crate::toolkit::Toolkit<Arc<ScriptedModel>>),
+    toolkit: impl FnOnce(&mut crate::client::toolkit::Toolkit<Arc<ScriptedModel>>),
 ) -> (LlmServer, Arc<TestHost>, Arc<ScriptedModel>) {
     let model = Arc::new(ScriptedModel {
         replies: Mutex::new(replies.into()),
         ..Default::default()
     });
-    let mut tk = crate::toolkit::Toolkit::new(model.clone());
+    let mut tk = crate::client::toolkit::Toolkit::new(model.clone());
     toolkit(&mut tk);
     let host = Arc::new(TestHost::default());
     let fulfiller = LlmFulfiller {
@@ -454,7 +454,7 @@ fn the_model_asks_the_caller_with_the_question_tool_and_reads_the_answer_as_the_
 #[test]
 fn a_suspending_host_tool_stops_the_task_in_auth_required_never_completed() {
     let (server, host, _model) = llm_server(vec![model_calls("calendar", json!({}))], |tk| {
-        let spec = crate::tool::ToolSpec {
+        let spec = crate::model::tool::ToolSpec {
             name: "calendar".into(),
             description: "Reads the calendar".into(),
             input_schema: json!({"type": "object"}),
@@ -463,7 +463,7 @@ fn a_suspending_host_tool_stops_the_task_in_auth_required_never_completed() {
         tk.add_host_tool(
             spec,
             Arc::new(|_| {
-                Box::pin(std::future::ready(crate::tool::ToolResult {
+                Box::pin(std::future::ready(crate::model::tool::ToolResult {
                     output: "Login required".into(),
                     is_error: true,
                     metadata: Some(json!({"pending": {"id": "r1", "kind": "authorization",

@@ -15,8 +15,8 @@
 //! fulfilment job, event streams, waiting requests) poll it with their
 //! wakers, so no channel is needed.
 
-use crate::event::{StatusUpdate, StreamEvent};
-use crate::task::{Message, Task, TaskState};
+use crate::model::event::{StatusUpdate, StreamEvent};
+use crate::model::task::{Message, Task, TaskState};
 use std::collections::{HashMap, VecDeque};
 use std::task::{Context, Poll, Waker};
 
@@ -377,10 +377,10 @@ impl Tasks {
             Ok(text) => {
                 let mut events = Vec::new();
                 if run.chunks == 0 || !text.is_empty() {
-                    events.push(StreamEvent::Artifact(crate::event::ArtifactUpdate {
+                    events.push(StreamEvent::Artifact(crate::model::event::ArtifactUpdate {
                         task_id: run.task.id.clone(),
                         context_id: run.task.context_id.clone(),
-                        artifact: crate::task::Artifact {
+                        artifact: crate::model::task::Artifact {
                             artifact_id: run.answer_id.clone(),
                             parts: vec![text],
                         },
@@ -526,7 +526,7 @@ pub(crate) fn status(
         task_id: task.id.clone(),
         context_id: task.context_id.clone(),
         state,
-        timestamp: now_ms.map(crate::time::format_rfc3339),
+        timestamp: now_ms.map(crate::model::time::format_rfc3339),
         message,
     })
 }

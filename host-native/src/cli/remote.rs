@@ -4,8 +4,9 @@ use super::card_cache::{self, CardCache};
 use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
-pub use toolnexus_core::rpc::MessageRefs;
-use toolnexus_core::task::Shape;
+use std::time::Duration;
+pub use toolnexus_core::MessageRefs;
+use toolnexus_core::Shape;
 use toolnexus_core::StreamEvent;
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
 
@@ -58,17 +59,15 @@ impl Remote {
     }
 
     fn agent(&self, poll_every: Option<u64>) -> Result<Agent, Fail> {
-        Ok(Agent {
-            card: self.card.clone(),
-            headers: self
-                .headers
-                .iter()
-                .map(|h| parse_header(h))
-                .collect::<Result<_, _>>()?,
-            timeout: self.timeout,
-            poll_every,
-            conversational: false,
-        })
+        let mut agent = Agent::new(self.card.clone());
+        agent.headers = self
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<_, _>>()?;
+        agent.timeout = self.timeout.map(Duration::from_millis);
+        agent.poll_every = poll_every.map(Duration::from_millis);
+        Ok(agent)
     }
 }
 

@@ -2,7 +2,7 @@
 //! needed to answer it, and the answer goes to the same task.
 
 use super::*;
-use crate::rpc::MessageRefs;
+use crate::wire::rpc::MessageRefs;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -95,20 +95,24 @@ fn tool_arguments_name_the_task_and_context_as_optional_strings() {
 
 #[test]
 fn the_schema_is_the_fixed_task_one_unless_the_agent_is_conversational() {
-    let card = crate::card::AgentCard::from_value(&json!({"name": "desk", "url": "http://peer/",
+    let card =
+        crate::client::card::AgentCard::from_value(&json!({"name": "desk", "url": "http://peer/",
         "skills": [{"id": "book", "description": "Books trips"}]}))
-    .expect("card");
-    let plain = crate::toolkit::card_tools(&crate::agent::Agent::new("http://peer/card"), &card);
+        .expect("card");
+    let plain = crate::client::toolkit::card_tools(
+        &crate::model::agent::Agent::new("http://peer/card"),
+        &card,
+    );
     assert_eq!(
         plain[0].spec.input_schema,
         json!({"type": "object", "properties": {"task": {"type": "string", "description": "Books trips"}},
                "required": ["task"]})
     );
-    let agent = crate::agent::Agent {
+    let agent = crate::model::agent::Agent {
         conversational: true,
-        ..crate::agent::Agent::new("http://peer/card")
+        ..crate::model::agent::Agent::new("http://peer/card")
     };
-    let tools = crate::toolkit::card_tools(&agent, &card);
+    let tools = crate::client::toolkit::card_tools(&agent, &card);
     let schema = &tools[0].spec.input_schema;
     assert_eq!(schema["required"], json!(["task"]));
     assert_eq!(schema["properties"]["taskId"]["type"], "string");

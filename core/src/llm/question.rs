@@ -5,7 +5,7 @@
 //! in `input-required` with the rendered questions, and the caller's answer
 //! continues the task (the model then reads the answer as the next turn).
 
-use crate::tool::{ToolResult, ToolSpec};
+use crate::model::tool::{ToolResult, ToolSpec};
 use serde_json::{json, Value};
 
 /// The tool's name, the same in every toolnexus port.

@@ -24,21 +24,23 @@
 //! is seen at most ~25% of its run time after it settles, and a long one costs
 //! one request per `poll_every`.
 //!
-//! When the card lists [`crate::card::LONG_POLL_EXTENSION`], every GetTask
+//! When the card lists [`crate::client::card::LONG_POLL_EXTENSION`], every GetTask
 //! also asks `Prefer: wait=N` (RFC 7240). A peer that honours it holds the answer until the task settles or N seconds
 //! pass and says `Preference-Applied`; the call then polls again at once, so
 //! a settled task reaches the caller within a round trip. Other peers get the
 //! interval above (and never see the header, which browsers would preflight).
 
-use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
-use crate::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
-use crate::http::HttpResponse;
-use crate::rpc::MessageRefs;
-use crate::rpc::{parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION};
-use crate::sse::{is_event_stream, SseParser};
-use crate::task::{SendResult, Task, TaskState};
-use crate::tool::ToolResult;
+use crate::host::driver::{Machine, ResponseHead, Step};
+use crate::model::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
+use crate::model::task::{SendResult, Task, TaskState};
+use crate::model::tool::ToolResult;
+use crate::wire::http::HttpResponse;
+use crate::wire::rpc::MessageRefs;
+use crate::wire::rpc::{
+    parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION,
+};
+use crate::wire::sse::{is_event_stream, SseParser};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 
@@ -70,7 +72,7 @@ pub struct CallSpec {
     pub poll_every_ms: u64,
     pub message_id: String,
     pub text: String,
-    /// Ask GetTask to long-poll (the card lists [`crate::card::LONG_POLL_EXTENSION`]).
+    /// Ask GetTask to long-poll (the card lists [`crate::client::card::LONG_POLL_EXTENSION`]).
     pub long_poll: bool,
     /// The card says `capabilities.streaming`: send `SendStreamingMessage`.
     pub streaming: bool,
@@ -93,7 +95,7 @@ enum Phase {
     Canceling,
 }
 
-/// One outbound call. Create it, then run it with [`crate::driver::drive`]
+/// One outbound call. Create it, then run it with [`crate::host::driver::drive`]
 /// (or feed it inputs yourself).
 #[derive(Debug)]
 pub struct CallMachine {
@@ -314,7 +316,7 @@ impl CallMachine {
                 None => {
                     let err = Error::Malformed(format!(
                         "the reply is neither a task nor a message: {}",
-                        crate::json::text(&v)
+                        crate::wire::json::text(&v)
                     ));
                     self.fail(now_ms, &what, &err)
                 }
@@ -323,7 +325,11 @@ impl CallMachine {
     }
 
     /// The agent answered directly, without a task.
-    fn on_message(&mut self, now_ms: u64, message: crate::task::Message) -> Step<ToolResult> {
+    fn on_message(
+        &mut self,
+        now_ms: u64,
+        message: crate::model::task::Message,
+    ) -> Step<ToolResult> {
         self.state = TaskState::Completed;
         let text = message.text();
         self.events.push_back(StreamEvent::Message(message));
@@ -347,7 +353,7 @@ impl CallMachine {
             let Ok(value) = serde_json::from_slice::<Value>(event.data.as_bytes()) else {
                 let err = Error::Malformed(format!(
                     "a stream event is not JSON: {}",
-                    crate::http::snippet(&event.data, 200)
+                    crate::wire::http::snippet(&event.data, 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
@@ -363,7 +369,7 @@ impl CallMachine {
             let Some(event) = StreamEvent::from_value(&result) else {
                 let err = Error::Malformed(format!(
                     "a stream event is none of task, message, status or artifact: {}",
-                    crate::http::snippet(&crate::json::text(&result), 200)
+                    crate::wire::http::snippet(&crate::wire::json::text(&result), 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
@@ -533,7 +539,7 @@ impl CallMachine {
                     task.history
                         .iter()
                         .rev()
-                        .find(|m| m.role == crate::task::Role::Agent)
+                        .find(|m| m.role == crate::model::task::Role::Agent)
                         .map(|m| m.text())
                 });
                 let output = match question {
@@ -637,7 +643,7 @@ impl Machine for CallMachine {
                                     None => {
                                         let err = Error::Malformed(format!(
                                             "the reply is not a task: {}",
-                                            crate::json::text(&v)
+                                            crate::wire::json::text(&v)
                                         ));
                                         self.fail(now_ms, &what, &err)
                                     }
