@@ -119,6 +119,12 @@ impl ServeOptions {
     }
 }
 
+/// The wall clock in Unix milliseconds (`None` before 1970).
+pub(crate) fn unix_ms() -> Option<u64> {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.ok().map(|d| d.as_millis() as u64)
+}
+
 /// Background jobs in flight, so a stop can wait for them.
 #[derive(Default)]
 struct Jobs {
@@ -140,8 +146,7 @@ impl ServerHost for NativeHost {
     }
 
     fn unix_ms(&self) -> Option<u64> {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        since.ok().map(|d| d.as_millis() as u64)
+        unix_ms()
     }
 
     fn spawn(&self, job: BoxFuture<'static, ()>) {

@@ -1,13 +1,14 @@
 //! Task stores of the native host: memory, or one JSON file per task.
 
+use crate::serve::unix_ms;
 use crate::MemoryStore;
 use futures_util::future::{BoxFuture, Either};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use toolnexus_core::server::{StoreError, TaskFilter, TaskStore};
+use toolnexus_core::server::{mark_interrupted, StoreError, TaskFilter, TaskStore};
 use toolnexus_core::{sanitize, MaybeSend};
-use toolnexus_core::{Message, Shape, Task, TaskState};
+use toolnexus_core::{Shape, Task};
 
 /// Tasks as `<dir>/<sanitized id>.json`, each written to a temp file,
 /// fsynced and renamed into place, so a crash never leaves a torn file.
@@ -16,7 +17,7 @@ pub struct FileStore {
 }
 
 /// The status text a task left unfinished by a crash is failed with.
-pub const INTERRUPTED: &str = "the server stopped before this task finished; send it again";
+pub use toolnexus_core::server::INTERRUPTED;
 
 impl FileStore {
     /// Opens (creating) `dir`. Tasks a crash left `submitted` or `working` are
@@ -47,13 +48,7 @@ impl FileStore {
             let Some(mut task) = read_task(&path)? else {
                 continue;
             };
-            if matches!(task.state, TaskState::Submitted | TaskState::Working) {
-                task.state = TaskState::Failed;
-                let mut m =
-                    Message::agent_text(format!("{}-interrupted", task.id), INTERRUPTED.into());
-                m.context_id = Some(task.context_id.clone());
-                m.task_id = Some(task.id.clone());
-                task.status_message = Some(m);
+            if mark_interrupted(&mut task, unix_ms()) {
                 write_atomically(&store.path(&task.id), &task)?;
                 recovered.push(task.id);
             }

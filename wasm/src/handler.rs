@@ -25,10 +25,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
     build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, EventBody, FulfilRequest,
     Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply, ServerHost, ServerOptions, TaskEvent,
+    DEFAULT_HEARTBEAT,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::BoxFuture;
@@ -321,7 +323,34 @@ struct Parts {
     fulfiller: Arc<dyn Fulfiller>,
     url: Option<String>,
     cors: Option<String>,
-    heartbeat: Option<std::time::Duration>,
+    heartbeat: Option<Duration>,
+    interrupted_after: Option<Duration>,
+}
+
+/// How long a task in a JS store may go without a status change, while no
+/// instance here runs it, before a read fails it as interrupted: 10 minutes.
+const DEFAULT_INTERRUPTED_AFTER: Duration = Duration::from_secs(600);
+
+/// `options[key]` in milliseconds: absent ⇒ `default`; `0`, `false` or
+/// `null` ⇒ none; a positive number ⇒ that long.
+fn opt_duration(
+    options: &JsValue,
+    key: &str,
+    default: Option<Duration>,
+) -> Result<Option<Duration>, JsValue> {
+    let v = get(options, key);
+    if v.is_undefined() {
+        return Ok(default);
+    }
+    if v.is_null() || v.as_bool() == Some(false) || v.as_f64() == Some(0.0) {
+        return Ok(None);
+    }
+    match v.as_f64() {
+        Some(ms) if ms.is_finite() && ms >= 1.0 => Ok(Some(Duration::from_millis(ms as u64))),
+        _ => Err(misuse(format!(
+            "createA2AHandler options.{key} must be a positive number of milliseconds, or 0/false/null for none"
+        ))),
+    }
 }
 
 struct HandlerState {
@@ -348,6 +377,7 @@ impl HandlerState {
                 card,
                 cors_origin: p.cors,
                 heartbeat: p.heartbeat,
+                interrupted_after: p.interrupted_after,
                 ..Default::default()
             },
             store,
@@ -555,24 +585,11 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     } else {
         Some(opt_string(&options, "cors", WHAT)?.unwrap_or_default())
     };
-    let heartbeat = get(&options, "heartbeatMs");
-    let heartbeat = if heartbeat.is_undefined() {
-        Some(toolnexus_core::server::DEFAULT_HEARTBEAT)
-    } else if heartbeat.is_null()
-        || heartbeat.as_bool() == Some(false)
-        || heartbeat.as_f64() == Some(0.0)
-    {
-        None
-    } else {
-        match heartbeat.as_f64() {
-            Some(ms) if ms.is_finite() && ms >= 1.0 => Some(std::time::Duration::from_millis(ms as u64)),
-            _ => {
-                return Err(misuse(format!(
-                    "{WHAT}.heartbeatMs must be a positive number of milliseconds, or 0/false/null for none"
-                )))
-            }
-        }
-    };
+    let heartbeat = opt_duration(&options, "heartbeatMs", Some(DEFAULT_HEARTBEAT))?;
+    // A JS store outlives instances that die mid-task (an evicted isolate):
+    // its abandoned tasks are failed when read. The memory store dies with them.
+    let interrupted_default = store.is_some().then_some(DEFAULT_INTERRUPTED_AFTER);
+    let interrupted_after = opt_duration(&options, "interruptedAfterMs", interrupted_default)?;
     let state = Rc::new(HandlerState::new(Parts {
         a2a: a2a_config(&get(&options, "a2a"))?,
         skills: skill_list(&skills),
@@ -584,6 +601,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
         url: opt_string(&options, "url", WHAT)?,
         cors,
         heartbeat,
+        interrupted_after,
     }));
     let handler = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> Promise>::new(
         move |request, second, third| state.clone().handle(request, second, third),

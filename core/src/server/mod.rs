@@ -260,6 +260,15 @@ pub struct ServerOptions {
     /// (`Cache-Control: public, max-age=N`). `None` (the default): they
     /// revalidate every time (`no-cache`), cheaply, with its `ETag`.
     pub card_max_age: Option<Duration>,
+    /// Crash recovery for a store that no start-up can sweep (a worker's KV,
+    /// shared by instances that come and go): a stored task still
+    /// `submitted` or `working`, not running on this server, whose last
+    /// status change is older than this, is failed as [`INTERRUPTED`] when it
+    /// is read (its fulfilment died with the instance that ran it). Pick it
+    /// above the longest silent stretch of a fulfilment. `None` (the
+    /// default) trusts the store's own recovery (the native file store
+    /// fails such tasks when it opens). Needs the host's wall clock.
+    pub interrupted_after: Option<Duration>,
 }
 
 /// The heartbeat of idle event streams: 15 s (as the official Python SDK).
@@ -273,6 +282,7 @@ impl Default for ServerOptions {
             cors_origin: None,
             heartbeat: Some(DEFAULT_HEARTBEAT),
             card_max_age: None,
+            interrupted_after: None,
         }
     }
 }
@@ -289,6 +299,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     card: Option<Card>,
     cors_origin: Option<String>,
     heartbeat_ms: Option<u64>,
+    interrupted_after_ms: Option<u64>,
     card_cache_control: String,
     tasks: TasksLock<H>,
 }
@@ -307,7 +318,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
             }),
             cors_origin: options.cors_origin,
-            heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
+            heartbeat_ms: options
+                .heartbeat
+                .map(|d| crate::model::agent::millis(d).max(1)),
+            interrupted_after_ms: options.interrupted_after.map(crate::model::agent::millis),
             card_cache_control: match options.card_max_age {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
@@ -619,6 +633,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The stored task `id`: unknown is -32001.
     async fn stored(&self, id: &str) -> Result<Task, RpcError> {
         match self.store.get(id).await {
+            Ok(Some(task)) if self.abandoned(&task) => Box::pin(self.fail_abandoned(task)).await,
             Ok(Some(task)) => Ok(task),
             Ok(None) => Err(RpcError::new(
                 rpc::TASK_NOT_FOUND,
@@ -626,6 +641,38 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             )),
             Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
         }
+    }
+
+    /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of
+    /// this stored task is gone: still `submitted`/`working`, silent that
+    /// long, and not running here.
+    fn abandoned(&self, task: &Task) -> bool {
+        let (Some(after_ms), Some(now), Some(updated)) = (
+            self.interrupted_after_ms,
+            self.host.unix_ms(),
+            task.updated_ms,
+        ) else {
+            return false;
+        };
+        matches!(task.state, TaskState::Submitted | TaskState::Working)
+            && now.saturating_sub(updated) >= after_ms
+            && !self.tasks().is_running(&task.id)
+    }
+
+    /// Fails an [`abandoned`](Self::abandoned) task as [`INTERRUPTED`] and
+    /// saves it so. Boxed where it is awaited: it is rare, and inlined it
+    /// would grow every future that reads a task.
+    async fn fail_abandoned(&self, mut task: Task) -> Result<Task, RpcError> {
+        let silent_s = task.updated_ms.map_or(0, |u| {
+            self.host.unix_ms().unwrap_or(u).saturating_sub(u) / 1000
+        });
+        mark_interrupted(&mut task, self.host.unix_ms());
+        self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+        self.host.report(&format!(
+            "task {} made no progress for {silent_s} s and is not running here; marked failed",
+            task.id
+        ));
+        Ok(task)
     }
 
     async fn send_message(
@@ -921,6 +968,27 @@ struct Started {
 /// The error for a state the store did not take: never acknowledged.
 fn not_stored(e: &str) -> RpcError {
     RpcError::internal(format!("the task's new state could not be stored: {e}"))
+}
+
+/// The status text of a task whose fulfilment died with its server (a
+/// restart, an instance that went away).
+pub const INTERRUPTED: &str = "the server stopped before this task finished; send it again";
+
+/// Fails `task` as [`INTERRUPTED`] if it is `submitted` or `working`: the
+/// one crash-recovery rule of every durable store (the file store applies it
+/// when it opens; [`ServerOptions::interrupted_after`] when a task is read).
+/// `unix_ms` stamps the change. Whether it changed the task.
+pub fn mark_interrupted(task: &mut Task, unix_ms: Option<u64>) -> bool {
+    if !matches!(task.state, TaskState::Submitted | TaskState::Working) {
+        return false;
+    }
+    task.state = TaskState::Failed;
+    let mut m = Message::agent_text(format!("{}-interrupted", task.id), INTERRUPTED.into());
+    m.context_id = Some(task.context_id.clone());
+    m.task_id = Some(task.id.clone());
+    task.status_message = Some(m);
+    task.updated_ms = unix_ms.or(task.updated_ms);
+    true
 }
 
 /// The status text of a task whose fulfilment panicked.

@@ -1297,7 +1297,7 @@ fn the_heartbeat_follows_the_options() {
         card: Some(card().into()),
         cors_origin: None,
         heartbeat: Some(Duration::from_millis(250)),
-        card_max_age: None,
+        ..Default::default()
     };
     let f = Fixture {
         server: A2aServer::new(options, store.clone(), host.clone(), Rules),
@@ -1398,6 +1398,90 @@ fn a_request_origin_card_advertises_the_origin_each_request_came_to() {
     );
     let odd_host = HttpRequest::get(CARD_PATH).with_header("Host", "a/b\"c");
     assert_eq!(card_at(odd_host)["url"], "http://localhost/");
+}
+
+#[test]
+fn a_task_abandoned_by_a_gone_instance_is_failed_when_read() {
+    let mut f = fixture();
+    let stale_after = Duration::from_secs(600);
+    let options = ServerOptions {
+        card: Some(card().into()),
+        interrupted_after: Some(stale_after),
+        ..Default::default()
+    };
+    f.server = A2aServer::new(options, f.store.clone(), f.host.clone(), Rules);
+    let now = f.host.unix_ms().expect("clock");
+    let stored = |id: &str, state: TaskState, age: Duration| {
+        let task = Task {
+            id: id.into(),
+            context_id: "c".into(),
+            state,
+            status_message: None,
+            updated_ms: Some(now - age.as_millis() as u64),
+            artifacts: vec![],
+            history: vec![],
+        };
+        f.store.inner.save_now(&task).expect("seed");
+    };
+    // Left `working` 11 minutes ago by an instance that went away.
+    stored("gone", TaskState::Working, Duration::from_secs(660));
+    // Still making progress elsewhere: its last change is recent.
+    stored("busy", TaskState::Working, Duration::from_secs(60));
+    // A task waiting for its caller is paused, not abandoned.
+    stored("asks", TaskState::InputRequired, Duration::from_secs(3600));
+
+    let got = f.rpc(None, "tasks/get", json!({"id": "gone"}));
+    assert_eq!(got["result"]["status"]["state"], "failed", "{got}");
+    let text = &got["result"]["status"]["message"]["parts"][0]["text"];
+    assert_eq!(text, INTERRUPTED, "{got}");
+    let saved = f.store.inner.get_now("gone").expect("kept");
+    assert_eq!(
+        (saved.state, saved.updated_ms),
+        (TaskState::Failed, Some(now))
+    );
+
+    for (id, state) in [("busy", "working"), ("asks", "input-required")] {
+        let got = f.rpc(None, "tasks/get", json!({"id": id}));
+        assert_eq!(got["result"]["status"]["state"], state, "{got}");
+    }
+}
+
+#[test]
+fn without_interrupted_after_a_stored_working_task_is_left_alone() {
+    let f = fixture();
+    let task = Task {
+        id: "old".into(),
+        context_id: "c".into(),
+        state: TaskState::Working,
+        status_message: None,
+        updated_ms: Some(0),
+        artifacts: vec![],
+        history: vec![],
+    };
+    f.store.inner.save_now(&task).expect("seed");
+    let got = f.rpc(None, "tasks/get", json!({"id": "old"}));
+    assert_eq!(got["result"]["status"]["state"], "working", "{got}");
+}
+
+#[test]
+fn a_task_running_here_is_never_failed_as_abandoned() {
+    let mut f = fixture();
+    let options = ServerOptions {
+        card: Some(card().into()),
+        interrupted_after: Some(Duration::from_millis(1)),
+        ..Default::default()
+    };
+    f.server = A2aServer::new(options, f.store.clone(), f.host.clone(), Rules);
+    let sent = f.rpc(
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "hang"}]},
+               "configuration": {"blocking": false}}),
+    );
+    let id = sent["result"]["id"].as_str().expect("id").to_string();
+    f.host.time.advance_to(5_000);
+    let got = f.rpc(None, "tasks/get", json!({"id": id}));
+    assert_ne!(got["result"]["status"]["state"], "failed", "{got}");
 }
 
 #[path = "conversation_tests.rs"]
