@@ -72,7 +72,7 @@ pub use model::time::{format_rfc3339, parse_rfc3339};
 pub use model::tool::{ToolResult, ToolSpec};
 pub use wire::http::{HttpRequest, HttpResponse};
 pub use wire::json::text as json_text;
-pub use wire::rpc::Dialect;
+pub use wire::rpc::{Dialect, MessageRefs};
 pub use wire::url::redact as redact_url;
 
 /// The JSON-RPC and A2A error codes, one table for both halves: the client

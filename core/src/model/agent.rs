@@ -44,6 +44,11 @@ pub struct Agent {
     /// origin over plain http and not loopback (refused otherwise: see
     /// [`headers_may_go_to`]).
     pub allow_insecure_headers: bool,
+    /// Advertise the optional `taskId` and `contextId` arguments in the
+    /// tools' input schema, so a model can answer a task waiting for input
+    /// and continue a conversation. Off: the fixed `{task}` schema of the
+    /// toolnexus contract (the arguments are accepted either way).
+    pub conversational: bool,
 }
 
 impl Agent {
@@ -90,6 +95,13 @@ impl Agent {
     /// another origin over plain http (see [`headers_may_go_to`]).
     pub fn with_insecure_headers_allowed(mut self, allowed: bool) -> Self {
         self.allow_insecure_headers = allowed;
+        self
+    }
+
+    /// Advertises the optional `taskId` / `contextId` tool arguments
+    /// (see [`Agent::conversational`]).
+    pub fn with_conversational(mut self, conversational: bool) -> Self {
+        self.conversational = conversational;
         self
     }
 

@@ -5,6 +5,7 @@ use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
 use std::time::Duration;
+pub use toolnexus_core::MessageRefs;
 use toolnexus_core::Shape;
 use toolnexus_core::{StreamEvent, Transport};
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
@@ -144,6 +145,7 @@ pub async fn call(
     remote: Remote,
     tool: String,
     task: String,
+    refs: MessageRefs,
     poll_every: Option<u64>,
     events: bool,
 ) -> Result<i32, Fail> {
@@ -202,13 +204,14 @@ pub async fn call(
             let _ = writeln!(err, "{line}");
         }
     };
+    let mut args = json!({"task": task});
+    for (key, id) in [("taskId", refs.task_id), ("contextId", refs.context_id)] {
+        if let Some(id) = id {
+            args[key] = json!(id);
+        }
+    }
     let result = found
-        .execute_since(
-            &json!({"task": task}),
-            started_ms,
-            interrupted(),
-            print_event,
-        )
+        .execute_since(&args, started_ms, interrupted(), print_event)
         .await;
     println!("{}", super::terminal::json(json!(result).to_string()));
     Ok(if result.is_error { 2 } else { 0 })
