@@ -52,6 +52,18 @@ impl RemoteTool {
         &self.inner.agent_name
     }
 
+    /// The name this skill would have had when an earlier skill of its card
+    /// made it first (it then carries a `_2`, `_3`… suffix).
+    pub fn clash(&self) -> Option<&str> {
+        self.inner.clash.as_deref()
+    }
+
+    /// Why the agent's headers may not go to the endpoint the card names
+    /// (another origin, plain http, not loopback, not allowed); calls then fail.
+    pub fn header_refusal(&self) -> Option<Error> {
+        self.inner.agent.header_refusal(&self.inner.endpoint)
+    }
+
     /// Runs the skill with `args` (`{"task": "…"}`). Never fails; see [`ToolResult::is_error`].
     pub async fn execute(&self, args: &Value) -> ToolResult {
         self.inner
@@ -79,6 +91,21 @@ impl RemoteTool {
     ) -> ToolResult {
         self.inner
             .execute_with_events(&self.transport, args, abort, on_event)
+            .await
+    }
+
+    /// [`RemoteTool::execute_with_events`] for a call that began at
+    /// `started_ms` of the transport's clock ([`toolnexus_core::Transport::now_ms`]),
+    /// before its card fetch: the agent's timeout bounds the whole call.
+    pub async fn execute_since(
+        &self,
+        args: &Value,
+        started_ms: u64,
+        abort: impl std::future::Future<Output = ()> + Send,
+        on_event: impl FnMut(toolnexus_core::StreamEvent) + Send,
+    ) -> ToolResult {
+        self.inner
+            .execute_since(&self.transport, args, started_ms, abort, on_event)
             .await
     }
 }
@@ -129,6 +156,58 @@ pub async fn toolkit(agents: &[Agent], config: Option<&Value>) -> Toolkit {
     toolkit_with(NativeTransport::shared(), agents, config).await
 }
 
+/// How long `toolnexus serve` waits, at most, for the cards of its
+/// config's agents before it listens.
+pub const STARTUP_CARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Adds the agents of `config`'s `agents` key to `tk`, resolving their
+/// cards concurrently, each within `limit` (or its own shorter timeout):
+/// a card that does not answer in time is a failure (logged, recorded in
+/// [`toolnexus_core::Toolkit::failures`]), never a hang. Calls to the
+/// agents keep their own timeouts. Returns each agent's card URL and the
+/// number of tools it added, or its error. (The URLs returned and logged
+/// leave out userinfo and query, which may hold secrets.)
+pub async fn add_config_agents_within(
+    tk: &mut Toolkit,
+    config: &Value,
+    limit: std::time::Duration,
+) -> Vec<(String, Result<usize, Error>)> {
+    let agents = toolnexus_core::parse_agents_config(config.get("agents").unwrap_or(&Value::Null));
+    let transport = tk.transport().clone();
+    let cards = futures_util::future::join_all(agents.iter().map(|agent| {
+        let own = std::time::Duration::from_millis(agent.timeout_ms());
+        let quick = agent.clone().with_timeout(own.min(limit));
+        let transport = transport.clone();
+        async move { toolnexus_core::fetch_card(&transport, &quick).await }
+    }))
+    .await;
+    let mut outcomes = Vec::new();
+    for (agent, card) in agents.iter().zip(cards) {
+        let resolved = card.map(|card| toolnexus_core::card_tools(agent, &card));
+        let added = tk.add_resolved(agent, resolved);
+        let shown = shown_url(&agent.card);
+        if let Err(e) = &added {
+            tracing::warn!("agent {shown} skipped: {e}");
+        }
+        outcomes.push((shown, added.map(|names| names.len())));
+    }
+    outcomes
+}
+
+/// A URL as it may be shown: without userinfo, query or fragment, which
+/// may carry secrets.
+fn shown_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit('@').next().unwrap_or_default();
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
 /// [`toolkit`] over your own transport.
 pub async fn toolkit_with(
     transport: Arc<NativeTransport>,
@@ -141,7 +220,8 @@ pub async fn toolkit_with(
         tk.add_config(config).await;
     }
     for f in tk.failures() {
-        tracing::warn!(card = %f.card, "agent {} skipped: {}", f.card, f.error);
+        let card = toolnexus_core::redact_url(&f.card);
+        tracing::warn!(card = %card, "agent {card} skipped: {}", f.error);
     }
     tk
 }

@@ -20,6 +20,8 @@ fn spec(dialect: Dialect) -> CallSpec {
         text: "ship the release".into(),
         long_poll: false,
         streaming: false,
+        started_ms: None,
+        jitter_seed: 7,
     }
 }
 
@@ -875,3 +877,6 @@ fn a_json_rpc_error_event_and_junk_events_are_errors_not_panics() {
     assert!(r.is_error);
     assert!(r.output.contains("none of task, message"), "{}", r.output);
 }
+
+#[path = "call_conversation_tests.rs"]
+mod conversation;

@@ -12,6 +12,12 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 /// The largest page size.
 pub const MAX_PAGE_SIZE: usize = 100;
 
+/// Orders tasks newest status change first; ties by id, so the order is
+/// total. (The one sort of tasks in the server: each sort is its own code in the `.wasm`.)
+pub(crate) fn newest_first(tasks: &mut [Task]) {
+    tasks.sort_by_key(|t| std::cmp::Reverse((t.updated_ms.unwrap_or(0), t.id.clone())));
+}
+
 /// What a ListTasks call asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListQuery {
@@ -102,9 +108,8 @@ impl ListQuery {
     /// The page of `tasks` (as a store listed them) this query asks for.
     pub(crate) fn page(&self, mut tasks: Vec<Task>, shape: Shape) -> Page {
         tasks.retain(|t| self.filter.matches(t));
-        // Newest status change first; ties by id, so the order is total.
+        newest_first(&mut tasks);
         let key = |t: &Task| (t.updated_ms.unwrap_or(0), t.id.clone());
-        tasks.sort_by_key(|t| std::cmp::Reverse(key(t)));
         let total_size = tasks.len();
         let start = match &self.after {
             // After the cursor in that order, even if its task is gone.

@@ -7,17 +7,27 @@
 //! stream to its end); none re-implements routing.
 
 mod card;
+mod conversation;
 mod fulfil;
 mod list;
 mod machine;
+mod policy;
 mod rpc;
 mod store;
 mod stream;
 
 pub use crate::host::lock::{Lock, Locks};
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
+pub use conversation::{context_turns, MAX_CONTEXT_MESSAGES};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
-pub use store::{MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_TASKS};
+pub use policy::{
+    admit, malformed_body, payload_too_large, Admission, BodyRefusal, CorsOrigin, Health,
+    InvalidOption, DEFAULT_BODY_LIMIT, HEALTH_PATH,
+};
+pub use store::{
+    task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_TASKS,
+};
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
 use crate::host::transport::{BoxFuture, MaybeSend, MaybeSync};
@@ -36,24 +46,9 @@ use std::time::Duration;
 
 /// The card path.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
-/// The largest request body hosts accept by default (1 MiB); see [`payload_too_large`].
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// The `Access-Control-Allow-Origin` hosts serve when none is configured.
 pub const DEFAULT_CORS_ORIGIN: &str = "*";
 
-/// The answer to a request whose body is over `limit` bytes: 413, and the
-/// connection closed (the rest of the body is not read). Hosts check the
-/// size while reading, before calling [`A2aServer::handle`].
-pub fn payload_too_large(limit: usize) -> HttpResponse {
-    HttpResponse {
-        status: 413,
-        headers: vec![
-            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
-            ("Connection".into(), "close".into()),
-        ],
-        body: format!("request body over the {limit}-byte limit\n").into_bytes(),
-    }
-}
 /// The card path of older A2A drafts, served too.
 pub const LEGACY_CARD_PATH: &str = "/.well-known/agent.json";
 
@@ -66,6 +61,11 @@ pub struct FulfilRequest {
     pub text: String,
     /// The skill named in the message's `metadata.skill`, if any.
     pub skill: Option<String>,
+    /// The conversation before this message, oldest first: the earlier
+    /// turns of the context (when the caller named one) and, when the
+    /// message answers a task's question, that task's turns up to the
+    /// question. At most [`MAX_CONTEXT_MESSAGES`]; empty for a new conversation.
+    pub history: Vec<Message>,
 }
 
 /// Does the work of a task: `Ok(answer text)` completes it, `Err(reason)` fails it.
@@ -244,7 +244,17 @@ pub struct ServerOptions {
     /// The served card. `None`: no A2A profile, every route is 404.
     pub card: Option<CardSpec>,
     /// `Access-Control-Allow-Origin`; `None` sends no CORS headers.
-    pub cors_origin: Option<String>,
+    pub cors_origin: Option<CorsOrigin>,
+    /// The largest request body (default [`DEFAULT_BODY_LIMIT`]); hosts
+    /// learn it from [`A2aServer::admit`].
+    pub body_limit: usize,
+    /// At most this many fulfilments run at once (default
+    /// [`DEFAULT_MAX_RUNNING`]); later tasks wait, `submitted`, in order.
+    pub max_running: usize,
+    /// At most this many tasks wait for a place (default
+    /// [`DEFAULT_MAX_QUEUED`]); past it a new task is refused at once
+    /// (-32603, "busy"), before anything is stored.
+    pub max_queued: usize,
     /// How long an event stream may stay silent before a `: ping` comment
     /// keeps it open (default [`DEFAULT_HEARTBEAT`]); `None` sends none.
     /// Needs a host timer ([`ServerHost::sleep_until`]).
@@ -253,7 +263,23 @@ pub struct ServerOptions {
     /// (`Cache-Control: public, max-age=N`). `None` (the default): they
     /// revalidate every time (`no-cache`), cheaply, with its `ETag`.
     pub card_max_age: Option<Duration>,
+    /// Crash recovery for a store that no start-up can sweep (a worker's KV,
+    /// shared by instances that come and go): a stored task still
+    /// `submitted` or `working`, not running on this server, whose last
+    /// status change is older than this, is failed as [`INTERRUPTED`] when it
+    /// is read (its fulfilment died with the instance that ran it). Pick it
+    /// above the longest silent stretch of a fulfilment. `None` (the
+    /// default) trusts the store's own recovery (the native file store
+    /// fails such tasks when it opens). Needs the host's wall clock.
+    pub interrupted_after: Option<Duration>,
 }
+
+/// Fulfilments a server runs at once by default: each may hold a model
+/// connection, so this bounds those too.
+pub const DEFAULT_MAX_RUNNING: usize = 64;
+
+/// Tasks that may wait for a place by default.
+pub const DEFAULT_MAX_QUEUED: usize = 1024;
 
 /// The heartbeat of idle event streams: 15 s (as the official Python SDK).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
@@ -264,8 +290,12 @@ impl Default for ServerOptions {
         ServerOptions {
             card: None,
             cors_origin: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            max_running: DEFAULT_MAX_RUNNING,
+            max_queued: DEFAULT_MAX_QUEUED,
             heartbeat: Some(DEFAULT_HEARTBEAT),
             card_max_age: None,
+            interrupted_after: None,
         }
     }
 }
@@ -280,8 +310,10 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     host: H,
     fulfiller: F,
     card: Option<Card>,
-    cors_origin: Option<String>,
+    cors_origin: Option<CorsOrigin>,
+    body_limit: usize,
     heartbeat_ms: Option<u64>,
+    interrupted_after_ms: Option<u64>,
     card_cache_control: String,
     tasks: TasksLock<H>,
 }
@@ -300,18 +332,94 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
             }),
             cors_origin: options.cors_origin,
-            heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
+            body_limit: options.body_limit,
+            heartbeat_ms: options
+                .heartbeat
+                .map(|d| crate::model::agent::millis(d).max(1)),
+            interrupted_after_ms: options.interrupted_after.map(crate::model::agent::millis),
             card_cache_control: match options.card_max_age {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
             },
-            tasks: Lock::new(Tasks::default()),
+            tasks: Lock::new(Tasks::with_limits(options.max_running, options.max_queued)),
         })
     }
 
     /// The task store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// Whether the server's saves work: unhealthy from a failed save until
+    /// a later one works. Also served at [`HEALTH_PATH`].
+    pub fn health(&self) -> Health {
+        self.tasks().health.get()
+    }
+
+    /// Checks a request's head (its headers) before the host reads the
+    /// body: how much body to read, or the answer to give at once.
+    pub fn admit(&self, headers: &[(String, String)]) -> Admission {
+        match policy::admit(headers, self.body_limit) {
+            Admission::Refuse(mut resp) => {
+                self.add_cors(&mut resp);
+                Admission::Refuse(resp)
+            }
+            read => read,
+        }
+    }
+
+    /// The answer when the host could not read a body (with the CORS
+    /// headers, so a page can read it too).
+    pub fn refuse(&self, refusal: BodyRefusal) -> HttpResponse {
+        let mut resp = match refusal {
+            BodyRefusal::TooLarge => payload_too_large(self.body_limit),
+            BodyRefusal::Malformed => malformed_body(),
+        };
+        self.add_cors(&mut resp);
+        resp
+    }
+
+    /// Adds the CORS headers (when configured) to an answer.
+    pub fn add_cors(&self, resp: &mut HttpResponse) {
+        if let Some(origin) = &self.cors_origin {
+            let origin = origin.as_str();
+            if resp
+                .headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("Access-Control-Allow-Origin"))
+            {
+                return;
+            }
+            resp.headers
+                .push(("Access-Control-Allow-Origin".into(), origin.into()));
+            resp.headers.push((
+                "Access-Control-Expose-Headers".into(),
+                "Preference-Applied".into(),
+            ));
+            if origin != "*" {
+                resp.headers.push(("Vary".into(), "Origin".into()));
+            }
+        }
+    }
+
+    /// A save failed: the server is unhealthy, and the host hears why.
+    fn save_failed(&self, problem: &str) {
+        let first = self.tasks().health.save_failed();
+        if first {
+            self.host.report(&format!(
+                "unhealthy: a task state was not saved ({problem})"
+            ));
+        } else {
+            self.host.report(problem);
+        }
+    }
+
+    /// A save worked: healthy again if it was not.
+    fn save_worked(&self) {
+        let back = self.tasks().health.save_worked();
+        if back {
+            self.host.report("healthy: task states are saved again");
+        }
     }
 
     fn tasks(&self) -> <TasksLock<H> as Lock<Tasks>>::Guard<'_> {
@@ -331,18 +439,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// rest (errors included) with a whole response.
     pub async fn serve(self: &Arc<Self>, req: HttpRequest) -> Reply {
         let mut reply = self.route(req).await;
-        let resp = reply.head_mut();
-        if let Some(origin) = &self.cors_origin {
-            resp.headers
-                .push(("Access-Control-Allow-Origin".into(), origin.clone()));
-            resp.headers.push((
-                "Access-Control-Expose-Headers".into(),
-                "Preference-Applied".into(),
-            ));
-            if origin != "*" {
-                resp.headers.push(("Vary".into(), "Origin".into()));
-            }
-        }
+        self.add_cors(reply.head_mut());
         reply
     }
 
@@ -350,6 +447,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let Some(card) = &self.card else {
             return Reply::Full(plain(404, "not found"));
         };
+        if matches!(req.method.as_str(), "GET" | "HEAD") && path_of(&req.url) == HEALTH_PATH {
+            let answer = self.tasks().health.respond();
+            return Reply::Full(answer);
+        }
         if req.method == "POST" && path_of(&req.url) == "/" {
             return self.json_rpc(&req).await;
         }
@@ -612,6 +713,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The stored task `id`: unknown is -32001.
     async fn stored(&self, id: &str) -> Result<Task, RpcError> {
         match self.store.get(id).await {
+            Ok(Some(task)) if self.abandoned(&task) => Box::pin(self.fail_abandoned(task)).await,
             Ok(Some(task)) => Ok(task),
             Ok(None) => Err(RpcError::new(
                 rpc::TASK_NOT_FOUND,
@@ -619,6 +721,38 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             )),
             Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
         }
+    }
+
+    /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of
+    /// this stored task is gone: still `submitted`/`working`, silent that
+    /// long, and not running here.
+    fn abandoned(&self, task: &Task) -> bool {
+        let (Some(after_ms), Some(now), Some(updated)) = (
+            self.interrupted_after_ms,
+            self.host.unix_ms(),
+            task.updated_ms,
+        ) else {
+            return false;
+        };
+        matches!(task.state, TaskState::Submitted | TaskState::Working)
+            && now.saturating_sub(updated) >= after_ms
+            && !self.tasks().is_running(&task.id)
+    }
+
+    /// Fails an [`abandoned`](Self::abandoned) task as [`INTERRUPTED`] and
+    /// saves it so. Boxed where it is awaited: it is rare, and inlined it
+    /// would grow every future that reads a task.
+    async fn fail_abandoned(&self, mut task: Task) -> Result<Task, RpcError> {
+        let silent_s = task.updated_ms.map_or(0, |u| {
+            self.host.unix_ms().unwrap_or(u).saturating_sub(u) / 1000
+        });
+        mark_interrupted(&mut task, self.host.unix_ms());
+        self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+        self.host.report(&format!(
+            "task {} made no progress for {silent_s} s and is not running here; marked failed",
+            task.id
+        ));
+        Ok(task)
     }
 
     async fn send_message(
@@ -646,8 +780,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         })
     }
 
-    /// Validates a SendMessage's params and makes its new task (submitted, not
-    /// yet stored): the task, what to fulfil, and whether the caller asked to block.
+    /// Validates a SendMessage's params and makes its task (not yet
+    /// stored): a new one (submitted), or the task the message names
+    /// continued with it (working); what to fulfil; and whether the caller
+    /// asked to block.
     async fn create_task(
         self: &Arc<Self>,
         params: &Value,
@@ -667,11 +803,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if user.parts.is_empty() {
             return Err(RpcError::invalid_params("the message has no text part"));
         }
-        if let Some(task_id) = &user.task_id {
-            return Err(self
-                .continuation_error(task_id, user.context_id.as_deref())
-                .await);
-        }
         let config = params.get("configuration");
         let flag = |k: &str| config.and_then(|c| c.get(k)).and_then(Value::as_bool);
         // 1.0 blocks unless returnImmediately; 0.3 blocks unless blocking:false.
@@ -682,66 +813,72 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .and_then(|m| m.get("skill"))
             .and_then(Value::as_str)
             .map(str::to_string);
-
-        let task_id = self.host.new_id();
-        let context_id = user
-            .context_id
-            .clone()
-            .unwrap_or_else(|| self.host.new_id());
         if user.message_id.is_empty() {
             user.message_id = self.host.new_id();
         }
-        // Stored without ids of its own: on the wire it carries the task's.
-        user.context_id = None;
-        user.task_id = None;
         let text = user.text();
-        let task = Task {
-            id: task_id.clone(),
-            context_id: context_id.clone(),
-            state: TaskState::Submitted,
-            status_message: None,
-            updated_ms: self.host.unix_ms(),
-            artifacts: Vec::new(),
-            history: vec![user],
+        // Stored without ids of its own: on the wire it carries the task's.
+        // Some clients send empty ids for "none" (protobuf defaults).
+        let present = |id: Option<String>| id.filter(|s| !s.is_empty());
+        let (task_id, context_id) = (
+            present(user.task_id.take()),
+            present(user.context_id.take()),
+        );
+        // A context the caller names may have earlier turns; a fresh one has none.
+        let read_context = task_id.is_some() || context_id.is_some();
+        let task = match task_id {
+            Some(task_id) => {
+                let waiting = self.stored(&task_id).await?;
+                if let Some(refused) =
+                    conversation::refuse_continuation(&waiting, context_id.as_deref())
+                {
+                    return Err(refused);
+                }
+                conversation::continued(waiting, user, self.host.unix_ms())
+            }
+            None => Task {
+                id: self.host.new_id(),
+                context_id: context_id.unwrap_or_else(|| self.host.new_id()),
+                state: TaskState::Submitted,
+                status_message: None,
+                updated_ms: self.host.unix_ms(),
+                artifacts: Vec::new(),
+                history: vec![user],
+            },
         };
+        let history = self.conversation(&task, read_context).await;
         let request = FulfilRequest {
-            task_id,
-            context_id,
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
             text,
             skill,
+            history,
         };
         Ok((task, request, blocking))
     }
 
-    /// Why a message naming `task_id` (a follow-up on that task) is refused:
-    /// an unknown task is -32001, a `contextId` that contradicts the task's
-    /// is invalid, and a terminal task takes no more messages (-32004, as
-    /// the spec asks). This agent's fulfilments never stop to wait for
-    /// input, so a task that is still running takes none either.
-    async fn continuation_error(&self, task_id: &str, context_id: Option<&str>) -> RpcError {
-        let task = match self.stored(task_id).await {
-            Ok(task) => task,
-            Err(e) => return e,
-        };
-        if let Some(context_id) = context_id.filter(|c| *c != task.context_id) {
-            return RpcError::invalid_params(&format!(
-                "message.contextId {context_id} is not the context of task {task_id} ({})",
-                task.context_id
-            ));
+    /// The turns before `task`'s last message: its earlier turns, after
+    /// those of the other tasks of its context in the store (read only
+    /// with `read_context`: a fresh context has none).
+    async fn conversation(&self, task: &Task, read_context: bool) -> Vec<Message> {
+        let own = &task.history[..task.history.len().saturating_sub(1)];
+        let mut tasks = Vec::new();
+        if read_context {
+            let filter = TaskFilter {
+                context_id: Some(task.context_id.clone()),
+                ..TaskFilter::default()
+            };
+            // A store that cannot list keeps no memory beyond the task itself.
+            if let Ok(Some(found)) = self.store.list(&filter).await {
+                tasks = found;
+            }
+            tasks.retain(|t| t.id != task.id && t.context_id == task.context_id);
         }
-        let state = task.state.as_str();
-        if task.state.is_terminal() {
-            return RpcError::new(
-                rpc::UNSUPPORTED_OPERATION,
-                format!(
-                    "Task {task_id} is {state}: a task in a terminal state takes no more messages"
-                ),
-            );
-        }
-        RpcError::new(
-            rpc::UNSUPPORTED_OPERATION,
-            format!("Task {task_id} is {state}: this agent takes no follow-up messages on a running task; send a new message without taskId"),
-        )
+        let mut turns = context_turns(tasks, MAX_CONTEXT_MESSAGES);
+        turns.extend(own.iter().cloned());
+        let skip = turns.len().saturating_sub(MAX_CONTEXT_MESSAGES);
+        turns.drain(..skip);
+        turns
     }
 
     /// Takes the new `task` as running, stores it (submitted), and hands its
@@ -761,12 +898,22 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let mut started = Started::default();
         {
             let mut tasks = self.tasks();
-            tasks.start(
+            if !tasks.has_room() {
+                let (running, queued) = tasks.limits();
+                return Err(RpcError::internal(format!(
+                    "the agent is busy ({running} tasks running, {queued} waiting); try again later"
+                )));
+            }
+            // A task is continued only while it waits; two answers racing
+            // to continue it: the first one does.
+            if !tasks.start(
                 task.clone(),
                 answer_id,
                 request.skill.clone(),
                 request.text.clone(),
-            );
+            ) {
+                return Err(conversation::running(&id, TaskState::Working.as_str()));
+            }
             match follow {
                 Follow::Stream => started.stream = tasks.subscribe(&id),
                 Follow::Wait => started.wait = tasks.wait(&id, Until::Stops),
@@ -775,42 +922,70 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         if let Err(e) = self.store.save(&task).await {
             self.tasks().abandon(&id);
+            self.save_failed(&format!("task {id}: saving state submitted failed: {e}"));
             return Err(RpcError::internal(format!(
                 "the task could not be stored: {e}"
             )));
         }
-        let timestamp = self.host.unix_ms().map(crate::model::time::format_rfc3339);
-        {
+        self.save_worked();
+        let admitted = {
             let mut tasks = self.tasks();
+            // A continued task is stored working already.
+            let submitted = task.state == TaskState::Submitted;
             let after = tasks.saved(task, Ok(()));
-            tasks.progress(&id, |p| {
-                StreamEvent::Status(StatusUpdate {
-                    task_id: p.task_id.to_string(),
-                    context_id: p.context_id.to_string(),
-                    state: TaskState::Working,
-                    timestamp,
-                    message: None,
-                })
-            });
+            let admitted = tasks.is_admitted(&id);
+            if admitted && submitted {
+                self.working(&mut tasks, &id);
+            }
             drop(tasks);
             self.after_save(after);
-        }
-        let hooks: Arc<dyn stream::Hooks> = self.clone();
-        let work = self.fulfiller.fulfil(request, Progress::new(hooks, &id));
+            admitted
+        };
+        // A task past the cap waits, submitted, for its job to be let in.
+        let (work, request) = if admitted {
+            (Some(self.fulfil(request)), None)
+        } else {
+            (None, Some(request))
+        };
         self.host.spawn(Box::pin(Job {
             server: self.clone(),
             id,
-            work: Some(work),
+            request,
+            work,
+            retry: None,
             save: None,
             finished: false,
         }));
         Ok(started)
     }
 
+    /// The task's fulfilment starts: it is `working`.
+    fn working(&self, tasks: &mut Tasks, id: &str) {
+        let timestamp = self.host.unix_ms().map(crate::model::time::format_rfc3339);
+        tasks.progress(id, |p| {
+            StreamEvent::Status(StatusUpdate {
+                task_id: p.task_id.to_string(),
+                context_id: p.context_id.to_string(),
+                state: TaskState::Working,
+                timestamp,
+                message: None,
+            })
+        });
+    }
+
+    fn fulfil(
+        self: &Arc<Self>,
+        request: FulfilRequest,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let hooks: Arc<dyn stream::Hooks> = self.clone();
+        let id = request.task_id.clone();
+        self.fulfiller.fulfil(request, Progress::new(hooks, &id))
+    }
+
     /// Reports what a save left to do: a problem, the `on_task` hook.
     fn after_save(&self, after: AfterSave) {
         if let Some(problem) = after.problem {
-            self.host.report(&problem);
+            self.save_failed(&problem);
         }
         if let Some((task, info)) = after.settled {
             self.host.on_task(TaskEvent {
@@ -858,7 +1033,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 }
                 task.state = TaskState::Canceled;
                 task.updated_ms = self.host.unix_ms().or(task.updated_ms);
-                self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+                if let Err(e) = self.store.save(&task).await {
+                    self.save_failed(&format!("task {id}: saving state canceled failed: {e}"));
+                    return Err(not_stored(&e.0));
+                }
+                self.save_worked();
                 let info = machine::RunInfo {
                     skill: None,
                     text: task.history.first().map(Message::text).unwrap_or_default(),
@@ -866,7 +1045,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 };
                 self.after_save(AfterSave {
                     settled: Some((task.clone(), info)),
-                    problem: None,
+                    ..AfterSave::default()
                 });
                 Ok(Answer::task(task, shape, None))
             }
@@ -905,6 +1084,27 @@ fn not_stored(e: &str) -> RpcError {
     RpcError::internal(format!("the task's new state could not be stored: {e}"))
 }
 
+/// The status text of a task whose fulfilment died with its server (a
+/// restart, an instance that went away).
+pub const INTERRUPTED: &str = "the server stopped before this task finished; send it again";
+
+/// Fails `task` as [`INTERRUPTED`] if it is `submitted` or `working`: the
+/// one crash-recovery rule of every durable store (the file store applies it
+/// when it opens; [`ServerOptions::interrupted_after`] when a task is read).
+/// `unix_ms` stamps the change. Whether it changed the task.
+pub fn mark_interrupted(task: &mut Task, unix_ms: Option<u64>) -> bool {
+    if !matches!(task.state, TaskState::Submitted | TaskState::Working) {
+        return false;
+    }
+    task.state = TaskState::Failed;
+    let mut m = Message::agent_text(format!("{}-interrupted", task.id), INTERRUPTED.into());
+    m.context_id = Some(task.context_id.clone());
+    m.task_id = Some(task.id.clone());
+    task.status_message = Some(m);
+    task.updated_ms = unix_ms.or(task.updated_ms);
+    true
+}
+
 /// The status text of a task whose fulfilment panicked.
 pub const CRASHED: &str = "the agent failed unexpectedly while working on this task";
 
@@ -916,6 +1116,10 @@ type SaveFuture = BoxFuture<'static, (Task, Result<(), StoreError>)>;
 struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
     server: Arc<A2aServer<S, H, F>>,
     id: String,
+    /// A task waiting for a place: what to fulfil once let in.
+    request: Option<FulfilRequest>,
+    /// The wait before saving a refused terminal state again.
+    retry: Option<BoxFuture<'static, ()>>,
     work: Option<BoxFuture<'static, Result<String, String>>>,
     save: Option<SaveFuture>,
     finished: bool,
@@ -960,9 +1164,47 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             if let Some(save) = job.save.as_mut() {
                 if let Poll::Ready((task, result)) = save.as_mut().poll(cx) {
                     job.save = None;
-                    let after = server.tasks().saved(task, result.map_err(|e| e.0));
+                    if result.is_ok() {
+                        server.save_worked();
+                    }
+                    let mut after = server.tasks().saved(task, result.map_err(|e| e.0));
+                    if let Some(n) = after.retry.take() {
+                        let at = server
+                            .host
+                            .now_ms()
+                            .saturating_add(machine::retry_delay_ms(n));
+                        match server.host.sleep_until(at) {
+                            Some(timer) => job.retry = Some(timer),
+                            // No timer to wait with: retry at once.
+                            None => server.tasks().retry_now(&job.id),
+                        }
+                    }
                     server.after_save(after);
                     moved = true;
+                }
+            }
+            if let Some(retry) = job.retry.as_mut() {
+                if retry.as_mut().poll(cx).is_ready() {
+                    job.retry = None;
+                    server.tasks().retry_now(&job.id);
+                    moved = true;
+                }
+            }
+            if job.request.is_some() {
+                let mut tasks = server.tasks();
+                match tasks.poll_admitted(&job.id, cx) {
+                    machine::Admitted::Waiting => {}
+                    machine::Admitted::Never => {
+                        tasks.work_ended(&job.id);
+                        job.request = None;
+                        moved = true;
+                    }
+                    machine::Admitted::Yes => {
+                        server.working(&mut tasks, &job.id);
+                        drop(tasks);
+                        job.work = job.request.take().map(|r| server.fulfil(r));
+                        moved = true;
+                    }
                 }
             }
             if let Some(work) = job.work.as_mut() {
@@ -970,6 +1212,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                 if stop {
                     // Canceled: the cancel has decided the outcome.
                     job.work = None;
+                    server.tasks().work_ended(&job.id);
                 } else if let Poll::Ready(outcome) = poll_work(work, cx) {
                     job.work = None;
                     let result = match &outcome {
@@ -977,6 +1220,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                     };
                     let message_id = server.host.new_id();
                     let mut tasks = server.tasks();
+                    tasks.work_ended(&job.id);
                     let now = server.host.unix_ms();
                     let events = tasks.outcome_events(&job.id, outcome, message_id, now);
                     // A cancel that raced the answer wins: it decided first.
