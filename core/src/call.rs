@@ -351,6 +351,7 @@ impl CallMachine {
                     updated_ms: None,
                     artifacts: Vec::new(),
                     history: Vec::new(),
+                    dialect: crate::task::Shape::V03,
                 };
                 t.apply(&event);
                 self.task.insert(t)

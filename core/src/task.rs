@@ -150,6 +150,10 @@ pub struct Task {
     pub updated_ms: Option<u64>,
     pub artifacts: Vec<Artifact>,
     pub history: Vec<Message>,
+    /// The wire shape of the request that made it: calls about it that
+    /// name no `A2A-Version` are answered in it, and stores write it so.
+    /// Read back from a task's state spelling (`TASK_STATE_…` ⇒ 1.0).
+    pub dialect: Shape,
 }
 
 pub(crate) fn text_of(v: &Value, key: &str) -> Option<String> {
@@ -223,10 +227,12 @@ impl Task {
     pub fn from_value(v: &Value) -> Option<Task> {
         let id = text_of(v, "id")?;
         let status = v.get("status");
-        let state = status
-            .and_then(|s| s.get("state"))
-            .and_then(Value::as_str)
-            .map_or(TaskState::Unknown, TaskState::parse);
+        let state_text = status.and_then(|s| s.get("state")).and_then(Value::as_str);
+        let state = state_text.map_or(TaskState::Unknown, TaskState::parse);
+        let dialect = match state_text {
+            Some(s) if s.starts_with("TASK_STATE_") => Shape::V10,
+            _ => Shape::V03,
+        };
         let list = |key: &str| v.get(key).and_then(Value::as_array).into_iter().flatten();
         let context_id = text_of(v, "contextId").unwrap_or_default();
         // A message repeating the task's own ids keeps none (they are written back on the wire).
@@ -251,6 +257,7 @@ impl Task {
             context_id: context_id.clone(),
             state,
             artifacts: list("artifacts").map(Artifact::from_value).collect(),
+            dialect,
         })
     }
 
@@ -526,8 +533,17 @@ mod tests {
         assert_eq!(v10["status"]["state"], "TASK_STATE_COMPLETED");
         assert_eq!(v10["artifacts"][0]["parts"][0], json!({"text": "one"}));
         assert!(v10.get("kind").is_none());
+        assert_eq!(t.dialect, Shape::V10, "read from its state's spelling");
         assert_eq!(Task::from_value(&v10), Some(t.clone()));
-        assert_eq!(Task::from_value(&v03), Some(t));
+        let t03 = Task::from_value(&v03).expect("task");
+        assert_eq!(t03.dialect, Shape::V03);
+        assert_eq!(
+            Task {
+                dialect: Shape::V10,
+                ..t03
+            },
+            t
+        );
     }
 
     #[test]

@@ -54,6 +54,7 @@ fn task(i: usize) -> Task {
             context_id: None,
             task_id: None,
         }],
+        dialect: toolnexus_core::task::Shape::V03,
     }
 }
 

@@ -284,7 +284,9 @@ async fn a_model_error_fails_the_task_and_the_server_keeps_serving() {
 }
 
 /// The toolnexus reference's exact bodies: SendMessage with 0.3 parts and
-/// blocking:false and no version header, then GetTask.
+/// blocking:false and no version header, then GetTask. Every port sends a
+/// fresh `messageId` (toolnexus 0.16: `js/src/a2a.ts`, `A2A.java`, …),
+/// which A2A requires; a message without one is -32602.
 #[tokio::test]
 async fn the_reference_bodies_work() {
     let handle = serve_with(ServeOptions::new(
@@ -292,7 +294,7 @@ async fn the_reference_bodies_work() {
         Model::Echo,
     ))
     .await;
-    let sent = post(&format!("{}/", handle.url), &[], br#"{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"role":"user","parts":[{"kind":"text","text":"ping"}]},"configuration":{"blocking":false}}}"#.to_vec()).await;
+    let sent = post(&format!("{}/", handle.url), &[], br#"{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"role":"user","messageId":"9b2c6a51-2f4e-4d1c-8a57-3f1e0c9d7b42","parts":[{"kind":"text","text":"ping"}]},"configuration":{"blocking":false}}}"#.to_vec()).await;
     let v: Value = serde_json::from_slice(&sent.body).expect("json");
     assert_eq!(v["id"], "1");
     let id = v["result"]["id"]

@@ -6,7 +6,6 @@ use futures_util::future::Either;
 use js_sys::{Function, Promise};
 use std::future::Future;
 use toolnexus_core::server::{MemoryStore, StoreError, TaskFilter, TaskStore};
-use toolnexus_core::task::Shape;
 use toolnexus_core::transport::MaybeSend;
 use toolnexus_core::Task;
 use wasm_bindgen::prelude::*;
@@ -107,7 +106,7 @@ impl TaskStore for HandlerStore {
             HandlerStore::Js(s) => {
                 // Straight to JSON text, as events are: Task::to_value would
                 // compile every task shape a second time, for the value serializer.
-                let task = ser_to_js(&task.shaped(Shape::V03, None));
+                let task = ser_to_js(&task.shaped(task.dialect, None));
                 let fut = call_store(s.clone(), "save", task);
                 Either::Right(async move { fut.await.map(|_| ()) })
             }

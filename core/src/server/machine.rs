@@ -518,6 +518,7 @@ mod tests {
             updated_ms: None,
             artifacts: Vec::new(),
             history: Vec::new(),
+            dialect: crate::task::Shape::V03,
         }
     }
 

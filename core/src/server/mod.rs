@@ -13,6 +13,7 @@ mod machine;
 mod rpc;
 mod store;
 mod stream;
+mod validate;
 
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
@@ -384,9 +385,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     async fn json_rpc(self: &Arc<Self>, req: &HttpRequest) -> Reply {
         let mut waited = None;
+        // The shape errors are written in: 1.0 adds `data` details.
+        let mut shape = Shape::V03;
         let (id, outcome) = match RpcRequest::parse(req) {
             Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
                 let id = call.id.clone();
+                shape = call.shape;
                 match self.stream_call(call).await {
                     Ok(reply) => return reply,
                     Err(e) => (id, Err(e)),
@@ -394,6 +398,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             Ok(call) => {
                 let id = call.id.clone();
+                shape = call.shape;
                 let is_get = Method::from_name(&call.method) == Some(Method::Get);
                 let wait = preferred_wait(req).filter(|_| is_get);
                 // Hosts without a timer answer at once, as if no wait was asked.
@@ -412,7 +417,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 };
                 (id, outcome)
             }
-            Err((id, err)) => (id, Err(err)),
+            Err((id, err)) => {
+                // A client naming a version we lack speaks a later one: details help it.
+                if err.code == rpc::VERSION_NOT_SUPPORTED {
+                    shape = Shape::V10;
+                }
+                (id, Err(err))
+            }
         };
         let body = match &outcome {
             Ok(result) => serde_json::to_vec(&Envelope {
@@ -428,6 +439,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 error: Some(ErrorBody {
                     code: e.code,
                     message: &e.message,
+                    data: (shape == Shape::V10).then(|| e.details()),
                 }),
             }),
         };
@@ -448,7 +460,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     async fn stream_call(self: &Arc<Self>, call: RpcRequest) -> Result<Reply, RpcError> {
         let (first, slot) = match Method::from_name(&call.method) {
             Some(Method::Stream) => {
-                let (task, request, _blocking) = self.create_task(&call.params).await?;
+                let (task, request, _blocking) = self.create_task(&call.params, call.shape).await?;
                 let started = self.start(request, task, Follow::Stream).await?;
                 started
                     .stream
@@ -456,10 +468,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             _ => self.subscribe(&call.params).await?,
         };
+        let shape = answer_shape(&call, &first);
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
-            body: stream::event_body(call.id, call.shape, first, slot, hooks),
+            body: stream::event_body(call.id, shape, first, slot, hooks),
         })
     }
 
@@ -524,10 +537,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .unwrap_or_default();
         // Wait before reading, so a task settling in between is not missed.
         let settled = self.tasks().wait(id, Until::Stops).map(|s| self.waited(s));
+        let history = validate::history_length(&call.params, "historyLength")?;
         let task = self.existing(&call.params).await?;
-        let history = history_length(&call.params);
         if machine::ends_stream(task.state) {
-            return Ok(Answer::task(task, call.shape, history));
+            return Ok(Answer::about(call, task, history));
         }
         let woke = match settled {
             Some(settled) => match futures_util::future::select(Box::pin(settled), timer).await {
@@ -541,13 +554,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
         };
         match woke {
-            Some(Waited::Saved(task)) => Ok(Answer::task(task, call.shape, history)),
+            Some(Waited::Saved(task)) => Ok(Answer::about(call, task, history)),
             Some(Waited::SaveFailed(e)) => Err(not_stored(&e)),
-            Some(Waited::Released) | None => Ok(Answer::task(
-                self.existing(&call.params).await?,
-                call.shape,
-                history,
-            )),
+            Some(Waited::Released) | None => {
+                let task = self.existing(&call.params).await?;
+                Ok(Answer::about(call, task, history))
+            }
         }
     }
 
@@ -559,11 +571,16 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .await
                 .map(Answered::Task),
             Some(Method::Get) => {
+                let history = validate::history_length(&call.params, "historyLength")?;
                 let task = self.existing(&call.params).await?;
-                let answer = Answer::task(task, shape, history_length(&call.params));
+                let answer = Answer::about(&call, task, history);
                 Ok(Answered::Task(answer))
             }
-            Some(Method::Cancel) => self.cancel(&call.params, shape).await.map(Answered::Task),
+            Some(Method::Cancel) => {
+                let mut answer = self.cancel(&call.params, shape).await?;
+                answer.shape = answer_shape(&call, &answer.task);
+                Ok(Answered::Task(answer))
+            }
             Some(Method::List) => self.list(&call.params, shape).await.map(Answered::Page),
             // The card says pushNotifications: false.
             Some(Method::PushConfig) => Err(RpcError::new(
@@ -617,7 +634,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         params: &Value,
         shape: Shape,
     ) -> Result<Answer, RpcError> {
-        let (task, request, blocking) = self.create_task(params).await?;
+        let (task, request, blocking) = self.create_task(params, shape).await?;
+        let history = params
+            .get("configuration")
+            .map(|c| validate::history_length(c, "configuration.historyLength"))
+            .transpose()?
+            .flatten();
         let follow = if blocking { Follow::Wait } else { Follow::None };
         let id = task.id.clone();
         let started = self.start(request, task.clone(), follow).await?;
@@ -633,7 +655,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
         Ok(Answer {
             wrap: shape == Shape::V10,
-            ..Answer::task(task, shape, None)
+            ..Answer::task(task, shape, history)
         })
     }
 
@@ -642,16 +664,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     async fn create_task(
         self: &Arc<Self>,
         params: &Value,
+        shape: Shape,
     ) -> Result<(Task, FulfilRequest, bool), RpcError> {
-        let msg = params
-            .get("message")
-            .filter(|m| m.is_object())
-            .ok_or_else(|| RpcError::invalid_params("params.message must be an object"))?;
-        if msg.get("parts").is_some_and(|p| !p.is_array()) {
-            return Err(RpcError::invalid_params(
-                "params.message.parts must be an array",
-            ));
-        }
+        let msg = validate::check_send(params)?;
         let mut user = Message::from_value(msg)
             .unwrap_or_else(|| Message::agent_text(String::new(), String::new()));
         user.role = Role::User;
@@ -694,6 +709,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             updated_ms: self.host.unix_ms(),
             artifacts: Vec::new(),
             history: vec![user],
+            dialect: shape,
         };
         let request = FulfilRequest {
             task_id,
@@ -1031,11 +1047,15 @@ fn task_id(params: &Value) -> Result<&str, RpcError> {
         .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))
 }
 
-fn history_length(params: &Value) -> Option<usize> {
-    params
-        .get("historyLength")
-        .and_then(Value::as_u64)
-        .map(|n| n as usize)
+/// The shape to answer a call about `task` in: the version the call
+/// names, else the one the task was made in (a 1.0 client that omits
+/// `A2A-Version` reads its own tasks in 1.0 shapes).
+fn answer_shape(call: &RpcRequest, task: &Task) -> Shape {
+    if call.versioned {
+        call.shape
+    } else {
+        task.dialect
+    }
 }
 
 /// A JSON-RPC result (always a task here), serialised straight to bytes.
@@ -1048,6 +1068,12 @@ struct Answer {
 }
 
 impl Answer {
+    /// `task` answering `call`, in the shape [`answer_shape`] picks.
+    fn about(call: &RpcRequest, task: Task, history_length: Option<usize>) -> Answer {
+        let shape = answer_shape(call, &task);
+        Answer::task(task, shape, history_length)
+    }
+
     fn task(task: Task, shape: Shape, history_length: Option<usize>) -> Answer {
         Answer {
             task,
@@ -1091,6 +1117,8 @@ impl serde::Serialize for Answer {
 struct ErrorBody<'a> {
     code: i64,
     message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<rpc::ErrorDetails<'a>>,
 }
 
 #[derive(serde::Serialize)]

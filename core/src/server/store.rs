@@ -259,6 +259,7 @@ mod tests {
             updated_ms: None,
             artifacts: vec![],
             history: vec![],
+            dialect: crate::task::Shape::V03,
         }
     }
 

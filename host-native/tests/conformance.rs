@@ -1,0 +1,108 @@
+//! A2A conformance of `toolnexus serve` over real HTTP (issue 9): required
+//! fields, versions, error details, and the dialect of unversioned calls,
+//! kept by the file store across a restart.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+use toolnexus_core::skills::SkillSet;
+use toolnexus_core::{HttpRequest, Transport};
+use toolnexus_host_native::{serve, Model, NativeTransport, ServeOptions};
+
+fn options() -> ServeOptions {
+    let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    tk.add_skills(SkillSet::new());
+    ServeOptions::new(Arc::new(tk), Model::Echo)
+}
+
+async fn rpc(url: &str, version: Option<&str>, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut req = HttpRequest::post_json(format!("{url}/"), body.to_string().into_bytes());
+    if let Some(v) = version {
+        req = req.with_header("A2A-Version", v);
+    }
+    let resp = NativeTransport::shared()
+        .send(req)
+        .await
+        .expect("an HTTP answer");
+    assert_eq!(resp.status, 200);
+    serde_json::from_slice(&resp.body).expect("a JSON-RPC body")
+}
+
+#[tokio::test]
+async fn required_fields_versions_and_error_details_over_http() {
+    let handle = serve("127.0.0.1:0", options()).await.expect("serve");
+    let url = handle.url.clone();
+    let no_id = json!({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}});
+    let v = rpc(&url, Some("1.0"), "SendMessage", no_id.clone()).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert_eq!(v["error"]["data"][0]["reason"], "INVALID_PARAMS");
+    assert_eq!(
+        v["error"]["data"][1]["fieldViolations"][0]["field"],
+        "message.messageId"
+    );
+    let v = rpc(
+        &url,
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m", "parts": []}}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"].get("data").is_none(),
+        "0.3 errors stay plain: {v}"
+    );
+    let v = rpc(&url, Some("1.1"), "SendMessage", no_id).await;
+    assert_eq!(v["error"]["code"], -32009, "{v}");
+    handle.stop().await;
+}
+
+#[tokio::test]
+async fn an_unversioned_10_client_reads_its_tasks_in_10_shapes_across_a_restart() {
+    let dir = std::env::temp_dir().join(format!(
+        "toolnexus-dialect-{}-{}",
+        std::process::id(),
+        common::free_port()
+    ));
+    let mut options = options();
+    options.store = format!("file:{}", dir.display());
+    let handle = serve("127.0.0.1:0", options.clone()).await.expect("serve");
+    // What the official 1.0 clients send when they omit the header.
+    let v = rpc(
+        &handle.url,
+        None,
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}]}}),
+    )
+    .await;
+    let task = &v["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+    let id = task["id"].as_str().expect("id").to_string();
+    let old = rpc(
+        &handle.url,
+        None,
+        "SendMessage",
+        json!({"message": {"role": "user", "messageId": "m2", "parts": [{"kind": "text", "text": "hi"}]}}),
+    )
+    .await;
+    let old_id = old["result"]["id"]
+        .as_str()
+        .expect("a bare 0.3 task")
+        .to_string();
+    handle.stop().await;
+
+    let handle = serve("127.0.0.1:0", options).await.expect("serve again");
+    let got = rpc(&handle.url, None, "GetTask", json!({"id": id})).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    assert_eq!(got["result"]["history"][0]["role"], "ROLE_USER");
+    let got = rpc(&handle.url, None, "GetTask", json!({"id": old_id})).await;
+    assert_eq!(got["result"]["status"]["state"], "completed", "{got}");
+    assert_eq!(got["result"]["kind"], "task");
+    handle.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
