@@ -118,6 +118,8 @@ pub struct CallMachine {
     head: ResponseHead,
     plain: Vec<u8>,
     events: VecDeque<StreamEvent>,
+    /// The answer's file and data parts (1.0 shape), for `metadata.parts`.
+    attachments: Vec<Value>,
 }
 
 impl CallMachine {
@@ -143,6 +145,7 @@ impl CallMachine {
             task: None,
             resubscribing: false,
             resubscribes: 0,
+            attachments: Vec::new(),
             sse: SseParser::new(),
             head: ResponseHead::default(),
             plain: Vec::new(),
@@ -267,6 +270,7 @@ impl CallMachine {
     /// The agent answered directly, without a task.
     fn on_message(&mut self, now_ms: u64, message: crate::task::Message) -> Step<ToolResult> {
         self.state = TaskState::Completed;
+        self.attachments = attachments(message.parts.iter());
         let text = message.text();
         self.events.push_back(StreamEvent::Message(message));
         self.finish(now_ms, false, text)
@@ -409,16 +413,20 @@ impl CallMachine {
     }
 
     fn finish(&self, now_ms: u64, is_error: bool, output: String) -> Step<ToolResult> {
+        let mut metadata = json!({
+            "agent": self.spec.agent,
+            "taskId": self.task_id,
+            "state": self.state.as_str(),
+            "polls": self.polls,
+            "ms": now_ms.saturating_sub(self.started_ms),
+        });
+        if !self.attachments.is_empty() {
+            metadata["parts"] = Value::Array(self.attachments.clone());
+        }
         Step::Done(ToolResult {
             output,
             is_error,
-            metadata: Some(json!({
-                "agent": self.spec.agent,
-                "taskId": self.task_id,
-                "state": self.state.as_str(),
-                "polls": self.polls,
-                "ms": now_ms.saturating_sub(self.started_ms),
-            })),
+            metadata: Some(metadata),
         })
     }
 
@@ -449,7 +457,10 @@ impl CallMachine {
         let id = &task.id;
         let state = task.state.as_str();
         match task.state {
-            TaskState::Completed => self.finish(now_ms, false, task.output_text()),
+            TaskState::Completed => {
+                self.attachments = attachments(task.artifacts.iter().flat_map(|a| &a.parts));
+                self.finish(now_ms, false, task.output_text())
+            }
             TaskState::Failed | TaskState::Canceled | TaskState::Rejected => {
                 let output = match task.status_text() {
                     Some(text) => format!("A2A task {id} {state}: {text}"),
@@ -497,6 +508,15 @@ impl CallMachine {
             until_ms: (now_ms + delay_ms).min(self.deadline_ms),
         }
     }
+}
+
+/// The file and data parts among `parts`, in the 1.0 shape: the output
+/// keeps the text, `metadata.parts` carries these.
+fn attachments<'a>(parts: impl Iterator<Item = &'a crate::task::Part>) -> Vec<Value> {
+    parts
+        .filter(|p| p.text().is_none())
+        .map(crate::task::Part::to_v10)
+        .collect()
 }
 
 impl Machine for CallMachine {

@@ -22,6 +22,7 @@ pub mod http;
 pub mod json;
 #[cfg(feature = "server")]
 pub mod llm;
+pub mod part;
 pub mod rpc;
 pub mod sanitize;
 #[cfg(feature = "server")]
@@ -45,6 +46,7 @@ pub use config::parse_agents_config;
 pub use error::{Error, TransportError};
 pub use event::{ArtifactUpdate, StatusUpdate, StreamEvent};
 pub use http::{HttpRequest, HttpResponse};
+pub use part::Part;
 pub use rpc::Dialect;
 pub use sanitize::sanitize;
 pub use task::{Task, TaskState};

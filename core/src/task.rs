@@ -5,6 +5,9 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::part::Part;
+use crate::part::{read_parts, Parts};
+
 /// The lifecycle state of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskState {
@@ -122,21 +125,21 @@ impl Role {
     }
 }
 
-/// A message; only its text parts are kept.
+/// A message: its text, file and data parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub role: Role,
     pub message_id: String,
-    pub parts: Vec<String>,
+    pub parts: Vec<Part>,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
 }
 
-/// An artifact; only its text parts are kept.
+/// An artifact: its text, file and data parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Artifact {
     pub artifact_id: String,
-    pub parts: Vec<String>,
+    pub parts: Vec<Part>,
 }
 
 /// A task as the client sees it and the server stores it.
@@ -160,15 +163,10 @@ pub(crate) fn text_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-/// The text parts of a `parts` array: `{kind:"text", text}` (0.3) or `{text}` (1.0).
-fn text_parts(v: &Value) -> Vec<String> {
-    v.get("parts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|p| matches!(p.get("kind").and_then(Value::as_str), None | Some("text")))
-        .filter_map(|p| text_of(p, "text"))
-        .collect()
+/// The text parts among `parts` joined by `"\n"`; `None` when none is text.
+fn joined_text<'a>(parts: impl Iterator<Item = &'a Part>) -> Option<String> {
+    let texts: Vec<&str> = parts.filter_map(Part::text).collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
 }
 
 impl Message {
@@ -177,7 +175,7 @@ impl Message {
         Message {
             role: Role::Agent,
             message_id,
-            parts: vec![text],
+            parts: vec![Part::Text(text)],
             context_id: None,
             task_id: None,
         }
@@ -189,7 +187,7 @@ impl Message {
         Some(Message {
             role: Role::parse(v.get("role").and_then(Value::as_str).unwrap_or("user")),
             message_id: text_of(v, "messageId").unwrap_or_default(),
-            parts: text_parts(v),
+            parts: read_parts(v),
             context_id: text_of(v, "contextId"),
             task_id: text_of(v, "taskId"),
         })
@@ -197,7 +195,7 @@ impl Message {
 
     /// The text parts joined by `"\n"`.
     pub fn text(&self) -> String {
-        self.parts.join("\n")
+        joined_text(self.parts.iter()).unwrap_or_default()
     }
 
     /// The message in the given wire shape, to serialise.
@@ -216,7 +214,7 @@ impl Artifact {
     pub fn from_value(v: &Value) -> Artifact {
         Artifact {
             artifact_id: text_of(v, "artifactId").unwrap_or_default(),
-            parts: text_parts(v),
+            parts: read_parts(v),
         }
     }
 }
@@ -263,12 +261,7 @@ impl Task {
 
     /// All artifact text parts joined by `"\n"`, or `None` when there are none.
     pub fn artifact_text(&self) -> Option<String> {
-        let parts: Vec<&str> = self
-            .artifacts
-            .iter()
-            .flat_map(|a| a.parts.iter().map(String::as_str))
-            .collect();
-        (!parts.is_empty()).then(|| parts.join("\n"))
+        joined_text(self.artifacts.iter().flat_map(|a| a.parts.iter()))
     }
 
     /// The text of the status message, when it has any.
@@ -318,21 +311,6 @@ pub struct ShapedTask<'a> {
     pub task: &'a Task,
     pub shape: Shape,
     pub history_length: Option<usize>,
-}
-
-pub(crate) struct Parts<'a>(pub(crate) &'a [String], pub(crate) Shape);
-
-impl Serialize for Parts<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Part<'a> {
-            #[serde(skip_serializing_if = "Option::is_none")]
-            kind: Option<&'static str>,
-            text: &'a str,
-        }
-        let kind = (self.1 == Shape::V03).then_some("text");
-        s.collect_seq(self.0.iter().map(|text| Part { kind, text }))
-    }
 }
 
 impl Serialize for Shaped<'_, Message> {

@@ -106,3 +106,47 @@ async fn an_unversioned_10_client_reads_its_tasks_in_10_shapes_across_a_restart(
     handle.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn file_and_data_parts_survive_serve_and_reach_the_cli_result() {
+    // The server keeps a message's file and data parts, over HTTP.
+    let handle = serve("127.0.0.1:0", options()).await.expect("serve");
+    let parts = json!([{"text": "look"},
+        {"url": "https://files.example/r.pdf", "mediaType": "application/pdf", "filename": "r.pdf"},
+        {"data": {"k": [1, 2]}}]);
+    let v = rpc(
+        &handle.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m", "parts": parts}}),
+    )
+    .await;
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    let got = rpc(&handle.url, Some("1.0"), "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["history"][0]["parts"], parts, "{got}");
+    handle.stop().await;
+
+    // `toolnexus call` prints an answer's non-text parts in metadata.parts.
+    let peer = common::Stub::a2a(
+        json!({"name": "drawer", "skills": [{"id": "draw", "description": "Draws"}]}),
+        |_, _| {
+            json!({"id": "t1", "status": {"state": "completed"}, "artifacts": [{"parts": [
+                {"kind": "text", "text": "a chart"},
+                {"kind": "file", "file": {"bytes": "iVBORw0KGgo=", "mimeType": "image/png", "name": "c.png"}}]}]})
+        },
+    )
+    .await;
+    let card = peer.card_url();
+    let (code, stdout, stderr) = common::run_to_end(
+        &common::toolnexus_bin(),
+        &["call", &card, "draw", "a chart please", "--no-cache"],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(result["output"], "a chart");
+    assert_eq!(
+        result["metadata"]["parts"],
+        json!([{"raw": "iVBORw0KGgo=", "mediaType": "image/png", "filename": "c.png"}])
+    );
+}

@@ -79,8 +79,13 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
             "required": false,
         }]}),
     );
-    put("defaultInputModes", json!(["text"]));
-    put("defaultOutputModes", json!(["text"]));
+    // Modes are media types (A2A 1.0). Files and data parts are taken too
+    // (kept in the task, described to the model); answers are text.
+    put(
+        "defaultInputModes",
+        json!(["text/plain", "application/json"]),
+    );
+    put("defaultOutputModes", json!(["text/plain"]));
     if let Some(p) = &cfg.provider {
         put(
             "provider",
@@ -121,8 +126,11 @@ mod tests {
             card["capabilities"]["extensions"][0]["uri"],
             crate::card::LONG_POLL_EXTENSION
         );
-        assert_eq!(card["defaultInputModes"], json!(["text"]));
-        assert_eq!(card["defaultOutputModes"], json!(["text"]));
+        assert_eq!(
+            card["defaultInputModes"],
+            json!(["text/plain", "application/json"])
+        );
+        assert_eq!(card["defaultOutputModes"], json!(["text/plain"]));
         assert!(card.get("provider").is_none());
     }
 

@@ -278,3 +278,64 @@ fn unversioned_calls_about_a_task_answer_in_the_dialect_it_was_made_in() {
         "{got}"
     );
 }
+
+/// A message with a file (by URL and inline) and a data part, in 1.0 shapes.
+fn rich_10() -> Value {
+    json!({"role": "ROLE_USER", "messageId": "m1", "parts": [
+        {"text": "summarise these"},
+        {"url": "https://files.example/r.pdf", "mediaType": "application/pdf", "filename": "r.pdf"},
+        {"raw": "aGVsbG8=", "mediaType": "text/plain", "filename": "hello.txt"},
+        {"data": {"quarter": 3, "rows": [1, 2]}, "mediaType": "application/json"}]})
+}
+
+#[test]
+fn file_and_data_parts_are_kept_end_to_end_in_both_shapes() {
+    let f = fixture();
+    let v = f.rpc(Some("1.0"), "SendMessage", json!({"message": rich_10()}));
+    let task = &v["result"]["task"];
+    assert_eq!(task["history"][0]["parts"], rich_10()["parts"], "{v}");
+    let id = task["id"].clone();
+    // Stored, and read back in either shape.
+    let got = f.rpc(Some("1.0"), "GetTask", json!({"id": id}));
+    assert_eq!(got["result"]["history"][0]["parts"], rich_10()["parts"]);
+    let got = f.rpc(Some("0.3"), "tasks/get", json!({"id": id}));
+    assert_eq!(
+        got["result"]["history"][0]["parts"],
+        json!([
+            {"kind": "text", "text": "summarise these"},
+            {"kind": "file", "file": {"uri": "https://files.example/r.pdf", "mimeType": "application/pdf", "name": "r.pdf"}},
+            {"kind": "file", "file": {"bytes": "aGVsbG8=", "mimeType": "text/plain", "name": "hello.txt"}},
+            {"kind": "data", "data": {"quarter": 3, "rows": [1, 2]}}
+        ])
+    );
+    let listed = f.rpc(Some("1.0"), "ListTasks", json!({}));
+    assert_eq!(
+        listed["result"]["tasks"][0]["history"][0]["parts"],
+        rich_10()["parts"]
+    );
+    // The fulfiller reads each non-text part as one line.
+    assert_eq!(
+        lock(&f.host.events)[0].task,
+        "summarise these\n[file r.pdf application/pdf https://files.example/r.pdf]\n\
+         [file hello.txt text/plain (inline)]\n[data {\"quarter\":3,\"rows\":[1,2]}]"
+    );
+    // A 0.3 message with only a file is taken too, and streams keep its part.
+    let file_only = json!({"role": "user", "messageId": "m2", "parts": [
+        {"kind": "file", "file": {"uri": "https://files.example/a.png", "mimeType": "image/png"}}]});
+    let (_, mut body) = f.stream(None, "message/stream", json!({"message": file_only}));
+    let first = f.next_event(&mut body).expect("the task");
+    assert_eq!(
+        first["result"]["history"][0]["parts"][0]["file"]["uri"], "https://files.example/a.png",
+        "{first}"
+    );
+}
+
+#[test]
+fn card_modes_are_media_types() {
+    let c = card();
+    assert_eq!(
+        c["defaultInputModes"],
+        json!(["text/plain", "application/json"])
+    );
+    assert_eq!(c["defaultOutputModes"], json!(["text/plain"]));
+}

@@ -357,7 +357,7 @@ impl Tasks {
                         context_id: run.task.context_id.clone(),
                         artifact: crate::task::Artifact {
                             artifact_id: run.answer_id.clone(),
-                            parts: vec![text],
+                            parts: vec![crate::task::Part::Text(text)],
                         },
                         append: run.chunks > 0,
                         last_chunk: true,

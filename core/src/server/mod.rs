@@ -61,7 +61,9 @@ pub const LEGACY_CARD_PATH: &str = "/.well-known/agent.json";
 pub struct FulfilRequest {
     pub task_id: String,
     pub context_id: String,
-    /// The message's text parts joined by `"\n"`.
+    /// The message's parts joined by `"\n"`: text as it is, a file or
+    /// data part as one line (`[file name type url]`, `[data {…}]`); the
+    /// parts themselves are in the task's history.
     pub text: String,
     /// The skill named in the message's `metadata.skill`, if any.
     pub skill: Option<String>,
@@ -671,7 +673,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .unwrap_or_else(|| Message::agent_text(String::new(), String::new()));
         user.role = Role::User;
         if user.parts.is_empty() {
-            return Err(RpcError::invalid_params("the message has no text part"));
+            return Err(RpcError::invalid_field(
+                "message.parts",
+                "has no part with content",
+            ));
         }
         if let Some(task_id) = &user.task_id {
             return Err(self
@@ -700,7 +705,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // Stored without ids of its own: on the wire it carries the task's.
         user.context_id = None;
         user.task_id = None;
-        let text = user.text();
+        // Files and data reach a fulfiller that reads text as one line each.
+        let text = user
+            .parts
+            .iter()
+            .map(crate::task::Part::describe)
+            .collect::<Vec<_>>()
+            .join("\n");
         let task = Task {
             id: task_id.clone(),
             context_id: context_id.clone(),
