@@ -157,7 +157,14 @@ async fn the_model_loads_a_skill_through_the_tool_loop() {
     let card = format!("{}{CARD_PATH}", handle.url);
     let tools = agent_tools(&Agent::new(&card)).await.expect("tools");
     let r = tools[0].execute(&json!({"task": "hi"})).await;
-    assert_eq!(r.output, "followed: Say a friendly hello.");
+    // The reference `<skill_content>` block of a skill given as data.
+    assert_eq!(
+        r.output,
+        "followed: <skill_content name=\"greet\">\n# Skill: greet\n\nSay a friendly hello.\n\n\
+         Base directory for this skill: skill://greet/\n\
+         Relative paths in this skill (e.g., scripts/, reference/) are relative to this base directory.\n\
+         </skill_content>"
+    );
     let first = log.lock().expect("log")[0].clone();
     assert_eq!(
         first["messages"][1],
@@ -166,7 +173,7 @@ async fn the_model_loads_a_skill_through_the_tool_loop() {
     assert!(
         first["messages"][0]["content"]
             .as_str()
-            .is_some_and(|s| s.contains("greet")),
+            .is_some_and(|s| s.ends_with("## Available Skills\n- **greet**: says hello")),
         "skills prompt"
     );
     assert_eq!(first["tools"][0]["function"]["name"], "skill");
