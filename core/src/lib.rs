@@ -20,6 +20,7 @@ pub mod error;
 pub mod event;
 pub mod http;
 pub mod json;
+pub mod list;
 #[cfg(feature = "server")]
 pub mod llm;
 pub mod part;

@@ -150,3 +150,69 @@ async fn file_and_data_parts_survive_serve_and_reach_the_cli_result() {
         json!([{"raw": "iVBORw0KGgo=", "mediaType": "image/png", "filename": "c.png"}])
     );
 }
+
+#[tokio::test]
+async fn toolnexus_tasks_lists_a_served_agents_tasks_with_filters() {
+    let handle = serve("127.0.0.1:0", options()).await.expect("serve");
+    for (ctx, text) in [("ctx-a", "first"), ("ctx-b", "second"), ("ctx-a", "third")] {
+        let v = rpc(
+            &handle.url,
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"role": "ROLE_USER", "messageId": text, "contextId": ctx,
+                "parts": [{"text": text}]}}),
+        )
+        .await;
+        assert_eq!(
+            v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{v}"
+        );
+    }
+    let card = format!("{}/.well-known/agent-card.json", handle.url);
+    let run = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::run_to_end(&common::toolnexus_bin(), &args).await
+    };
+    let (code, stdout, stderr) = run(vec![
+        "tasks".into(),
+        card.clone(),
+        "--context".into(),
+        "ctx-a".into(),
+        "--no-cache".into(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let outputs: Vec<&str> = v["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["output"].as_str())
+        .collect();
+    assert_eq!(outputs, ["third", "first"], "newest first: {v}");
+    assert_eq!(v["totalSize"], 2);
+    assert_eq!(v["tasks"][0]["state"], "completed");
+    assert_eq!(v["tasks"][0]["contextId"], "ctx-a");
+    assert!(v["tasks"][0]["timestamp"].is_string());
+    let (code, stdout, _) = run(vec![
+        "tasks".into(),
+        card.clone(),
+        "--status".into(),
+        "working".into(),
+        "--no-cache".into(),
+    ])
+    .await;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(v["totalSize"], 0, "{v}");
+    let (code, _, stderr) = run(vec![
+        "tasks".into(),
+        card,
+        "--status".into(),
+        "bogus".into(),
+    ])
+    .await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("unknown --status"), "{stderr}");
+    handle.stop().await;
+}

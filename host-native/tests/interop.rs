@@ -345,3 +345,29 @@ async fn the_python_sdk_client_calls_toolnexus_serve() {
 async fn the_js_sdk_client_calls_toolnexus_serve() {
     served_to(Sdk::Js).await;
 }
+
+/// The official clients list tasks (ListTasks, 1.0) from `toolnexus serve`:
+/// the task they just ran is there, with its answer.
+async fn lists_tasks_of(sdk: Sdk) {
+    let server = our_server().await;
+    let card = format!("{}/.well-known/agent-card.json", server.url);
+    let text = format!("list me, {sdk:?}");
+    let (code, v, stderr) = official_client(sdk, &card, &text, &["--list"]).await;
+    assert_eq!(code, 0, "{sdk:?}: {v} {stderr}");
+    assert_eq!(v["totalSize"], 1, "{sdk:?}: {v}");
+    assert_eq!(
+        v["listed"],
+        json!([{"id": v["listed"][0]["id"], "state": "completed", "text": text}]),
+        "{sdk:?}: {v}"
+    );
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_lists_tasks_from_serve() {
+    lists_tasks_of(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_js_sdk_client_lists_tasks_from_serve() {
+    lists_tasks_of(Sdk::Js).await;
+}

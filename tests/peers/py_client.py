@@ -1,6 +1,6 @@
 """Official a2a-sdk (Python) A2A client for interop tests.
 
-Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
+Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream] [--list]
 
   CARD_URL   full URL of the agent card, e.g.
              http://127.0.0.1:P/.well-known/agent-card.json
@@ -63,6 +63,7 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -203,7 +204,7 @@ def task_text(task: Task) -> str:
 
 
 async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
-              stream: bool = False) -> int:
+              stream: bool = False, list_after: bool = False) -> int:
     factory_cls = LegacyClientFactory if legacy else ClientFactory
     # streaming=False: use SendMessage / message/send (blocking), not SSE.
     # --stream: streaming=True, SendStreamingMessage / message/stream (SSE).
@@ -213,10 +214,13 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
     ctx = ClientCallContext(timeout=CALL_TIMEOUT_S)
     events: list[dict] | None = [] if stream else None
 
+    listed: dict = {}
+
     def emit(state: str, result_text: str) -> None:
         out = {'state': state, 'text': result_text}
         if events is not None:
             out['events'] = events
+        out.update(listed)
         print(json.dumps(out))
 
     if stream:
@@ -267,6 +271,13 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
             await asyncio.sleep(POLL_INTERVAL_S)
             task = await client.get_task(GetTaskRequest(id=task.id), context=ctx)
 
+        if list_after:
+            page = await client.list_tasks(
+                ListTasksRequest(context_id=task.context_id, include_artifacts=True),
+                context=ctx)
+            listed['listed'] = [{'id': t.id, 'state': state_name(t.status.state),
+                                 'text': task_text(t)} for t in page.tasks]
+            listed['totalSize'] = page.total_size
         emit(state_name(task.status.state), task_text(task))
         return 0 if task.status.state == TaskState.TASK_STATE_COMPLETED else 2
     finally:
@@ -283,13 +294,15 @@ def main() -> None:
                         help='returnImmediately=true; poll GetTask instead')
     parser.add_argument('--stream', action='store_true',
                         help='use the SDK streaming path (SSE); adds "events" to the output')
+    parser.add_argument('--list', action='store_true',
+                        help='then ListTasks of the task\'s context; adds "listed" and "totalSize"')
     args = parser.parse_args()
     if args.stream and args.non_blocking:
         print('error: --stream and --non-blocking are mutually exclusive', file=sys.stderr)
         sys.exit(1)
     try:
         rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking,
-                             args.stream))
+                             args.stream, args.list))
     except Exception as e:  # noqa: BLE001
         msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
         print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)

@@ -154,7 +154,7 @@ function foldEvent(task, event) {
   return t;
 }
 
-async function run(cardUrl, text, legacy, nonBlocking, stream = false) {
+async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter = false) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
   const factory = new ClientFactory(
@@ -186,8 +186,9 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false) {
 
   const opts = () => ({ signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
   const events = stream ? [] : undefined;
+  const listed = {};
   const emit = (state, resultText) =>
-    console.log(JSON.stringify(events ? { state, text: resultText, events } : { state, text: resultText }));
+    console.log(JSON.stringify({ state, text: resultText, ...(events ? { events } : {}), ...listed }));
   const request = {
     tenant: '',
     message: {
@@ -252,6 +253,15 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false) {
     await sleep(POLL_INTERVAL_MS);
     task = await client.getTask({ tenant: '', id: task.id, historyLength: undefined }, opts());
   }
+  if (listAfter) {
+    const page = await client.listTasks(
+      { tenant: '', contextId: task.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: undefined,
+        pageToken: '', historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: true },
+      opts()
+    );
+    listed.listed = page.tasks.map((t) => ({ id: t.id, state: stateName(t.status?.state), text: taskText(t) }));
+    listed.totalSize = page.totalSize;
+  }
   emit(stateName(task.status.state), taskText(task));
   return task.status.state === TaskState.TASK_STATE_COMPLETED ? 0 : 2;
 }
@@ -265,6 +275,7 @@ try {
       v03: { type: 'boolean', default: false },
       'non-blocking': { type: 'boolean', default: false },
       stream: { type: 'boolean', default: false },
+      list: { type: 'boolean', default: false },
     },
   });
   if (parsed.positionals.length !== 2) throw new Error('expected CARD_URL and TEXT');
@@ -284,7 +295,8 @@ try {
     text,
     parsed.values.legacy || parsed.values.v03,
     parsed.values['non-blocking'],
-    parsed.values.stream
+    parsed.values.stream,
+    parsed.values.list
   );
 } catch (e) {
   const code = e?.code !== undefined ? ` (code ${e.code})` : '';
