@@ -3,7 +3,7 @@
 
 use crate::http_server::{self, ServerHandle, StaticFiles, DEFAULT_BODY_LIMIT};
 use crate::store::AnyStore;
-use crate::Toolkit;
+use crate::{NativeTransport, Toolkit};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -11,12 +11,13 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, Fulfiller, LlmFulfiller, Reply,
-    ServerHost, ServerOptions, TaskEvent, CARD_PATH, LEGACY_CARD_PATH,
+    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, Fulfiller, LlmFulfiller, PushOptions,
+    Reply, ServerHost, ServerOptions, TaskEvent, CARD_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
 use toolnexus_core::transport::BoxFuture;
 use toolnexus_core::Task;
+use toolnexus_core::{HttpRequest, Transport};
 
 /// Who answers the tasks.
 #[derive(Clone)]
@@ -58,6 +59,10 @@ pub struct ServeOptions {
     pub ui_dir: Option<PathBuf>,
     /// The `: ping` heartbeat of idle event streams; default 15 s, `None` for none.
     pub heartbeat: Option<Duration>,
+    /// Push notifications to webhooks (the card then says
+    /// `pushNotifications: true`); `None` (the default): the config methods
+    /// answer -32003.
+    pub push: Option<PushOptions>,
 }
 
 /// A state-change hook: the task as just saved.
@@ -115,6 +120,7 @@ impl ServeOptions {
             on_state: None,
             ui_dir: None,
             heartbeat: Some(toolnexus_core::server::DEFAULT_HEARTBEAT),
+            push: None,
         }
     }
 }
@@ -128,6 +134,8 @@ struct Jobs {
 
 struct NativeHost {
     on_task: Option<OnTask>,
+    /// Webhooks whose names resolve to internal addresses are refused unless this.
+    allow_private_webhooks: bool,
     jobs: Arc<Jobs>,
     /// The zero of `now_ms`.
     epoch: std::time::Instant,
@@ -179,6 +187,55 @@ impl ServerHost for NativeHost {
         let at = self.epoch + Duration::from_millis(at_ms);
         Some(Box::pin(tokio::time::sleep_until(at.into())))
     }
+
+    fn send(
+        &self,
+        req: HttpRequest,
+    ) -> Option<BoxFuture<'static, Result<toolnexus_core::HttpResponse, String>>> {
+        let allow_private = self.allow_private_webhooks;
+        Some(Box::pin(async move {
+            if !allow_private {
+                refuse_internal_names(&req.url).await?;
+            }
+            NativeTransport::shared()
+                .send(req)
+                .await
+                .map_err(|e| e.to_string())
+        }))
+    }
+}
+
+/// Core refuses internal addresses written in a webhook URL; a name that
+/// resolves to one is refused here, before anything is sent.
+async fn refuse_internal_names(url: &str) -> Result<(), String> {
+    let Some(origin) = toolnexus_core::url::origin(url) else {
+        return Ok(());
+    };
+    let authority = origin.split("://").nth(1).unwrap_or_default();
+    let with_port = if authority
+        .rsplit(']')
+        .next()
+        .unwrap_or(authority)
+        .contains(':')
+    {
+        authority.to_string()
+    } else if origin.starts_with("https") {
+        format!("{authority}:443")
+    } else {
+        format!("{authority}:80")
+    };
+    let addrs = tokio::net::lookup_host(with_port)
+        .await
+        .map_err(|e| format!("cannot resolve the webhook {url}: {e}"))?;
+    for addr in addrs {
+        if toolnexus_core::server::push::is_internal(addr.ip()) {
+            return Err(format!(
+                "the webhook {url} resolves to an internal address ({}); refused",
+                addr.ip()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A running agent.
@@ -288,10 +345,13 @@ fn start(
         .skills()
         .map(|s| s.skills().to_vec())
         .unwrap_or_default();
-    let card = options
-        .a2a
-        .as_ref()
-        .map(|cfg| build_agent_card(cfg, &skills, &card_url));
+    let card = options.a2a.as_ref().map(|cfg| {
+        let cfg = A2aConfig {
+            push_notifications: options.push.is_some(),
+            ..cfg.clone()
+        };
+        build_agent_card(&cfg, &skills, &card_url)
+    });
     let fulfiller: Arc<dyn Fulfiller> = match options.model {
         Model::Llm(llm) => Arc::new(LlmFulfiller {
             toolkit: options.toolkit.clone(),
@@ -304,6 +364,10 @@ fn start(
     let host = NativeHost {
         epoch: std::time::Instant::now(),
         on_task: options.on_task,
+        allow_private_webhooks: options
+            .push
+            .as_ref()
+            .is_some_and(|p| p.allow_private_webhooks),
         jobs: jobs.clone(),
     };
     let store = ObservedStore {
@@ -315,6 +379,7 @@ fn start(
             card: card.map(Into::into),
             cors_origin: options.cors_origin,
             heartbeat: options.heartbeat,
+            push: options.push,
             ..Default::default()
         },
         store,

@@ -216,3 +216,58 @@ async fn toolnexus_tasks_lists_a_served_agents_tasks_with_filters() {
     assert!(stderr.contains("unknown --status"), "{stderr}");
     handle.stop().await;
 }
+
+#[tokio::test]
+async fn push_is_advertised_only_when_enabled_and_private_webhooks_are_refused() {
+    let card_of = |url: String| async move {
+        let resp = NativeTransport::shared()
+            .send(HttpRequest::get(format!(
+                "{url}/.well-known/agent-card.json"
+            )))
+            .await
+            .expect("card");
+        serde_json::from_slice::<Value>(&resp.body).expect("card json")
+    };
+    let plain = serve("127.0.0.1:0", options()).await.expect("serve");
+    assert_eq!(
+        card_of(plain.url.clone()).await["capabilities"]["pushNotifications"],
+        false
+    );
+    let v = rpc(
+        &plain.url,
+        Some("1.0"),
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": "t"}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32003, "{v}");
+    plain.stop().await;
+
+    let mut opts = options();
+    opts.push = Some(toolnexus_host_native::PushOptions::default());
+    let handle = serve("127.0.0.1:0", opts).await.expect("serve");
+    assert_eq!(
+        card_of(handle.url.clone()).await["capabilities"]["pushNotifications"],
+        true
+    );
+    let v = rpc(
+        &handle.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "x"}]},
+               "configuration": {"taskPushNotificationConfig": {"url": format!("{}/hook", handle.url)}}}),
+    )
+    .await;
+    assert_eq!(
+        v["error"]["code"], -32602,
+        "a loopback webhook is refused: {v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("private"),
+        "{v}"
+    );
+    handle.stop().await;
+}

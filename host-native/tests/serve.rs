@@ -79,6 +79,7 @@ async fn the_served_card_is_build_agent_card() {
             url: "https://acme.example".into(),
         }),
         skills: None,
+        push_notifications: false,
     };
     let mut options = ServeOptions::new(toolkit_with(set.clone()), openai(llm.url()));
     options.a2a = Some(a2a.clone());

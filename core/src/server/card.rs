@@ -20,6 +20,9 @@ pub struct A2aConfig {
     pub provider: Option<Provider>,
     /// Allowlist of skill names to advertise; `None` advertises all.
     pub skills: Option<Vec<String>>,
+    /// Advertise `capabilities.pushNotifications` (the server must offer
+    /// them: [`super::ServerOptions::push`]).
+    pub push_notifications: bool,
 }
 
 /// The card name used when none is configured.
@@ -73,7 +76,7 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
     );
     put(
         "capabilities",
-        json!({"streaming": true, "pushNotifications": false, "extensions": [{
+        json!({"streaming": true, "pushNotifications": cfg.push_notifications, "extensions": [{
             "uri": crate::card::LONG_POLL_EXTENSION,
             "description": "GetTask honours Prefer: wait=N (RFC 7240): it answers when the task settles or after N seconds",
             "required": false,

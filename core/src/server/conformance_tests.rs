@@ -339,3 +339,165 @@ fn card_modes_are_media_types() {
     );
     assert_eq!(c["defaultOutputModes"], json!(["text/plain"]));
 }
+
+// ---- Push notifications ----
+
+#[cfg(feature = "push")]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn push_fixture() -> Fixture {
+    let host = Arc::new(TestHost::default());
+    let store = Arc::new(Recording::default());
+    let options = ServerOptions {
+        card: Some(card().into()),
+        push: Some(PushOptions::default()),
+        ..Default::default()
+    };
+    Fixture {
+        server: A2aServer::new(options, store.clone(), host.clone(), Rules),
+        host,
+        store,
+    }
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn push_configs_are_set_read_listed_deleted_and_deliver_each_saved_state() {
+    let f = push_fixture();
+    let v = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("hang on"),
+        "configuration": {"returnImmediately": true}}),
+    );
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    f.settle();
+    let config = json!({"taskId": id, "url": "https://hooks.example/a2a", "token": "tk",
+        "authentication": {"scheme": "Bearer", "credentials": "s3cret"}});
+    let set = f.rpc(
+        Some("1.0"),
+        "CreateTaskPushNotificationConfig",
+        config.clone(),
+    );
+    let cid = set["result"]["id"]
+        .as_str()
+        .expect("an id is given")
+        .to_string();
+    assert_eq!(set["result"]["url"], "https://hooks.example/a2a", "{set}");
+    assert_eq!(set["result"]["authentication"], json!({"scheme": "Bearer"}));
+    assert!(
+        !set.to_string().contains("s3cret"),
+        "credentials never echoed"
+    );
+    // SSRF: internal addresses are refused.
+    for url in [
+        "http://127.0.0.1:9/x",
+        "http://169.254.169.254/",
+        "http://10.0.0.1/",
+    ] {
+        let bad = f.rpc(
+            Some("1.0"),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": url}),
+        );
+        assert_eq!(bad["error"]["code"], -32602, "{url}: {bad}");
+    }
+    assert_eq!(
+        f.error_code(
+            Some("1.0"),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "nope", "url": "https://hooks.example/a2a"})
+        ),
+        -32001
+    );
+    let got = f.rpc(
+        Some("1.0"),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": cid}),
+    );
+    assert_eq!(got["result"]["id"], cid.as_str(), "{got}");
+    let listed = f.rpc(
+        Some("1.0"),
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    );
+    assert_eq!(
+        listed["result"]["configs"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    let listed03 = f.rpc(None, "tasks/pushNotificationConfig/list", json!({"id": id}));
+    assert_eq!(
+        listed03["result"][0]["pushNotificationConfig"]["id"],
+        cid.as_str(),
+        "{listed03}"
+    );
+    let got03 = f.rpc(
+        None,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id, "pushNotificationConfigId": cid}),
+    );
+    assert_eq!(got03["result"]["taskId"], id.as_str(), "{got03}");
+
+    // The next saved state goes to the webhook, with its credentials.
+    assert!(lock(&f.host.sent).is_empty());
+    f.rpc(Some("1.0"), "CancelTask", json!({"id": id}));
+    f.settle();
+    let sent = lock(&f.host.sent).clone();
+    assert_eq!(sent.len(), 1, "one notification for the one change");
+    assert_eq!(sent[0].url, "https://hooks.example/a2a");
+    assert_eq!(sent[0].method, "POST");
+    assert_eq!(sent[0].header("Authorization"), Some("Bearer s3cret"));
+    assert_eq!(sent[0].header("X-A2A-Notification-Token"), Some("tk"));
+    let body: Value = serde_json::from_slice(&sent[0].body).expect("json");
+    assert_eq!(body["task"]["id"], id.as_str());
+    assert_eq!(body["task"]["status"]["state"], "TASK_STATE_CANCELED");
+
+    let del = f.rpc(
+        Some("1.0"),
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": cid}),
+    );
+    assert_eq!(del["result"], json!({}), "{del}");
+    let listed = f.rpc(
+        Some("1.0"),
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    );
+    assert_eq!(listed["result"]["configs"], json!([]));
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn a_send_with_a_webhook_gets_each_state_in_its_dialect() {
+    let f = push_fixture();
+    // 0.3: the config on message/send, the bare 0.3 task delivered.
+    let v = f.rpc(None, "message/send", json!({"message": msg_03("progress please"),
+        "configuration": {"blocking": false, "pushNotificationConfig": {"url": "https://hooks.example/03"}}}));
+    assert_eq!(v["result"]["status"]["state"], "submitted", "{v}");
+    f.settle();
+    let states: Vec<String> = lock(&f.host.sent)
+        .iter()
+        .map(|r| {
+            serde_json::from_slice::<Value>(&r.body).expect("json")["status"]["state"].to_string()
+        })
+        .collect();
+    // Each saved state: working, working saying "thinking", completed.
+    assert_eq!(states, ["\"working\"", "\"working\"", "\"completed\""]);
+    // A private webhook on send is refused before any task is made.
+    let bad = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("x"),
+        "configuration": {"taskPushNotificationConfig": {"url": "http://localhost/x"}}}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    // Without push the same send is PushNotificationNotSupported.
+    let plain = fixture();
+    let v = plain.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("x"),
+        "configuration": {"taskPushNotificationConfig": {"url": "https://hooks.example/x"}}}),
+    );
+    assert_eq!(v["error"]["code"], -32003, "{v}");
+}

@@ -10,6 +10,8 @@ mod card;
 mod fulfil;
 mod list;
 mod machine;
+#[cfg(feature = "push")]
+pub mod push;
 mod rpc;
 mod store;
 mod stream;
@@ -126,6 +128,20 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     fn sleep_until(&self, _at_ms: u64) -> Option<BoxFuture<'static, ()>> {
         None
     }
+    /// Sends an HTTP request and reads the whole answer (push notifications
+    /// to webhooks). Hosts without one keep the default: they cannot offer
+    /// push notifications.
+    fn send(&self, _req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+        None
+    }
+}
+
+/// Push notifications, when the server offers them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushOptions {
+    /// Take webhooks on loopback, private, link-local and metadata
+    /// addresses (refused by default: SSRF).
+    pub allow_private_webhooks: bool,
 }
 
 /// The longest `Prefer: wait` honoured, in seconds.
@@ -250,6 +266,10 @@ pub struct ServerOptions {
     /// (`Cache-Control: public, max-age=N`). `None` (the default): they
     /// revalidate every time (`no-cache`), cheaply, with its `ETag`.
     pub card_max_age: Option<Duration>,
+    /// Push notifications to webhooks (feature `push`, and a host that
+    /// sends HTTP); `None`: the config methods answer -32003. The card
+    /// should say so ([`A2aConfig::push_notifications`]).
+    pub push: Option<PushOptions>,
 }
 
 /// The heartbeat of idle event streams: 15 s (as the official Python SDK).
@@ -263,6 +283,7 @@ impl Default for ServerOptions {
             cors_origin: None,
             heartbeat: Some(DEFAULT_HEARTBEAT),
             card_max_age: None,
+            push: None,
         }
     }
 }
@@ -281,6 +302,8 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     heartbeat_ms: Option<u64>,
     card_cache_control: String,
     tasks: Mutex<Tasks>,
+    #[cfg(feature = "push")]
+    push: Option<(PushOptions, Mutex<push::PushConfigs>)>,
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
@@ -300,6 +323,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 None => "no-cache".into(),
             },
             tasks: Mutex::new(Tasks::default()),
+            #[cfg(feature = "push")]
+            push: options.push.map(|o| (o, Mutex::default())),
         })
     }
 
@@ -584,11 +609,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(Answered::Task(answer))
             }
             Some(Method::List) => self.list(&call.params, shape).await.map(Answered::Page),
+            #[cfg(feature = "push")]
+            Some(Method::PushConfig) if self.push.is_some() => self
+                .push_config(&call)
+                .await
+                .map(|v| Answered::Value(Box::new(v))),
             // The card says pushNotifications: false.
-            Some(Method::PushConfig) => Err(RpcError::new(
-                rpc::PUSH_NOTIFICATION_NOT_SUPPORTED,
-                "Push notifications are not supported by this agent",
-            )),
+            Some(Method::PushConfig) => Err(push_not_supported()),
             Some(Method::ExtendedCard) => Err(RpcError::new(
                 rpc::EXTENDED_CARD_NOT_CONFIGURED,
                 "This agent has no extended agent card",
@@ -695,6 +722,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .map(str::to_string);
 
         let task_id = self.host.new_id();
+        self.push_on_send(params, &task_id, shape)?;
         let context_id = user
             .context_id
             .clone()
@@ -877,6 +905,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 task.state = TaskState::Canceled;
                 task.updated_ms = self.host.unix_ms().or(task.updated_ms);
                 self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+                self.notify(&task);
                 let info = machine::RunInfo {
                     skill: None,
                     text: task.history.first().map(Message::text).unwrap_or_default(),
@@ -916,6 +945,14 @@ enum Follow {
 struct Started {
     stream: Option<(Task, Option<Slot>)>,
     wait: Option<Slot>,
+}
+
+/// PushNotificationNotSupportedError: the card says `pushNotifications: false`.
+fn push_not_supported() -> RpcError {
+    RpcError::new(
+        rpc::PUSH_NOTIFICATION_NOT_SUPPORTED,
+        "Push notifications are not supported by this agent",
+    )
 }
 
 /// The error for a state the store did not take: never acknowledged.
@@ -978,6 +1015,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             if let Some(save) = job.save.as_mut() {
                 if let Poll::Ready((task, result)) = save.as_mut().poll(cx) {
                     job.save = None;
+                    if result.is_ok() {
+                        server.notify(&task);
+                    }
                     let after = server.tasks().saved(task, result.map_err(|e| e.0));
                     server.after_save(after);
                     moved = true;
@@ -1095,10 +1135,12 @@ impl Answer {
     }
 }
 
-/// A JSON-RPC result: a task, or a page of them.
+/// A JSON-RPC result: a task, a page of them, or another value.
 enum Answered {
     Task(Answer),
     Page(list::Page),
+    #[cfg_attr(not(feature = "push"), allow(dead_code))]
+    Value(Box<Value>),
 }
 
 impl serde::Serialize for Answered {
@@ -1106,6 +1148,7 @@ impl serde::Serialize for Answered {
         match self {
             Answered::Task(a) => a.serialize(s),
             Answered::Page(p) => p.serialize(s),
+            Answered::Value(v) => v.serialize(s),
         }
     }
 }
@@ -1152,3 +1195,20 @@ fn plain(status: u16, text: &str) -> HttpResponse {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(not(feature = "push"))]
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
+    /// Without the `push` feature a SendMessage naming a webhook is -32003.
+    fn push_on_send(&self, params: &Value, _task: &str, _shape: Shape) -> Result<(), RpcError> {
+        let config = params.get("configuration").and_then(|c| {
+            c.get("taskPushNotificationConfig")
+                .or_else(|| c.get("pushNotificationConfig"))
+        });
+        match config {
+            Some(c) if !c.is_null() => Err(push_not_supported()),
+            _ => Ok(()),
+        }
+    }
+
+    fn notify(self: &Arc<Self>, _task: &Task) {}
+}

@@ -23,6 +23,8 @@ struct TestHost {
     time: VirtualTime,
     /// The timers handed out: (ms, due at).
     timers: Mutex<Vec<(u64, u64)>>,
+    /// The requests sent (push notifications); each answered 204.
+    sent: Mutex<Vec<HttpRequest>>,
 }
 
 impl Default for TestHost {
@@ -33,6 +35,7 @@ impl Default for TestHost {
             events: Mutex::default(),
             time: VirtualTime::manual(),
             timers: Mutex::default(),
+            sent: Mutex::default(),
         }
     }
 }
@@ -69,6 +72,15 @@ impl ServerHost for Arc<TestHost> {
     fn sleep_until(&self, at: u64) -> Option<BoxFuture<'static, ()>> {
         lock(&self.timers).push((at - self.time.now(), at));
         Some(Box::pin(self.time.sleep_until(at)))
+    }
+    fn send(&self, req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+        lock(&self.sent).push(req);
+        let answer = HttpResponse {
+            status: 204,
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        Some(Box::pin(std::future::ready(Ok(answer))))
     }
 }
 
@@ -1301,6 +1313,7 @@ fn the_heartbeat_follows_the_options() {
         cors_origin: None,
         heartbeat: Some(Duration::from_millis(250)),
         card_max_age: None,
+        push: None,
     };
     let f = Fixture {
         server: A2aServer::new(options, store.clone(), host.clone(), Rules),

@@ -154,7 +154,7 @@ function foldEvent(task, event) {
   return t;
 }
 
-async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter = false) {
+async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter = false, pushUrl = undefined) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
   const factory = new ClientFactory(
@@ -201,14 +201,19 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter
       extensions: [],
       referenceTaskIds: [],
     },
-    configuration: nonBlocking
-      ? {
-          acceptedOutputModes: [],
-          taskPushNotificationConfig: undefined,
-          historyLength: undefined,
-          returnImmediately: true,
-        }
-      : undefined,
+    configuration:
+      nonBlocking || pushUrl
+        ? {
+            acceptedOutputModes: [],
+            // The webhook rides on the message; the task's states are POSTed to it.
+            taskPushNotificationConfig: pushUrl
+              ? { tenant: '', id: '', taskId: '', url: pushUrl, token: 'js-token',
+                  authentication: { scheme: 'Bearer', credentials: 'js-secret' } }
+              : undefined,
+            historyLength: undefined,
+            returnImmediately: nonBlocking,
+          }
+        : undefined,
     metadata: undefined,
   };
 
@@ -253,6 +258,18 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter
     await sleep(POLL_INTERVAL_MS);
     task = await client.getTask({ tenant: '', id: task.id, historyLength: undefined }, opts());
   }
+  if (pushUrl) {
+    // The four config methods on the finished task.
+    const made = await client.createTaskPushNotificationConfig(
+      { tenant: '', id: '', taskId: task.id, url: `${pushUrl}/2`, token: '', authentication: undefined },
+      opts()
+    );
+    const got = await client.getTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
+    const configs = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
+    await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
+    const after = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
+    listed.push = { taskId: task.id, created: made.id, got: got.url, listed: configs.configs.length, afterDelete: after.configs.length };
+  }
   if (listAfter) {
     const page = await client.listTasks(
       { tenant: '', contextId: task.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: undefined,
@@ -276,6 +293,7 @@ try {
       'non-blocking': { type: 'boolean', default: false },
       stream: { type: 'boolean', default: false },
       list: { type: 'boolean', default: false },
+      push: { type: 'string' },
     },
   });
   if (parsed.positionals.length !== 2) throw new Error('expected CARD_URL and TEXT');
@@ -296,7 +314,8 @@ try {
     parsed.values.legacy || parsed.values.v03,
     parsed.values['non-blocking'],
     parsed.values.stream,
-    parsed.values.list
+    parsed.values.list,
+    parsed.values.push
   );
 } catch (e) {
   const code = e?.code !== undefined ? ` (code ${e.code})` : '';
