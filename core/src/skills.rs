@@ -462,9 +462,8 @@ impl SkillSet {
             return NO_SKILLS.into();
         }
         // As JavaScript's localeCompare does for skill names: case last.
-        described.sort_by(|a, b| {
-            (a.name.to_lowercase().cmp(&b.name.to_lowercase())).then(a.name.cmp(&b.name))
-        });
+        let key = |s: &Skill| (s.name.to_ascii_lowercase(), s.name.clone());
+        insertion_sort(&mut described, |a, b| key(a) < key(b));
         let mut out = format!("{SKILLS_PROMPT_PREAMBLE}\n\n## Available Skills");
         for skill in described {
             out.push_str(&format!("\n- **{}**: {}", skill.name, skill.description));
@@ -499,7 +498,7 @@ impl SkillSet {
         };
         let Some(i) = self.skills.iter().position(|s| s.name == name) else {
             let mut names: Vec<&str> = self.skills.iter().map(|s| s.name.as_str()).collect();
-            names.sort_unstable();
+            insertion_sort(&mut names, |a, b| a < b);
             let names = if names.is_empty() {
                 "none".to_string()
             } else {
@@ -539,6 +538,18 @@ impl SkillSet {
             metadata: Some(
                 json!({"name": skill.name, "dir": dir.map_or(base.clone(), str::to_string)}),
             ),
+        }
+    }
+}
+
+/// Sorts a short list in place. (The standard sorts add kilobytes per
+/// element type to the npm `.wasm`; a skill list is a few dozen names.)
+fn insertion_sort<T>(v: &mut [T], less: impl Fn(&T, &T) -> bool) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && less(&v[j], &v[j - 1]) {
+            v.swap(j, j - 1);
+            j -= 1;
         }
     }
 }
