@@ -1,56 +1,81 @@
 //! The A2A protocol core of toolnexus: Agent Cards, the outbound call, the
-//! toolkit and (soon) the server function.
+//! toolkit, the LLM tool loop and the server function.
 //!
 //! **Architecture invariant:** this crate does no I/O. It never opens a
 //! socket or a file, never reads the clock, the environment or a random
 //! source. Everything from the outside world comes in through the
 //! [`Transport`] trait (send an HTTP request, sleep, read the clock, make an
-//! id, look up an environment variable), so the same code runs natively, in
-//! browsers, in edge workers and under wasmtime.
+//! id, look up an environment variable) or, for the server,
+//! [`server::ServerHost`] and [`server::TaskStore`], so the same code runs
+//! natively, in browsers, in edge workers and under wasmtime.
 //!
-//! The outbound call is a plain state machine ([`call::CallMachine`]) driven by
-//! one small generic driver ([`driver::drive`]).
+//! Every protocol flow is a machine of one shape ([`Machine`]): card
+//! resolution ([`CardMachine`]), the outbound call ([`CallMachine`]), the LLM
+//! tool loop ([`llm::RunMachine`]), run by one generic driver ([`drive`]).
+//!
+//! The folders follow the architecture; the modules are private and what a
+//! host or a user needs is re-exported here:
+//!
+//! | folder | what |
+//! |---|---|
+//! | `model/` | tasks, messages, stream events, tools and results, the agent descriptor |
+//! | `wire/` | HTTP values, JSON-RPC and the dialects, SSE, URLs |
+//! | `client/` | the Agent Card, the call machine, `agent_tools`, the `Toolkit` |
+//! | `host/` | the `Transport` trait and the driver |
+//! | [`llm`] | the OpenAI/Anthropic tool loop (feature `server`) |
+//! | [`skills`] | SKILL.md skills and the `skill` tool (feature `server`) |
+//! | [`server`] | the server function, its task machine and stores (feature `server`) |
 
-pub mod agent;
-pub mod call;
-pub mod card;
-pub mod config;
-pub mod driver;
-pub mod error;
-pub mod event;
-pub mod http;
-pub mod json;
-pub mod list;
+mod client;
+mod error;
+mod host;
+mod model;
+mod wire;
+
 #[cfg(feature = "server")]
 pub mod llm;
-pub mod part;
-pub mod rpc;
-pub mod sanitize;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "server")]
 pub mod skills;
-pub mod sse;
-pub mod task;
-pub mod time;
-pub mod tool;
-pub mod toolkit;
-pub mod transport;
-pub mod url;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use agent::{expand_env, Agent, DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS};
-pub use card::{AgentCard, CardSkill, CardSummary};
-pub use config::parse_agents_config;
+pub use client::call::{CallMachine, CallSpec};
+pub use client::card::{
+    AgentCard, CardInterface, CardMachine, CardSkill, CardSummary, SkillSummary,
+    LONG_POLL_EXTENSION,
+};
+pub use client::config::parse_agents_config;
+pub use client::list::{list_tasks, ListFilter, TaskList};
+pub use client::sanitize::sanitize;
+#[cfg(feature = "server")]
+pub use client::toolkit::ToolCallHook;
+pub use client::toolkit::{
+    agent_tools, card_tools, fetch_card, A2aTool, AgentFailure, HostFn, Toolkit,
+};
 pub use error::{Error, TransportError};
-pub use event::{ArtifactUpdate, StatusUpdate, StreamEvent};
-pub use http::{HttpRequest, HttpResponse};
-pub use part::Part;
-pub use rpc::Dialect;
-pub use sanitize::sanitize;
-pub use task::{Task, TaskState};
-pub use tool::{ToolResult, ToolSpec};
-pub use toolkit::{agent_tools, A2aTool, Toolkit};
-pub use transport::{BodyStream, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport};
+pub use host::driver::{drive, drive_with_events, drive_with_work, Machine, ResponseHead, Step};
+pub use host::transport::{
+    BodyStream, BoxFuture, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport,
+};
+pub use model::agent::{expand_env, Agent, DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS};
+pub use model::event::{ArtifactUpdate, ShapedEvent, StatusUpdate, StreamEvent};
+pub use model::part::Part;
+pub use model::task::{Artifact, Message, Role, SendResult, Shape, Task, TaskState};
+pub use model::time::{format_rfc3339, parse_rfc3339};
+pub use model::tool::{ToolResult, ToolSpec};
+pub use wire::http::{HttpRequest, HttpResponse};
+pub use wire::json::text as json_text;
+pub use wire::rpc::Dialect;
+
+/// The JSON-RPC and A2A error codes, one table for both halves: the client
+/// reads them in a peer's error (`Error::Rpc`), the server sends them.
+pub mod codes {
+    pub use crate::wire::rpc::{
+        EXTENDED_CARD_NOT_CONFIGURED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+        METHOD_NOT_FOUND, PARSE_ERROR, PUSH_NOTIFICATION_NOT_SUPPORTED, TASK_NOT_CANCELABLE,
+        TASK_NOT_FOUND, UNSUPPORTED_OPERATION, VERSION_NOT_SUPPORTED,
+    };
+}

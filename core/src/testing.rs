@@ -5,8 +5,8 @@
 //! this crate's tests and by the `testing` feature.
 
 use crate::error::TransportError;
-use crate::http::{HttpRequest, HttpResponse};
-use crate::transport::{MaybeSend, StreamingResponse, Transport};
+use crate::host::transport::{MaybeSend, StreamingResponse, Transport};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -137,11 +137,11 @@ impl VirtualTime {
 
 /// Background jobs a test host was asked to run (`spawn`), for [`run_with_jobs`].
 #[derive(Default)]
-pub struct Jobs(Mutex<Vec<crate::transport::BoxFuture<'static, ()>>>);
+pub struct Jobs(Mutex<Vec<crate::host::transport::BoxFuture<'static, ()>>>);
 
 impl Jobs {
     /// Queues a job.
-    pub fn spawn(&self, job: crate::transport::BoxFuture<'static, ()>) {
+    pub fn spawn(&self, job: crate::host::transport::BoxFuture<'static, ()>) {
         self.0.lock().expect("jobs lock").push(job);
     }
 
@@ -155,7 +155,7 @@ impl Jobs {
         self.len() == 0
     }
 
-    fn take(&self) -> Vec<crate::transport::BoxFuture<'static, ()>> {
+    fn take(&self) -> Vec<crate::host::transport::BoxFuture<'static, ()>> {
         std::mem::take(&mut *self.0.lock().expect("jobs lock"))
     }
 }
@@ -394,11 +394,11 @@ impl ScriptedPeer {
                 let mut body = Vec::new();
                 for (_, result) in &events {
                     let data = json!({"jsonrpc": "2.0", "id": id, "result": result});
-                    crate::sse::write_event(&mut body, None, &data.to_string());
+                    crate::wire::sse::write_event(&mut body, None, &data.to_string());
                 }
                 Ok(HttpResponse {
                     status: 200,
-                    headers: vec![("Content-Type".into(), crate::sse::CONTENT_TYPE.into())],
+                    headers: vec![("Content-Type".into(), crate::wire::sse::CONTENT_TYPE.into())],
                     body,
                 })
             }
@@ -451,7 +451,7 @@ impl Transport for ScriptedPeer {
                     self.time.due_at(at);
                     let mut bytes = Vec::new();
                     let data = json!({"jsonrpc": "2.0", "id": id, "result": result});
-                    crate::sse::write_event(&mut bytes, None, &data.to_string());
+                    crate::wire::sse::write_event(&mut bytes, None, &data.to_string());
                     chunks.push_back((at, bytes));
                 }
                 let time = self.time.clone();
@@ -467,7 +467,7 @@ impl Transport for ScriptedPeer {
                 });
                 Ok(StreamingResponse {
                     status: 200,
-                    headers: vec![("Content-Type".into(), crate::sse::CONTENT_TYPE.into())],
+                    headers: vec![("Content-Type".into(), crate::wire::sse::CONTENT_TYPE.into())],
                     body: Box::pin(body),
                 })
             }
@@ -490,4 +490,34 @@ impl Transport for ScriptedPeer {
     fn env(&self, name: &str) -> Option<String> {
         self.env.get(name).cloned()
     }
+}
+
+/// A [`Locks`](crate::server::Locks) for tests and examples: a `std` mutex
+/// (core's own code has none; hosts bring theirs).
+#[cfg(feature = "server")]
+pub struct TestLocks;
+
+/// The lock of [`TestLocks`].
+#[cfg(feature = "server")]
+pub struct TestLock<T>(Mutex<T>);
+
+#[cfg(feature = "server")]
+impl<T: MaybeSend> crate::server::Lock<T> for TestLock<T> {
+    type Guard<'a>
+        = std::sync::MutexGuard<'a, T>
+    where
+        T: 'a;
+
+    fn new(value: T) -> Self {
+        TestLock(Mutex::new(value))
+    }
+
+    fn lock(&self) -> Self::Guard<'_> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(feature = "server")]
+impl crate::server::Locks for TestLocks {
+    type Lock<T: MaybeSend> = TestLock<T>;
 }

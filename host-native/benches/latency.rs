@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use toolnexus_core::server::{FulfilRequest, Fulfiller, Progress};
 use toolnexus_core::skills::{Skill, SkillSet};
-use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::BoxFuture;
 use toolnexus_host_native::{serve, Agent, Model, NativeTransport, ServeOptions};
 
 struct SleepsForText;

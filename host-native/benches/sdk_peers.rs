@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncBufReadExt;
-use toolnexus_core::task::Shape;
+use toolnexus_core::Shape;
 use toolnexus_host_native::{agent_tools, Agent};
 
 fn repo_root() -> PathBuf {

@@ -5,13 +5,15 @@
 
 use std::sync::Arc;
 use std::time::Instant;
-use toolnexus_core::server::{A2aServer, EchoFulfiller, MemoryStore, ServerHost, ServerOptions};
-use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::server::{A2aServer, EchoFulfiller, ServerHost, ServerOptions};
+use toolnexus_core::BoxFuture;
 use toolnexus_core::HttpRequest;
+use toolnexus_host_native::{MemoryStore, NativeLocks};
 
 struct Host;
 
 impl ServerHost for Host {
+    type Locks = NativeLocks;
     fn new_id(&self) -> String {
         uuid::Uuid::new_v4().to_string()
     }

@@ -8,8 +8,9 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use toolnexus_core::server::{MemoryStore, TaskStore};
-use toolnexus_core::task::{Artifact, Message, Role, Task, TaskState};
+use toolnexus_core::server::TaskStore;
+use toolnexus_core::{Artifact, Message, Role, Task, TaskState};
+use toolnexus_host_native::MemoryStore;
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -55,7 +56,7 @@ fn task(i: usize) -> Task {
             context_id: None,
             task_id: None,
         }],
-        dialect: toolnexus_core::task::Shape::V03,
+        dialect: toolnexus_core::Shape::V03,
     }
 }
 

@@ -8,7 +8,7 @@
 //! ```
 
 use serde_json::json;
-use toolnexus_core::task::Shape;
+use toolnexus_core::Shape;
 use toolnexus_host_native::{agent_tools, Agent};
 
 #[tokio::main]

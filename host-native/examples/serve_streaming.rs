@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolnexus_core::server::{A2aConfig, FulfilRequest, Fulfiller, Progress};
 use toolnexus_core::skills::{Skill, SkillSet};
-use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::BoxFuture;
 use toolnexus_host_native::{serve, Model, NativeTransport, ServeOptions};
 
 /// Counts down from the number in the task, one chunk a second.

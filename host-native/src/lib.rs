@@ -10,12 +10,14 @@
 
 pub mod config_file;
 pub mod http_server;
+pub mod lock;
 pub mod serve;
 pub mod skills_dir;
 pub mod store;
 pub mod transport;
 
 pub use http_server::Listener;
+pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
 pub use serve::{serve, serve_on, Model, ServeHandle, ServeOptions};
 use std::sync::Arc;
@@ -109,7 +111,7 @@ pub fn card_tools(
     agent: &Agent,
     card: &toolnexus_core::AgentCard,
 ) -> Vec<RemoteTool> {
-    toolnexus_core::toolkit::card_tools(agent, card)
+    toolnexus_core::card_tools(agent, card)
         .into_iter()
         .map(|inner| RemoteTool {
             inner,

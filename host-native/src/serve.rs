@@ -15,7 +15,7 @@ use toolnexus_core::server::{
     Reply, ServerHost, ServerOptions, TaskEvent, CARD_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
-use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::BoxFuture;
 use toolnexus_core::Task;
 use toolnexus_core::{HttpRequest, Transport};
 
@@ -142,6 +142,7 @@ struct NativeHost {
 }
 
 impl ServerHost for NativeHost {
+    type Locks = crate::NativeLocks;
     fn new_id(&self) -> String {
         uuid::Uuid::new_v4().to_string()
     }
@@ -208,21 +209,8 @@ impl ServerHost for NativeHost {
 /// Core refuses internal addresses written in a webhook URL; a name that
 /// resolves to one is refused here, before anything is sent.
 async fn refuse_internal_names(url: &str) -> Result<(), String> {
-    let Some(origin) = toolnexus_core::url::origin(url) else {
+    let Some(with_port) = toolnexus_core::server::push::webhook_address(url) else {
         return Ok(());
-    };
-    let authority = origin.split("://").nth(1).unwrap_or_default();
-    let with_port = if authority
-        .rsplit(']')
-        .next()
-        .unwrap_or(authority)
-        .contains(':')
-    {
-        authority.to_string()
-    } else if origin.starts_with("https") {
-        format!("{authority}:443")
-    } else {
-        format!("{authority}:80")
     };
     let addrs = tokio::net::lookup_host(with_port)
         .await

@@ -1,12 +1,13 @@
 //! Task stores of the native host: memory, or one JSON file per task.
 
+use crate::MemoryStore;
 use futures_util::future::{BoxFuture, Either};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use toolnexus_core::server::{MemoryStore, StoreError, TaskFilter, TaskStore};
-use toolnexus_core::task::{Message, Task, TaskState};
+use toolnexus_core::server::{StoreError, TaskFilter, TaskStore};
 use toolnexus_core::{sanitize, MaybeSend};
+use toolnexus_core::{Message, Task, TaskState};
 
 /// Tasks as `<dir>/<sanitized id>.json`, each written to a temp file,
 /// fsynced and renamed into place, so a crash never leaves a torn file.

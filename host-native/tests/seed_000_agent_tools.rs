@@ -49,11 +49,9 @@ async fn submit_then_poll_until_completed() {
         },
     )
     .await;
-    let agent = Agent {
-        timeout: Some(5_000),
-        poll_every: Some(10),
-        ..Agent::new(peer.card_url())
-    };
+    let agent = Agent::new(peer.card_url())
+        .with_timeout(std::time::Duration::from_millis(5_000))
+        .with_poll_every(std::time::Duration::from_millis(10));
     let tools = agent_tools(&agent).await.expect("tools");
     let r = tools[0].execute(&json!({"task": "ship the release"})).await;
     assert!(!r.is_error, "{}", r.output);
@@ -89,11 +87,9 @@ async fn two_skills_and_a_failed_task() {
         },
     )
     .await;
-    let agent = Agent {
-        timeout: Some(5_000),
-        poll_every: Some(5),
-        ..Agent::new(peer.card_url())
-    };
+    let agent = Agent::new(peer.card_url())
+        .with_timeout(std::time::Duration::from_millis(5_000))
+        .with_poll_every(std::time::Duration::from_millis(5));
     let tools = agent_tools(&agent).await.expect("tools");
     assert_eq!(tools.len(), 2);
     let fail = tools

@@ -20,7 +20,10 @@ async fn config_block_parsed_and_wired_into_a_toolkit() {
     let block = json!({"planner": {"card": peer.card_url(), "timeout": 5000, "pollEvery": 10,
                                    "headers": {"X-Trace": "abc"}}});
     let parsed = parse_agents_config(&block);
-    assert_eq!(parsed[0].timeout, Some(5000));
+    assert_eq!(
+        parsed[0].timeout,
+        Some(std::time::Duration::from_millis(5000))
+    );
     assert_eq!(
         parsed[0].headers,
         vec![("X-Trace".to_string(), "abc".to_string())]

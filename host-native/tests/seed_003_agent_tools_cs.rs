@@ -58,10 +58,7 @@ async fn list_a_peers_tools() {
 #[tokio::test]
 async fn execute_the_resolved_tool() {
     let peer = served("oracle", &[("answer", "answers questions")], "42").await;
-    let agent = Agent {
-        poll_every: Some(25),
-        ..Agent::new(peer.card_url())
-    };
+    let agent = Agent::new(peer.card_url()).with_poll_every(std::time::Duration::from_millis(25));
     let tools = agent_tools(&agent).await.expect("tools");
     let tool = tools
         .iter()

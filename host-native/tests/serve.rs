@@ -116,12 +116,10 @@ async fn a_served_skill_set_is_called_by_the_native_client() {
     });
     let handle = serve_with(options).await;
     let card = format!("{}{CARD_PATH}", handle.url);
-    let tools = agent_tools(&Agent {
-        poll_every: Some(25),
-        ..Agent::new(&card)
-    })
-    .await
-    .expect("tools");
+    let tools =
+        agent_tools(&Agent::new(&card).with_poll_every(std::time::Duration::from_millis(25)))
+            .await
+            .expect("tools");
     let mut names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["oracle_answer", "oracle_greet"]);
@@ -538,7 +536,7 @@ impl toolnexus_core::server::Fulfiller for Slow {
         &self,
         _: toolnexus_core::server::FulfilRequest,
         _: toolnexus_core::server::Progress,
-    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
         let ms = self.0;
         Box::pin(async move {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
@@ -587,7 +585,7 @@ async fn get_task_honours_prefer_wait() {
     let card: Value = serde_json::from_slice(&card.body).expect("json");
     assert_eq!(
         card["capabilities"]["extensions"][0]["uri"],
-        toolnexus_core::card::LONG_POLL_EXTENSION
+        toolnexus_core::LONG_POLL_EXTENSION
     );
     let v = rpc(
         &handle.url,
@@ -623,7 +621,7 @@ impl toolnexus_core::server::Fulfiller for Panics {
         &self,
         r: toolnexus_core::server::FulfilRequest,
         _: toolnexus_core::server::Progress,
-    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
         Box::pin(async move {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             if r.text == "boom" {
@@ -682,7 +680,7 @@ impl toolnexus_core::server::Fulfiller for Chatty {
         &self,
         _r: toolnexus_core::server::FulfilRequest,
         progress: toolnexus_core::server::Progress,
-    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
         Box::pin(async move {
             for i in 0..30 {
                 progress.artifact_chunk(format!("chunk {i} "), false);

@@ -130,11 +130,11 @@ async fn recovers(python: bool, task: &str, expected: &str) {
     );
     let transport = toolnexus_host_native::NativeTransport::shared();
     let agent = Agent::new(&card_url);
-    let card = toolnexus_core::toolkit::fetch_card(&transport, &agent)
+    let card = toolnexus_core::fetch_card(&transport, &agent)
         .await
         .expect("card");
     assert!(card.streaming, "the official servers advertise streaming");
-    let mut tool = toolnexus_core::toolkit::card_tools(&agent, &card)
+    let mut tool = toolnexus_core::card_tools(&agent, &card)
         .into_iter()
         .find(|t| t.skill == "echo")
         .expect("echo skill");

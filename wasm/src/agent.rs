@@ -8,6 +8,7 @@ use crate::convert::{
 use crate::transport::JsTransport;
 use js_sys::{Array, Object, Promise};
 use std::rc::Rc;
+use std::time::Duration;
 use toolnexus_core::{A2aTool, Agent, ToolResult};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
@@ -26,12 +27,12 @@ pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
     let card = get(v, "card")
         .as_string()
         .ok_or_else(|| misuse("agent.card (the Agent Card URL, a string) is required"))?;
-    Ok(Agent {
-        card,
-        headers: string_pairs(&get(v, "headers"), "agent.headers")?,
-        timeout: opt_u64(v, "timeout", "agent")?,
-        poll_every: opt_u64(v, "pollEvery", "agent")?,
-    })
+    let ms = |key| Ok::<_, JsValue>(opt_u64(v, key, "agent")?.map(Duration::from_millis));
+    let mut agent = Agent::new(card);
+    agent.headers = string_pairs(&get(v, "headers"), "agent.headers")?;
+    agent.timeout = ms("timeout")?;
+    agent.poll_every = ms("pollEvery")?;
+    Ok(agent)
 }
 
 /// The descriptor as a plain object; unset fields stay unset.
@@ -46,10 +47,10 @@ pub fn agent_to_js(a: &Agent) -> JsValue {
         set(&o, "headers", &h);
     }
     if let Some(t) = a.timeout {
-        set(&o, "timeout", &(t as f64).into());
+        set(&o, "timeout", &(t.as_millis() as f64).into());
     }
     if let Some(p) = a.poll_every {
-        set(&o, "pollEvery", &(p as f64).into());
+        set(&o, "pollEvery", &(p.as_millis() as f64).into());
     }
     o
 }

@@ -45,7 +45,7 @@ pub fn create_client(options: JsValue) -> Result<Client, JsValue> {
         cfg.max_tokens = n;
     }
     if let Some(ms) = opt_u64(&options, "timeout", WHAT)? {
-        cfg.timeout_ms = ms;
+        cfg.timeout = std::time::Duration::from_millis(ms);
     }
     let cfg = Rc::new(cfg);
     Ok(Client {

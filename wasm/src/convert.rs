@@ -116,7 +116,7 @@ pub fn to_json(v: &JsValue, what: &str) -> Result<Value, JsValue> {
 /// JSON as a plain JS value.
 pub fn to_js(v: &Value) -> JsValue {
     // serde_json always writes valid JSON, which JSON.parse accepts.
-    JSON::parse(&toolnexus_core::json::text(v)).unwrap_or(JsValue::NULL)
+    JSON::parse(&toolnexus_core::json_text(v)).unwrap_or(JsValue::NULL)
 }
 
 /// A serialisable core value as a plain JS value.
@@ -253,7 +253,7 @@ pub fn event_sink(
     let on_event = opt_function(options, "onEvent", what)?;
     Ok(move |event: toolnexus_core::StreamEvent| {
         if let Some(f) = &on_event {
-            let js = ser_to_js(&event.shaped(toolnexus_core::task::Shape::V03));
+            let js = ser_to_js(&event.shaped(toolnexus_core::Shape::V03));
             if let Err(e) = f.call1(&JsValue::NULL, &js) {
                 console_error(&format!("onEvent threw: {}", error_text(&e)));
             }

@@ -31,7 +31,7 @@ use toolnexus_core::server::{
     Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply, ServerHost, ServerOptions, TaskEvent,
 };
 use toolnexus_core::skills::Skill;
-use toolnexus_core::transport::BoxFuture;
+use toolnexus_core::BoxFuture;
 use toolnexus_core::{HttpRequest, HttpResponse};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -124,6 +124,7 @@ fn report(problem: &str) {
 }
 
 impl ServerHost for WasmHost {
+    type Locks = crate::store::WasmLocks;
     fn new_id(&self) -> String {
         new_id()
     }

@@ -4,9 +4,10 @@
 use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
 use futures_util::future::Either;
 use js_sys::{Function, Promise};
+use std::cell::{RefCell, RefMut};
 use std::future::Future;
-use toolnexus_core::server::{MemoryStore, StoreError, TaskFilter, TaskStore};
-use toolnexus_core::transport::MaybeSend;
+use toolnexus_core::server::{Lock, Locks, MemoryStore, StoreError, TaskFilter, TaskStore};
+use toolnexus_core::MaybeSend;
 use toolnexus_core::Task;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -15,8 +16,34 @@ use wasm_bindgen_futures::JsFuture;
 /// The memory store, or a JS object `{get(id), save(task)}` returning
 /// promises (KV, Durable Objects, …). Tasks cross as A2A 0.3 task objects.
 pub enum HandlerStore {
-    Memory(MemoryStore),
+    Memory(MemoryStore<WasmLocks>),
     Js(JsValue),
+}
+
+/// A wasm instance runs one thread: shared server state needs only a
+/// `RefCell` (core never holds it across an `.await`).
+pub struct WasmLocks;
+
+/// The lock of [`WasmLocks`].
+pub struct WasmLock<T>(RefCell<T>);
+
+impl<T> Lock<T> for WasmLock<T> {
+    type Guard<'a>
+        = RefMut<'a, T>
+    where
+        T: 'a;
+
+    fn new(value: T) -> Self {
+        WasmLock(RefCell::new(value))
+    }
+
+    fn lock(&self) -> RefMut<'_, T> {
+        self.0.borrow_mut()
+    }
+}
+
+impl Locks for WasmLocks {
+    type Lock<T: MaybeSend> = WasmLock<T>;
 }
 
 async fn call_store(
@@ -68,9 +95,7 @@ async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>
     let hint = Hint {
         context_id: filter.context_id,
         status: filter.state.map(|s| s.as_str()),
-        status_timestamp_after: filter
-            .updated_after_ms
-            .map(toolnexus_core::time::format_rfc3339),
+        status_timestamp_after: filter.updated_after_ms.map(toolnexus_core::format_rfc3339),
     };
     let listed = call_store(store, "list", ser_to_js(&hint)).await?;
     let value = to_json(&listed, "the listed tasks").map_err(|e| StoreError(error_text(&e)))?;

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
-use toolnexus_core::toolkit::HostFn;
+use toolnexus_core::HostFn;
 use toolnexus_core::{agent_tools, A2aTool, Agent, Error, ToolResult, ToolSpec};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -115,12 +115,12 @@ fn result_from_js(v: &JsValue) -> ToolResult {
         Value::Object(ref o) if o.contains_key("output") => ToolResult {
             output: match &o["output"] {
                 Value::String(s) => s.clone(),
-                other => toolnexus_core::json::text(other),
+                other => toolnexus_core::json_text(other),
             },
             is_error: o.get("isError").and_then(Value::as_bool).unwrap_or(false),
             metadata: o.get("metadata").filter(|m| !m.is_null()).cloned(),
         },
-        other => ToolResult::ok(toolnexus_core::json::text(&other)),
+        other => ToolResult::ok(toolnexus_core::json_text(&other)),
     }
 }
 

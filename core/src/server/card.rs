@@ -77,7 +77,7 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
     put(
         "capabilities",
         json!({"streaming": true, "pushNotifications": cfg.push_notifications, "extensions": [{
-            "uri": crate::card::LONG_POLL_EXTENSION,
+            "uri": crate::client::card::LONG_POLL_EXTENSION,
             "description": "GetTask honours Prefer: wait=N (RFC 7240): it answers when the task settles or after N seconds",
             "required": false,
         }]}),
@@ -127,7 +127,7 @@ mod tests {
         assert_eq!(card["capabilities"]["pushNotifications"], false);
         assert_eq!(
             card["capabilities"]["extensions"][0]["uri"],
-            crate::card::LONG_POLL_EXTENSION
+            crate::client::card::LONG_POLL_EXTENSION
         );
         assert_eq!(
             card["defaultInputModes"],
@@ -181,7 +181,8 @@ mod tests {
     #[test]
     fn the_card_is_a_hybrid_both_protocols_read() {
         let card = build_agent_card(&A2aConfig::default(), &[skill("s")], "http://h:1/");
-        let parsed = crate::card::AgentCard::from_value(&card).expect("our own reader accepts it");
+        let parsed =
+            crate::client::card::AgentCard::from_value(&card).expect("our own reader accepts it");
         assert_eq!(
             parsed.endpoint("http://h:1/.well-known/agent-card.json"),
             (crate::Dialect::V10, "http://h:1/".into())

@@ -1,9 +1,9 @@
 //! Ready-made fulfillers: the LLM tool loop over a toolkit, and echo.
 
 use super::{FulfilRequest, Fulfiller, Progress};
+use crate::client::toolkit::Toolkit;
+use crate::host::transport::{BoxFuture, Transport};
 use crate::llm::{LlmConfig, RunResult, ToolCall};
-use crate::toolkit::Toolkit;
-use crate::transport::{BoxFuture, Transport};
 use crate::Error;
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 
 use super::rpc::RpcError;
 use super::store::TaskFilter;
-use crate::task::{Shape, Task, TaskState};
+use crate::model::task::{Shape, Task, TaskState};
 use serde::ser::SerializeMap;
 use serde_json::Value;
 
@@ -46,7 +46,7 @@ impl ListQuery {
         };
         let updated_after_ms = match text("statusTimestampAfter")? {
             None => None,
-            Some(t) => Some(crate::time::parse_rfc3339(t).ok_or_else(|| {
+            Some(t) => Some(crate::model::time::parse_rfc3339(t).ok_or_else(|| {
                 RpcError::invalid_params(&format!(
                     "statusTimestampAfter {t:?} is not an RFC 3339 timestamp"
                 ))
@@ -212,7 +212,7 @@ mod tests {
             json!({"contextId": 5}),
         ] {
             let err = ListQuery::parse(&params).expect_err("invalid");
-            assert_eq!(err.code, crate::rpc::INVALID_PARAMS, "{params}");
+            assert_eq!(err.code, crate::wire::rpc::INVALID_PARAMS, "{params}");
         }
         let q =
             ListQuery::parse(&json!({"status": "TASK_STATE_WORKING", "pageSize": 100})).unwrap();

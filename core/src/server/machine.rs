@@ -15,8 +15,8 @@
 //! fulfilment job, event streams, waiting requests) poll it with their
 //! wakers, so no channel is needed.
 
-use crate::event::{StatusUpdate, StreamEvent};
-use crate::task::{Message, Task, TaskState};
+use crate::model::event::{StatusUpdate, StreamEvent};
+use crate::model::task::{Message, Task, TaskState};
 use std::collections::{HashMap, VecDeque};
 use std::task::{Context, Poll, Waker};
 
@@ -352,12 +352,12 @@ impl Tasks {
             Ok(text) => {
                 let mut events = Vec::new();
                 if run.chunks == 0 || !text.is_empty() {
-                    events.push(StreamEvent::Artifact(crate::event::ArtifactUpdate {
+                    events.push(StreamEvent::Artifact(crate::model::event::ArtifactUpdate {
                         task_id: run.task.id.clone(),
                         context_id: run.task.context_id.clone(),
-                        artifact: crate::task::Artifact {
+                        artifact: crate::model::task::Artifact {
                             artifact_id: run.answer_id.clone(),
-                            parts: vec![crate::task::Part::Text(text)],
+                            parts: vec![crate::model::task::Part::Text(text)],
                         },
                         append: run.chunks > 0,
                         last_chunk: true,
@@ -498,7 +498,7 @@ pub(crate) fn status(
         task_id: task.id.clone(),
         context_id: task.context_id.clone(),
         state,
-        timestamp: now_ms.map(crate::time::format_rfc3339),
+        timestamp: now_ms.map(crate::model::time::format_rfc3339),
         message,
     })
 }
@@ -518,7 +518,7 @@ mod tests {
             updated_ms: None,
             artifacts: Vec::new(),
             history: Vec::new(),
-            dialect: crate::task::Shape::V03,
+            dialect: crate::model::task::Shape::V03,
         }
     }
 

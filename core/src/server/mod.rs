@@ -17,21 +17,23 @@ mod store;
 mod stream;
 mod validate;
 
+pub use crate::host::lock::{Lock, Locks};
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use store::{MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_TASKS};
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
-use crate::event::{StatusUpdate, StreamEvent};
-use crate::http::{HttpRequest, HttpResponse};
-use crate::task::{Message, Role, Shape, Task, TaskState};
-use crate::transport::{BoxFuture, MaybeSend, MaybeSync};
+use crate::host::transport::{BoxFuture, MaybeSend, MaybeSync};
+use crate::model::event::{StatusUpdate, StreamEvent};
+use crate::model::task::{Message, Role, Shape, Task, TaskState};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use machine::{AfterSave, Slot, Tasks, Until, Waited};
 use rpc::{Method, RpcError, RpcRequest};
 use serde_json::Value;
 use std::future::Future;
+use std::ops::DerefMut;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -102,6 +104,9 @@ pub struct TaskEvent {
 
 /// What the server needs from its host.
 pub trait ServerHost: MaybeSend + MaybeSync + 'static {
+    /// How state shared between requests is locked (the running tasks): a
+    /// mutex natively, a `RefCell` on one thread.
+    type Locks: Locks;
     /// A fresh unique id.
     fn new_id(&self) -> String;
     /// Runs `job` to completion in the background (tokio::spawn, ctx.waitUntil, …).
@@ -187,7 +192,7 @@ enum Card {
 
 impl Card {
     fn fixed(card: &Value) -> Card {
-        let body = crate::json::text(card).into_bytes();
+        let body = crate::wire::json::text(card).into_bytes();
         let etag = entity_tag(&body);
         Card::Fixed(body, etag)
     }
@@ -198,7 +203,8 @@ impl Card {
             Card::Fixed(body, etag) => (body.clone(), etag.clone()),
             Card::RequestOrigin(config, skills) => {
                 let url = format!("{}/", request_origin(req));
-                let body = crate::json::text(&build_agent_card(config, skills, &url)).into_bytes();
+                let body =
+                    crate::wire::json::text(&build_agent_card(config, skills, &url)).into_bytes();
                 let etag = entity_tag(&body);
                 (body, etag)
             }
@@ -240,7 +246,7 @@ fn entity_tag(body: &[u8]) -> String {
 
 /// The origin a request was sent to: its URL's, else its `Host` header's.
 fn request_origin(req: &HttpRequest) -> String {
-    if let Some(origin) = crate::url::origin(&req.url) {
+    if let Some(origin) = crate::wire::url::origin(&req.url) {
         return origin.to_string();
     }
     let host = req
@@ -290,7 +296,7 @@ impl Default for ServerOptions {
 
 /// The A2A server. Keep it in an `Arc`; every request goes to [`A2aServer::handle`].
 ///
-/// Its one lock guards the running tasks ([`machine::Tasks`], a machine
+/// Its one lock guards the running tasks (`Tasks`, a machine
 /// with no I/O); fulfilment jobs, event streams and waiting requests poll
 /// it with their wakers.
 pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
@@ -301,10 +307,16 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     cors_origin: Option<String>,
     heartbeat_ms: Option<u64>,
     card_cache_control: String,
-    tasks: Mutex<Tasks>,
+    tasks: TasksLock<H>,
     #[cfg(feature = "push")]
-    push: Option<(PushOptions, Mutex<push::PushConfigs>)>,
+    push: Option<(PushOptions, PushLock<H>)>,
 }
+
+/// The host's lock around the running tasks.
+type TasksLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<Tasks>;
+/// The host's lock around the push-notification configs.
+#[cfg(feature = "push")]
+type PushLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<push::PushConfigs>;
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     pub fn new(options: ServerOptions, store: S, host: H, fulfiller: F) -> Arc<Self> {
@@ -322,9 +334,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
             },
-            tasks: Mutex::new(Tasks::default()),
+            tasks: Lock::new(Tasks::default()),
             #[cfg(feature = "push")]
-            push: options.push.map(|o| (o, Mutex::default())),
+            push: options
+                .push
+                .map(|o| (o, Lock::new(push::PushConfigs::default()))),
         })
     }
 
@@ -333,10 +347,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         &self.store
     }
 
-    fn tasks(&self) -> MutexGuard<'_, Tasks> {
-        // Nothing runs user code under this lock; if a panic poisoned it
-        // anyway, the machine's maps are still whole: keep serving.
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    fn tasks(&self) -> <TasksLock<H> as Lock<Tasks>>::Guard<'_> {
+        // Nothing runs user code under this lock, and the machine's maps are
+        // whole between its operations.
+        self.tasks.lock()
     }
 
     /// Answers one HTTP request with a whole response: a streamed answer
@@ -737,7 +751,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let text = user
             .parts
             .iter()
-            .map(crate::task::Part::describe)
+            .map(crate::model::task::Part::describe)
             .collect::<Vec<_>>()
             .join("\n");
         let task = Task {
@@ -825,7 +839,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 "the task could not be stored: {e}"
             )));
         }
-        let timestamp = self.host.unix_ms().map(crate::time::format_rfc3339);
+        let timestamp = self.host.unix_ms().map(crate::model::time::format_rfc3339);
         {
             let mut tasks = self.tasks();
             let after = tasks.saved(task, Ok(()));
@@ -1070,8 +1084,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
         let at = self.host.now_ms().saturating_add(self.heartbeat_ms?);
         self.host.sleep_until(at)
     }
-    fn tasks(&self) -> MutexGuard<'_, Tasks> {
-        A2aServer::tasks(self)
+    fn tasks(&self) -> Box<dyn DerefMut<Target = Tasks> + '_> {
+        Box::new(A2aServer::tasks(self))
     }
     fn unix_ms(&self) -> Option<u64> {
         self.host.unix_ms()
@@ -1080,7 +1094,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
 
 /// The path of a request URL (absolute URLs accepted), without query or fragment.
 fn path_of(url: &str) -> &str {
-    let path = match crate::url::origin(url) {
+    let path = match crate::wire::url::origin(url) {
         Some(o) => &url[o.len()..],
         None => url,
     };

@@ -6,9 +6,10 @@
 
 use super::rpc::RpcError;
 use super::{push_not_supported, A2aServer, Fulfiller, RpcRequest, ServerHost, TaskStore};
-use crate::http::{HttpRequest, HttpResponse};
-use crate::task::{Shape, Task};
-use crate::transport::BoxFuture;
+use crate::host::lock::Lock;
+use crate::host::transport::BoxFuture;
+use crate::model::task::{Shape, Task};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -94,7 +95,8 @@ impl PushConfig {
             Shape::V10 => json!({"task": task.to_value(Shape::V10)}),
             Shape::V03 => task.to_value(Shape::V03),
         };
-        let mut req = HttpRequest::post_json(&self.url, crate::json::text(&body).into_bytes());
+        let mut req =
+            HttpRequest::post_json(&self.url, crate::wire::json::text(&body).into_bytes());
         if let Some(scheme) = &self.scheme {
             let credentials = self.credentials.as_deref().unwrap_or_default();
             req = req.with_header("Authorization", format!("{scheme} {credentials}"));
@@ -144,6 +146,26 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `host:port` of a webhook URL, for a host to resolve (the port is the
+/// scheme's when none is written); `None` when it is not http(s).
+pub fn webhook_address(url: &str) -> Option<String> {
+    let (rest, port) = match url.strip_prefix("https://") {
+        Some(rest) => (rest, 443),
+        None => (url.strip_prefix("http://")?, 80),
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit('@').next()?;
+    let has_port = match host_port.rfind(']') {
+        Some(end) => host_port[end..].contains(':'),
+        None => host_port.contains(':'),
+    };
+    Some(if has_port {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:{port}")
+    })
 }
 
 /// Whether an address is loopback, private, link-local, carrier-grade NAT
@@ -306,7 +328,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         };
         // The task must exist (and is the caller's to watch).
         self.stored(&task).await?;
-        let lock = || configs.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = || configs.lock();
         let config_id = if v03 {
             text("pushNotificationConfigId")
         } else {
@@ -379,7 +401,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let config = PushConfig::from_value(config, task, shape)?;
         check_webhook_url(&config.url, options.allow_private_webhooks)
             .map_err(|e| RpcError::invalid_field("configuration.pushNotificationConfig.url", &e))?;
-        let mut configs = configs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut configs = configs.lock();
         configs.set(config, || self.host.new_id()).map(|_| ())
     }
 
@@ -389,10 +411,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let Some((_, configs)) = &self.push else {
             return;
         };
-        let start = configs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .enqueue(task);
+        let start = configs.lock().enqueue(task);
         if !start {
             return;
         }
@@ -408,10 +427,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let sleep = |ms: u64| host.sleep_until(host.now_ms().saturating_add(ms));
             let next = || {
                 let (_, configs) = server.push.as_ref()?;
-                configs
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .next(&task_id)
+                configs.lock().next(&task_id)
             };
             while let Some((url, req)) = next() {
                 if let Err(e) = deliver(req, send, sleep).await {
@@ -462,6 +478,23 @@ mod tests {
         for url in ["ftp://example.com/", "http:///x", "hooks.example.com"] {
             assert!(check_webhook_url(url, true).is_err(), "{url}");
         }
+    }
+
+    #[test]
+    fn the_address_to_resolve_has_the_schemes_port() {
+        assert_eq!(
+            webhook_address("https://h.example/x").as_deref(),
+            Some("h.example:443")
+        );
+        assert_eq!(
+            webhook_address("http://u@h:8080/x").as_deref(),
+            Some("h:8080")
+        );
+        assert_eq!(
+            webhook_address("http://[::1]/x").as_deref(),
+            Some("[::1]:80")
+        );
+        assert_eq!(webhook_address("ftp://h/"), None);
     }
 
     #[test]

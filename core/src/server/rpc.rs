@@ -1,10 +1,10 @@
 //! Reading JSON-RPC requests on the server side, in any dialect.
 
-use crate::http::HttpRequest;
-use crate::task::Shape;
+use crate::model::task::Shape;
+use crate::wire::http::HttpRequest;
 use serde_json::Value;
 
-pub use crate::rpc::{
+pub use crate::wire::rpc::{
     Method, EXTENDED_CARD_NOT_CONFIGURED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
     METHOD_NOT_FOUND, PARSE_ERROR, PUSH_NOTIFICATION_NOT_SUPPORTED, TASK_NOT_CANCELABLE,
     TASK_NOT_FOUND, UNSUPPORTED_OPERATION, VERSION_NOT_SUPPORTED,

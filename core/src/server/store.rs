@@ -1,13 +1,13 @@
 //! Where tasks live: the [`TaskStore`] trait and the bounded memory store.
 
-use crate::task::{Task, TaskState};
-use crate::transport::MaybeSend;
+use crate::host::lock::{Lock, Locks};
+use crate::host::transport::MaybeSend;
+use crate::model::task::{Task, TaskState};
 use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::DefaultHashBuilder;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::hash::BuildHasher;
-use std::sync::Mutex;
 
 /// A store failure (disk full, a KV error, the memory store at capacity).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,9 @@ impl TaskFilter {
 
 /// Persists tasks. `save` must be durable when it returns: the server
 /// acknowledges a task only after its first save.
-pub trait TaskStore: crate::transport::MaybeSend + crate::transport::MaybeSync + 'static {
+pub trait TaskStore:
+    crate::host::transport::MaybeSend + crate::host::transport::MaybeSync + 'static
+{
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend;
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend;
     /// The stored tasks that pass `filter`, in any order (returning more is
@@ -103,23 +105,25 @@ impl Inner {
 /// Tasks in memory, bounded: past `max_tasks`, the oldest finished tasks are
 /// dropped. Unfinished tasks are never dropped; when every slot holds one, a
 /// new task is refused with an error rather than growing without bound.
-pub struct MemoryStore {
+///
+/// `L` is the host's [`Locks`]: requests share the store through it.
+pub struct MemoryStore<L: Locks> {
     max_tasks: usize,
-    inner: Mutex<Inner>,
+    inner: L::Lock<Inner>,
 }
 
-impl Default for MemoryStore {
+impl<L: Locks> Default for MemoryStore<L> {
     fn default() -> Self {
         Self::new(DEFAULT_MAX_TASKS)
     }
 }
 
-impl MemoryStore {
+impl<L: Locks> MemoryStore<L> {
     /// A store that keeps at most `max_tasks` tasks (at least 1, at most `u32::MAX`).
     pub fn new(max_tasks: usize) -> Self {
         MemoryStore {
             max_tasks: max_tasks.clamp(1, u32::MAX as usize),
-            inner: Mutex::new(Inner {
+            inner: Lock::new(Inner {
                 slots: Vec::new(),
                 free: Vec::new(),
                 index: HashTable::new(),
@@ -140,10 +144,8 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave the maps half-updated in
-        // a way that matters more than losing the store, so recover the data.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> <L::Lock<Inner> as Lock<Inner>>::Guard<'_> {
+        self.inner.lock()
     }
 
     /// The task with this id, now.
@@ -225,7 +227,7 @@ impl MemoryStore {
     }
 }
 
-impl TaskStore for MemoryStore {
+impl<L: Locks> TaskStore for MemoryStore<L> {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         std::future::ready(Ok(self.get_now(id)))
     }
@@ -245,8 +247,8 @@ impl TaskStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskState;
-    use crate::testing::block_on;
+    use crate::model::task::TaskState;
+    use crate::testing::{block_on, TestLocks};
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -259,13 +261,13 @@ mod tests {
             updated_ms: None,
             artifacts: vec![],
             history: vec![],
-            dialect: crate::task::Shape::V03,
+            dialect: crate::model::task::Shape::V03,
         }
     }
 
     #[test]
     fn evicts_the_oldest_finished_tasks_first() {
-        let store = MemoryStore::new(2);
+        let store = MemoryStore::<TestLocks>::new(2);
         block_on(store.save(&task("a", TaskState::Completed))).expect("a");
         block_on(store.save(&task("b", TaskState::Working))).expect("b");
         block_on(store.save(&task("c", TaskState::Submitted))).expect("c evicts a");
@@ -277,7 +279,7 @@ mod tests {
 
     #[test]
     fn never_evicts_unfinished_tasks() {
-        let store = MemoryStore::new(2);
+        let store = MemoryStore::<TestLocks>::new(2);
         block_on(store.save(&task("a", TaskState::Working))).expect("a");
         block_on(store.save(&task("b", TaskState::Working))).expect("b");
         let full = block_on(store.save(&task("c", TaskState::Submitted)));
@@ -290,7 +292,7 @@ mod tests {
 
     #[test]
     fn updates_replace_and_finishing_twice_queues_once() {
-        let store = MemoryStore::new(3);
+        let store = MemoryStore::<TestLocks>::new(3);
         block_on(store.save(&task("a", TaskState::Submitted))).expect("a");
         block_on(store.save(&task("a", TaskState::Completed))).expect("a done");
         block_on(store.save(&task("a", TaskState::Completed))).expect("a again");
@@ -303,7 +305,7 @@ mod tests {
 
     #[test]
     fn slots_are_reused_and_lookups_stay_right_under_churn() {
-        let store = MemoryStore::new(50);
+        let store = MemoryStore::<TestLocks>::new(50);
         for i in 0..1_000 {
             block_on(store.save(&task(&format!("t{i}"), TaskState::Completed))).expect("save");
         }

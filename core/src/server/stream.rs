@@ -8,14 +8,15 @@
 //! exactly once: in its first `Task` or after it.
 
 use super::machine::{ends_stream, Slot, Tasks};
-use crate::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
-use crate::http::HttpResponse;
-use crate::task::{Artifact, Message, Shape, Task, TaskState};
-use crate::transport::{BoxFuture, BoxStream, MaybeSend, MaybeSync};
+use crate::host::transport::{BoxFuture, BoxStream, MaybeSend, MaybeSync};
+use crate::model::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
+use crate::model::task::{Artifact, Message, Shape, Task, TaskState};
+use crate::wire::http::HttpResponse;
 use futures_util::StreamExt;
 use serde_json::Value;
+use std::ops::DerefMut;
 use std::pin::Pin;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// The body of a streamed answer: SSE frames, each flushed as it comes.
@@ -79,8 +80,9 @@ pub(crate) trait Hooks: MaybeSend + MaybeSync {
     fn new_id(&self) -> String;
     /// A timer for the next heartbeat of an idle stream, if there is one.
     fn heartbeat(&self) -> Option<BoxFuture<'static, ()>>;
-    /// The running tasks (the server's one lock).
-    fn tasks(&self) -> MutexGuard<'_, Tasks>;
+    /// The running tasks, under the server's one lock (boxed: the host's
+    /// guard type does not fit a trait object).
+    fn tasks(&self) -> Box<dyn DerefMut<Target = Tasks> + '_>;
     /// The wall clock (Unix ms), if the host has one.
     fn unix_ms(&self) -> Option<u64>;
 }
@@ -119,7 +121,7 @@ impl Progress {
             return;
         };
         let message = Message::agent_text(hooks.new_id(), text.into());
-        let timestamp = hooks.unix_ms().map(crate::time::format_rfc3339);
+        let timestamp = hooks.unix_ms().map(crate::model::time::format_rfc3339);
         hooks.tasks().progress(id, |p| {
             StreamEvent::Status(StatusUpdate {
                 task_id: p.task_id.to_string(),
@@ -146,7 +148,7 @@ impl Progress {
                 context_id: p.context_id.to_string(),
                 artifact: Artifact {
                     artifact_id: p.answer_id.to_string(),
-                    parts: vec![crate::task::Part::Text(text)],
+                    parts: vec![crate::model::task::Part::Text(text)],
                 },
                 append,
                 last_chunk,
@@ -161,7 +163,7 @@ fn frame(id: &Value, shape: Shape, event: &StreamEvent) -> Vec<u8> {
     struct Envelope<'a> {
         jsonrpc: &'static str,
         id: &'a Value,
-        result: crate::event::ShapedEvent<'a>,
+        result: crate::model::event::ShapedEvent<'a>,
     }
     let json = serde_json::to_string(&Envelope {
         jsonrpc: "2.0",
@@ -172,7 +174,7 @@ fn frame(id: &Value, shape: Shape, event: &StreamEvent) -> Vec<u8> {
         r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#.into()
     });
     let mut out = Vec::with_capacity(json.len() + 8);
-    crate::sse::write_event(&mut out, None, &json);
+    crate::wire::sse::write_event(&mut out, None, &json);
     out
 }
 
@@ -231,7 +233,7 @@ impl futures_util::Stream for Body {
                     Some(Poll::Ready(())) => {
                         b.timer = None;
                         let mut out = Vec::new();
-                        crate::sse::write_comment(&mut out, HEARTBEAT_COMMENT);
+                        crate::wire::sse::write_comment(&mut out, HEARTBEAT_COMMENT);
                         Poll::Ready(Some(out))
                     }
                     _ => Poll::Pending,
@@ -255,7 +257,7 @@ pub(crate) fn stream_head() -> HttpResponse {
     HttpResponse {
         status: 200,
         headers: vec![
-            ("Content-Type".into(), crate::sse::CONTENT_TYPE.into()),
+            ("Content-Type".into(), crate::wire::sse::CONTENT_TYPE.into()),
             ("Cache-Control".into(), "no-store".into()),
         ],
         body: Vec::new(),

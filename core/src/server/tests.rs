@@ -2,10 +2,11 @@
 
 use super::*;
 use crate::skills::Skill;
-use crate::testing::{run_with_jobs, Jobs, VirtualTime};
+use crate::testing::{run_with_jobs, Jobs, TestLocks, VirtualTime};
 use serde_json::json;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::task::{Context, Poll};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -52,6 +53,7 @@ impl TestHost {
 }
 
 impl ServerHost for Arc<TestHost> {
+    type Locks = TestLocks;
     fn new_id(&self) -> String {
         format!("id{}", self.ids.fetch_add(1, Ordering::SeqCst) + 1)
     }
@@ -138,7 +140,7 @@ async fn yield_once() {
 /// of that state fail (a full disk).
 #[derive(Default)]
 struct Recording {
-    inner: MemoryStore,
+    inner: MemoryStore<TestLocks>,
     saves: Mutex<Vec<(String, TaskState)>>,
     slow: AtomicU64,
     refuse: Mutex<Option<TaskState>>,
@@ -599,7 +601,7 @@ fn list_tasks_pages_newest_first_with_filters() {
 #[test]
 #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 fn list_tasks_on_a_store_that_cannot_list_is_unsupported() {
-    struct GetOnly(MemoryStore);
+    struct GetOnly(MemoryStore<TestLocks>);
     impl TaskStore for GetOnly {
         fn get(
             &self,

@@ -159,7 +159,7 @@ fn freshness(resp: &HttpResponse) -> Option<u64> {
 }
 
 /// The agent's card: from `cache` while fresh, revalidated when stale,
-/// fetched otherwise; exactly [`toolnexus_core::toolkit::fetch_card`] when
+/// fetched otherwise; exactly [`toolnexus_core::fetch_card`] when
 /// `cache` is `None` or the agent has headers.
 pub async fn fetch_card(
     transport: &NativeTransport,
@@ -167,7 +167,7 @@ pub async fn fetch_card(
     cache: Option<&CardCache>,
 ) -> Result<AgentCard, Error> {
     let Some(cache) = cache.filter(|_| agent.headers.is_empty()) else {
-        return toolnexus_core::toolkit::fetch_card(transport, agent).await;
+        return toolnexus_core::fetch_card(transport, agent).await;
     };
     let stored = cache.load(&agent.card);
     if let Some(entry) = stored.as_ref().filter(|e| e.is_fresh(unix_now())) {

@@ -4,7 +4,8 @@ use super::card_cache::{self, CardCache};
 use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
-use toolnexus_core::task::Shape;
+use std::time::Duration;
+use toolnexus_core::Shape;
 use toolnexus_core::StreamEvent;
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
 
@@ -57,16 +58,15 @@ impl Remote {
     }
 
     fn agent(&self, poll_every: Option<u64>) -> Result<Agent, Fail> {
-        Ok(Agent {
-            card: self.card.clone(),
-            headers: self
-                .headers
-                .iter()
-                .map(|h| parse_header(h))
-                .collect::<Result<_, _>>()?,
-            timeout: self.timeout,
-            poll_every,
-        })
+        let mut agent = Agent::new(self.card.clone());
+        agent.headers = self
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<_, _>>()?;
+        agent.timeout = self.timeout.map(Duration::from_millis);
+        agent.poll_every = poll_every.map(Duration::from_millis);
+        Ok(agent)
     }
 }
 
@@ -120,8 +120,8 @@ pub async fn tasks(
     context: Option<String>,
     status: Option<String>,
 ) -> Result<i32, Fail> {
-    use toolnexus_core::list::{list_tasks, ListFilter};
     use toolnexus_core::TaskState;
+    use toolnexus_core::{list_tasks, ListFilter};
     let status = match status.as_deref().map(TaskState::parse) {
         Some(TaskState::Unknown) => {
             return Err(Fail(
@@ -149,8 +149,8 @@ pub async fn tasks(
             .await
             .map_err(|e| Fail(2, format!("ListTasks failed: {e}")))
     };
-    let ms = agent.timeout.unwrap_or(toolnexus_core::DEFAULT_TIMEOUT_MS);
-    let list = tokio::time::timeout(std::time::Duration::from_millis(ms), work)
+    let ms = agent.timeout_ms();
+    let list = tokio::time::timeout(Duration::from_millis(ms), work)
         .await
         .map_err(|_| Fail(2, format!("ListTasks timed out after {ms}ms")))??;
     let tasks: Vec<serde_json::Value> = list
@@ -165,7 +165,7 @@ pub async fn tasks(
                 "id": t.id,
                 "contextId": t.context_id,
                 "state": t.state.as_str(),
-                "timestamp": t.updated_ms.map(toolnexus_core::time::format_rfc3339),
+                "timestamp": t.updated_ms.map(toolnexus_core::format_rfc3339),
                 "output": output,
             })
         })

@@ -217,7 +217,7 @@ impl toolnexus_core::server::Fulfiller for Steps {
         &self,
         r: toolnexus_core::server::FulfilRequest,
         progress: toolnexus_core::server::Progress,
-    ) -> toolnexus_core::transport::BoxFuture<'static, Result<String, String>> {
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
         Box::pin(async move {
             if r.text == "hang" {
                 std::future::pending::<()>().await;

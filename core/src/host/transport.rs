@@ -1,7 +1,7 @@
 //! The only door to the world: hosts implement [`Transport`].
 
 use crate::error::TransportError;
-use crate::http::{HttpRequest, HttpResponse};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use futures_util::Stream;
 use std::future::Future;
 
@@ -129,7 +129,7 @@ impl StreamingResponse {
 
     /// The first value of a header, compared case-insensitively.
     pub fn header(&self, name: &str) -> Option<&str> {
-        crate::http::find_header(&self.headers, name)
+        crate::wire::http::find_header(&self.headers, name)
     }
 }
 

@@ -24,20 +24,22 @@
 //! is seen at most ~25% of its run time after it settles, and a long one costs
 //! one request per `poll_every`.
 //!
-//! When the card lists [`crate::card::LONG_POLL_EXTENSION`], every GetTask
+//! When the card lists [`crate::client::card::LONG_POLL_EXTENSION`], every GetTask
 //! also asks `Prefer: wait=N` (RFC 7240). A peer that honours it holds the answer until the task settles or N seconds
 //! pass and says `Preference-Applied`; the call then polls again at once, so
 //! a settled task reaches the caller within a round trip. Other peers get the
 //! interval above (and never see the header, which browsers would preflight).
 
-use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
-use crate::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
-use crate::http::HttpResponse;
-use crate::rpc::{parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION};
-use crate::sse::{is_event_stream, SseParser};
-use crate::task::{SendResult, Task, TaskState};
-use crate::tool::ToolResult;
+use crate::host::driver::{Machine, ResponseHead, Step};
+use crate::model::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
+use crate::model::task::{SendResult, Task, TaskState};
+use crate::model::tool::ToolResult;
+use crate::wire::http::HttpResponse;
+use crate::wire::rpc::{
+    parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION,
+};
+use crate::wire::sse::{is_event_stream, SseParser};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 
@@ -69,7 +71,7 @@ pub struct CallSpec {
     pub poll_every_ms: u64,
     pub message_id: String,
     pub text: String,
-    /// Ask GetTask to long-poll (the card lists [`crate::card::LONG_POLL_EXTENSION`]).
+    /// Ask GetTask to long-poll (the card lists [`crate::client::card::LONG_POLL_EXTENSION`]).
     pub long_poll: bool,
     /// The card says `capabilities.streaming`: send `SendStreamingMessage`.
     pub streaming: bool,
@@ -92,7 +94,7 @@ enum Phase {
     Canceling,
 }
 
-/// One outbound call. Create it, then run it with [`crate::driver::drive`]
+/// One outbound call. Create it, then run it with [`crate::host::driver::drive`]
 /// (or feed it inputs yourself).
 #[derive(Debug)]
 pub struct CallMachine {
@@ -259,7 +261,7 @@ impl CallMachine {
                 None => {
                     let err = Error::Malformed(format!(
                         "the reply is neither a task nor a message: {}",
-                        crate::json::text(&v)
+                        crate::wire::json::text(&v)
                     ));
                     self.fail(now_ms, &what, &err)
                 }
@@ -268,7 +270,11 @@ impl CallMachine {
     }
 
     /// The agent answered directly, without a task.
-    fn on_message(&mut self, now_ms: u64, message: crate::task::Message) -> Step<ToolResult> {
+    fn on_message(
+        &mut self,
+        now_ms: u64,
+        message: crate::model::task::Message,
+    ) -> Step<ToolResult> {
         self.state = TaskState::Completed;
         self.attachments = attachments(message.parts.iter());
         let text = message.text();
@@ -293,7 +299,7 @@ impl CallMachine {
             let Ok(value) = serde_json::from_slice::<Value>(event.data.as_bytes()) else {
                 let err = Error::Malformed(format!(
                     "a stream event is not JSON: {}",
-                    crate::http::snippet(&event.data, 200)
+                    crate::wire::http::snippet(&event.data, 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
@@ -309,7 +315,7 @@ impl CallMachine {
             let Some(event) = StreamEvent::from_value(&result) else {
                 let err = Error::Malformed(format!(
                     "a stream event is none of task, message, status or artifact: {}",
-                    crate::http::snippet(&crate::json::text(&result), 200)
+                    crate::wire::http::snippet(&crate::wire::json::text(&result), 200)
                 ));
                 return Some(self.fail(now_ms, "streaming", &err));
             };
@@ -355,7 +361,7 @@ impl CallMachine {
                     updated_ms: None,
                     artifacts: Vec::new(),
                     history: Vec::new(),
-                    dialect: crate::task::Shape::V03,
+                    dialect: crate::model::task::Shape::V03,
                 };
                 t.apply(&event);
                 self.task.insert(t)
@@ -474,7 +480,7 @@ impl CallMachine {
                     task.history
                         .iter()
                         .rev()
-                        .find(|m| m.role == crate::task::Role::Agent)
+                        .find(|m| m.role == crate::model::task::Role::Agent)
                         .map(|m| m.text())
                 });
                 let output = match question {
@@ -512,10 +518,10 @@ impl CallMachine {
 
 /// The file and data parts among `parts`, in the 1.0 shape: the output
 /// keeps the text, `metadata.parts` carries these.
-fn attachments<'a>(parts: impl Iterator<Item = &'a crate::task::Part>) -> Vec<Value> {
+fn attachments<'a>(parts: impl Iterator<Item = &'a crate::model::task::Part>) -> Vec<Value> {
     parts
         .filter(|p| p.text().is_none())
-        .map(crate::task::Part::to_v10)
+        .map(crate::model::task::Part::to_v10)
         .collect()
 }
 
@@ -583,7 +589,7 @@ impl Machine for CallMachine {
                                     None => {
                                         let err = Error::Malformed(format!(
                                             "the reply is not a task: {}",
-                                            crate::json::text(&v)
+                                            crate::wire::json::text(&v)
                                         ));
                                         self.fail(now_ms, &what, &err)
                                     }

@@ -5,8 +5,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::part::Part;
-use crate::part::{read_parts, Parts};
+pub use crate::model::part::Part;
+use crate::model::part::{read_parts, Parts};
 
 /// The lifecycle state of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -249,7 +249,7 @@ impl Task {
             updated_ms: status
                 .and_then(|s| s.get("timestamp"))
                 .and_then(Value::as_str)
-                .and_then(crate::time::parse_rfc3339),
+                .and_then(crate::model::time::parse_rfc3339),
             history: list("history").filter_map(inner).collect(),
             id: id.clone(),
             context_id: context_id.clone(),
@@ -375,8 +375,11 @@ impl Serialize for ShapedTask<'_> {
                 };
                 map.serialize_entry("state", state)?;
                 if let Some(ms) = self.0.updated_ms {
-                    let mut buf = [0; crate::time::RFC3339_LEN];
-                    map.serialize_entry("timestamp", crate::time::write_rfc3339(ms, &mut buf))?;
+                    let mut buf = [0; crate::model::time::RFC3339_LEN];
+                    map.serialize_entry(
+                        "timestamp",
+                        crate::model::time::write_rfc3339(ms, &mut buf),
+                    )?;
                 }
                 if let Some(m) = &self.0.status_message {
                     map.serialize_entry(

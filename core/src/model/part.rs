@@ -97,7 +97,7 @@ impl Part {
             Part::Other(o) => {
                 let s = |k: &str| o.get(k).and_then(Value::as_str);
                 if let Some(data) = o.get("data") {
-                    return format!("[data {}]", crate::json::text(data));
+                    return format!("[data {}]", crate::wire::json::text(data));
                 }
                 let mut line = String::from("[file");
                 for v in [s("filename"), s("mediaType")].into_iter().flatten() {
@@ -129,7 +129,7 @@ pub(crate) fn read_parts(v: &Value) -> Vec<Part> {
 }
 
 /// Parts written in one shape.
-pub(crate) struct Parts<'a>(pub(crate) &'a [Part], pub(crate) crate::task::Shape);
+pub(crate) struct Parts<'a>(pub(crate) &'a [Part], pub(crate) crate::model::task::Shape);
 
 impl Serialize for Parts<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -137,11 +137,11 @@ impl Serialize for Parts<'_> {
     }
 }
 
-struct Shaped<'a>(&'a Part, crate::task::Shape);
+struct Shaped<'a>(&'a Part, crate::model::task::Shape);
 
 impl Serialize for Shaped<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let v03 = self.1 == crate::task::Shape::V03;
+        let v03 = self.1 == crate::model::task::Shape::V03;
         let mut map = s.serialize_map(None)?;
         match self.0 {
             Part::Text(text) => {
@@ -188,7 +188,7 @@ impl Serialize for Shaped<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Shape;
+    use crate::model::task::Shape;
     use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;

@@ -692,7 +692,7 @@ fn odd_replies_never_panic() {
 #[test]
 fn timeout_fails_the_run() {
     let mut cfg = openai();
-    cfg.timeout_ms = 5_000;
+    cfg.timeout = Duration::from_millis(5_000);
     let endpoint = ModelEndpoint::new(vec![Canned::Hang]);
     let err = go(&endpoint, &cfg, vec![]).expect_err("no answer");
     assert_eq!(
@@ -707,7 +707,7 @@ fn timeout_fails_the_run() {
 #[test]
 fn each_model_request_gets_its_own_deadline() {
     let mut cfg = openai();
-    cfg.timeout_ms = 1_000;
+    cfg.timeout = Duration::from_millis(1_000);
     let mut m = RunMachine::new(cfg, "go".into(), vec![lookup_tool()]);
     let LlmStep::Send { deadline_ms, .. } = m.start(100) else {
         panic!("expected a request")
@@ -791,7 +791,11 @@ fn llm_style_parses_from_its_name() {
 fn config_defaults() {
     let cfg = LlmConfig::new("http://llm", LlmStyle::OpenAi, "m");
     assert_eq!(
-        (cfg.max_turns, cfg.max_tokens, cfg.timeout_ms),
+        (
+            cfg.max_turns,
+            cfg.max_tokens,
+            cfg.timeout.as_millis() as u64
+        ),
         (10, 4096, 120_000)
     );
     assert_eq!(
@@ -884,7 +888,7 @@ fn the_run_is_a_machine_on_the_one_driver_and_an_abort_fails_it() {
     let endpoint = ModelEndpoint::new(vec![Canned::Hang]);
     let mut m = RunMachine::new(openai(), "go".into(), vec![]);
     let no_tools = |_: Vec<ToolCall>| std::future::ready(Vec::new());
-    let aborted = block_on(crate::driver::drive_with_work(
+    let aborted = block_on(crate::host::driver::drive_with_work(
         &mut m,
         &endpoint,
         std::future::ready(()),

@@ -209,17 +209,20 @@ impl SseParser {
     }
 
     /// How many comment lines were read (servers send them as heartbeats).
+    #[cfg(test)]
     pub fn comments_seen(&self) -> u64 {
         self.buffers.comments
     }
 
     /// The last event ID set by the stream, to send as `Last-Event-ID` when
     /// reconnecting; `None` if never set or reset by an empty `id`.
+    #[cfg(test)]
     pub fn last_event_id(&self) -> Option<&str> {
         non_empty(&self.buffers.last_event_id)
     }
 
     /// The reconnection time in milliseconds last set by a `retry` field.
+    #[cfg(test)]
     pub fn reconnection_time(&self) -> Option<u64> {
         self.buffers.reconnection_time
     }
@@ -341,6 +344,7 @@ fn non_empty(s: &str) -> Option<&str> {
 }
 
 /// Splits on CRLF, LF or CR; `""` is one empty line.
+#[cfg(any(test, feature = "server"))]
 fn lines(text: &str) -> impl Iterator<Item = &str> {
     let mut rest = Some(text);
     std::iter::from_fn(move || {
@@ -364,6 +368,7 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+#[cfg(any(test, feature = "server"))]
 /// Appends one event: an `event:` line if given, a `data:` line per line of
 /// `data` (CRLF, LF and CR all become `\n`), then a blank line.
 ///
@@ -384,6 +389,7 @@ pub fn write_event(out: &mut Vec<u8>, event: Option<&str>, data: &str) {
     out.push(b'\n');
 }
 
+#[cfg(any(test, feature = "server"))]
 /// Appends a comment (`: text`, one line per line of `text`) and a blank line;
 /// the idle heartbeat that keeps proxies from closing the stream.
 pub fn write_comment(out: &mut Vec<u8>, text: &str) {

@@ -1,7 +1,8 @@
 //! The `agents` config block.
 
-use crate::agent::Agent;
+use crate::model::agent::Agent;
 use serde_json::Value;
+use std::time::Duration;
 
 /// Parses an `agents` block `{ "<id>": {card, headers?, timeout?, pollEvery?,
 /// enabled?, disabled?} }` into descriptors, in the block's order.
@@ -22,7 +23,12 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
             if flag("disabled") == Some(true) || flag("enabled") == Some(false) {
                 return None;
             }
-            let millis = |k: &str| entry.get(k).and_then(Value::as_u64);
+            let millis = |k: &str| {
+                entry
+                    .get(k)
+                    .and_then(Value::as_u64)
+                    .map(Duration::from_millis)
+            };
             let headers = entry
                 .get("headers")
                 .and_then(Value::as_object)
@@ -32,12 +38,11 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
                         .collect()
                 })
                 .unwrap_or_default();
-            Some(Agent {
-                card: card.to_string(),
-                headers,
-                timeout: millis("timeout"),
-                poll_every: millis("pollEvery"),
-            })
+            let mut agent = Agent::new(card);
+            agent.headers = headers;
+            agent.timeout = millis("timeout");
+            agent.poll_every = millis("pollEvery");
+            Some(agent)
         })
         .collect()
 }
@@ -86,8 +91,8 @@ mod tests {
         let parsed = parse_agents_config(&json!({"planner": {
             "card": "http://127.0.0.1:1/.well-known/agent-card.json",
             "timeout": 5000, "pollEvery": 10, "headers": {"X-Trace": "abc"}}}));
-        assert_eq!(parsed[0].timeout, Some(5000));
-        assert_eq!(parsed[0].poll_every, Some(10));
+        assert_eq!(parsed[0].timeout, Some(Duration::from_millis(5000)));
+        assert_eq!(parsed[0].poll_every, Some(Duration::from_millis(10)));
         assert_eq!(
             parsed[0].headers,
             vec![("X-Trace".to_string(), "abc".to_string())]

@@ -1,11 +1,25 @@
 //! The agent descriptor: where a remote agent's card is and how to call it.
 
+use std::time::Duration;
+
 /// Default overall time limit of one call, in ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 /// Default upper bound of the interval between two GetTask polls, in ms.
 pub const DEFAULT_POLL_EVERY_MS: u64 = 1_000;
 
 /// A remote A2A agent. Unset fields stay unset; defaults apply when resolved.
+///
+/// Build it with [`Agent::new`] and the `with_*` methods (new options may
+/// be added, so it cannot be built as a struct literal outside this crate):
+///
+/// ```
+/// use std::time::Duration;
+/// let agent = toolnexus_core::Agent::new("http://127.0.0.1:8080/.well-known/agent-card.json")
+///     .with_header("Authorization", "Bearer ${PEER_TOKEN}")
+///     .with_timeout(Duration::from_secs(30));
+/// assert_eq!(agent.timeout_ms(), 30_000);
+/// ```
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Agent {
     /// The Agent Card URL.
@@ -13,10 +27,11 @@ pub struct Agent {
     /// Extra request headers. Values may contain `${NAME}`, expanded from the
     /// environment at every call. Values are secrets: never log them.
     pub headers: Vec<(String, String)>,
-    /// Overall time limit of one call in ms (default [`DEFAULT_TIMEOUT_MS`]).
-    pub timeout: Option<u64>,
-    /// Poll interval in ms (default [`DEFAULT_POLL_EVERY_MS`]).
-    pub poll_every: Option<u64>,
+    /// Overall time limit of one call (default [`DEFAULT_TIMEOUT_MS`]).
+    pub timeout: Option<Duration>,
+    /// The longest pause between two GetTask polls (default
+    /// [`DEFAULT_POLL_EVERY_MS`]).
+    pub poll_every: Option<Duration>,
 }
 
 impl Agent {
@@ -28,14 +43,33 @@ impl Agent {
         }
     }
 
-    /// The timeout in force.
-    pub fn timeout_ms(&self) -> u64 {
-        self.timeout.unwrap_or(DEFAULT_TIMEOUT_MS)
+    /// Adds a request header; `${NAME}` in the value is expanded from the
+    /// environment at every call.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
     }
 
-    /// The poll interval in force.
+    /// Sets the overall time limit of one call.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the longest pause between two GetTask polls.
+    pub fn with_poll_every(mut self, poll_every: Duration) -> Self {
+        self.poll_every = Some(poll_every);
+        self
+    }
+
+    /// The timeout in force, in ms.
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout.map_or(DEFAULT_TIMEOUT_MS, millis)
+    }
+
+    /// The poll interval in force, in ms.
     pub fn poll_every_ms(&self) -> u64 {
-        self.poll_every.unwrap_or(DEFAULT_POLL_EVERY_MS)
+        self.poll_every.map_or(DEFAULT_POLL_EVERY_MS, millis)
     }
 
     /// The headers with `${NAME}` expanded through `lookup`.
@@ -48,6 +82,11 @@ impl Agent {
             .map(|(k, v)| (k.clone(), expand_env(v, &lookup)))
             .collect()
     }
+}
+
+/// Whole milliseconds, saturating (a `Duration` may exceed `u64` ms).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Expands every `${NAME}` (`NAME` of `[A-Za-z0-9_]+`) through `lookup`; an

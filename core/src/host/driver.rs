@@ -2,14 +2,14 @@
 //!
 //! The rule every machine follows: after each input (`start`, a response, a
 //! timer, an abort, the result of work it asked for) it returns exactly one
-//! [`Step`], the next thing to do. Card resolution ([`crate::card::CardMachine`]),
-//! the outbound call ([`crate::call::CallMachine`]) and the LLM tool loop
+//! [`Step`], the next thing to do. Card resolution ([`crate::client::card::CardMachine`]),
+//! the outbound call ([`crate::client::call::CallMachine`]) and the LLM tool loop
 //! (`llm::RunMachine`) are all machines of this shape, run by [`drive`] /
 //! [`drive_with_work`].
 
 use crate::error::TransportError;
-use crate::http::{HttpRequest, HttpResponse};
-use crate::transport::{BodyStream, Transport};
+use crate::host::transport::{BodyStream, Transport};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
@@ -131,31 +131,13 @@ pub struct ResponseHead {
 impl ResponseHead {
     /// The first value of a header, compared case-insensitively.
     pub fn header(&self, name: &str) -> Option<&str> {
-        crate::http::find_header(&self.headers, name)
+        crate::wire::http::find_header(&self.headers, name)
     }
 
     /// Whether the status is 2xx.
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
     }
-}
-
-/// Runs `fut` until `deadline_ms` of the transport's clock; `None` when the
-/// deadline came first (`fut` is then dropped).
-pub async fn within<T: Transport, F: Future>(
-    transport: &T,
-    deadline_ms: u64,
-    fut: F,
-) -> Option<F::Output> {
-    let mut fut = pin!(fut);
-    let mut timer = pin!(transport.sleep_until(deadline_ms));
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
-            return Poll::Ready(Some(v));
-        }
-        timer.as_mut().poll(cx).map(|_| None)
-    })
-    .await
 }
 
 /// Runs `futures` concurrently and returns their outputs in order. What

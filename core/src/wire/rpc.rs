@@ -1,8 +1,8 @@
 //! JSON-RPC envelopes in the three dialects a peer may speak.
 
 use crate::error::Error;
-use crate::http::{HttpRequest, HttpResponse};
-use crate::json::{text, with};
+use crate::wire::http::{HttpRequest, HttpResponse};
+use crate::wire::json::{text, with};
 use serde_json::{json, Value};
 
 /// The wire dialect spoken with a peer.
@@ -214,7 +214,7 @@ impl Dialect {
             self.send_params(message_id, text, mode),
         );
         match op {
-            Method::Stream => req.with_header("Accept", crate::sse::CONTENT_TYPE),
+            Method::Stream => req.with_header("Accept", crate::wire::sse::CONTENT_TYPE),
             _ => req,
         }
     }
@@ -222,7 +222,7 @@ impl Dialect {
     /// A SubscribeToTask (0.3: `tasks/resubscribe`) for `task_id`: its events as SSE.
     pub fn subscribe(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
         self.request(endpoint, rpc_id, Method::Subscribe, json!({"id": task_id}))
-            .with_header("Accept", crate::sse::CONTENT_TYPE)
+            .with_header("Accept", crate::wire::sse::CONTENT_TYPE)
     }
 
     /// A GetTask for `task_id`.

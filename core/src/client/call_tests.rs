@@ -1,8 +1,8 @@
 //! Every outcome of the outbound call, on the scripted peer with virtual time.
 
 use super::*;
-use crate::driver::drive;
-use crate::event::StreamEvent;
+use crate::host::driver::drive;
+use crate::model::event::StreamEvent;
 use crate::testing::{block_on, completed, task, task_with_message, Reply, ScriptedPeer};
 use serde_json::{json, Value};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
@@ -577,7 +577,7 @@ fn task10(id: &str, state: &str) -> Value {
 
 fn run_events(peer: &ScriptedPeer, spec: CallSpec) -> (ToolResult, Vec<(u64, StreamEvent)>) {
     let mut events = Vec::new();
-    let r = block_on(crate::driver::drive_with_events(
+    let r = block_on(crate::host::driver::drive_with_events(
         &mut CallMachine::new(spec),
         peer,
         std::future::pending(),

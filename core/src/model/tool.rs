@@ -1,6 +1,6 @@
 //! Tool descriptors, results, and the LLM-provider schema adapters.
 
-use crate::json::with;
+use crate::wire::json::with;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

@@ -1,16 +1,18 @@
 //! A2A agents as tools, and the [`Toolkit`] that gathers tools from several
 //! sources behind one `execute(name, args)`.
 
-use crate::agent::Agent;
-use crate::call::{CallMachine, CallSpec};
-use crate::card::AgentCard;
-use crate::driver::drive_with_events;
+use crate::client::call::{CallMachine, CallSpec};
+use crate::client::card::AgentCard;
+use crate::client::sanitize::sanitize;
 use crate::error::Error;
-use crate::event::StreamEvent;
-use crate::rpc::Dialect;
-use crate::sanitize::sanitize;
-use crate::tool::{a2a_input_schema, to_anthropic, to_gemini, to_openai, ToolResult, ToolSpec};
-use crate::transport::{BoxFuture, MaybeSend, Transport};
+use crate::host::driver::drive_with_events;
+use crate::host::transport::{BoxFuture, MaybeSend, Transport};
+use crate::model::agent::Agent;
+use crate::model::event::StreamEvent;
+use crate::model::tool::{
+    a2a_input_schema, to_anthropic, to_gemini, to_openai, ToolResult, ToolSpec,
+};
+use crate::wire::rpc::Dialect;
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
@@ -25,7 +27,7 @@ pub struct A2aTool {
     pub skill: String,
     pub endpoint: String,
     pub dialect: Dialect,
-    /// The card lists [`crate::card::LONG_POLL_EXTENSION`].
+    /// The card lists [`crate::client::card::LONG_POLL_EXTENSION`].
     pub long_poll: bool,
     /// The card says `capabilities.streaming`.
     pub streaming: bool,
@@ -110,8 +112,9 @@ pub type ToolCallHook<'a> = &'a dyn Fn(&crate::llm::ToolCall, Option<&str>);
 /// GETs and parses the agent's card (bounded by the agent's timeout).
 pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
     let headers = agent.expanded_headers(|n| transport.env(n));
-    let mut machine = crate::card::CardMachine::new(&agent.card, headers, agent.timeout_ms());
-    crate::driver::drive(&mut machine, transport, std::future::pending()).await
+    let mut machine =
+        crate::client::card::CardMachine::new(&agent.card, headers, agent.timeout_ms());
+    crate::host::driver::drive(&mut machine, transport, std::future::pending()).await
 }
 
 /// The tools of an already fetched card.
@@ -244,7 +247,7 @@ impl<T: Transport> Toolkit<T> {
     pub async fn add_agents(&mut self, agents: &[Agent]) {
         let transport = &self.transport;
         let resolved =
-            crate::driver::join_all(agents.iter().map(|a| agent_tools(transport, a))).await;
+            crate::host::driver::join_all(agents.iter().map(|a| agent_tools(transport, a))).await;
         for (agent, result) in agents.iter().zip(resolved) {
             let _ = self.add_resolved(agent, result);
         }
@@ -253,8 +256,9 @@ impl<T: Transport> Toolkit<T> {
     /// Adds the agents of a config object's `agents` key (see
     /// [`crate::parse_agents_config`]); other keys are ignored here.
     pub async fn add_config(&mut self, config: &Value) {
-        let agents =
-            crate::config::parse_agents_config(config.get("agents").unwrap_or(&Value::Null));
+        let agents = crate::client::config::parse_agents_config(
+            config.get("agents").unwrap_or(&Value::Null),
+        );
         self.add_agents(&agents).await;
     }
 

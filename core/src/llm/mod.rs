@@ -1,10 +1,10 @@
 //! The LLM client loop (OpenAI and Anthropic styles) as a state machine.
 //!
 //! [`RunMachine`] holds the conversation: it asks for a model request
-//! ([`LlmStep::Send`]), reads the reply, asks for the turn's tool calls to be
-//! run ([`LlmStep::CallTools`]), feeds the results back and repeats until a
+//! (`Step::Send`), reads the reply, asks for the turn's tool calls to be
+//! run (`Step::Work`), feeds the results back and repeats until a
 //! reply has no tool calls or `max_turns` model calls were made
-//! ([`LlmStep::Done`]). It never performs I/O; [`run`] drives it over a
+//! (`Step::Done`). It never performs I/O; [`run`] drives it over a
 //! [`Transport`] and runs each turn's tool calls concurrently.
 //!
 //! The rule every input follows: it returns exactly one [`LlmStep`], the next
@@ -15,16 +15,17 @@
 //! Secrets (the API key, header values) never appear in error messages or in
 //! `Debug` output: peers that echo them back are redacted.
 
-use crate::driver::{Machine, ResponseHead, Step};
 use crate::error::{Error, TransportError};
-use crate::http::{HttpRequest, HttpResponse};
-use crate::tool::{to_anthropic, to_openai, ToolResult, ToolSpec};
-use crate::transport::Transport;
+use crate::host::driver::{Machine, ResponseHead, Step};
+use crate::host::transport::Transport;
+use crate::model::tool::{to_anthropic, to_openai, ToolResult, ToolSpec};
+use crate::wire::http::{HttpRequest, HttpResponse};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
+use std::time::Duration;
 
 /// Model calls per run when not configured.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
@@ -81,6 +82,10 @@ impl FromStr for LlmStyle {
 }
 
 /// Where and how to reach the model. `Debug` hides the key and header values.
+///
+/// Build it with [`LlmConfig::new`] and the `with_*` methods (new options
+/// may be added, so it cannot be built as a struct literal outside this crate).
+#[non_exhaustive]
 #[derive(Clone)]
 pub struct LlmConfig {
     pub base_url: String,
@@ -96,7 +101,7 @@ pub struct LlmConfig {
     /// Sent to Anthropic-style endpoints, which require it.
     pub max_tokens: u32,
     /// Per model request.
-    pub timeout_ms: u64,
+    pub timeout: Duration,
 }
 
 impl LlmConfig {
@@ -112,8 +117,44 @@ impl LlmConfig {
             system_prompt: None,
             max_turns: DEFAULT_MAX_TURNS,
             max_tokens: DEFAULT_MAX_TOKENS,
-            timeout_ms: DEFAULT_LLM_TIMEOUT_MS,
+            timeout: Duration::from_millis(DEFAULT_LLM_TIMEOUT_MS),
         }
+    }
+
+    /// Sets the API key (sent as `Authorization: Bearer` or `x-api-key`).
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Adds a request header (one named like a default header replaces it).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the system prompt.
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Sets how many model calls one run may make (at least one is made).
+    pub fn with_max_turns(mut self, turns: u32) -> Self {
+        self.max_turns = turns;
+        self
+    }
+
+    /// Sets `max_tokens` (Anthropic-style endpoints require it).
+    pub fn with_max_tokens(mut self, tokens: u32) -> Self {
+        self.max_tokens = tokens;
+        self
+    }
+
+    /// Sets the time limit of each model request.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// The URL model requests go to: `{base}/chat/completions` (openai) or
@@ -191,7 +232,7 @@ impl fmt::Debug for LlmConfig {
             .field("system_prompt", &self.system_prompt)
             .field("max_turns", &self.max_turns)
             .field("max_tokens", &self.max_tokens)
-            .field("timeout_ms", &self.timeout_ms)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -408,7 +449,8 @@ impl RunMachine {
         }
         let msg = format!(
             "LLM request to {} timed out after {}ms",
-            self.url, self.cfg.timeout_ms
+            self.url,
+            self.cfg.timeout.as_millis()
         );
         self.fail(Error::Transport(msg))
     }
@@ -465,7 +507,7 @@ impl RunMachine {
     fn send_model(&mut self, now_ms: u64) -> LlmStep {
         self.turns += 1;
         self.phase = Phase::Model;
-        let deadline_ms = now_ms.saturating_add(self.cfg.timeout_ms);
+        let deadline_ms = now_ms.saturating_add(crate::model::agent::millis(self.cfg.timeout));
         LlmStep::Send {
             request: self.request(),
             deadline_ms,
@@ -567,7 +609,7 @@ fn malformed(url: &str, reply: &Value, what: &str) -> String {
         return format!("LLM reply from {url} is an error: {message}");
     }
     let reply = HttpResponse {
-        body: crate::json::text(reply).into_bytes(),
+        body: crate::wire::json::text(reply).into_bytes(),
         ..Default::default()
     };
     format!(
@@ -643,10 +685,10 @@ fn parse_openai(reply: &Value, turn: u32) -> Result<Turn, String> {
                     Some(rejection(name, &reason)),
                 ),
             },
-            Some(v @ Value::Object(_)) => (v.clone(), crate::json::text(v), None),
+            Some(v @ Value::Object(_)) => (v.clone(), crate::wire::json::text(v), None),
             Some(v) => (
                 v.clone(),
-                crate::json::text(v),
+                crate::wire::json::text(v),
                 Some(rejection(name, "the arguments are not a JSON object")),
             ),
         };
@@ -763,8 +805,9 @@ where
     Fut: Future<Output = ToolResult>,
 {
     let mut machine = RunMachine::new(cfg.clone(), prompt, tools);
-    let work = |calls: Vec<ToolCall>| crate::driver::join_all(calls.into_iter().map(&execute));
-    crate::driver::drive_with_work(
+    let work =
+        |calls: Vec<ToolCall>| crate::host::driver::join_all(calls.into_iter().map(&execute));
+    crate::host::driver::drive_with_work(
         &mut machine,
         transport,
         std::future::pending(),
@@ -827,5 +870,5 @@ impl Machine for RunMachine {
 }
 
 #[cfg(test)]
-#[path = "llm_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

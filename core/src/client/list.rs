@@ -1,13 +1,13 @@
 //! ListTasks from the client side (A2A 1.0; 0.3 has no such method): the
 //! request, a page read back, and [`list_tasks`], which follows the pages.
 
-use crate::agent::Agent;
-use crate::card::AgentCard;
+use crate::client::card::AgentCard;
 use crate::error::Error;
-use crate::http::HttpRequest;
-use crate::rpc::{parse_reply, Dialect, Method};
-use crate::task::{Task, TaskState};
-use crate::transport::Transport;
+use crate::host::transport::Transport;
+use crate::model::agent::Agent;
+use crate::model::task::{Task, TaskState};
+use crate::wire::http::HttpRequest;
+use crate::wire::rpc::{parse_reply, Dialect, Method};
 use serde_json::{json, Value};
 
 /// Which tasks to list.
@@ -59,7 +59,7 @@ pub fn read_page(v: &Value) -> Option<(Vec<Task>, String, Option<u64>)> {
     let tasks = v.get("tasks")?.as_array()?;
     Some((
         tasks.iter().filter_map(Task::from_value).collect(),
-        crate::task::text_of(v, "nextPageToken").unwrap_or_default(),
+        crate::model::task::text_of(v, "nextPageToken").unwrap_or_default(),
         v.get("totalSize").and_then(Value::as_u64),
     ))
 }
@@ -86,7 +86,7 @@ pub async fn list_tasks<T: Transport>(
         let (tasks, next, total) = read_page(&result).ok_or_else(|| {
             Error::Malformed(format!(
                 "the ListTasks answer has no tasks: {}",
-                crate::json::text(&result)
+                crate::wire::json::text(&result)
             ))
         })?;
         list.tasks.extend(tasks);

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::TScalarStyle;
 
-use crate::tool::{ToolResult, ToolSpec};
+use crate::model::tool::{ToolResult, ToolSpec};
 
 /// The path recorded for skills given as data rather than read from a file.
 const DATA_ORIGIN: &str = "<data>";

@@ -5,7 +5,9 @@
 //! `{"statusUpdate"}`, `{"artifactUpdate"}`); 0.3 marks it with `kind`
 //! (`task`, `message`, `status-update` with `final`, `artifact-update`).
 
-use crate::task::{text_of, Artifact, InTask, Message, Shape, ShapedArtifact, Task, TaskState};
+use crate::model::task::{
+    text_of, Artifact, InTask, Message, Shape, ShapedArtifact, Task, TaskState,
+};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
@@ -136,7 +138,11 @@ impl Task {
             StreamEvent::Status(s) => {
                 self.state = s.state;
                 self.status_message = s.message.clone();
-                if let Some(ms) = s.timestamp.as_deref().and_then(crate::time::parse_rfc3339) {
+                if let Some(ms) = s
+                    .timestamp
+                    .as_deref()
+                    .and_then(crate::model::time::parse_rfc3339)
+                {
                     self.updated_ms = Some(ms);
                 }
                 if self.context_id.is_empty() {

@@ -2,8 +2,8 @@
 //! with `url`, A2A 1.0 with `supportedInterfaces`).
 
 use crate::error::Error;
-use crate::rpc::Dialect;
-use crate::url;
+use crate::wire::rpc::Dialect;
+use crate::wire::url;
 use serde_json::Value;
 
 /// One advertised skill.
@@ -263,7 +263,11 @@ mod tests {
     fn resolve(peer: &crate::testing::ScriptedPeer, timeout_ms: u64) -> Result<AgentCard, Error> {
         let headers = vec![("X-Key".to_string(), "k".to_string())];
         let mut m = CardMachine::new(CARD_URL, headers, timeout_ms);
-        crate::testing::block_on(crate::driver::drive(&mut m, peer, std::future::pending()))
+        crate::testing::block_on(crate::host::driver::drive(
+            &mut m,
+            peer,
+            std::future::pending(),
+        ))
     }
 
     #[test]
@@ -412,14 +416,14 @@ mod tests {
 }
 
 /// Fetching and reading an Agent Card, as a machine on the one driver
-/// ([`crate::driver::drive`]): one GET, bounded by a deadline, then the
-/// card read leniently. Hosts run it; [`crate::toolkit::fetch_card`] is the
+/// ([`crate::host::driver::drive`]): one GET, bounded by a deadline, then the
+/// card read leniently. Hosts run it; [`crate::client::toolkit::fetch_card`] is the
 /// usual way.
 #[derive(Debug)]
 pub struct CardMachine {
     /// The card URL (for messages).
     url: String,
-    request: Option<crate::http::HttpRequest>,
+    request: Option<crate::wire::http::HttpRequest>,
     timeout_ms: u64,
 }
 
@@ -428,7 +432,7 @@ impl CardMachine {
     /// up after `timeout_ms`.
     pub fn new(url: &str, headers: Vec<(String, String)>, timeout_ms: u64) -> Self {
         let mut request =
-            crate::http::HttpRequest::get(url).with_header("Accept", "application/json");
+            crate::wire::http::HttpRequest::get(url).with_header("Accept", "application/json");
         request.headers.extend(headers);
         CardMachine {
             url: url.to_string(),
@@ -440,21 +444,21 @@ impl CardMachine {
     fn done(
         &mut self,
         result: Result<AgentCard, Error>,
-    ) -> crate::driver::Step<Result<AgentCard, Error>> {
+    ) -> crate::host::driver::Step<Result<AgentCard, Error>> {
         self.request = None;
-        crate::driver::Step::Done(result)
+        crate::host::driver::Step::Done(result)
     }
 }
 
-impl crate::driver::Machine for CardMachine {
+impl crate::host::driver::Machine for CardMachine {
     type Output = Result<AgentCard, Error>;
     type Event = std::convert::Infallible;
     type Work = std::convert::Infallible;
     type Worked = std::convert::Infallible;
 
-    fn start(&mut self, now_ms: u64) -> crate::driver::Step<Self::Output> {
+    fn start(&mut self, now_ms: u64) -> crate::host::driver::Step<Self::Output> {
         match self.request.take() {
-            Some(request) => crate::driver::Step::Send {
+            Some(request) => crate::host::driver::Step::Send {
                 request,
                 deadline_ms: now_ms.saturating_add(self.timeout_ms),
             },
@@ -465,8 +469,8 @@ impl crate::driver::Machine for CardMachine {
     fn handle_response(
         &mut self,
         _now_ms: u64,
-        response: Result<crate::http::HttpResponse, crate::error::TransportError>,
-    ) -> crate::driver::Step<Self::Output> {
+        response: Result<crate::wire::http::HttpResponse, crate::error::TransportError>,
+    ) -> crate::host::driver::Step<Self::Output> {
         let result = match response {
             Err(e) => Err(Error::Transport(format!(
                 "fetching the Agent Card {} failed: {e}",
@@ -486,8 +490,8 @@ impl crate::driver::Machine for CardMachine {
     fn handle_head(
         &mut self,
         _now_ms: u64,
-        _head: Result<crate::driver::ResponseHead, crate::error::TransportError>,
-    ) -> crate::driver::Step<Self::Output> {
+        _head: Result<crate::host::driver::ResponseHead, crate::error::TransportError>,
+    ) -> crate::host::driver::Step<Self::Output> {
         self.done(Err(Error::Misuse("CardMachine reads no streams".into())))
     }
 
@@ -495,11 +499,11 @@ impl crate::driver::Machine for CardMachine {
         &mut self,
         _now_ms: u64,
         _chunk: Result<Option<Vec<u8>>, crate::error::TransportError>,
-    ) -> crate::driver::Step<Self::Output> {
+    ) -> crate::host::driver::Step<Self::Output> {
         self.done(Err(Error::Misuse("CardMachine reads no streams".into())))
     }
 
-    fn handle_timeout(&mut self, _now_ms: u64) -> crate::driver::Step<Self::Output> {
+    fn handle_timeout(&mut self, _now_ms: u64) -> crate::host::driver::Step<Self::Output> {
         let msg = format!(
             "fetching the Agent Card {} timed out after {}ms",
             self.url, self.timeout_ms
@@ -507,7 +511,7 @@ impl crate::driver::Machine for CardMachine {
         self.done(Err(Error::Transport(msg)))
     }
 
-    fn handle_abort(&mut self, _now_ms: u64) -> crate::driver::Step<Self::Output> {
+    fn handle_abort(&mut self, _now_ms: u64) -> crate::host::driver::Step<Self::Output> {
         let msg = format!("fetching the Agent Card {} was aborted", self.url);
         self.done(Err(Error::Transport(msg)))
     }
@@ -520,7 +524,7 @@ impl crate::driver::Machine for CardMachine {
         &mut self,
         _now_ms: u64,
         worked: std::convert::Infallible,
-    ) -> crate::driver::Step<Self::Output> {
+    ) -> crate::host::driver::Step<Self::Output> {
         match worked {}
     }
 }
