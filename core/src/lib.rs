@@ -60,7 +60,7 @@ pub use host::driver::{drive, drive_with_events, drive_with_work, Machine, Respo
 pub use host::transport::{
     BodyStream, BoxFuture, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport,
 };
-pub use model::agent::{expand_env, Agent, DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS};
+pub use model::agent::{expand_env, millis, Agent, DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS};
 pub use model::event::{ArtifactUpdate, ShapedEvent, StatusUpdate, StreamEvent};
 pub use model::part::Part;
 pub use model::task::{Artifact, Message, Role, SendResult, Shape, Task, TaskState};

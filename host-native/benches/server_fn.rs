@@ -28,7 +28,7 @@ async fn main() {
         toolnexus_core::server::build_agent_card(&Default::default(), &[], "http://127.0.0.1:1/");
     let options = ServerOptions {
         card: Some(card.into()),
-        cors_origin: Some("*".into()),
+        cors_origin: Some(toolnexus_core::server::CorsOrigin::any()),
         ..Default::default()
     };
     let server = A2aServer::new(options, MemoryStore::default(), Host, EchoFulfiller);

@@ -6,16 +6,17 @@
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use toolnexus_core::server::Reply;
+use tokio::sync::{watch, Semaphore};
+use toolnexus_core::server::{Admission, BodyRefusal, Reply};
 use toolnexus_core::{HttpRequest, HttpResponse};
 
 /// Turns a request into a response.
@@ -26,20 +27,103 @@ pub type StreamHandler = Arc<dyn Fn(HttpRequest) -> BoxFuture<'static, Reply> + 
 
 type Body = UnsyncBoxBody<Bytes, std::convert::Infallible>;
 
+/// Which requests the server reads and how it refuses the rest. The rules
+/// are the core's ([`toolnexus_core::server::A2aServer::admit`]); the HTTP
+/// server only applies them.
+pub trait RequestPolicy: Send + Sync + 'static {
+    /// What to do with a request, from its headers, before its body is read.
+    fn admit(&self, headers: &[(String, String)]) -> Admission;
+    /// The answer when the body could not be read.
+    fn refuse(&self, why: BodyRefusal) -> HttpResponse;
+}
+
+/// The core's rules for a plain body limit, without CORS headers.
+pub struct BodyLimit(pub usize);
+
+impl RequestPolicy for BodyLimit {
+    fn admit(&self, headers: &[(String, String)]) -> Admission {
+        toolnexus_core::server::admit(headers, self.0)
+    }
+    fn refuse(&self, why: BodyRefusal) -> HttpResponse {
+        match why {
+            BodyRefusal::TooLarge => toolnexus_core::server::payload_too_large(self.0),
+            BodyRefusal::Malformed => toolnexus_core::server::malformed_body(),
+        }
+    }
+}
+
+/// How the HTTP server treats connections.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// What bodies are read (default: [`DEFAULT_BODY_LIMIT`], no CORS).
+    pub policy: Arc<dyn RequestPolicy>,
+    /// A connection that has not sent a whole request head this long after
+    /// it opened or after its last answer is closed: slow senders
+    /// (slowloris) and idle keep-alive connections alike. Default 15 s.
+    pub head_timeout: Duration,
+    /// The longest a request body may take to arrive (else 408). Default 30 s.
+    pub body_timeout: Duration,
+    /// Connections served at once; past it the server stops accepting
+    /// (new clients wait in the listen backlog) until one closes. Default 512.
+    pub max_connections: usize,
+    /// A refused body (413, 400) is read and dropped up to this many bytes
+    /// and [`HttpOptions::drain_time`] before the connection closes, so
+    /// the client, still sending, reads the answer instead of a reset.
+    /// Default 16 MiB.
+    pub drain_bytes: usize,
+    /// Default 5 s.
+    pub drain_time: Duration,
+}
+
+/// The connection cap used when none is given.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            policy: Arc::new(BodyLimit(DEFAULT_BODY_LIMIT)),
+            head_timeout: Duration::from_secs(15),
+            body_timeout: Duration::from_secs(30),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            drain_bytes: 16 * 1024 * 1024,
+            drain_time: Duration::from_secs(5),
+        }
+    }
+}
+
+impl HttpOptions {
+    /// The defaults with a plain body limit.
+    pub fn with_body_limit(limit: usize) -> Self {
+        HttpOptions {
+            policy: Arc::new(BodyLimit(limit)),
+            ..Default::default()
+        }
+    }
+}
+
 /// A running server. Dropping it does not stop it; call [`ServerHandle::stop`].
 pub struct ServerHandle {
     /// `http://HOST:PORT` with the real port.
     pub url: String,
     pub addr: SocketAddr,
-    stop: watch::Sender<bool>,
+    stop: watch::Sender<Option<tokio::time::Instant>>,
     done: tokio::task::JoinHandle<()>,
 }
 
 impl ServerHandle {
     /// Stops accepting, lets requests in flight finish (up to 5 s), then returns.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.done).await;
+        self.stop_within(Duration::from_secs(5)).await;
+    }
+
+    /// Stops accepting, lets requests in flight finish for up to `grace`,
+    /// closes what is left, then returns.
+    pub async fn stop_within(self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        let _ = self.stop.send(Some(deadline));
+        // The serving task itself keeps the deadline; this bound only
+        // guards against it being stuck.
+        let _ = tokio::time::timeout_at(deadline + Duration::from_millis(100), self.done).await;
     }
 }
 
@@ -109,35 +193,104 @@ pub fn serve_streaming_on(
     body_limit: usize,
     handler: StreamHandler,
 ) -> std::io::Result<ServerHandle> {
+    serve_with(listener, HttpOptions::with_body_limit(body_limit), handler)
+}
+
+/// The first wait after a failed accept; it doubles up to [`ACCEPT_BACKOFF_MAX`].
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// [`serve_streaming_on`] with every connection option. Must be called
+/// within a tokio runtime.
+pub fn serve_with(
+    listener: impl Listener,
+    options: HttpOptions,
+    handler: StreamHandler,
+) -> std::io::Result<ServerHandle> {
     let listener = listener.into_tokio()?;
     let addr = listener.local_addr()?;
-    let (stop, mut stopped) = watch::channel(false);
+    let (stop, mut stopped) = watch::channel(None::<tokio::time::Instant>);
+    let options = Arc::new(options);
+    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
     let done = tokio::spawn(async move {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut backoff = ACCEPT_BACKOFF_MIN;
+        let mut at_cap_logged = false;
         loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    let _ = stream.set_nodelay(true);
-                    let handler = handler.clone();
-                    let stopping = stopped.clone();
-                    let service = service_fn(move |req| {
-                        let handler = handler.clone();
-                        let stopping = stopping.clone();
-                        async move {
-                            Ok::<_, std::convert::Infallible>(handle(req, body_limit, handler, stopping).await)
-                        }
-                    });
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service);
-                    let conn = graceful.watch(conn);
-                    tokio::spawn(async move { let _ = conn.await; });
+            // A free connection slot first: at the cap, new clients wait
+            // in the kernel's backlog instead of costing a descriptor here.
+            let slot = match slots.clone().try_acquire_owned() {
+                Ok(slot) => slot,
+                Err(_) => {
+                    if !at_cap_logged {
+                        tracing::warn!(
+                            "at the connection cap ({}): new connections wait until one closes",
+                            options.max_connections
+                        );
+                        at_cap_logged = true;
+                    }
+                    tokio::select! {
+                        slot = slots.clone().acquire_owned() => match slot {
+                            Ok(slot) => slot,
+                            Err(_) => break,
+                        },
+                        _ = stopped.changed() => break,
+                    }
                 }
+            };
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
                 _ = stopped.changed() => break,
-            }
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    stream
+                }
+                Err(e) => {
+                    // Out of descriptors (EMFILE) and the like: retrying at
+                    // once would spin. Wait, longer each time, until
+                    // connections close.
+                    if backoff == ACCEPT_BACKOFF_MIN {
+                        tracing::warn!("accepting a connection failed: {e}; backing off");
+                    }
+                    drop(slot);
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stopped.changed() => break,
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    continue;
+                }
+            };
+            at_cap_logged = false;
+            let _ = stream.set_nodelay(true);
+            let handler = handler.clone();
+            let stopping = stopped.clone();
+            let opts = options.clone();
+            let service = service_fn(move |req| {
+                let handler = handler.clone();
+                let stopping = stopping.clone();
+                let opts = opts.clone();
+                async move {
+                    Ok::<_, std::convert::Infallible>(handle(req, &opts, handler, stopping).await)
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(options.head_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                let _slot = slot;
+                let _ = conn.await;
+            });
         }
         drop(listener);
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), graceful.shutdown()).await;
+        let deadline = *stopped.borrow();
+        let deadline =
+            deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(5));
+        let _ = tokio::time::timeout_at(deadline, graceful.shutdown()).await;
     });
     Ok(ServerHandle {
         url: format!("http://{addr}"),
@@ -147,34 +300,76 @@ pub fn serve_streaming_on(
     })
 }
 
+/// Reads and drops what is left of a refused body, bounded in bytes and
+/// time, so the client, still sending, gets to read the answer (a close
+/// with unread data would reset the connection under it).
+async fn drain(mut body: Incoming, options: &HttpOptions) {
+    let mut left = options.drain_bytes;
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return };
+            if let Some(data) = frame.data_ref() {
+                if data.len() >= left {
+                    return;
+                }
+                left -= data.len();
+            }
+        }
+    };
+    let _ = tokio::time::timeout(options.drain_time, read).await;
+}
+
+/// Reads a whole body under the limit; `Err` says why it was refused.
+async fn read_body(
+    body: Incoming,
+    limit: usize,
+) -> Result<Vec<u8>, (BodyRefusal, Option<Incoming>)> {
+    let mut body = body;
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| (BodyRefusal::Malformed, None))?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > limit {
+                return Err((BodyRefusal::TooLarge, Some(body)));
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(out)
+}
+
 async fn handle(
     req: hyper::Request<Incoming>,
-    limit: usize,
+    options: &HttpOptions,
     handler: StreamHandler,
-    mut stopping: watch::Receiver<bool>,
+    mut stopping: watch::Receiver<Option<tokio::time::Instant>>,
 ) -> hyper::Response<Body> {
     let (parts, body) = req.into_parts();
-    let declared_too_big = parts
+    let headers: Vec<(String, String)> = parts
         .headers
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .is_some_and(|n| n > limit);
-    let body = if declared_too_big {
-        None
-    } else {
-        Limited::new(body, limit)
-            .collect()
-            .await
-            .ok()
-            .map(|b| b.to_bytes().to_vec())
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect();
+    let body = match options.policy.admit(&headers) {
+        Admission::Refuse(answer) => {
+            drain(body, options).await;
+            Err(answer)
+        }
+        Admission::Read { limit } => {
+            match tokio::time::timeout(options.body_timeout, read_body(body, limit)).await {
+                Ok(Ok(body)) => Ok(body),
+                Ok(Err((why, rest))) => {
+                    if let Some(rest) = rest {
+                        drain(rest, options).await;
+                    }
+                    Err(options.policy.refuse(why))
+                }
+                Err(_) => Err(request_timeout()),
+            }
+        }
     };
     let response = match body {
-        Some(body) => {
-            let headers = parts
-                .headers
-                .iter()
-                .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-                .collect();
+        Ok(body) => {
             let url = parts
                 .uri
                 .path_and_query()
@@ -188,7 +383,7 @@ async fn handle(
             })
             .await
         }
-        None => Reply::Full(toolnexus_core::server::payload_too_large(limit)),
+        Err(answer) => Reply::Full(answer),
     };
     let (head, body): (HttpResponse, Body) = match response {
         Reply::Full(mut r) => {
@@ -198,7 +393,7 @@ async fn handle(
         Reply::Stream { head, body } => {
             // Ends with the server: a stop must not wait on an open stream.
             let stop = async move {
-                let _ = stopping.wait_for(|stopped| *stopped).await;
+                let _ = stopping.wait_for(|stopped| stopped.is_some()).await;
             };
             let frames = body
                 .take_until(stop)
@@ -217,6 +412,18 @@ async fn handle(
         *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
         r
     })
+}
+
+/// 408: the body did not arrive in time; the connection is closed.
+fn request_timeout() -> HttpResponse {
+    HttpResponse {
+        status: 408,
+        headers: vec![
+            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
+            ("Connection".into(), "close".into()),
+        ],
+        body: b"the request body did not arrive in time\n".to_vec(),
+    }
 }
 
 /// The files of one folder, served read-only on GET and HEAD (the browser UI

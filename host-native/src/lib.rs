@@ -128,6 +128,58 @@ pub async fn toolkit(agents: &[Agent], config: Option<&Value>) -> Toolkit {
     toolkit_with(NativeTransport::shared(), agents, config).await
 }
 
+/// How long `toolnexus serve` waits, at most, for the cards of its
+/// config's agents before it listens.
+pub const STARTUP_CARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Adds the agents of `config`'s `agents` key to `tk`, resolving their
+/// cards concurrently, each within `limit` (or its own shorter timeout):
+/// a card that does not answer in time is a failure (logged, recorded in
+/// [`toolnexus_core::Toolkit::failures`]), never a hang. Calls to the
+/// agents keep their own timeouts. Returns each agent's card URL and the
+/// number of tools it added, or its error. (The URLs returned and logged
+/// leave out userinfo and query, which may hold secrets.)
+pub async fn add_config_agents_within(
+    tk: &mut Toolkit,
+    config: &Value,
+    limit: std::time::Duration,
+) -> Vec<(String, Result<usize, Error>)> {
+    let agents = toolnexus_core::parse_agents_config(config.get("agents").unwrap_or(&Value::Null));
+    let transport = tk.transport().clone();
+    let cards = futures_util::future::join_all(agents.iter().map(|agent| {
+        let own = std::time::Duration::from_millis(agent.timeout_ms());
+        let quick = agent.clone().with_timeout(own.min(limit));
+        let transport = transport.clone();
+        async move { toolnexus_core::fetch_card(&transport, &quick).await }
+    }))
+    .await;
+    let mut outcomes = Vec::new();
+    for (agent, card) in agents.iter().zip(cards) {
+        let resolved = card.map(|card| toolnexus_core::card_tools(agent, &card));
+        let added = tk.add_resolved(agent, resolved);
+        let shown = shown_url(&agent.card);
+        if let Err(e) = &added {
+            tracing::warn!("agent {shown} skipped: {e}");
+        }
+        outcomes.push((shown, added.map(|names| names.len())));
+    }
+    outcomes
+}
+
+/// A URL as it may be shown: without userinfo, query or fragment, which
+/// may carry secrets.
+fn shown_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit('@').next().unwrap_or_default();
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
 /// [`toolkit`] over your own transport.
 pub async fn toolkit_with(
     transport: Arc<NativeTransport>,

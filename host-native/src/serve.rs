@@ -1,8 +1,8 @@
 //! `serve`: skills and tools as an A2A agent on tokio/hyper, over the core
 //! server function.
 
-use crate::http_server::{self, ServerHandle, StaticFiles, DEFAULT_BODY_LIMIT};
-use crate::store::AnyStore;
+use crate::http_server::{self, HttpOptions, ServerHandle, StaticFiles, DEFAULT_BODY_LIMIT};
+use crate::store::{AnyStore, StoreConfig};
 use crate::{NativeTransport, Toolkit};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,8 +11,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, EchoFulfiller, Fulfiller, LlmFulfiller, PushOptions,
-    Reply, ServerHost, ServerOptions, TaskEvent, CARD_PATH, LEGACY_CARD_PATH,
+    build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CorsOrigin, EchoFulfiller,
+    Fulfiller, Health, LlmFulfiller, PushOptions, Reply, ServerHost, ServerOptions, TaskEvent,
+    CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
 use toolnexus_core::BoxFuture;
@@ -41,14 +42,24 @@ pub struct ServeOptions {
     /// The tools and skills offered to the model (skills are also advertised).
     pub toolkit: Arc<Toolkit>,
     pub model: Model,
-    /// `"memory"` (default) or `"file:<dir>"`.
-    pub store: String,
+    /// The task store: memory (default, bounded by count and bytes), a
+    /// folder, or yours ([`StoreConfig::parse`] reads `"memory"` / `"file:<dir>"`).
+    pub store: StoreConfig,
     /// The base URL the card advertises (behind a proxy, or bound to 0.0.0.0).
     pub public_url: Option<String>,
     /// `Access-Control-Allow-Origin`; `None` disables CORS headers. Default `*`.
-    pub cors_origin: Option<String>,
+    pub cors_origin: Option<CorsOrigin>,
     /// Largest accepted request body; default 1 MiB (larger ⇒ 413).
     pub body_limit: usize,
+    /// At most this many tasks are fulfilled at once (default 64): each may
+    /// hold a model connection. Later tasks wait, `submitted`, in order.
+    pub max_running: usize,
+    /// At most this many tasks wait (default 1024); past it a new task is
+    /// refused at once with a "busy" error.
+    pub max_queued: usize,
+    /// Connection limits and timeouts (its `policy` is replaced by the
+    /// agent's: `body_limit` and the CORS headers on refusals).
+    pub http: HttpOptions,
     /// Called on every terminal state.
     pub on_task: Option<OnTask>,
     /// Called after every saved state change (submitted, working, …).
@@ -112,10 +123,13 @@ impl ServeOptions {
             a2a: Some(A2aConfig::default()),
             toolkit,
             model,
-            store: "memory".into(),
+            store: StoreConfig::default(),
             public_url: None,
-            cors_origin: Some(toolnexus_core::server::DEFAULT_CORS_ORIGIN.into()),
+            cors_origin: Some(CorsOrigin::any()),
             body_limit: DEFAULT_BODY_LIMIT,
+            http: HttpOptions::default(),
+            max_running: toolnexus_core::server::DEFAULT_MAX_RUNNING,
+            max_queued: toolnexus_core::server::DEFAULT_MAX_QUEUED,
             on_task: None,
             on_state: None,
             ui_dir: None,
@@ -123,6 +137,12 @@ impl ServeOptions {
             push: None,
         }
     }
+}
+
+/// The wall clock in Unix milliseconds (`None` before 1970).
+pub(crate) fn unix_ms() -> Option<u64> {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.ok().map(|d| d.as_millis() as u64)
 }
 
 /// Background jobs in flight, so a stop can wait for them.
@@ -148,8 +168,7 @@ impl ServerHost for NativeHost {
     }
 
     fn unix_ms(&self) -> Option<u64> {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        since.ok().map(|d| d.as_millis() as u64)
+        unix_ms()
     }
 
     fn spawn(&self, job: BoxFuture<'static, ()>) {
@@ -236,13 +255,24 @@ pub struct ServeHandle {
     pub recovered: Vec<String>,
     http: ServerHandle,
     jobs: Arc<Jobs>,
+    health: Arc<dyn Fn() -> Health + Send + Sync>,
 }
 
+/// How long [`ServeHandle::stop`] lets requests and tasks finish: the
+/// whole stop stays within 10 s.
+pub const STOP_GRACE: Duration = Duration::from_secs(9);
+
 impl ServeHandle {
-    /// Stops accepting, finishes requests in flight, and waits up to
-    /// `grace` for running tasks to settle.
+    /// Whether the server's saves work (also served at `/healthz`).
+    pub fn health(&self) -> Health {
+        (self.health)()
+    }
+
+    /// Stops accepting, and lets requests in flight and running tasks
+    /// finish for up to `grace` in all; what is left then is dropped.
     pub async fn stop_within(self, grace: Duration) {
-        self.http.stop().await;
+        let deadline = tokio::time::Instant::now() + grace;
+        self.http.stop_within(grace).await;
         let wait = async {
             while self.jobs.running.load(Ordering::SeqCst) > 0 {
                 let idle = self.jobs.idle.notified();
@@ -252,12 +282,12 @@ impl ServeHandle {
                 idle.await;
             }
         };
-        let _ = tokio::time::timeout(grace, wait).await;
+        let _ = tokio::time::timeout_at(deadline, wait).await;
     }
 
-    /// [`ServeHandle::stop_within`] 10 seconds.
+    /// [`ServeHandle::stop_within`] [`STOP_GRACE`].
     pub async fn stop(self) {
-        self.stop_within(Duration::from_secs(10)).await;
+        self.stop_within(STOP_GRACE).await;
     }
 }
 
@@ -294,7 +324,8 @@ struct Opened {
 
 impl Opened {
     fn open(options: &ServeOptions) -> Result<Opened, String> {
-        let (store, recovered) = AnyStore::open(&options.store).map_err(|e| e.to_string())?;
+        let (store, recovered) =
+            AnyStore::open_config(&options.store).map_err(|e| e.to_string())?;
         let ui = match &options.ui_dir {
             Some(dir) => Some(Arc::new(
                 StaticFiles::open(dir).map_err(|e| format!("cannot serve the UI folder {e}"))?,
@@ -366,6 +397,9 @@ fn start(
         ServerOptions {
             card: card.map(Into::into),
             cors_origin: options.cors_origin,
+            body_limit: options.body_limit,
+            max_running: options.max_running,
+            max_queued: options.max_queued,
             heartbeat: options.heartbeat,
             push: options.push,
             ..Default::default()
@@ -374,6 +408,11 @@ fn start(
         host,
         fulfiller,
     );
+    let policy: Arc<dyn http_server::RequestPolicy> = Arc::new(Policy(server.clone()));
+    let health = {
+        let server = server.clone();
+        Arc::new(move || server.health())
+    };
     let handler: http_server::StreamHandler = Arc::new(move |req| {
         let server = server.clone();
         let ui = ui.clone().filter(|_| is_ui_request(&req));
@@ -384,7 +423,11 @@ fn start(
             }
         })
     });
-    let http = http_server::serve_streaming_on(listener, options.body_limit, handler)
+    let http_options = HttpOptions {
+        policy,
+        ..options.http
+    };
+    let http = http_server::serve_with(listener, http_options, handler)
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     Ok(ServeHandle {
         url: http.url.clone(),
@@ -392,7 +435,22 @@ fn start(
         recovered,
         http,
         jobs,
+        health,
     })
+}
+
+type NativeServer = A2aServer<ObservedStore, NativeHost, Arc<dyn Fulfiller>>;
+
+/// The agent's rules for request bodies, applied by the HTTP server.
+struct Policy(Arc<NativeServer>);
+
+impl http_server::RequestPolicy for Policy {
+    fn admit(&self, headers: &[(String, String)]) -> Admission {
+        self.0.admit(headers)
+    }
+    fn refuse(&self, why: BodyRefusal) -> toolnexus_core::HttpResponse {
+        self.0.refuse(why)
+    }
 }
 
 /// Whether a request is for the UI's static files rather than the agent:
@@ -401,6 +459,6 @@ fn is_ui_request(req: &toolnexus_core::HttpRequest) -> bool {
     matches!(req.method.as_str(), "GET" | "HEAD")
         && !matches!(
             http_server::url_path(&req.url),
-            CARD_PATH | LEGACY_CARD_PATH
+            CARD_PATH | LEGACY_CARD_PATH | HEALTH_PATH
         )
 }

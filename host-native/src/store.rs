@@ -1,13 +1,14 @@
 //! Task stores of the native host: memory, or one JSON file per task.
 
+use crate::serve::unix_ms;
 use crate::MemoryStore;
 use futures_util::future::{BoxFuture, Either};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use toolnexus_core::server::{StoreError, TaskFilter, TaskStore};
+use toolnexus_core::server::{mark_interrupted, StoreError, TaskFilter, TaskStore};
+use toolnexus_core::Task;
 use toolnexus_core::{sanitize, MaybeSend};
-use toolnexus_core::{Message, Task, TaskState};
 
 /// Tasks as `<dir>/<sanitized id>.json`, each written to a temp file,
 /// fsynced and renamed into place, so a crash never leaves a torn file.
@@ -16,11 +17,20 @@ pub struct FileStore {
 }
 
 /// The status text a task left unfinished by a crash is failed with.
-pub const INTERRUPTED: &str = "the server stopped before this task finished; send it again";
+pub use toolnexus_core::server::INTERRUPTED;
+
+/// The folder, inside the store's, that unreadable task files are moved to.
+pub const QUARANTINE: &str = "quarantine";
 
 impl FileStore {
     /// Opens (creating) `dir`. Tasks a crash left `submitted` or `working` are
     /// marked `failed` with [`INTERRUPTED`]; their ids are returned.
+    ///
+    /// One bad file never stops the store from opening: a `.json` entry that
+    /// is not a regular file (a folder, a FIFO, a socket, a symlink) is
+    /// skipped without being opened, and a file that is not a readable task
+    /// (empty, truncated, not JSON, not a task) is moved to
+    /// `<dir>/quarantine/`; each is logged as a warning.
     pub fn open(dir: impl Into<PathBuf>) -> Result<(FileStore, Vec<String>), StoreError> {
         let dir = dir.into();
         let err =
@@ -29,9 +39,8 @@ impl FileStore {
         let store = FileStore { dir: dir.clone() };
         let mut recovered = Vec::new();
         for entry in std::fs::read_dir(&dir).map_err(|e| err("cannot read the store folder", e))? {
-            let path = entry
-                .map_err(|e| err("cannot read the store folder", e))?
-                .path();
+            let entry = entry.map_err(|e| err("cannot read the store folder", e))?;
+            let path = entry.path();
             let name = path
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -44,16 +53,22 @@ impl FileStore {
             if !name.ends_with(".json") {
                 continue;
             }
-            let Some(mut task) = read_task(&path)? else {
+            // The entry's own type, symlinks not followed: opening a FIFO
+            // would block startup, and a folder cannot be read as a task.
+            let regular = entry.file_type().is_ok_and(|t| t.is_file());
+            if !regular {
+                tracing::warn!("task store: skipped {name}: not a regular file (left where it is)");
                 continue;
+            }
+            let mut task = match read_task(&path) {
+                Ok(Some(task)) => task,
+                Ok(None) => continue,
+                Err(e) => {
+                    quarantine(&dir, &path, name, &e);
+                    continue;
+                }
             };
-            if matches!(task.state, TaskState::Submitted | TaskState::Working) {
-                task.state = TaskState::Failed;
-                let mut m =
-                    Message::agent_text(format!("{}-interrupted", task.id), INTERRUPTED.into());
-                m.context_id = Some(task.context_id.clone());
-                m.task_id = Some(task.id.clone());
-                task.status_message = Some(m);
+            if mark_interrupted(&mut task, unix_ms()) {
                 write_atomically(&store.path(&task.id), &task)?;
                 recovered.push(task.id);
             }
@@ -63,6 +78,21 @@ impl FileStore {
 
     fn path(&self, id: &str) -> PathBuf {
         self.dir.join(file_name(id))
+    }
+}
+
+/// Moves a task file that cannot be read out of the way, with a warning.
+fn quarantine(dir: &Path, path: &Path, name: &str, why: &StoreError) {
+    let folder = dir.join(QUARANTINE);
+    let moved =
+        std::fs::create_dir_all(&folder).and_then(|()| std::fs::rename(path, folder.join(name)));
+    match moved {
+        Ok(()) => tracing::warn!(
+            "task store: moved {name} to {QUARANTINE}/ ({why}); the server starts without it"
+        ),
+        Err(e) => tracing::warn!(
+            "task store: skipped {name} ({why}); it could not be moved to {QUARANTINE}/: {e}"
+        ),
     }
 }
 
@@ -202,23 +232,66 @@ impl TaskStore for FileStore {
     }
 }
 
-/// A store picked by a selector string.
-pub enum AnyStore {
-    Memory(MemoryStore),
-    File(FileStore),
+/// A task store as a trait object: what [`StoreConfig::Custom`] takes
+/// (your own store, or one that fails on purpose in a test).
+pub trait SharedStore: Send + Sync + 'static {
+    fn get(&self, id: &str) -> BoxFuture<'static, Result<Option<Task>, StoreError>>;
+    /// Must be durable when it resolves `Ok`.
+    fn save(&self, task: &Task) -> BoxFuture<'static, Result<(), StoreError>>;
+    /// `Ok(None)`: this store cannot list (ListTasks says so).
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> BoxFuture<'static, Result<Option<Vec<Task>>, StoreError>> {
+        let _ = filter;
+        Box::pin(std::future::ready(Ok(None)))
+    }
 }
 
-impl AnyStore {
-    /// `"memory"` or `"file:<dir>"`; anything else is an error. For a file
-    /// store, also the ids of tasks recovered from a crash.
-    pub fn open(selector: &str) -> Result<(AnyStore, Vec<String>), StoreError> {
+/// Which task store `serve` opens.
+#[derive(Clone)]
+pub enum StoreConfig {
+    /// In memory, bounded by count and bytes (oldest finished tasks dropped first).
+    Memory { max_tasks: usize, max_bytes: usize },
+    /// One JSON file per task in this folder (survives restarts).
+    File(PathBuf),
+    /// Yours.
+    Custom(std::sync::Arc<dyn SharedStore>),
+}
+
+impl Default for StoreConfig {
+    /// The memory store with its default caps.
+    fn default() -> Self {
+        StoreConfig::Memory {
+            max_tasks: toolnexus_core::server::DEFAULT_MAX_TASKS,
+            max_bytes: toolnexus_core::server::DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreConfig::Memory {
+                max_tasks,
+                max_bytes,
+            } => write!(
+                f,
+                "Memory {{ max_tasks: {max_tasks}, max_bytes: {max_bytes} }}"
+            ),
+            StoreConfig::File(dir) => write!(f, "File({})", dir.display()),
+            StoreConfig::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// A selector: `"memory"` (or empty) or `"file:<dir>"`; anything else is an error.
+    pub fn parse(selector: &str) -> Result<StoreConfig, StoreError> {
         match selector.trim() {
-            "" | "memory" => Ok((AnyStore::Memory(MemoryStore::default()), Vec::new())),
+            "" | "memory" => Ok(StoreConfig::default()),
             s => match s.strip_prefix("file:") {
-                Some(dir) if !dir.trim().is_empty() => {
-                    let (store, recovered) = FileStore::open(dir.trim())?;
-                    Ok((AnyStore::File(store), recovered))
-                }
+                Some(dir) if !dir.trim().is_empty() => Ok(StoreConfig::File(dir.trim().into())),
                 Some(_) => Err(StoreError(
                     "the store selector \"file:\" needs a folder: file:<dir>".into(),
                 )),
@@ -230,12 +303,47 @@ impl AnyStore {
     }
 }
 
+/// The store `serve` runs on.
+pub enum AnyStore {
+    Memory(MemoryStore),
+    File(FileStore),
+    Custom(std::sync::Arc<dyn SharedStore>),
+}
+
+impl AnyStore {
+    /// `"memory"` or `"file:<dir>"`; anything else is an error. For a file
+    /// store, also the ids of tasks recovered from a crash.
+    pub fn open(selector: &str) -> Result<(AnyStore, Vec<String>), StoreError> {
+        Self::open_config(&StoreConfig::parse(selector)?)
+    }
+
+    /// Opens the store `config` names. For a file store, also the ids of
+    /// tasks recovered from a crash.
+    pub fn open_config(config: &StoreConfig) -> Result<(AnyStore, Vec<String>), StoreError> {
+        match config {
+            StoreConfig::Memory {
+                max_tasks,
+                max_bytes,
+            } => Ok((
+                AnyStore::Memory(MemoryStore::with_limits(*max_tasks, *max_bytes)),
+                Vec::new(),
+            )),
+            StoreConfig::File(dir) => {
+                let (store, recovered) = FileStore::open(dir)?;
+                Ok((AnyStore::File(store), recovered))
+            }
+            StoreConfig::Custom(store) => Ok((AnyStore::Custom(store.clone()), Vec::new())),
+        }
+    }
+}
+
 impl TaskStore for AnyStore {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         // The memory store answers without allocating a future (GetTask's hot path).
         match self {
             AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),
             AnyStore::File(f) => Either::Right(f.get_owned(id)),
+            AnyStore::Custom(c) => Either::Right(c.get(id)),
         }
     }
 
@@ -243,6 +351,7 @@ impl TaskStore for AnyStore {
         match self {
             AnyStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
             AnyStore::File(f) => Either::Right(f.save_owned(task)),
+            AnyStore::Custom(c) => Either::Right(c.save(task)),
         }
     }
 
@@ -251,9 +360,14 @@ impl TaskStore for AnyStore {
         filter: &TaskFilter,
     ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
         let listed = match self {
-            AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(m.list_now(filter)))),
-            AnyStore::File(f) => Either::Right(f.list_owned(filter)),
+            AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(Some(m.list_now(filter))))),
+            AnyStore::File(f) => {
+                let listed = f.list_owned(filter);
+                Either::Right(Box::pin(async move { listed.await.map(Some) })
+                    as BoxFuture<'static, Result<Option<Vec<Task>>, StoreError>>)
+            }
+            AnyStore::Custom(c) => Either::Right(c.list(filter)),
         };
-        async move { listed.await.map(Some) }
+        listed
     }
 }

@@ -67,7 +67,7 @@ async fn an_unversioned_10_client_reads_its_tasks_in_10_shapes_across_a_restart(
         common::free_port()
     ));
     let mut options = options();
-    options.store = format!("file:{}", dir.display());
+    options.store = toolnexus_host_native::store::StoreConfig::File(dir.clone());
     let handle = serve("127.0.0.1:0", options.clone()).await.expect("serve");
     // What the official 1.0 clients send when they omit the header.
     let v = rpc(

@@ -7,9 +7,10 @@ use common::{json_response, openai_stub, say, Stub, CARD_PATH};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
-use toolnexus_core::server::{build_agent_card, A2aConfig, Provider, TaskEvent};
+use toolnexus_core::server::{build_agent_card, A2aConfig, CorsOrigin, Provider, TaskEvent};
 use toolnexus_core::skills::{Skill, SkillSet};
 use toolnexus_core::{HttpRequest, Transport};
+use toolnexus_host_native::store::StoreConfig;
 use toolnexus_host_native::{
     agent_tools, serve, Agent, Model, NativeTransport, ServeHandle, ServeOptions,
 };
@@ -385,7 +386,7 @@ async fn bad_input_gets_the_right_error_and_the_server_stays_up() {
 #[tokio::test]
 async fn cors_preflight_and_a_configured_origin() {
     let mut options = ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo);
-    options.cors_origin = Some("http://localhost:5173".into());
+    options.cors_origin = Some(CorsOrigin::parse("http://localhost:5173").expect("origin"));
     let handle = serve_with(options).await;
     let req = HttpRequest {
         method: "OPTIONS".into(),
@@ -445,10 +446,8 @@ async fn no_profile_means_404_everywhere() {
 
 #[tokio::test]
 async fn an_unknown_store_selector_is_an_error() {
-    let mut options = ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo);
-    options.store = "redis://localhost".into();
-    let err = serve("127.0.0.1:0", options).await.err().expect("an error");
-    assert!(err.contains("unknown task store"), "{err}");
+    let err = StoreConfig::parse("redis://localhost").expect_err("an error");
+    assert!(err.to_string().contains("unknown task store"), "{err}");
 }
 
 /// The file store keeps tasks across a restart of the server.
@@ -456,7 +455,7 @@ async fn an_unknown_store_selector_is_an_error() {
 async fn the_file_store_round_trips_across_a_restart() {
     let dir = std::env::temp_dir().join(format!("toolnexus-store-{}", uuid_like()));
     let mut options = ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo);
-    options.store = format!("file:{}", dir.display());
+    options.store = StoreConfig::File(dir.clone());
     let handle = serve_with(options.clone()).await;
     let v = rpc(
         &handle.url,
@@ -699,7 +698,7 @@ async fn cancels_racing_progress_on_the_file_store_stay_consistent() {
     let dir = std::env::temp_dir().join(format!("toolnexus-race-{}", uuid_like()));
     let tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
     let mut options = ServeOptions::new(Arc::new(tk), Model::Custom(Arc::new(Chatty)));
-    options.store = format!("file:{}", dir.display());
+    options.store = StoreConfig::File(dir.clone());
     let hooks: Arc<Mutex<Vec<TaskEvent>>> = Arc::default();
     let seen = hooks.clone();
     options.on_task = Some(Arc::new(move |e: &TaskEvent| {

@@ -290,3 +290,83 @@ async fn public_url_is_what_the_card_advertises() {
         "https://agents.example/desk/"
     );
 }
+
+/// §9: a config agent whose card never answers does not keep `serve` from
+/// listening (its card gets a short startup deadline), and the wait is
+/// said on stderr.
+#[tokio::test]
+async fn serve_listens_even_when_a_config_agents_card_never_answers() {
+    // Accepts connections (the backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let card = format!(
+        "http://{}/.well-known/agent-card.json",
+        silent.local_addr().expect("addr")
+    );
+    let dir = std::env::temp_dir().join(format!("toolnexus-silent-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        json!({"agents": {"silent": {"card": card}}}).to_string(),
+    )
+    .expect("config");
+    let mut child = tokio::process::Command::new(toolnexus_bin())
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--config",
+        ])
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    use tokio::io::AsyncBufReadExt;
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // Bounded well under the agent's own 300 s timeout.
+    let first = tokio::time::timeout(Duration::from_secs(60), stdout.next_line())
+        .await
+        .expect("serve listened without waiting out the card")
+        .expect("read")
+        .expect("a line");
+    assert!(
+        first.starts_with("listening on http://127.0.0.1:"),
+        "{first}"
+    );
+    let _ = child.start_kill();
+    let out = child.wait_with_output().await.expect("output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("resolving 1 agent card(s)"), "{stderr}");
+    assert!(stderr.contains("skipped"), "{stderr}");
+    drop(silent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// §9: a CORS origin with CR/LF is refused at startup with a clear error
+/// (it used to be taken, and then every response was a 500).
+#[tokio::test]
+async fn a_cors_origin_with_a_line_break_is_refused_at_startup() {
+    let (code, _stdout, stderr) = run_to_end(
+        &toolnexus_bin(),
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--cors-origin",
+            "http://a.example\r\nX-Evil: 1",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("--cors-origin: invalid CORS origin"),
+        "{stderr}"
+    );
+}

@@ -199,6 +199,15 @@ export interface A2AHandlerOptions {
    * open (proxies cut silent streams). Default 15000; `0`, `false` or `null`: none.
    */
   heartbeatMs?: number | false | null;
+  /**
+   * Crash recovery for a JS `store`: a stored task still `submitted` or
+   * `working` that no instance here runs, with no status change for this
+   * long, is failed ("the server stopped before this task finished") when it
+   * is read: the isolate that ran it is gone. Pick it above your longest
+   * silent stretch. Default 600000 (10 min) with a JS store, none with the
+   * memory store; `0`, `false` or `null`: never.
+   */
+  interruptedAfterMs?: number | false | null;
 }
 
 /** What keeps a worker alive after the response (workerd's `ExecutionContext`). */

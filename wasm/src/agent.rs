@@ -9,7 +9,7 @@ use crate::transport::JsTransport;
 use js_sys::{Array, Object, Promise};
 use std::rc::Rc;
 use std::time::Duration;
-use toolnexus_core::{A2aTool, Agent, ToolResult};
+use toolnexus_core::{millis, A2aTool, Agent, ToolResult};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
@@ -47,10 +47,10 @@ pub fn agent_to_js(a: &Agent) -> JsValue {
         set(&o, "headers", &h);
     }
     if let Some(t) = a.timeout {
-        set(&o, "timeout", &(t.as_millis() as f64).into());
+        set(&o, "timeout", &(millis(t) as f64).into());
     }
     if let Some(p) = a.poll_every {
-        set(&o, "pollEvery", &(p.as_millis() as f64).into());
+        set(&o, "pollEvery", &(millis(p) as f64).into());
     }
     o
 }

@@ -25,10 +25,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, EventBody, FulfilRequest,
-    Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply, ServerHost, ServerOptions, TaskEvent,
+    build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CorsOrigin,
+    EchoFulfiller, EventBody, FulfilRequest, Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply,
+    ServerHost, ServerOptions, TaskEvent, DEFAULT_HEARTBEAT,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::BoxFuture;
@@ -36,9 +38,6 @@ use toolnexus_core::{HttpRequest, HttpResponse};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
-
-/// The largest accepted request body, as in the native server (larger ⇒ 413).
-pub const MAX_REQUEST_BYTES: usize = toolnexus_core::server::DEFAULT_BODY_LIMIT;
 
 #[wasm_bindgen]
 extern "C" {
@@ -290,8 +289,35 @@ struct Parts {
     host: WasmHost,
     fulfiller: Arc<dyn Fulfiller>,
     url: Option<String>,
-    cors: Option<String>,
-    heartbeat: Option<std::time::Duration>,
+    cors: Option<CorsOrigin>,
+    heartbeat: Option<Duration>,
+    interrupted_after: Option<Duration>,
+}
+
+/// How long a task in a JS store may go without a status change, while no
+/// instance here runs it, before a read fails it as interrupted: 10 minutes.
+const DEFAULT_INTERRUPTED_AFTER: Duration = Duration::from_secs(600);
+
+/// `options[key]` in milliseconds: absent ⇒ `default`; `0`, `false` or
+/// `null` ⇒ none; a positive number ⇒ that long.
+fn opt_duration(
+    options: &JsValue,
+    key: &str,
+    default: Option<Duration>,
+) -> Result<Option<Duration>, JsValue> {
+    let v = get(options, key);
+    if v.is_undefined() {
+        return Ok(default);
+    }
+    if v.is_null() || v.as_bool() == Some(false) || v.as_f64() == Some(0.0) {
+        return Ok(None);
+    }
+    match v.as_f64() {
+        Some(ms) if ms.is_finite() && ms >= 1.0 => Ok(Some(Duration::from_millis(ms as u64))),
+        _ => Err(misuse(format!(
+            "createA2AHandler options.{key} must be a positive number of milliseconds, or 0/false/null for none"
+        ))),
+    }
 }
 
 struct HandlerState {
@@ -318,6 +344,7 @@ impl HandlerState {
                 card,
                 cors_origin: p.cors,
                 heartbeat: p.heartbeat,
+                interrupted_after: p.interrupted_after,
                 ..Default::default()
             },
             store,
@@ -328,8 +355,12 @@ impl HandlerState {
     }
 }
 
-/// The request as the core's `HttpRequest`, or the error answer (413).
-async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpResponse>, JsValue> {
+/// The request as the core's `HttpRequest`, or the server's answer refusing
+/// it (413, 400, with the CORS headers): the rules are the core's.
+async fn read_request(
+    server: &Server,
+    request: &JsValue,
+) -> Result<Result<HttpRequest, HttpResponse>, JsValue> {
     let (Some(method), Some(url)) = (
         get(request, "method").as_string(),
         get(request, "url").as_string(),
@@ -337,14 +368,10 @@ async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpRespo
         return Err(misuse("the handler takes a Request"));
     };
     let headers = header_pairs(&get(request, "headers"));
-    let declared = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok());
-    let too_large = || toolnexus_core::server::payload_too_large(MAX_REQUEST_BYTES);
-    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
-        return Ok(Err(too_large()));
-    }
+    let limit = match server.admit(&headers) {
+        Admission::Read { limit } => limit,
+        Admission::Refuse(answer) => return Ok(Err(answer)),
+    };
     let body = if method == "GET" || method == "HEAD" {
         Vec::new()
     } else {
@@ -355,8 +382,8 @@ async fn read_request(request: &JsValue) -> Result<Result<HttpRequest, HttpRespo
         let buffer = JsFuture::from(read).await?;
         Uint8Array::new(&buffer).to_vec()
     };
-    if body.len() > MAX_REQUEST_BYTES {
-        return Ok(Err(too_large()));
+    if body.len() > limit {
+        return Ok(Err(server.refuse(BodyRefusal::TooLarge)));
     }
     Ok(Ok(HttpRequest {
         method,
@@ -437,7 +464,7 @@ impl HandlerState {
             .into_iter()
             .find(|c| get(c, "waitUntil").is_function());
         let fut = async move {
-            let req = match read_request(&request).await? {
+            let req = match read_request(&self.server, &request).await? {
                 Ok(req) => req,
                 Err(answer) => return to_response(answer),
             };
@@ -519,30 +546,18 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     };
     let cors = get(&options, "cors");
     let cors = if cors.is_undefined() {
-        Some(toolnexus_core::server::DEFAULT_CORS_ORIGIN.to_string())
+        Some(CorsOrigin::any())
     } else if cors.is_null() || cors.as_bool() == Some(false) {
         None
     } else {
-        Some(opt_string(&options, "cors", WHAT)?.unwrap_or_default())
+        let origin = opt_string(&options, "cors", WHAT)?.unwrap_or_default();
+        Some(CorsOrigin::parse(&origin).map_err(|e| misuse(format!("{WHAT}.cors: {e}")))?)
     };
-    let heartbeat = get(&options, "heartbeatMs");
-    let heartbeat = if heartbeat.is_undefined() {
-        Some(toolnexus_core::server::DEFAULT_HEARTBEAT)
-    } else if heartbeat.is_null()
-        || heartbeat.as_bool() == Some(false)
-        || heartbeat.as_f64() == Some(0.0)
-    {
-        None
-    } else {
-        match heartbeat.as_f64() {
-            Some(ms) if ms.is_finite() && ms >= 1.0 => Some(std::time::Duration::from_millis(ms as u64)),
-            _ => {
-                return Err(misuse(format!(
-                    "{WHAT}.heartbeatMs must be a positive number of milliseconds, or 0/false/null for none"
-                )))
-            }
-        }
-    };
+    let heartbeat = opt_duration(&options, "heartbeatMs", Some(DEFAULT_HEARTBEAT))?;
+    // A JS store outlives instances that die mid-task (an evicted isolate):
+    // its abandoned tasks are failed when read. The memory store dies with them.
+    let interrupted_default = store.is_some().then_some(DEFAULT_INTERRUPTED_AFTER);
+    let interrupted_after = opt_duration(&options, "interruptedAfterMs", interrupted_default)?;
     let state = Rc::new(HandlerState::new(Parts {
         a2a: a2a_config(&get(&options, "a2a"))?,
         skills: skill_list(&skills),
@@ -554,6 +569,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
         url: opt_string(&options, "url", WHAT)?,
         cors,
         heartbeat,
+        interrupted_after,
     }));
     let handler = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> Promise>::new(
         move |request, second, third| state.clone().handle(request, second, third),

@@ -487,6 +487,32 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal((await call(getOnly, 'ListTasks', {})).error.code, -32004);
   });
 
+  test('a JS store: a task an instance abandoned mid-work is failed when read, one still fresh is not', async () => {
+    const call = (handler, id) => handler(new Request('http://edge.test/', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/get', params: { id } }),
+    })).then((r) => r.json());
+    // What another isolate left behind: it saved `working`, then was evicted.
+    const ago = (ms) => new Date(Date.now() - ms).toISOString();
+    const left = (id, at) => ({ kind: 'task', id, contextId: 'c', status: { state: 'working', timestamp: at } });
+    const saved = new Map([['gone', left('gone', ago(11 * 60_000))], ['busy', left('busy', ago(60_000))]]);
+    const store = {
+      get: async (id) => structuredClone(saved.get(id) ?? null),
+      save: async (task) => { saved.set(task.id, structuredClone(task)); },
+    };
+    const handler = tn.createA2AHandler({ client: 'echo', store });
+    const gone = (await call(handler, 'gone')).result;
+    assert.equal(gone.status.state, 'failed');
+    assert.match(gone.status.message.parts[0].text, /stopped before this task finished/);
+    assert.equal(saved.get('gone').status.state, 'failed', 'the store now says so too');
+    assert.equal((await call(handler, 'busy')).result.status.state, 'working');
+    // Opted out: the store's word stands.
+    const trusting = tn.createA2AHandler({ client: 'echo', store, interruptedAfterMs: false });
+    saved.set('gone2', left('gone2', ago(11 * 60_000)));
+    assert.equal((await call(trusting, 'gone2')).result.status.state, 'working');
+    assert.throws(() => tn.createA2AHandler({ client: 'echo', store, interruptedAfterMs: -1 }), (e) => e.kind === 'misuse');
+  });
+
   test('the handler speaks JSON-RPC errors, CORS and 404 like the native server', async () => {
     const handler = tn.createA2AHandler({ skills, client: 'echo' });
     const post = (body, headers = {}) => handler(new Request('http://edge.test/', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body }));

@@ -450,7 +450,7 @@ impl RunMachine {
         let msg = format!(
             "LLM request to {} timed out after {}ms",
             self.url,
-            self.cfg.timeout.as_millis()
+            crate::model::agent::millis(self.cfg.timeout)
         );
         self.fail(Error::Transport(msg))
     }

@@ -85,8 +85,11 @@ impl Agent {
 }
 
 /// Whole milliseconds, saturating (a `Duration` may exceed `u64` ms).
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+/// Without `as_millis`: its `u128` arithmetic costs the wasm build.
+pub fn millis(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(d.subsec_millis()))
 }
 
 /// Expands every `${NAME}` (`NAME` of `[A-Za-z0-9_]+`) through `lookup`; an

@@ -81,6 +81,18 @@ impl Part {
         }
     }
 
+    /// About how many bytes of text the part holds (for a memory cap): a
+    /// text's length, or a file or data part's strings plus a little per field.
+    pub fn byte_len(&self) -> usize {
+        match self {
+            Part::Text(t) => t.len(),
+            Part::Other(o) => o
+                .iter()
+                .map(|(k, v)| k.len() + v.as_str().map_or(64, str::len))
+                .sum(),
+        }
+    }
+
     /// The part in its 1.0 shape.
     pub fn to_v10(&self) -> Value {
         match self {

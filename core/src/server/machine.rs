@@ -51,6 +51,20 @@ pub(crate) struct AfterSave {
     pub(crate) settled: Option<(Task, RunInfo)>,
     /// A problem no caller will see.
     pub(crate) problem: Option<String>,
+    /// The terminal state was not saved: try again after this retry (1, 2,
+    /// …) has waited ([`retry_delay_ms`]), then [`Tasks::retry_now`].
+    pub(crate) retry: Option<u32>,
+}
+
+/// How many times a refused terminal state is saved again before the task
+/// is given up (left as stored, the host told).
+pub(crate) const TERMINAL_SAVE_RETRIES: u32 = 8;
+
+/// The wait before retry `n` (1-based) of a terminal save: 500 ms doubling,
+/// at most 30 s (about 90 s in all), so a disk that frees up gets the
+/// outcome stored instead of a task `working` forever.
+pub(crate) fn retry_delay_ms(n: u32) -> u64 {
+    (500u64 << n.saturating_sub(1).min(6)).min(30_000)
 }
 
 /// What the hook needs that the task does not say.
@@ -76,10 +90,37 @@ struct Run {
     saving: bool,
     /// The task changed since the last save began.
     unsaved: bool,
+    /// Failed saves of the terminal state so far; while a retry waits, no save starts.
+    retries: u32,
+    retry_waiting: bool,
     streams: Vec<Slot>,
     waiters: Vec<(Slot, Until)>,
     /// The job driving this task.
     job: Option<Waker>,
+    /// Its place among the fulfilments the server runs at once.
+    turn: Turn,
+}
+
+/// Where a task is with respect to the cap on fulfilments running at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// Waiting for a free place (the task stays `submitted`).
+    Queued,
+    /// Its fulfilment runs (or may start).
+    Running,
+    /// Its fulfilment ended (or never will): its place is free.
+    Done,
+}
+
+/// What a job waiting for its turn learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admitted {
+    /// Start the fulfilment.
+    Yes,
+    /// Still waiting.
+    Waiting,
+    /// Never start it (canceled while queued, or forgotten).
+    Never,
 }
 
 #[derive(Default)]
@@ -100,13 +141,30 @@ struct WaitSlot {
     waker: Option<Waker>,
 }
 
-/// Every running task, its streams and its waiters.
-#[derive(Default)]
+/// Every running task, its streams and its waiters, and the queue of
+/// tasks waiting for a place among the fulfilments that run at once.
 pub(crate) struct Tasks {
     running: HashMap<String, Run>,
     streams: HashMap<Slot, StreamSlot>,
     waits: HashMap<Slot, WaitSlot>,
     next: Slot,
+    /// At most this many fulfilments run at once ...
+    max_running: usize,
+    /// ... and at most this many tasks wait for a place.
+    max_queued: usize,
+    /// Fulfilments running now.
+    fulfilling: usize,
+    /// Tasks waiting for a place, first come first served.
+    queue: VecDeque<String>,
+    /// Whether saves work.
+    pub(crate) health: super::policy::HealthState,
+}
+
+impl Default for Tasks {
+    /// No cap.
+    fn default() -> Self {
+        Tasks::with_limits(usize::MAX, 0)
+    }
 }
 
 fn wake(waker: &mut Option<Waker>) {
@@ -128,6 +186,87 @@ pub(crate) fn ends_stream(state: TaskState) -> bool {
 }
 
 impl Tasks {
+    /// At most `max_running` fulfilments at once (at least 1), and at most
+    /// `max_queued` tasks waiting for a place.
+    pub(crate) fn with_limits(max_running: usize, max_queued: usize) -> Tasks {
+        Tasks {
+            running: HashMap::new(),
+            streams: HashMap::new(),
+            waits: HashMap::new(),
+            next: 0,
+            max_running: max_running.max(1),
+            max_queued,
+            fulfilling: 0,
+            queue: VecDeque::new(),
+            health: Default::default(),
+        }
+    }
+
+    /// Whether a new task can be taken: a place to run it, or to wait.
+    pub(crate) fn has_room(&self) -> bool {
+        self.fulfilling < self.max_running || self.queue.len() < self.max_queued
+    }
+
+    /// The cap, for the busy error: (running at most, waiting at most).
+    pub(crate) fn limits(&self) -> (usize, usize) {
+        (self.max_running, self.max_queued)
+    }
+
+    /// For a job: whether its fulfilment may start. Keeps the job's waker
+    /// while it waits.
+    pub(crate) fn poll_admitted(&mut self, id: &str, cx: &Context<'_>) -> Admitted {
+        let Some(run) = self.running.get_mut(id) else {
+            return Admitted::Never;
+        };
+        match run.turn {
+            _ if run.abort || run.decided => Admitted::Never,
+            Turn::Running => Admitted::Yes,
+            Turn::Done => Admitted::Never,
+            Turn::Queued => {
+                keep(&mut run.job, cx);
+                Admitted::Waiting
+            }
+        }
+    }
+
+    /// Whether the task's fulfilment may run now (it was not queued).
+    pub(crate) fn is_admitted(&self, id: &str) -> bool {
+        self.running
+            .get(id)
+            .is_some_and(|r| r.turn == Turn::Running)
+    }
+
+    /// For a job: its fulfilment ended (or will never start). Frees its
+    /// place for the next queued task.
+    pub(crate) fn work_ended(&mut self, id: &str) {
+        if let Some(run) = self.running.get_mut(id) {
+            let turn = std::mem::replace(&mut run.turn, Turn::Done);
+            self.free(id, turn);
+        }
+    }
+
+    /// Gives up a task's place (running or queued) and lets the next queued
+    /// task run.
+    fn free(&mut self, id: &str, turn: Turn) {
+        match turn {
+            Turn::Running => self.fulfilling -= 1,
+            Turn::Queued => self.queue.retain(|q| q != id),
+            Turn::Done => {}
+        }
+        while self.fulfilling < self.max_running {
+            let Some(next) = self.queue.pop_front() else {
+                break;
+            };
+            if let Some(run) = self.running.get_mut(&next) {
+                if run.turn == Turn::Queued {
+                    run.turn = Turn::Running;
+                    self.fulfilling += 1;
+                    wake(&mut run.job);
+                }
+            }
+        }
+    }
+
     fn slot(&mut self) -> Slot {
         self.next += 1;
         self.next
@@ -143,7 +282,15 @@ impl Tasks {
         skill: Option<String>,
         text: String,
     ) {
+        let turn = if self.fulfilling < self.max_running {
+            self.fulfilling += 1;
+            Turn::Running
+        } else {
+            self.queue.push_back(task.id.clone());
+            Turn::Queued
+        };
         let run = Run {
+            turn,
             task,
             info: RunInfo {
                 skill,
@@ -156,6 +303,8 @@ impl Tasks {
             abort: false,
             saving: true,
             unsaved: false,
+            retries: 0,
+            retry_waiting: false,
             streams: Vec::new(),
             waiters: Vec::new(),
             job: None,
@@ -333,6 +482,10 @@ impl Tasks {
         if let Some(run) = self.running.get_mut(id) {
             run.abort = true;
             wake(&mut run.job);
+            if run.turn == Turn::Queued {
+                run.turn = Turn::Done;
+                self.free(id, Turn::Queued);
+            }
         }
         true
     }
@@ -390,7 +543,7 @@ impl Tasks {
     /// For the job: the task to save next, if a save is due and none is under way.
     pub(crate) fn next_save(&mut self, id: &str) -> Option<Task> {
         let run = self.running.get_mut(id)?;
-        if run.saving || !run.unsaved {
+        if run.saving || !run.unsaved || run.retry_waiting {
             return None;
         }
         run.saving = true;
@@ -434,7 +587,19 @@ impl Tasks {
             }
         }
         if state.is_terminal() {
+            let failed = matches!(outcome, Waited::SaveFailed(_));
+            if let Some(run) = self.running.get_mut(&id).filter(|_| failed) {
+                if run.retries < TERMINAL_SAVE_RETRIES {
+                    // Told as failed to whoever waited; stored once it can be.
+                    run.retries += 1;
+                    run.unsaved = true;
+                    run.retry_waiting = true;
+                    after.retry = Some(run.retries);
+                    return after;
+                }
+            }
             if let Some(run) = self.running.remove(&id) {
+                self.free(&id, run.turn);
                 if let Waited::Saved(task) = outcome {
                     after.settled = Some((task, run.info));
                 }
@@ -443,6 +608,13 @@ impl Tasks {
             }
         }
         after
+    }
+
+    /// For the job: the wait before a retry is over; the save may start.
+    pub(crate) fn retry_now(&mut self, id: &str) {
+        if let Some(run) = self.running.get_mut(id) {
+            run.retry_waiting = false;
+        }
     }
 
     /// For the job: whether the task is done with (its terminal state saved, or forgotten).
@@ -454,6 +626,7 @@ impl Tasks {
     /// forget the task, end its streams, free its waiters.
     pub(crate) fn abandon(&mut self, id: &str) {
         if let Some(run) = self.running.remove(id) {
+            self.free(id, run.turn);
             self.close(run.streams);
             self.release(run.waiters);
         }
@@ -667,7 +840,44 @@ mod tests {
             t.poll_wait(w, &cx()),
             Poll::Ready(Waited::SaveFailed("disk full".into()))
         );
+        assert_eq!(after.retry, Some(1), "saved again after a wait");
+        assert!(!t.finished("t"));
+    }
+
+    /// A refused terminal state is saved again after a wait (never at
+    /// once), and the hook runs when it is stored; after the last retry the
+    /// task is given up, still without a hook.
+    #[test]
+    fn a_refused_terminal_state_is_retried_then_given_up() {
+        let mut t = started("t");
+        t.cancel("t", None);
+        let task = t.next_save("t").unwrap();
+        let after = t.saved(task, Err("disk full".into()));
+        assert_eq!(after.retry, Some(1));
+        assert!(t.next_save("t").is_none(), "not before the wait is over");
+        t.retry_now("t");
+        let task = t.next_save("t").expect("saved again");
+        assert_eq!(task.state, TaskState::Canceled);
+        let after = t.saved(task, Ok(()));
+        assert_eq!(
+            after.settled.map(|(t, _)| t.state),
+            Some(TaskState::Canceled)
+        );
         assert!(t.finished("t"));
+
+        let mut t = started("u");
+        t.cancel("u", None);
+        for n in 1..=TERMINAL_SAVE_RETRIES {
+            let task = t.next_save("u").unwrap();
+            assert_eq!(t.saved(task, Err("disk full".into())).retry, Some(n));
+            t.retry_now("u");
+        }
+        let task = t.next_save("u").unwrap();
+        let after = t.saved(task, Err("disk full".into()));
+        assert!(after.retry.is_none() && after.settled.is_none());
+        assert!(t.finished("u"), "given up");
+        assert_eq!(retry_delay_ms(1), 500);
+        assert_eq!(retry_delay_ms(20), 30_000);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod card;
 mod fulfil;
 mod list;
 mod machine;
+mod policy;
 #[cfg(feature = "push")]
 pub mod push;
 mod rpc;
@@ -20,7 +21,14 @@ mod validate;
 pub use crate::host::lock::{Lock, Locks};
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
-pub use store::{MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_TASKS};
+pub use policy::{
+    admit, malformed_body, payload_too_large, Admission, BodyRefusal, CorsOrigin, Health,
+    InvalidOption, DEFAULT_BODY_LIMIT, HEALTH_PATH,
+};
+pub use store::{
+    task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_TASKS,
+};
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
 use crate::host::transport::{BoxFuture, MaybeSend, MaybeSync};
@@ -39,24 +47,9 @@ use std::time::Duration;
 
 /// The card path.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
-/// The largest request body hosts accept by default (1 MiB); see [`payload_too_large`].
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// The `Access-Control-Allow-Origin` hosts serve when none is configured.
 pub const DEFAULT_CORS_ORIGIN: &str = "*";
 
-/// The answer to a request whose body is over `limit` bytes: 413, and the
-/// connection closed (the rest of the body is not read). Hosts check the
-/// size while reading, before calling [`A2aServer::handle`].
-pub fn payload_too_large(limit: usize) -> HttpResponse {
-    HttpResponse {
-        status: 413,
-        headers: vec![
-            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
-            ("Connection".into(), "close".into()),
-        ],
-        body: format!("request body over the {limit}-byte limit\n").into_bytes(),
-    }
-}
 /// The card path of older A2A drafts, served too.
 pub const LEGACY_CARD_PATH: &str = "/.well-known/agent.json";
 
@@ -263,7 +256,17 @@ pub struct ServerOptions {
     /// The served card. `None`: no A2A profile, every route is 404.
     pub card: Option<CardSpec>,
     /// `Access-Control-Allow-Origin`; `None` sends no CORS headers.
-    pub cors_origin: Option<String>,
+    pub cors_origin: Option<CorsOrigin>,
+    /// The largest request body (default [`DEFAULT_BODY_LIMIT`]); hosts
+    /// learn it from [`A2aServer::admit`].
+    pub body_limit: usize,
+    /// At most this many fulfilments run at once (default
+    /// [`DEFAULT_MAX_RUNNING`]); later tasks wait, `submitted`, in order.
+    pub max_running: usize,
+    /// At most this many tasks wait for a place (default
+    /// [`DEFAULT_MAX_QUEUED`]); past it a new task is refused at once
+    /// (-32603, "busy"), before anything is stored.
+    pub max_queued: usize,
     /// How long an event stream may stay silent before a `: ping` comment
     /// keeps it open (default [`DEFAULT_HEARTBEAT`]); `None` sends none.
     /// Needs a host timer ([`ServerHost::sleep_until`]).
@@ -276,7 +279,23 @@ pub struct ServerOptions {
     /// sends HTTP); `None`: the config methods answer -32003. The card
     /// should say so ([`A2aConfig::push_notifications`]).
     pub push: Option<PushOptions>,
+    /// Crash recovery for a store that no start-up can sweep (a worker's KV,
+    /// shared by instances that come and go): a stored task still
+    /// `submitted` or `working`, not running on this server, whose last
+    /// status change is older than this, is failed as [`INTERRUPTED`] when it
+    /// is read (its fulfilment died with the instance that ran it). Pick it
+    /// above the longest silent stretch of a fulfilment. `None` (the
+    /// default) trusts the store's own recovery (the native file store
+    /// fails such tasks when it opens). Needs the host's wall clock.
+    pub interrupted_after: Option<Duration>,
 }
+
+/// Fulfilments a server runs at once by default: each may hold a model
+/// connection, so this bounds those too.
+pub const DEFAULT_MAX_RUNNING: usize = 64;
+
+/// Tasks that may wait for a place by default.
+pub const DEFAULT_MAX_QUEUED: usize = 1024;
 
 /// The heartbeat of idle event streams: 15 s (as the official Python SDK).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
@@ -287,9 +306,13 @@ impl Default for ServerOptions {
         ServerOptions {
             card: None,
             cors_origin: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            max_running: DEFAULT_MAX_RUNNING,
+            max_queued: DEFAULT_MAX_QUEUED,
             heartbeat: Some(DEFAULT_HEARTBEAT),
             card_max_age: None,
             push: None,
+            interrupted_after: None,
         }
     }
 }
@@ -304,8 +327,10 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     host: H,
     fulfiller: F,
     card: Option<Card>,
-    cors_origin: Option<String>,
+    cors_origin: Option<CorsOrigin>,
+    body_limit: usize,
     heartbeat_ms: Option<u64>,
+    interrupted_after_ms: Option<u64>,
     card_cache_control: String,
     tasks: TasksLock<H>,
     #[cfg(feature = "push")]
@@ -329,12 +354,16 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
             }),
             cors_origin: options.cors_origin,
-            heartbeat_ms: options.heartbeat.map(|d| (d.as_millis() as u64).max(1)),
+            body_limit: options.body_limit,
+            heartbeat_ms: options
+                .heartbeat
+                .map(|d| crate::model::agent::millis(d).max(1)),
+            interrupted_after_ms: options.interrupted_after.map(crate::model::agent::millis),
             card_cache_control: match options.card_max_age {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
             },
-            tasks: Lock::new(Tasks::default()),
+            tasks: Lock::new(Tasks::with_limits(options.max_running, options.max_queued)),
             #[cfg(feature = "push")]
             push: options
                 .push
@@ -345,6 +374,78 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The task store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// Whether the server's saves work: unhealthy from a failed save until
+    /// a later one works. Also served at [`HEALTH_PATH`].
+    pub fn health(&self) -> Health {
+        self.tasks().health.get()
+    }
+
+    /// Checks a request's head (its headers) before the host reads the
+    /// body: how much body to read, or the answer to give at once.
+    pub fn admit(&self, headers: &[(String, String)]) -> Admission {
+        match policy::admit(headers, self.body_limit) {
+            Admission::Refuse(mut resp) => {
+                self.add_cors(&mut resp);
+                Admission::Refuse(resp)
+            }
+            read => read,
+        }
+    }
+
+    /// The answer when the host could not read a body (with the CORS
+    /// headers, so a page can read it too).
+    pub fn refuse(&self, refusal: BodyRefusal) -> HttpResponse {
+        let mut resp = match refusal {
+            BodyRefusal::TooLarge => payload_too_large(self.body_limit),
+            BodyRefusal::Malformed => malformed_body(),
+        };
+        self.add_cors(&mut resp);
+        resp
+    }
+
+    /// Adds the CORS headers (when configured) to an answer.
+    pub fn add_cors(&self, resp: &mut HttpResponse) {
+        if let Some(origin) = &self.cors_origin {
+            let origin = origin.as_str();
+            if resp
+                .headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("Access-Control-Allow-Origin"))
+            {
+                return;
+            }
+            resp.headers
+                .push(("Access-Control-Allow-Origin".into(), origin.into()));
+            resp.headers.push((
+                "Access-Control-Expose-Headers".into(),
+                "Preference-Applied".into(),
+            ));
+            if origin != "*" {
+                resp.headers.push(("Vary".into(), "Origin".into()));
+            }
+        }
+    }
+
+    /// A save failed: the server is unhealthy, and the host hears why.
+    fn save_failed(&self, problem: &str) {
+        let first = self.tasks().health.save_failed();
+        if first {
+            self.host.report(&format!(
+                "unhealthy: a task state was not saved ({problem})"
+            ));
+        } else {
+            self.host.report(problem);
+        }
+    }
+
+    /// A save worked: healthy again if it was not.
+    fn save_worked(&self) {
+        let back = self.tasks().health.save_worked();
+        if back {
+            self.host.report("healthy: task states are saved again");
+        }
     }
 
     fn tasks(&self) -> <TasksLock<H> as Lock<Tasks>>::Guard<'_> {
@@ -364,18 +465,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// rest (errors included) with a whole response.
     pub async fn serve(self: &Arc<Self>, req: HttpRequest) -> Reply {
         let mut reply = self.route(req).await;
-        let resp = reply.head_mut();
-        if let Some(origin) = &self.cors_origin {
-            resp.headers
-                .push(("Access-Control-Allow-Origin".into(), origin.clone()));
-            resp.headers.push((
-                "Access-Control-Expose-Headers".into(),
-                "Preference-Applied".into(),
-            ));
-            if origin != "*" {
-                resp.headers.push(("Vary".into(), "Origin".into()));
-            }
-        }
+        self.add_cors(reply.head_mut());
         reply
     }
 
@@ -383,6 +473,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let Some(card) = &self.card else {
             return Reply::Full(plain(404, "not found"));
         };
+        if matches!(req.method.as_str(), "GET" | "HEAD") && path_of(&req.url) == HEALTH_PATH {
+            let answer = self.tasks().health.respond();
+            return Reply::Full(answer);
+        }
         if req.method == "POST" && path_of(&req.url) == "/" {
             return self.json_rpc(&req).await;
         }
@@ -663,6 +757,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The stored task `id`: unknown is -32001.
     async fn stored(&self, id: &str) -> Result<Task, RpcError> {
         match self.store.get(id).await {
+            Ok(Some(task)) if self.abandoned(&task) => Box::pin(self.fail_abandoned(task)).await,
             Ok(Some(task)) => Ok(task),
             Ok(None) => Err(RpcError::new(
                 rpc::TASK_NOT_FOUND,
@@ -670,6 +765,38 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             )),
             Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
         }
+    }
+
+    /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of
+    /// this stored task is gone: still `submitted`/`working`, silent that
+    /// long, and not running here.
+    fn abandoned(&self, task: &Task) -> bool {
+        let (Some(after_ms), Some(now), Some(updated)) = (
+            self.interrupted_after_ms,
+            self.host.unix_ms(),
+            task.updated_ms,
+        ) else {
+            return false;
+        };
+        matches!(task.state, TaskState::Submitted | TaskState::Working)
+            && now.saturating_sub(updated) >= after_ms
+            && !self.tasks().is_running(&task.id)
+    }
+
+    /// Fails an [`abandoned`](Self::abandoned) task as [`INTERRUPTED`] and
+    /// saves it so. Boxed where it is awaited: it is rare, and inlined it
+    /// would grow every future that reads a task.
+    async fn fail_abandoned(&self, mut task: Task) -> Result<Task, RpcError> {
+        let silent_s = task.updated_ms.map_or(0, |u| {
+            self.host.unix_ms().unwrap_or(u).saturating_sub(u) / 1000
+        });
+        mark_interrupted(&mut task, self.host.unix_ms());
+        self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+        self.host.report(&format!(
+            "task {} made no progress for {silent_s} s and is not running here; marked failed",
+            task.id
+        ));
+        Ok(task)
     }
 
     async fn send_message(
@@ -821,6 +948,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let mut started = Started::default();
         {
             let mut tasks = self.tasks();
+            if !tasks.has_room() {
+                let (running, queued) = tasks.limits();
+                return Err(RpcError::internal(format!(
+                    "the agent is busy ({running} tasks running, {queued} waiting); try again later"
+                )));
+            }
             tasks.start(
                 task.clone(),
                 answer_id,
@@ -835,42 +968,68 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         if let Err(e) = self.store.save(&task).await {
             self.tasks().abandon(&id);
+            self.save_failed(&format!("task {id}: saving state submitted failed: {e}"));
             return Err(RpcError::internal(format!(
                 "the task could not be stored: {e}"
             )));
         }
-        let timestamp = self.host.unix_ms().map(crate::model::time::format_rfc3339);
-        {
+        self.save_worked();
+        let admitted = {
             let mut tasks = self.tasks();
             let after = tasks.saved(task, Ok(()));
-            tasks.progress(&id, |p| {
-                StreamEvent::Status(StatusUpdate {
-                    task_id: p.task_id.to_string(),
-                    context_id: p.context_id.to_string(),
-                    state: TaskState::Working,
-                    timestamp,
-                    message: None,
-                })
-            });
+            let admitted = tasks.is_admitted(&id);
+            if admitted {
+                self.working(&mut tasks, &id);
+            }
             drop(tasks);
             self.after_save(after);
-        }
-        let hooks: Arc<dyn stream::Hooks> = self.clone();
-        let work = self.fulfiller.fulfil(request, Progress::new(hooks, &id));
+            admitted
+        };
+        // A task past the cap waits, submitted, for its job to be let in.
+        let (work, request) = if admitted {
+            (Some(self.fulfil(request)), None)
+        } else {
+            (None, Some(request))
+        };
         self.host.spawn(Box::pin(Job {
             server: self.clone(),
             id,
-            work: Some(work),
+            request,
+            work,
+            retry: None,
             save: None,
             finished: false,
         }));
         Ok(started)
     }
 
+    /// The task's fulfilment starts: it is `working`.
+    fn working(&self, tasks: &mut Tasks, id: &str) {
+        let timestamp = self.host.unix_ms().map(crate::model::time::format_rfc3339);
+        tasks.progress(id, |p| {
+            StreamEvent::Status(StatusUpdate {
+                task_id: p.task_id.to_string(),
+                context_id: p.context_id.to_string(),
+                state: TaskState::Working,
+                timestamp,
+                message: None,
+            })
+        });
+    }
+
+    fn fulfil(
+        self: &Arc<Self>,
+        request: FulfilRequest,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let hooks: Arc<dyn stream::Hooks> = self.clone();
+        let id = request.task_id.clone();
+        self.fulfiller.fulfil(request, Progress::new(hooks, &id))
+    }
+
     /// Reports what a save left to do: a problem, the `on_task` hook.
     fn after_save(&self, after: AfterSave) {
         if let Some(problem) = after.problem {
-            self.host.report(&problem);
+            self.save_failed(&problem);
         }
         if let Some((task, info)) = after.settled {
             self.host.on_task(TaskEvent {
@@ -918,7 +1077,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 }
                 task.state = TaskState::Canceled;
                 task.updated_ms = self.host.unix_ms().or(task.updated_ms);
-                self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+                if let Err(e) = self.store.save(&task).await {
+                    self.save_failed(&format!("task {id}: saving state canceled failed: {e}"));
+                    return Err(not_stored(&e.0));
+                }
+                self.save_worked();
                 self.notify(&task);
                 let info = machine::RunInfo {
                     skill: None,
@@ -927,7 +1090,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 };
                 self.after_save(AfterSave {
                     settled: Some((task.clone(), info)),
-                    problem: None,
+                    ..AfterSave::default()
                 });
                 Ok(Answer::task(task, shape, None))
             }
@@ -974,6 +1137,27 @@ fn not_stored(e: &str) -> RpcError {
     RpcError::internal(format!("the task's new state could not be stored: {e}"))
 }
 
+/// The status text of a task whose fulfilment died with its server (a
+/// restart, an instance that went away).
+pub const INTERRUPTED: &str = "the server stopped before this task finished; send it again";
+
+/// Fails `task` as [`INTERRUPTED`] if it is `submitted` or `working`: the
+/// one crash-recovery rule of every durable store (the file store applies it
+/// when it opens; [`ServerOptions::interrupted_after`] when a task is read).
+/// `unix_ms` stamps the change. Whether it changed the task.
+pub fn mark_interrupted(task: &mut Task, unix_ms: Option<u64>) -> bool {
+    if !matches!(task.state, TaskState::Submitted | TaskState::Working) {
+        return false;
+    }
+    task.state = TaskState::Failed;
+    let mut m = Message::agent_text(format!("{}-interrupted", task.id), INTERRUPTED.into());
+    m.context_id = Some(task.context_id.clone());
+    m.task_id = Some(task.id.clone());
+    task.status_message = Some(m);
+    task.updated_ms = unix_ms.or(task.updated_ms);
+    true
+}
+
 /// The status text of a task whose fulfilment panicked.
 pub const CRASHED: &str = "the agent failed unexpectedly while working on this task";
 
@@ -985,6 +1169,10 @@ type SaveFuture = BoxFuture<'static, (Task, Result<(), StoreError>)>;
 struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
     server: Arc<A2aServer<S, H, F>>,
     id: String,
+    /// A task waiting for a place: what to fulfil once let in.
+    request: Option<FulfilRequest>,
+    /// The wait before saving a refused terminal state again.
+    retry: Option<BoxFuture<'static, ()>>,
     work: Option<BoxFuture<'static, Result<String, String>>>,
     save: Option<SaveFuture>,
     finished: bool,
@@ -1030,11 +1218,47 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                 if let Poll::Ready((task, result)) = save.as_mut().poll(cx) {
                     job.save = None;
                     if result.is_ok() {
+                        server.save_worked();
                         server.notify(&task);
                     }
-                    let after = server.tasks().saved(task, result.map_err(|e| e.0));
+                    let mut after = server.tasks().saved(task, result.map_err(|e| e.0));
+                    if let Some(n) = after.retry.take() {
+                        let at = server
+                            .host
+                            .now_ms()
+                            .saturating_add(machine::retry_delay_ms(n));
+                        match server.host.sleep_until(at) {
+                            Some(timer) => job.retry = Some(timer),
+                            // No timer to wait with: retry at once.
+                            None => server.tasks().retry_now(&job.id),
+                        }
+                    }
                     server.after_save(after);
                     moved = true;
+                }
+            }
+            if let Some(retry) = job.retry.as_mut() {
+                if retry.as_mut().poll(cx).is_ready() {
+                    job.retry = None;
+                    server.tasks().retry_now(&job.id);
+                    moved = true;
+                }
+            }
+            if job.request.is_some() {
+                let mut tasks = server.tasks();
+                match tasks.poll_admitted(&job.id, cx) {
+                    machine::Admitted::Waiting => {}
+                    machine::Admitted::Never => {
+                        tasks.work_ended(&job.id);
+                        job.request = None;
+                        moved = true;
+                    }
+                    machine::Admitted::Yes => {
+                        server.working(&mut tasks, &job.id);
+                        drop(tasks);
+                        job.work = job.request.take().map(|r| server.fulfil(r));
+                        moved = true;
+                    }
                 }
             }
             if let Some(work) = job.work.as_mut() {
@@ -1042,6 +1266,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                 if stop {
                     // Canceled: the cancel has decided the outcome.
                     job.work = None;
+                    server.tasks().work_ended(&job.id);
                 } else if let Poll::Ready(outcome) = poll_work(work, cx) {
                     job.work = None;
                     let result = match &outcome {
@@ -1049,6 +1274,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                     };
                     let message_id = server.host.new_id();
                     let mut tasks = server.tasks();
+                    tasks.work_ended(&job.id);
                     let now = server.host.unix_ms();
                     let events = tasks.outcome_events(&job.id, outcome, message_id, now);
                     // A cancel that raced the answer wins: it decided first.

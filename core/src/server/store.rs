@@ -65,10 +65,51 @@ pub trait TaskStore:
 /// The default cap on tasks kept by [`MemoryStore`].
 pub const DEFAULT_MAX_TASKS: usize = 100_000;
 
+/// The default cap on the bytes of tasks kept by [`MemoryStore`] (64 MiB,
+/// for a small server; tasks are counted by [`task_bytes`]).
+pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// The memory a stored task takes, near enough: its text, ids and the
+/// fixed size of its parts. What [`MemoryStore`]'s byte cap counts.
+pub fn task_bytes(task: &Task) -> usize {
+    use std::mem::size_of;
+    fn message(m: &crate::model::task::Message) -> usize {
+        size_of::<crate::model::task::Message>()
+            + m.message_id.len()
+            + m.context_id.as_ref().map_or(0, String::len)
+            + m.task_id.as_ref().map_or(0, String::len)
+            + m.parts
+                .iter()
+                .map(|p| size_of::<crate::model::part::Part>() + p.byte_len())
+                .sum::<usize>()
+    }
+    size_of::<Task>()
+        + task.id.len()
+        + task.context_id.len()
+        + task.status_message.as_ref().map_or(0, message)
+        + task
+            .artifacts
+            .iter()
+            .map(|a| {
+                size_of::<crate::model::task::Artifact>()
+                    + a.artifact_id.len()
+                    + a.parts
+                        .iter()
+                        .map(|p| size_of::<crate::model::part::Part>() + p.byte_len())
+                        .sum::<usize>()
+            })
+            .sum::<usize>()
+        + task.history.iter().map(message).sum::<usize>()
+}
+
 /// Tasks live boxed in a slab; the index and the eviction queue hold 4-byte
 /// slot numbers, so a task's id is stored once (in the task).
 struct Inner {
     slots: Vec<Option<Box<Task>>>,
+    /// [`task_bytes`] of the task in each slot.
+    sizes: Vec<usize>,
+    /// Their sum over the stored tasks.
+    bytes: usize,
     free: Vec<u32>,
     /// Slot numbers, hashed by the id of the task in the slot.
     index: HashTable<u32>,
@@ -99,31 +140,45 @@ impl Inner {
         }
         self.free.push(slot);
         self.len -= 1;
+        self.bytes -= std::mem::take(&mut self.sizes[slot as usize]);
     }
 }
 
-/// Tasks in memory, bounded: past `max_tasks`, the oldest finished tasks are
-/// dropped. Unfinished tasks are never dropped; when every slot holds one, a
-/// new task is refused with an error rather than growing without bound.
+/// Tasks in memory, bounded by count and by bytes ([`task_bytes`]): past
+/// either cap, the oldest finished tasks are dropped. Unfinished tasks are
+/// never dropped; when only they are left, a new task is refused with an
+/// error rather than growing without bound (a stored task's update is
+/// always taken).
 ///
 /// `L` is the host's [`Locks`]: requests share the store through it.
 pub struct MemoryStore<L: Locks> {
     max_tasks: usize,
+    max_bytes: usize,
     inner: L::Lock<Inner>,
 }
 
 impl<L: Locks> Default for MemoryStore<L> {
+    /// [`DEFAULT_MAX_TASKS`] tasks, [`DEFAULT_MAX_BYTES`] bytes.
     fn default() -> Self {
-        Self::new(DEFAULT_MAX_TASKS)
+        Self::with_limits(DEFAULT_MAX_TASKS, DEFAULT_MAX_BYTES)
     }
 }
 
 impl<L: Locks> MemoryStore<L> {
-    /// A store that keeps at most `max_tasks` tasks (at least 1, at most `u32::MAX`).
+    /// A store that keeps at most `max_tasks` tasks (at least 1, at most
+    /// `u32::MAX`) and [`DEFAULT_MAX_BYTES`].
     pub fn new(max_tasks: usize) -> Self {
+        Self::with_limits(max_tasks, DEFAULT_MAX_BYTES)
+    }
+
+    /// A store that keeps at most `max_tasks` tasks and `max_bytes` bytes of them.
+    pub fn with_limits(max_tasks: usize, max_bytes: usize) -> Self {
         MemoryStore {
             max_tasks: max_tasks.clamp(1, u32::MAX as usize),
+            max_bytes,
             inner: Lock::new(Inner {
+                sizes: Vec::new(),
+                bytes: 0,
                 slots: Vec::new(),
                 free: Vec::new(),
                 index: HashTable::new(),
@@ -137,6 +192,11 @@ impl<L: Locks> MemoryStore<L> {
     /// How many tasks are stored.
     pub fn len(&self) -> usize {
         self.lock().len
+    }
+
+    /// The bytes of the stored tasks ([`task_bytes`]).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
     }
 
     /// Whether the store is empty.
@@ -169,6 +229,7 @@ impl<L: Locks> MemoryStore<L> {
 
     /// Stores the task now (see the type's eviction rule).
     pub fn save_now(&self, task: &Task) -> Result<(), StoreError> {
+        let size = task_bytes(task);
         let mut inner = self.lock();
         if let Some(slot) = inner.find(&task.id) {
             let stored = inner.slots[slot as usize]
@@ -179,13 +240,26 @@ impl<L: Locks> MemoryStore<L> {
             if newly_finished {
                 inner.finished.push_back(slot);
             }
+            let old = std::mem::replace(&mut inner.sizes[slot as usize], size);
+            inner.bytes = inner.bytes - old + size;
+            // A task that grew may push the store over its byte cap: the
+            // oldest other finished tasks make room.
+            while inner.bytes > self.max_bytes {
+                match inner.finished.front() {
+                    Some(&old) if old != slot => {
+                        inner.finished.pop_front();
+                        inner.remove(old);
+                    }
+                    _ => break,
+                }
+            }
             return Ok(());
         }
-        while inner.len >= self.max_tasks {
+        while inner.len >= self.max_tasks || inner.bytes + size > self.max_bytes {
             let Some(old) = inner.finished.pop_front() else {
                 return Err(StoreError(format!(
-                    "the task store is full: {} unfinished tasks",
-                    inner.len
+                    "the task store is full: {} unfinished tasks, {} bytes",
+                    inner.len, inner.bytes
                 )));
             };
             inner.remove(old);
@@ -194,13 +268,16 @@ impl<L: Locks> MemoryStore<L> {
         let slot = match inner.free.pop() {
             Some(slot) => {
                 inner.slots[slot as usize] = Some(boxed);
+                inner.sizes[slot as usize] = size;
                 slot
             }
             None => {
                 inner.slots.push(Some(boxed));
+                inner.sizes.push(size);
                 (inner.slots.len() - 1) as u32
             }
         };
+        inner.bytes += size;
         let hash = inner.hasher.hash_one(task.id.as_str());
         let Inner {
             index,
@@ -301,6 +378,52 @@ mod tests {
             Some(TaskState::Completed)
         );
         assert_eq!(store.lock().finished.len(), 1);
+    }
+
+    fn big(id: &str, state: TaskState, kib: usize) -> Task {
+        let mut t = task(id, state);
+        t.artifacts.push(crate::model::task::Artifact {
+            artifact_id: "a".into(),
+            parts: vec!["x".repeat(kib * 1024).into()],
+        });
+        t
+    }
+
+    /// 200 finished tasks of 1 MiB each: the default store keeps its byte
+    /// cap (64 MiB), dropping the oldest, instead of all 200 MiB.
+    #[test]
+    fn the_default_store_is_bounded_by_bytes_evicting_the_oldest_finished() {
+        let store = MemoryStore::<TestLocks>::default();
+        for i in 0..200 {
+            block_on(store.save(&big(&format!("t{i}"), TaskState::Completed, 1024))).expect("save");
+        }
+        let kept = (0..200)
+            .filter(|i| store.get_now(&format!("t{i}")).is_some())
+            .count();
+        assert!(kept < 70, "kept {kept} MiB-sized tasks");
+        assert!(store.get_now("t0").is_none(), "the oldest went first");
+        assert!(store.get_now("t199").is_some(), "the newest stays");
+        assert!(store.bytes() <= DEFAULT_MAX_BYTES);
+    }
+
+    #[test]
+    fn the_byte_cap_never_drops_unfinished_tasks_and_updates_always_land() {
+        let store = MemoryStore::<TestLocks>::with_limits(100, 3 * 1024 * 1024);
+        block_on(store.save(&big("a", TaskState::Working, 1024))).expect("a");
+        block_on(store.save(&big("b", TaskState::Completed, 1024))).expect("b");
+        block_on(store.save(&big("c", TaskState::Working, 1024))).expect("c evicts b");
+        assert!(store.get_now("b").is_none());
+        let full = block_on(store.save(&big("d", TaskState::Submitted, 1024)));
+        assert!(full.is_err(), "only unfinished tasks are left");
+        // A running task grows past the cap: its update is still taken.
+        block_on(store.save(&big("a", TaskState::Completed, 2048))).expect("a grows");
+        assert_eq!(
+            store.get_now("a").map(|t| t.state),
+            Some(TaskState::Completed)
+        );
+        block_on(store.save(&big("d", TaskState::Submitted, 1))).expect("a makes room");
+        assert!(store.get_now("a").is_none());
+        assert!(store.bytes() <= 3 * 1024 * 1024);
     }
 
     #[test]

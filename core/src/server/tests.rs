@@ -21,6 +21,8 @@ struct TestHost {
     ids: AtomicU64,
     jobs: Jobs,
     events: Mutex<Vec<TaskEvent>>,
+    /// What the server reported to the host's log.
+    reports: Mutex<Vec<String>>,
     time: VirtualTime,
     /// The timers handed out: (ms, due at).
     timers: Mutex<Vec<(u64, u64)>>,
@@ -34,6 +36,7 @@ impl Default for TestHost {
             ids: AtomicU64::new(0),
             jobs: Jobs::default(),
             events: Mutex::default(),
+            reports: Mutex::default(),
             time: VirtualTime::manual(),
             timers: Mutex::default(),
             sent: Mutex::default(),
@@ -62,6 +65,9 @@ impl ServerHost for Arc<TestHost> {
     }
     fn on_task(&self, event: TaskEvent) {
         lock(&self.events).push(event);
+    }
+    fn report(&self, problem: &str) {
+        lock(&self.reports).push(problem.to_string());
     }
     /// The wall clock: 2025-12-01T00:00:00Z plus the test's virtual time.
     fn unix_ms(&self) -> Option<u64> {
@@ -201,7 +207,7 @@ fn fixture_with(card: Option<Value>) -> Fixture {
     let store = Arc::new(Recording::default());
     let options = ServerOptions {
         card: card.map(Into::into),
-        cors_origin: Some("*".into()),
+        cors_origin: Some(CorsOrigin::any()),
         ..Default::default()
     };
     Fixture {
@@ -886,6 +892,181 @@ fn a_refused_terminal_save_is_an_error_to_the_caller_not_a_result() {
     );
 }
 
+/// A full disk after the first save: the blocking caller gets -32603
+/// naming the failure, the server reports itself unhealthy (the health
+/// check and the host's log), reads go on, and once the store takes saves
+/// again it is healthy.
+#[test]
+fn a_failing_store_marks_the_server_unhealthy_and_reads_go_on() {
+    let f = fixture();
+    let health = |f: &Fixture| {
+        let r = get(f, HEALTH_PATH, "GET");
+        let v: Value = serde_json::from_slice(&r.body).expect("JSON health");
+        (r.status, v)
+    };
+    assert_eq!(health(&f).0, 200);
+    let ok = f.send(Some("1.0"), "SendMessage", "hello", true);
+    let done = ok["result"]["task"]["id"].as_str().expect("id").to_string();
+
+    *lock(&f.store.refuse) = Some(TaskState::Completed);
+    let v = f.send(Some("1.0"), "SendMessage", "hello", true);
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("could not be stored") && message.contains("no space left"),
+        "{message}"
+    );
+    let (status, body) = health(&f);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["status"], "unhealthy");
+    assert_eq!(body["storeFailures"], 1);
+    assert!(
+        lock(&f.host.reports)
+            .iter()
+            .any(|r| r.contains("unhealthy") && r.contains("no space left")),
+        "{:?}",
+        lock(&f.host.reports)
+    );
+    // Reads go on while unhealthy.
+    let got = f.rpc(None, "tasks/get", json!({"id": done}));
+    assert_eq!(got["result"]["status"]["state"], "completed");
+
+    // The store works again: so does the server.
+    *lock(&f.store.refuse) = None;
+    let v = f.send(Some("1.0"), "SendMessage", "hello", true);
+    assert_eq!(
+        v["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(health(&f).0, 200);
+    assert!(lock(&f.host.reports).iter().any(|r| r.contains("healthy")));
+}
+
+/// A read-only store from the start of a cancel: CancelTask of a task
+/// the server no longer runs answers -32603, never `canceled`.
+#[test]
+fn a_cancel_the_store_refuses_is_an_error_not_canceled() {
+    let f = fixture();
+    // A task stored as working by an earlier run of the server.
+    let t = Task {
+        id: "old".into(),
+        context_id: "c".into(),
+        state: TaskState::Working,
+        status_message: None,
+        updated_ms: None,
+        artifacts: vec![],
+        history: vec![],
+        dialect: Shape::V03,
+    };
+    f.store.inner.save_now(&t).expect("seed");
+    *lock(&f.store.refuse) = Some(TaskState::Canceled);
+    let v = f.rpc(Some("1.0"), "CancelTask", json!({"id": "old"}));
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    assert!(
+        lock(&f.host.events).is_empty(),
+        "no hook for a state never stored"
+    );
+    assert_eq!(get(&f, HEALTH_PATH, "GET").status, 503);
+    assert_eq!(
+        f.rpc(None, "GetTask", json!({"id": "old"}))["result"]["status"]["state"],
+        "working"
+    );
+}
+
+/// Hosts ask the server how to treat a body, and its refusals carry the
+/// CORS headers so a page can read them.
+#[test]
+fn body_refusals_come_from_the_server_with_cors_headers() {
+    let f = fixture();
+    let head = |n: &str| vec![("Content-Length".to_string(), n.to_string())];
+    assert_eq!(
+        f.server.admit(&head("10")),
+        Admission::Read {
+            limit: DEFAULT_BODY_LIMIT
+        }
+    );
+    let Admission::Refuse(r) = f.server.admit(&head(&(DEFAULT_BODY_LIMIT + 1).to_string())) else {
+        panic!("over the limit")
+    };
+    assert_eq!(r.status, 413);
+    assert_eq!(r.header("Access-Control-Allow-Origin"), Some("*"));
+    let r = f.server.refuse(BodyRefusal::Malformed);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.header("Access-Control-Allow-Origin"), Some("*"));
+    assert_eq!(
+        f.server
+            .refuse(BodyRefusal::TooLarge)
+            .header("Access-Control-Allow-Origin"),
+        Some("*")
+    );
+}
+
+/// At most `max_running` fulfilments at once: later tasks wait as
+/// `submitted` in order, a full queue refuses a new task at once with a
+/// clear error, a queued task can be canceled, and a freed place lets the
+/// next one run.
+#[test]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn fulfilments_past_the_cap_wait_submitted_and_a_full_queue_refuses() {
+    let host = Arc::new(TestHost::default());
+    let store = Arc::new(Recording::default());
+    let options = ServerOptions {
+        card: Some(card().into()),
+        max_running: 1,
+        max_queued: 1,
+        ..Default::default()
+    };
+    let f = Fixture {
+        server: A2aServer::new(options, store.clone(), host.clone(), Rules),
+        host,
+        store,
+    };
+    let id_of = |v: &Value| v["result"]["task"]["id"].as_str().expect("id").to_string();
+    let state = |f: &Fixture, id: &str| {
+        f.rpc(None, "tasks/get", json!({"id": id}))["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let a = id_of(&f.send(Some("1.0"), "SendMessage", "hang on", false));
+    let b = id_of(&f.send(Some("1.0"), "SendMessage", "hello", false));
+    f.settle();
+    assert_eq!(state(&f, &a), "working");
+    assert_eq!(state(&f, &b), "submitted", "b waits for a's place");
+    let busy = f.send(Some("1.0"), "SendMessage", "one too many", false);
+    assert_eq!(busy["error"]["code"], -32603, "{busy}");
+    let text = busy["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("busy") && text.contains("try again later"),
+        "{text}"
+    );
+
+    // a ends: b runs.
+    f.rpc(Some("1.0"), "CancelTask", json!({"id": a}));
+    f.settle();
+    assert_eq!(state(&f, &b), "completed");
+
+    // A queued task canceled never runs, and frees its place in the queue.
+    let c = id_of(&f.send(Some("1.0"), "SendMessage", "hang on", false));
+    let d = id_of(&f.send(Some("1.0"), "SendMessage", "hello", false));
+    f.settle();
+    let canceled = f.rpc(Some("1.0"), "CancelTask", json!({"id": d}));
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    f.settle();
+    assert_eq!(state(&f, &d), "canceled");
+    let saves: Vec<TaskState> = lock(&f.store.saves)
+        .iter()
+        .filter(|(id, _)| *id == d)
+        .map(|(_, s)| *s)
+        .collect();
+    assert_eq!(saves, vec![TaskState::Submitted, TaskState::Canceled]);
+    let e = id_of(&f.send(Some("1.0"), "SendMessage", "hello", false));
+    f.rpc(Some("1.0"), "CancelTask", json!({"id": c}));
+    f.settle();
+    assert_eq!(state(&f, &e), "completed");
+    assert!(f.host.jobs.is_empty(), "every job ended");
+}
+
 #[test]
 fn every_error_code() {
     let f = fixture();
@@ -1314,8 +1495,7 @@ fn the_heartbeat_follows_the_options() {
         card: Some(card().into()),
         cors_origin: None,
         heartbeat: Some(Duration::from_millis(250)),
-        card_max_age: None,
-        push: None,
+        ..Default::default()
     };
     let f = Fixture {
         server: A2aServer::new(options, store.clone(), host.clone(), Rules),
@@ -1415,6 +1595,92 @@ fn a_request_origin_card_advertises_the_origin_each_request_came_to() {
     );
     let odd_host = HttpRequest::get(CARD_PATH).with_header("Host", "a/b\"c");
     assert_eq!(card_at(odd_host)["url"], "http://localhost/");
+}
+
+#[test]
+fn a_task_abandoned_by_a_gone_instance_is_failed_when_read() {
+    let mut f = fixture();
+    let stale_after = Duration::from_secs(600);
+    let options = ServerOptions {
+        card: Some(card().into()),
+        interrupted_after: Some(stale_after),
+        ..Default::default()
+    };
+    f.server = A2aServer::new(options, f.store.clone(), f.host.clone(), Rules);
+    let now = f.host.unix_ms().expect("clock");
+    let stored = |id: &str, state: TaskState, age: Duration| {
+        let task = Task {
+            id: id.into(),
+            context_id: "c".into(),
+            state,
+            status_message: None,
+            updated_ms: Some(now - age.as_millis() as u64),
+            artifacts: vec![],
+            history: vec![],
+            dialect: Shape::V03,
+        };
+        f.store.inner.save_now(&task).expect("seed");
+    };
+    // Left `working` 11 minutes ago by an instance that went away.
+    stored("gone", TaskState::Working, Duration::from_secs(660));
+    // Still making progress elsewhere: its last change is recent.
+    stored("busy", TaskState::Working, Duration::from_secs(60));
+    // A task waiting for its caller is paused, not abandoned.
+    stored("asks", TaskState::InputRequired, Duration::from_secs(3600));
+
+    let got = f.rpc(None, "tasks/get", json!({"id": "gone"}));
+    assert_eq!(got["result"]["status"]["state"], "failed", "{got}");
+    let text = &got["result"]["status"]["message"]["parts"][0]["text"];
+    assert_eq!(text, INTERRUPTED, "{got}");
+    let saved = f.store.inner.get_now("gone").expect("kept");
+    assert_eq!(
+        (saved.state, saved.updated_ms),
+        (TaskState::Failed, Some(now))
+    );
+
+    for (id, state) in [("busy", "working"), ("asks", "input-required")] {
+        let got = f.rpc(None, "tasks/get", json!({"id": id}));
+        assert_eq!(got["result"]["status"]["state"], state, "{got}");
+    }
+}
+
+#[test]
+fn without_interrupted_after_a_stored_working_task_is_left_alone() {
+    let f = fixture();
+    let task = Task {
+        id: "old".into(),
+        context_id: "c".into(),
+        state: TaskState::Working,
+        status_message: None,
+        updated_ms: Some(0),
+        artifacts: vec![],
+        history: vec![],
+        dialect: Shape::V03,
+    };
+    f.store.inner.save_now(&task).expect("seed");
+    let got = f.rpc(None, "tasks/get", json!({"id": "old"}));
+    assert_eq!(got["result"]["status"]["state"], "working", "{got}");
+}
+
+#[test]
+fn a_task_running_here_is_never_failed_as_abandoned() {
+    let mut f = fixture();
+    let options = ServerOptions {
+        card: Some(card().into()),
+        interrupted_after: Some(Duration::from_millis(1)),
+        ..Default::default()
+    };
+    f.server = A2aServer::new(options, f.store.clone(), f.host.clone(), Rules);
+    let sent = f.rpc(
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "hang"}]},
+               "configuration": {"blocking": false}}),
+    );
+    let id = sent["result"]["id"].as_str().expect("id").to_string();
+    f.host.time.advance_to(5_000);
+    let got = f.rpc(None, "tasks/get", json!({"id": id}));
+    assert_ne!(got["result"]["status"]["state"], "failed", "{got}");
 }
 
 /// Required fields, error details, dialect inference (issue 9).

@@ -5,11 +5,15 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
-use toolnexus_core::server::{build_agent_card, A2aConfig, Provider};
+use toolnexus_core::server::{build_agent_card, A2aConfig, CorsOrigin, Provider};
 use toolnexus_core::skills::SkillSet;
 use toolnexus_host_native::config_file::ConfigFile;
 use toolnexus_host_native::skills_dir::load_skill_dirs;
-use toolnexus_host_native::{serve as serve_agent, toolkit, Model, ServeOptions};
+use toolnexus_host_native::store::StoreConfig;
+use toolnexus_host_native::{
+    add_config_agents_within, serve as serve_agent, Model, NativeTransport, ServeOptions,
+    STARTUP_CARD_TIMEOUT,
+};
 
 /// What the agent is: skills, config, and card identity.
 #[derive(clap::Args)]
@@ -195,7 +199,21 @@ fn model(args: &ServeArgs, config: &ConfigFile) -> Result<Model, Fail> {
     Ok(Model::Llm(cfg))
 }
 
+/// `--cors-origin`: `none`, or an origin checked now (a CR or LF would
+/// otherwise break every response).
+fn cors_origin(arg: Option<&str>) -> Result<Option<CorsOrigin>, Fail> {
+    match arg {
+        Some("none") => Ok(None),
+        Some(o) => CorsOrigin::parse(o)
+            .map(Some)
+            .map_err(|e| Fail(1, format!("--cors-origin: {e}"))),
+        None => Ok(Some(CorsOrigin::any())),
+    }
+}
+
 pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
+    // Options first: a bad one fails before anything is resolved or bound.
+    let cors = cors_origin(args.cors_origin.as_deref())?;
     if let Some(dir) = &args.ui {
         if !dir.is_dir() {
             return Err(Fail(
@@ -209,21 +227,40 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     }
     let r = args.id.resolve()?;
     let model = model(&args, &r.config)?;
-    let mut tk = toolkit(&[], Some(&r.config.raw)).await;
+    // The config's agents get a short startup deadline: a card that never
+    // answers must not keep the agent from listening.
+    let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    let agents = toolnexus_core::parse_agents_config(
+        r.config
+            .raw
+            .get("agents")
+            .unwrap_or(&serde_json::Value::Null),
+    );
+    if !agents.is_empty() {
+        eprintln!(
+            "toolnexus: resolving {} agent card(s) from the config (at most {} s)",
+            agents.len(),
+            STARTUP_CARD_TIMEOUT.as_secs()
+        );
+        for (card, added) in
+            add_config_agents_within(&mut tk, &r.config.raw, STARTUP_CARD_TIMEOUT).await
+        {
+            if let Ok(n) = added {
+                eprintln!("toolnexus: agent {card}: {n} tool(s)");
+            }
+        }
+    }
     tk.add_skills(r.skills);
     let mut options = ServeOptions::new(Arc::new(tk), model);
     options.a2a = Some(r.card);
-    options.store = args
+    let store = args
         .store
         .clone()
         .or(r.config.a2a.store.clone())
         .unwrap_or_else(|| "memory".into());
+    options.store = StoreConfig::parse(&store).map_err(|e| Fail(1, e.to_string()))?;
     options.public_url = args.public_url.clone();
-    options.cors_origin = match args.cors_origin.as_deref() {
-        Some("none") => None,
-        Some(o) => Some(o.to_string()),
-        None => Some(toolnexus_core::server::DEFAULT_CORS_ORIGIN.into()),
-    };
+    options.cors_origin = cors;
     options.ui_dir = args.ui.clone();
     if args.push_notifications || args.allow_private_webhooks {
         options.push = Some(toolnexus_host_native::PushOptions {

@@ -1,0 +1,263 @@
+//! What the server accepts and how it refuses, decided here so every host
+//! applies the same rules: the CORS origin it answers browsers with, the
+//! request body limit and the checks on a request's head, and the health
+//! state operators read.
+
+use crate::wire::http::HttpResponse;
+
+/// The largest request body hosts accept by default (1 MiB).
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The path of the health check (with an A2A profile): `200` while every
+/// save has worked, `503` once a task state could not be saved (until a
+/// later save works again).
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// An option that cannot be used, found when the server is configured
+/// (never at a request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidOption {
+    /// The option, as a user names it (`cors origin`).
+    pub option: &'static str,
+    /// What is wrong and what is accepted.
+    pub reason: String,
+}
+
+impl std::fmt::Display for InvalidOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid {}: {}", self.option, self.reason)
+    }
+}
+
+impl std::error::Error for InvalidOption {}
+
+/// The `Access-Control-Allow-Origin` value a server sends: `*`, `null`,
+/// or one origin (`scheme://host[:port]`). Checked when made, so it can
+/// never turn a response into an invalid one (a CR or LF would).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorsOrigin(String);
+
+impl CorsOrigin {
+    /// `*`: any page may read the answers.
+    pub fn any() -> CorsOrigin {
+        CorsOrigin("*".into())
+    }
+
+    /// Checks `value` (surrounding spaces and tabs ignored; a CR or LF anywhere is refused).
+    pub fn parse(value: &str) -> Result<CorsOrigin, InvalidOption> {
+        let v = value.trim_matches([' ', '\t']);
+        let origin = |v: &str| {
+            v.split_once("://").is_some_and(|(scheme, rest)| {
+                !scheme.is_empty()
+                    && scheme
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+                    && !rest.is_empty()
+                    && !rest.contains(['/', '?', '#', ',', '@'])
+            })
+        };
+        // Printable ASCII only: no space, CR or LF can reach a header.
+        if v.chars().all(|c| c.is_ascii_graphic()) && (v == "*" || v == "null" || origin(v)) {
+            return Ok(CorsOrigin(v.into()));
+        }
+        Err(InvalidOption {
+            option: "CORS origin",
+            reason: format!(
+                "{v:?}: use *, null or one origin, scheme://host[:port], in printable ASCII (no spaces, CR, LF or path)"
+            ),
+        })
+    }
+
+    /// The header value.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CorsOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a host does with a request after [`super::A2aServer::admit`] read its head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Read the body, refusing it ([`BodyRefusal::TooLarge`]) past `limit` bytes.
+    Read { limit: usize },
+    /// Answer this at once; do not hand the request to the server. The
+    /// body is not wanted: drain it (bounded) before closing, so the
+    /// client reads this answer rather than a reset connection.
+    Refuse(HttpResponse),
+}
+
+/// Why a host could not read a request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyRefusal {
+    /// More bytes than the limit: 413.
+    TooLarge,
+    /// Malformed framing (a bad chunk size, a body cut short of its
+    /// `Content-Length`): 400.
+    Malformed,
+}
+
+/// The answer to an over-limit body: 413, and the connection closed.
+pub fn payload_too_large(limit: usize) -> HttpResponse {
+    HttpResponse {
+        status: 413,
+        headers: vec![
+            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
+            ("Connection".into(), "close".into()),
+        ],
+        body: format!("request body over the {limit}-byte limit\n").into_bytes(),
+    }
+}
+
+/// The answer to a body whose framing is broken: 400, and the connection closed.
+pub fn malformed_body() -> HttpResponse {
+    HttpResponse {
+        status: 400,
+        headers: vec![
+            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
+            ("Connection".into(), "close".into()),
+        ],
+        body: b"malformed request body\n".to_vec(),
+    }
+}
+
+/// Checks a request's head against the body limit: a `Content-Length`
+/// that is not one number is 400, one over `limit` is 413.
+pub fn admit(headers: &[(String, String)], limit: usize) -> Admission {
+    let mut declared = None;
+    for (k, v) in headers {
+        if !k.eq_ignore_ascii_case("content-length") {
+            continue;
+        }
+        let n = match v.trim().parse::<u64>() {
+            Ok(n) if declared.is_none_or(|d| d == n) => n,
+            _ => return Admission::Refuse(malformed_body()),
+        };
+        declared = Some(n);
+    }
+    match declared {
+        Some(n) if n > limit as u64 => Admission::Refuse(payload_too_large(limit)),
+        _ => Admission::Read { limit },
+    }
+}
+
+/// Whether the server's saves work (see [`HEALTH_PATH`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    /// `false` from a failed save until a later save works.
+    pub healthy: bool,
+    /// Saves that failed since the server started.
+    pub store_failures: u64,
+}
+
+/// The health state. The server keeps it with its running tasks, under
+/// the host's lock.
+#[derive(Default)]
+pub(crate) struct HealthState {
+    failing: bool,
+    failures: u64,
+}
+
+impl HealthState {
+    /// A save failed: unhealthy. `true` if it was healthy until now.
+    pub(crate) fn save_failed(&mut self) -> bool {
+        self.failures += 1;
+        !std::mem::replace(&mut self.failing, true)
+    }
+
+    /// A save worked: healthy again. `true` if it was unhealthy until now.
+    pub(crate) fn save_worked(&mut self) -> bool {
+        std::mem::replace(&mut self.failing, false)
+    }
+
+    pub(crate) fn get(&self) -> Health {
+        Health {
+            healthy: !self.failing,
+            store_failures: self.failures,
+        }
+    }
+
+    /// The health check's answer. No store error text: callers never see
+    /// server internals (the host's log has them).
+    pub(crate) fn respond(&self) -> HttpResponse {
+        let h = self.get();
+        let (status, text) = if h.healthy {
+            (200, "ok")
+        } else {
+            (503, "unhealthy")
+        };
+        let body = format!(
+            "{{\"status\":\"{text}\",\"storeFailures\":{}}}",
+            h.store_failures
+        );
+        let mut resp = HttpResponse::json(status, body.into_bytes());
+        resp.headers
+            .push(("Cache-Control".into(), "no-store".into()));
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn cors_origins_are_one_printable_origin() {
+        for ok in [
+            "*",
+            "null",
+            "http://localhost:5173",
+            "https://app.example",
+            " https://a.b ",
+        ] {
+            assert!(CorsOrigin::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "http://a\r\nX-Evil: 1",
+            "http://a\n",
+            "http://a b",
+            "https://app.example/path",
+            "app.example",
+            "http://a,http://b",
+            "http://é.example",
+        ] {
+            let e = CorsOrigin::parse(bad).expect_err(bad);
+            assert!(e.to_string().starts_with("invalid CORS origin: "), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_head_is_admitted_by_its_declared_length() {
+        let h = |v: &str| vec![("Content-Length".to_string(), v.to_string())];
+        assert_eq!(admit(&[], 10), Admission::Read { limit: 10 });
+        assert_eq!(admit(&h("10"), 10), Admission::Read { limit: 10 });
+        assert!(matches!(admit(&h("11"), 10), Admission::Refuse(r) if r.status == 413));
+        assert!(matches!(admit(&h("x"), 10), Admission::Refuse(r) if r.status == 400));
+        let twice = vec![
+            ("content-length".to_string(), "1".to_string()),
+            ("Content-Length".to_string(), "2".to_string()),
+        ];
+        assert!(matches!(admit(&twice, 10), Admission::Refuse(r) if r.status == 400));
+    }
+
+    #[test]
+    fn health_turns_on_a_failed_save_and_back_on_a_working_one() {
+        let mut h = HealthState::default();
+        assert!(h.get().healthy);
+        assert_eq!(h.respond().status, 200);
+        assert!(h.save_failed());
+        assert!(!h.save_failed(), "already unhealthy");
+        assert_eq!(h.respond().status, 503);
+        assert_eq!(h.get().store_failures, 2);
+        assert!(h.save_worked());
+        assert!(!h.save_worked());
+        assert!(h.get().healthy);
+    }
+}
