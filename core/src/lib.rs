@@ -68,7 +68,7 @@ pub use model::time::{format_rfc3339, parse_rfc3339};
 pub use model::tool::{ToolResult, ToolSpec};
 pub use wire::http::{HttpRequest, HttpResponse};
 pub use wire::json::text as json_text;
-pub use wire::rpc::Dialect;
+pub use wire::rpc::{Dialect, MessageRefs};
 
 /// The JSON-RPC and A2A error codes, one table for both halves: the client
 /// reads them in a peer's error (`Error::Rpc`), the server sends them.

@@ -1,6 +1,7 @@
 """Official a2a-sdk (Python) A2A client for interop tests.
 
-Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream] [--list]
+Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
+                                      [--answer ANSWER] [--list] [--push URL]
 
   CARD_URL   full URL of the agent card, e.g.
              http://127.0.0.1:P/.well-known/agent-card.json
@@ -46,6 +47,13 @@ Exit: 0 completed (or a Message reply), 2 other final state, 1 error/timeout.
   string, as the SDK re-serialises it) or null. status-update with a status
   message and message events also carry "text"; artifact-update carries
   artifactId / append / lastChunk / text (its text parts joined with "\n").
+
+--answer ANSWER
+  When the task stops in input-required or auth-required, answer it: one more
+  message with ANSWER that names the task (task_id) and its context_id, sent and
+  followed the same way. The output then describes the task after the answer,
+  with two more keys: "asked" (the question: the status message text the task
+  stopped with) and "sameTask" (whether the answer continued the same task id).
 """
 
 from __future__ import annotations
@@ -208,9 +216,13 @@ def task_text(task: Task) -> str:
     return ''
 
 
+class Answered(Exception):
+    """The agent answered with a Message (already printed)."""
+
+
 async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
-              stream: bool = False, list_after: bool = False,
-              push_url: str | None = None) -> int:
+              stream: bool = False, answer: str | None = None,
+              list_after: bool = False, push_url: str | None = None) -> int:
     factory_cls = LegacyClientFactory if legacy else ClientFactory
     # streaming=False: use SendMessage / message/send (blocking), not SSE.
     # --stream: streaming=True, SendStreamingMessage / message/stream (SSE).
@@ -220,13 +232,13 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
     ctx = ClientCallContext(timeout=CALL_TIMEOUT_S)
     events: list[dict] | None = [] if stream else None
 
-    listed: dict = {}
+    asked: dict = {}
 
     def emit(state: str, result_text: str) -> None:
         out = {'state': state, 'text': result_text}
         if events is not None:
             out['events'] = events
-        out.update(listed)
+        out.update(asked)
         print(json.dumps(out))
 
     if stream:
@@ -234,12 +246,17 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
         if card is not None and not card.capabilities.streaming:
             print('warning: card says capabilities.streaming=false; the SDK '
                   'falls back to a blocking SendMessage', file=sys.stderr)
-    try:
+
+    async def turn(text: str, task_id: str = '', context_id: str = '') -> Task:
+        """One message (in the task and context named, if any), followed until
+        the task settles. Raises Answered when the agent answers with a Message."""
         request = SendMessageRequest(
             message=Message(
                 role=Role.ROLE_USER,
                 message_id=str(uuid.uuid4()),
                 parts=[Part(text=text)],
+                task_id=task_id,
+                context_id=context_id,
             )
         )
         if non_blocking:
@@ -272,18 +289,29 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
             if reply is None:
                 raise RuntimeError('server returned neither a task nor a message')
             emit('message', '\n'.join(parts_text(reply.parts)))
-            return 0
+            raise Answered()
 
         deadline = time.monotonic() + POLL_BUDGET_S
         while task.status.state not in FINAL_STATES:
             if time.monotonic() >= deadline:
                 emit(state_name(task.status.state), task_text(task))
-                print(f'error: task {task.id} still {state_name(task.status.state)} '
-                      f'after {POLL_BUDGET_S:.0f}s of polling', file=sys.stderr)
-                return 1
+                raise RuntimeError(f'task {task.id} still {state_name(task.status.state)} '
+                                   f'after {POLL_BUDGET_S:.0f}s of polling')
             await asyncio.sleep(POLL_INTERVAL_S)
             task = await client.get_task(GetTaskRequest(id=task.id), context=ctx)
+        return task
 
+    waiting = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
+    try:
+        try:
+            task = await turn(text)
+            if answer is not None and task.status.state in waiting:
+                question = '\n'.join(parts_text(task.status.message.parts))
+                first = task.id
+                task = await turn(answer, task.id, task.context_id)
+                asked.update({'asked': question, 'sameTask': task.id == first})
+        except Answered:
+            return 0
         if push_url:
             # The four config methods on the finished task.
             made = await client.create_task_push_notification_config(
@@ -299,16 +327,16 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
                 context=ctx)
             after = await client.list_task_push_notification_configs(
                 ListTaskPushNotificationConfigsRequest(task_id=task.id), context=ctx)
-            listed['push'] = {'taskId': task.id, 'created': made.id, 'got': got.url,
+            asked['push'] = {'taskId': task.id, 'created': made.id, 'got': got.url,
                               'listed': len(configs.configs),
                               'afterDelete': len(after.configs)}
         if list_after:
             page = await client.list_tasks(
                 ListTasksRequest(context_id=task.context_id, include_artifacts=True),
                 context=ctx)
-            listed['listed'] = [{'id': t.id, 'state': state_name(t.status.state),
+            asked['listed'] = [{'id': t.id, 'state': state_name(t.status.state),
                                  'text': task_text(t)} for t in page.tasks]
-            listed['totalSize'] = page.total_size
+            asked['totalSize'] = page.total_size
         emit(state_name(task.status.state), task_text(task))
         return 0 if task.status.state == TaskState.TASK_STATE_COMPLETED else 2
     finally:
@@ -325,6 +353,8 @@ def main() -> None:
                         help='returnImmediately=true; poll GetTask instead')
     parser.add_argument('--stream', action='store_true',
                         help='use the SDK streaming path (SSE); adds "events" to the output')
+    parser.add_argument('--answer', default=None,
+                        help='answer an input-required / auth-required task with this text')
     parser.add_argument('--list', action='store_true',
                         help='then ListTasks of the task\'s context; adds "listed" and "totalSize"')
     parser.add_argument('--push', metavar='URL',
@@ -335,7 +365,7 @@ def main() -> None:
         sys.exit(1)
     try:
         rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking,
-                             args.stream, args.list, args.push))
+                             args.stream, args.answer, args.list, args.push))
     except Exception as e:  # noqa: BLE001
         msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
         print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)

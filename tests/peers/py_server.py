@@ -15,6 +15,10 @@ Agent behaviour (decided by the user text, A2A messages carry no skill id):
                                  "deliberate failure: <text>"
   * text starts with "slow"  -> stays `working` 5 s, then completes like echo;
                                  CancelTask ends it `canceled`
+  * text starts with "ask"   -> `input-required`, status message (role agent)
+                                 "Which city?"; a message continuing that task
+                                 (its taskId) completes it with one artifact
+                                 "booked for <text>"
   * otherwise                -> `completed` with one artifact, one text part
                                  "echo: <text>"
 except for two texts that skip the ~150 ms pause (`working` is published at once):
@@ -130,6 +134,20 @@ class PeerExecutor(AgentExecutor):
             return
 
         await asyncio.sleep(WORK_DELAY_S)
+
+        if context.current_task is not None:
+            # An answer on an existing task (it asked a question): book it.
+            await updater.add_artifact(
+                parts=[Part(text=f'booked for {text}')], name='booking', last_chunk=True
+            )
+            await updater.complete()
+            return
+
+        if text.startswith('ask'):
+            await updater.requires_input(
+                updater.new_agent_message(parts=[Part(text='Which city?')])
+            )
+            return
 
         if text.startswith('fail'):
             await updater.failed(

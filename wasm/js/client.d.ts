@@ -45,6 +45,13 @@ export interface Agent {
   timeout?: number;
   /** Poll interval in ms. Default 1000. */
   pollEvery?: number;
+  /**
+   * Advertise the optional `taskId` and `contextId` arguments in the tools'
+   * input schema, so a model can answer a task waiting for input and continue
+   * a conversation. Default false: the fixed `{task}` schema (`execute`
+   * accepts the ids either way).
+   */
+  conversational?: boolean;
 }
 
 /** An agent descriptor, or just its card URL. */
@@ -56,7 +63,7 @@ export interface AgentConfigEntry extends Agent {
   disabled?: boolean;
 }
 
-/** An `agents` config block: `{ "<id>": {card, headers?, timeout?, pollEvery?, enabled?, disabled?} }`. */
+/** An `agents` config block: `{ "<id>": {card, headers?, timeout?, pollEvery?, enabled?, disabled?, conversational?} }`. */
 export type AgentsConfig = Record<string, AgentConfigEntry>;
 
 /** Where a tool comes from. */
@@ -93,6 +100,11 @@ export interface A2AResultMetadata {
   polls: number;
   /** Duration of the call. */
   ms: number;
+  /**
+   * The task's context, when the task waits for the caller (`input-required`,
+   * `auth-required`): answer with `execute({task: answer, taskId, contextId})`.
+   */
+  contextId?: string;
   /** The answer's file and data parts (A2A 1.0 shape); the output keeps its text. */
   parts?: A2AFilePart[];
 }
@@ -218,6 +230,10 @@ export interface ExecuteOptions {
 /** The arguments of an A2A tool. */
 export interface A2AToolArgs {
   task: string;
+  /** Answer the question of this task (the `taskId` of an input-required result). */
+  taskId?: string;
+  /** Send the message in this conversation (a result's `contextId`). */
+  contextId?: string;
 }
 
 /** One skill of a remote agent, callable as a tool. */

@@ -149,7 +149,27 @@ export interface FulfilRequest {
   text: string;
   /** The skill named in the message's `metadata.skill`, if any. */
   skill?: string;
+  /**
+   * The conversation before this message, oldest first: the earlier turns of
+   * the context (when the caller named one) and, when the message answers a
+   * question, the task's turns up to that question. At most 40 messages.
+   */
+  history: ConversationTurn[];
 }
+
+/** One earlier message of a conversation. */
+export interface ConversationTurn {
+  role: "user" | "agent";
+  text: string;
+}
+
+/**
+ * What a custom fulfiller resolves to: the answer text (completes the task),
+ * or a question that stops the task until the caller answers on it
+ * (`input-required`; `auth-required` for credentials). The answer calls the
+ * fulfiller again on the same task, the question in `request.history`.
+ */
+export type FulfilResult = string | { inputRequired: string } | { authRequired: string };
 
 /**
  * Reports a task's progress: each call updates the stored task and reaches
@@ -167,10 +187,11 @@ export interface ProgressEmitter {
 }
 
 /**
- * A custom fulfiller: resolves to the answer text (completes the task); a
- * throw or rejection fails it with the error's message.
+ * A custom fulfiller: resolves to the answer text (completes the task) or a
+ * question ({@link FulfilResult}); a throw or rejection fails it with the
+ * error's message.
  */
-export type Fulfil = (request: FulfilRequest, emit: ProgressEmitter) => string | Promise<string>;
+export type Fulfil = (request: FulfilRequest, emit: ProgressEmitter) => FulfilResult | Promise<FulfilResult>;
 
 /** `createA2AHandler` options. */
 export interface A2AHandlerOptions {

@@ -32,6 +32,7 @@ pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
     agent.headers = string_pairs(&get(v, "headers"), "agent.headers")?;
     agent.timeout = ms("timeout")?;
     agent.poll_every = ms("pollEvery")?;
+    agent.conversational = get(v, "conversational").as_bool() == Some(true);
     Ok(agent)
 }
 
@@ -51,6 +52,9 @@ pub fn agent_to_js(a: &Agent) -> JsValue {
     }
     if let Some(p) = a.poll_every {
         set(&o, "pollEvery", &(millis(p) as f64).into());
+    }
+    if a.conversational {
+        set(&o, "conversational", &true.into());
     }
     o
 }

@@ -225,9 +225,12 @@ impl Fulfiller for ModelFulfiller {
 }
 
 /// A JS function answers: `client(request, emit)` with `request` =
-/// `{taskId, contextId, text, skill?}` and `emit` = `{status(text),
+/// `{taskId, contextId, text, skill?, history}` (`history`: the earlier
+/// turns, `[{role: "user" | "agent", text}]`) and `emit` = `{status(text),
 /// artifact(text, {lastChunk?})}`; it returns (or resolves to) the answer
-/// text, and a throw or rejection fails the task with its message.
+/// text, or `{inputRequired: question}` / `{authRequired: prompt}` to stop
+/// the task until the caller answers; a throw or rejection fails the task
+/// with its message.
 struct JsFulfiller {
     function: Function,
 }
@@ -263,15 +266,42 @@ impl Fulfiller for JsFulfiller {
             if let Some(skill) = &request.skill {
                 set(&req, "skill", &skill.as_str().into());
             }
+            let history = js_sys::Array::new();
+            for m in &request.history {
+                let turn: JsValue = Object::new().into();
+                let role = match m.role {
+                    toolnexus_core::Role::User => "user",
+                    toolnexus_core::Role::Agent => "agent",
+                };
+                set(&turn, "role", &role.into());
+                set(&turn, "text", &m.text().into());
+                history.push(&turn);
+            }
+            set(&req, "history", &history);
             let returned = function
-                .call2(&JsValue::UNDEFINED, &req, &emitter(progress))
+                .call2(&JsValue::UNDEFINED, &req, &emitter(progress.clone()))
                 .map_err(|e| error_text(&e))?;
             let answer = JsFuture::from(Promise::resolve(&returned))
                 .await
                 .map_err(|e| error_text(&e))?;
-            answer
-                .as_string()
-                .ok_or_else(|| "the fulfiller must return a string".to_string())
+            if let Some(text) = answer.as_string() {
+                return Ok(text);
+            }
+            let asked = |key: &str| {
+                (!is_absent(&answer))
+                    .then(|| get(&answer, key).as_string())
+                    .flatten()
+            };
+            if let Some(question) = asked("inputRequired") {
+                progress.input_required(question);
+            } else if let Some(prompt) = asked("authRequired") {
+                progress.auth_required(prompt);
+            } else {
+                return Err(
+                    "the fulfiller must return a string, {inputRequired} or {authRequired}".into(),
+                );
+            }
+            Ok(String::new())
         })
     }
 }

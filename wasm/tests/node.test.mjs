@@ -554,6 +554,51 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal(got.result.status.state, 'completed');
   });
 
+  test('conversations: a JS fulfiller asks, the package client answers on the same task, the context remembers', async () => {
+    const seen = [];
+    const handler = tn.createA2AHandler({
+      skills,
+      client: async (request) => {
+        seen.push(request);
+        const asked = request.history.at(-1);
+        if (request.text.startsWith('ask')) return { inputRequired: 'Which city?' };
+        if (request.text.startsWith('login')) return { authRequired: 'Sign in first' };
+        if (asked?.role === 'agent' && asked.text === 'Which city?') return `booked for ${request.text}`;
+        return `turns: ${request.history.map((t) => `${t.role}:${t.text}`).join(' | ')}`;
+      },
+    });
+    const server = await serveFetch((req) => handler(req));
+    closers.push(server.close);
+    const card = `${server.url}/.well-known/agent-card.json`;
+
+    const [plain] = await tn.agentTools({ card, pollEvery: 20 });
+    assert.deepEqual(plain.inputSchema.required, ['task']);
+    assert.deepEqual(Object.keys(plain.inputSchema.properties), ['task'], 'the fixed {task} schema by default');
+    const [tool] = await tn.agentTools({ card, pollEvery: 20, conversational: true });
+    assert.deepEqual(Object.keys(tool.inputSchema.properties).sort(), ['contextId', 'task', 'taskId']);
+
+    const asked = await tool.execute({ task: 'ask for a trip', contextId: 'conv-1' });
+    assert.equal(asked.isError, true);
+    assert.equal(asked.metadata.state, 'input-required');
+    assert.match(asked.output, /input-required: Which city\?$/);
+    assert.equal(asked.metadata.contextId, 'conv-1');
+    const { taskId, contextId } = asked.metadata;
+    const done = await tool.execute({ task: 'Paris', taskId, contextId });
+    assert.equal(done.isError, false, done.output);
+    assert.equal(done.output, 'booked for Paris');
+    assert.equal(done.metadata.taskId, taskId);
+    assert.deepEqual(seen.at(-1).history, [{ role: 'user', text: 'ask for a trip' }, { role: 'agent', text: 'Which city?' }]);
+
+    const recall = await plain.execute({ task: 'recall', contextId: 'conv-1' });
+    assert.equal(recall.output, 'turns: user:ask for a trip | agent:Which city? | user:Paris | agent:booked for Paris');
+    const login = await plain.execute({ task: 'login please' });
+    assert.equal(login.metadata.state, 'auth-required');
+    assert.match(login.output, /auth-required: Sign in first$/);
+    const again = await plain.execute({ task: 'Rome', taskId });
+    assert.equal(again.isError, true);
+    assert.match(again.output, /-32004.*terminal/);
+  });
+
   test('a JS fulfiller streams progress: SSE frames arrive as it emits them', async () => {
     let release;
     const gate = new Promise((r) => { release = r; });
@@ -717,7 +762,8 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal(r.isError, false, r.output);
     assert.equal(r.output, 'final: echo: via the handler');
     const first = llm.calls[0].body;
-    assert.deepEqual(first.tools.map((t) => t.function.name).sort(), ['noop', 'remote_echo', 'skill']);
+    // The served model may also ask the caller (the built-in question tool).
+    assert.deepEqual(first.tools.map((t) => t.function.name).sort(), ['noop', 'question', 'remote_echo', 'skill']);
     // The handler's skills replace the toolkit's own, in the tool and the prompt.
     const system = first.messages.find((m) => m.role === 'system')?.content ?? '';
     assert.match(system, /## Available Skills\n- \*\*hello-world\*\*: .*\n- \*\*summarize\*\*: /);

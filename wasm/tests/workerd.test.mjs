@@ -156,6 +156,47 @@ test('the official @a2a-js/sdk client streams from the worker (A2A 1.0 and 0.3 S
   }
 });
 
+const ASKING_WORKER = `
+import { createA2AHandler } from "toolnexus-wasm";
+
+let handler;
+export default {
+  fetch(request, env, ctx) {
+    handler ??= createA2AHandler({
+      skills: [{ name: "trips", description: "Books trips", content: "Ask where to." }],
+      client: async (req) => {
+        const asked = req.history.at(-1);
+        if (asked?.role === "agent" && asked.text === "Which city?") return "booked for " + req.text;
+        return { inputRequired: "Which city?" };
+      },
+      a2a: { name: "edge-asks" },
+    });
+    return handler(request, env, ctx);
+  },
+};
+`;
+
+test('a worker asks (a JS fulfiller returns {inputRequired}); the SDK client and toolnexus call answer on the same task', async () => {
+  const w = await startWorker(ASKING_WORKER);
+  const cardUrl = `${w.url}/.well-known/agent-card.json`;
+  for (const extra of [[], ['--legacy'], ['--stream']]) {
+    const { code, stdout, stderr } = await run(process.execPath, [SDK_CLIENT, cardUrl, 'book a trip', '--answer', 'Paris', ...extra], { timeout: 30_000 });
+    assert.equal(code, 0, `the SDK client ${extra}: ${stderr}${stdout}`);
+    const r = JSON.parse(stdout.trim().split('\n').pop());
+    assert.deepEqual([r.state, r.text, r.asked, r.sameTask], ['completed', 'booked for Paris', 'Which city?', true], stdout);
+  }
+  const asked = await run(TOOLNEXUS, ['call', '--no-cache', cardUrl, 'trips', 'book a trip'], { timeout: 60_000 });
+  assert.equal(asked.code, 2, asked.stdout + asked.stderr);
+  const q = JSON.parse(asked.stdout);
+  assert.equal(q.metadata.state, 'input-required');
+  assert.match(q.output, /input-required: Which city\?$/);
+  const done = await run(TOOLNEXUS, ['call', '--no-cache', '--task-id', q.metadata.taskId, '--context-id', q.metadata.contextId, cardUrl, 'trips', 'Oslo'], { timeout: 60_000 });
+  assert.equal(done.code, 0, done.stdout + done.stderr);
+  const r = JSON.parse(done.stdout);
+  assert.equal(r.output, 'booked for Oslo');
+  assert.equal(r.metadata.taskId, q.metadata.taskId);
+});
+
 test('concurrent callers of one worker each get their own answer', async () => {
   const w = await servingWorker();
   const texts = ['one', 'two', 'three', 'four'];

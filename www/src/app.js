@@ -371,14 +371,23 @@ function showToolDesc() {
 
 // --- running ------------------------------------------------------------------------
 
-async function run() {
+/**
+ * Runs the selected tool on the task text; with `answer` ({text, taskId,
+ * contextId, tool}), answers the question of that task instead.
+ */
+async function run(answer) {
   if (current || !toolkit) return;
-  const name = el.tool.value;
-  const task = el.task.value.trim();
+  const name = answer?.tool ?? el.tool.value;
+  const task = answer ? answer.text : el.task.value.trim();
   if (!name) return;
   if (!task) {
-    el.task.focus();
+    (answer ? document.getElementById("reply") : el.task)?.focus();
     return;
+  }
+  const args = { task };
+  if (answer) {
+    args.taskId = answer.taskId;
+    if (answer.contextId) args.contextId = answer.contextId;
   }
   const controller = new AbortController();
   const r = {
@@ -411,7 +420,7 @@ async function run() {
   };
   let result;
   try {
-    result = await toolkit.execute(name, { task }, { signal: controller.signal, onEvent });
+    result = await toolkit.execute(name, args, { signal: controller.signal, onEvent });
   } catch (e) {
     // execute never rejects; keep the page usable if it ever does.
     result = { isError: true, output: String(e?.message ?? e), metadata: { state: "failed", polls: 0, ms: Math.round(performance.now() - r.t0) } };
@@ -552,8 +561,32 @@ function renderResult(r) {
       ${row("Polls", esc(metadata.polls ?? "?"))}
       ${row("Agent", esc(metadata.agent ?? ""))}
     </dl>`;
+  const waits = state === "input-required" || state === "auth-required";
   if (!isError) {
     el.result.innerHTML = `<h3>Output</h3><pre class="output" id="output">${esc(output)}</pre>${renderParts(metadata.parts)}${facts}`;
+  } else if (waits && metadata.taskId) {
+    // The agent waits for the caller: show its question and a reply box that
+    // answers on the same task (taskId, contextId from the result).
+    const marker = `${state}: `;
+    const question = output.includes(marker) ? output.slice(output.indexOf(marker) + marker.length) : output;
+    const title = state === "auth-required" ? "The agent needs you to sign in" : "The agent asks";
+    el.result.innerHTML = `<div class="ask-box"><h3>${esc(title)}</h3><pre class="question" id="output">${esc(question)}</pre>
+      <form id="reply-form" class="reply"><label for="reply">Your answer</label>
+      <textarea id="reply" name="reply" rows="2"></textarea>
+      <button id="reply-btn" type="submit" class="primary">Answer</button></form></div>${facts}`;
+    const form = document.getElementById("reply-form");
+    const reply = document.getElementById("reply");
+    const send = () => run({ text: reply.value.trim(), taskId: metadata.taskId, contextId: metadata.contextId, tool: r.name });
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      send();
+    });
+    reply.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        send();
+      }
+    });
   } else {
     const why = explainRunError(r.result, timeouts.get(r.name), r.tl.follow);
     const title = state === "canceled" ? "Canceled" : /timed out after/i.test(output) ? "Timed out" : `Task ${state}`;

@@ -434,6 +434,21 @@ test("a streaming agent (@a2a-js/sdk): events and the answer text show before th
   assert.equal(seen.result?.status?.state, "TASK_STATE_CANCELED", JSON.stringify(seen));
 });
 
+test("a question from the agent shows with a reply box; the answer continues the same task", async () => {
+  await open();
+  await connectCard(sdk.cardUrl);
+  assert.equal(await runTask("js-agent_echo", "ask for a trip", { within: 10_000 }), "input-required");
+  assert.equal(await text("#result h3"), "The agent asks");
+  assert.equal(await text("#output"), "Which city?");
+  const asked = await page.locator("#clock code").innerText();
+  await page.fill("#reply", "Paris");
+  await page.click("#reply-btn");
+  await page.waitForFunction(() => document.getElementById("result").dataset.state === "completed", null, { timeout: 10_000 });
+  assert.equal(await text("#output"), "booked for Paris");
+  assert.equal(await page.locator("#clock code").innerText(), asked, "the same task");
+  await page.locator("#run").screenshot({ path: join(OUT, "question.png") });
+});
+
 test("no uncaught errors in the page", () => {
   assert.deepEqual(pageErrors, []);
 });

@@ -36,6 +36,7 @@ use crate::model::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
 use crate::model::task::{SendResult, Task, TaskState};
 use crate::model::tool::ToolResult;
 use crate::wire::http::HttpResponse;
+use crate::wire::rpc::MessageRefs;
 use crate::wire::rpc::{
     parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION,
 };
@@ -122,7 +123,19 @@ pub struct CallMachine {
     events: VecDeque<StreamEvent>,
     /// The answer's file and data parts (1.0 shape), for `metadata.parts`.
     attachments: Vec<Value>,
+    /// The task and context the message continues, if any.
+    refs: MessageRefs,
+    /// The context of the task, once seen.
+    context_id: Option<String>,
+    /// Answering a task: the question it was waiting on when first seen
+    /// (state, status message id and text, status time), which is not a new
+    /// question; `None` once the task has been seen at work again.
+    answered: Option<Option<Question>>,
 }
+
+/// What tells one question of a task from another: its state, its status
+/// message's id and text, and its status time.
+type Question = (TaskState, String, String, Option<u64>);
 
 impl CallMachine {
     pub fn new(spec: CallSpec) -> Self {
@@ -152,7 +165,51 @@ impl CallMachine {
             head: ResponseHead::default(),
             plain: Vec::new(),
             events: VecDeque::new(),
+            refs: MessageRefs::default(),
+            context_id: None,
+            answered: None,
             spec,
+        }
+    }
+
+    /// The call sends its message in the task and context `refs` names: an
+    /// answer to a task waiting for input, or a new task in a conversation.
+    pub fn continuing(mut self, refs: MessageRefs) -> Self {
+        if refs.task_id.is_some() {
+            self.answered = Some(None);
+        }
+        self.refs = refs;
+        self
+    }
+
+    /// Whether `task` waits for the caller with a question to return. When
+    /// the call answers a task, the question it was waiting on (a stream's
+    /// first snapshot, a non-blocking send's echo, a poll before the agent
+    /// took the answer) is not one: only a state after the task was seen at
+    /// work again, or a different question, is.
+    fn asks(&mut self, task: &Task) -> bool {
+        if !task.state.is_interrupted() {
+            if !task.state.is_terminal() && task.state != TaskState::Unknown {
+                self.answered = None;
+            }
+            return false;
+        }
+        let Some(seen) = &mut self.answered else {
+            return true;
+        };
+        let message = task.status_message.as_ref();
+        let question = (
+            task.state,
+            message.map(|m| m.message_id.clone()).unwrap_or_default(),
+            message.map(|m| m.text()).unwrap_or_default(),
+            task.updated_ms,
+        );
+        match seen {
+            None => {
+                *seen = Some(question);
+                false
+            }
+            Some(old) => *old != question,
         }
     }
 
@@ -173,12 +230,13 @@ impl CallMachine {
 
     fn send_message(&mut self) -> Step<ToolResult> {
         let id = self.next_rpc_id();
-        let req = self.dialect.send(
+        let req = self.dialect.send_in(
             &self.spec.endpoint,
             id,
             &self.spec.message_id,
             &self.spec.text,
             self.mode,
+            &self.refs,
         );
         let request = self.with_headers(req);
         let deadline_ms = self.deadline_ms;
@@ -372,10 +430,10 @@ impl CallMachine {
             self.task_id = Some(task.id.clone());
         }
         self.state = task.state;
-        let settled = task.state.is_terminal() || task.state.is_interrupted();
-        let task = settled.then(|| task.clone());
+        let task = task.clone();
+        let settled = task.state.is_terminal() || self.asks(&task);
         self.events.push_back(event);
-        task.map(|t| self.on_task(now_ms, t))
+        settled.then(|| self.on_task(now_ms, task))
     }
 
     /// The stream ended (or broke) before the task settled.
@@ -429,6 +487,14 @@ impl CallMachine {
         if !self.attachments.is_empty() {
             metadata["parts"] = Value::Array(self.attachments.clone());
         }
+        // A task waiting for the caller: the context to name with the task to answer it.
+        if let Some(context) = self
+            .context_id
+            .as_ref()
+            .filter(|_| self.state.is_interrupted())
+        {
+            metadata["contextId"] = json!(context);
+        }
         Step::Done(ToolResult {
             output,
             is_error,
@@ -458,7 +524,11 @@ impl CallMachine {
 
     /// A task arrived (from SendMessage, GetTask or a stream): finish or wait for the next poll.
     fn on_task(&mut self, now_ms: u64, task: Task) -> Step<ToolResult> {
+        let asks = self.asks(&task);
         self.task_id = Some(task.id.clone());
+        if !task.context_id.is_empty() {
+            self.context_id = Some(task.context_id.clone());
+        }
         self.state = task.state;
         let id = &task.id;
         let state = task.state.as_str();
@@ -475,7 +545,7 @@ impl CallMachine {
                 self.finish(now_ms, true, output)
             }
             // The agent waits for the caller: polling on would only burn the timeout.
-            TaskState::InputRequired | TaskState::AuthRequired => {
+            TaskState::InputRequired | TaskState::AuthRequired if asks => {
                 let question = task.status_text().or_else(|| {
                     task.history
                         .iter()
@@ -489,7 +559,11 @@ impl CallMachine {
                 };
                 self.finish(now_ms, true, output)
             }
-            TaskState::Submitted | TaskState::Working | TaskState::Unknown => self.wait(now_ms),
+            TaskState::Submitted
+            | TaskState::Working
+            | TaskState::Unknown
+            | TaskState::InputRequired
+            | TaskState::AuthRequired => self.wait(now_ms),
         }
     }
 

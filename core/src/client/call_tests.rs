@@ -938,3 +938,6 @@ fn a_direct_message_with_a_file_keeps_it_in_metadata_parts() {
         json!([{"url": "https://x/r.pdf", "mediaType": "application/pdf"}])
     );
 }
+
+#[path = "call_conversation_tests.rs"]
+mod conversation;

@@ -5,7 +5,7 @@ use serde_json::Value;
 use std::time::Duration;
 
 /// Parses an `agents` block `{ "<id>": {card, headers?, timeout?, pollEvery?,
-/// enabled?, disabled?} }` into descriptors, in the block's order.
+/// enabled?, disabled?, conversational?} }` into descriptors, in the block's order.
 ///
 /// Entries without a string `card` are skipped. `disabled: true` wins, then
 /// `enabled: false`; anything else is enabled. `null` (or any non-object)
@@ -42,6 +42,8 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
             agent.headers = headers;
             agent.timeout = millis("timeout");
             agent.poll_every = millis("pollEvery");
+            agent.conversational =
+                entry.get("conversational").and_then(Value::as_bool) == Some(true);
             Some(agent)
         })
         .collect()

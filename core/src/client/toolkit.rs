@@ -74,6 +74,10 @@ impl A2aTool {
                 self.spec.name
             ));
         };
+        let refs = match crate::wire::rpc::MessageRefs::from_args(args) {
+            Ok(refs) => refs,
+            Err(e) => return ToolResult::error(format!("{}: {e}", self.spec.name)),
+        };
         let spec = CallSpec {
             agent: self.agent_name.clone(),
             endpoint: self.endpoint.clone(),
@@ -86,7 +90,8 @@ impl A2aTool {
             long_poll: self.long_poll,
             streaming: self.streaming,
         };
-        drive_with_events(&mut CallMachine::new(spec), transport, abort, on_event).await
+        let mut call = CallMachine::new(spec).continuing(refs);
+        drive_with_events(&mut call, transport, abort, on_event).await
     }
 }
 
@@ -132,7 +137,11 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
             Some(A2aTool {
                 spec: ToolSpec {
                     name: format!("{}_{}", sanitize(&card.name), sanitize(key)),
-                    input_schema: a2a_input_schema(&description),
+                    input_schema: if agent.conversational {
+                        crate::model::tool::a2a_conversational_schema(&description)
+                    } else {
+                        a2a_input_schema(&description)
+                    },
                     description,
                     source: "a2a".into(),
                 },
@@ -347,6 +356,23 @@ impl<T: Transport> Toolkit<T> {
         prompt: &str,
         before_call: ToolCallHook<'_>,
     ) -> Result<crate::llm::RunResult, Error> {
+        self.run_llm_conversation(cfg, &[], prompt, false, before_call)
+            .await
+    }
+
+    /// [`Toolkit::run_llm_reporting`] after the earlier turns of a
+    /// conversation; with `ask_user`, the model is also offered the
+    /// built-in `question` tool (unless a tool of that name is here), which
+    /// suspends the run ([`crate::llm::RunResult::pending`]) to ask the user.
+    #[cfg(feature = "server")]
+    pub async fn run_llm_conversation(
+        &self,
+        cfg: &crate::llm::LlmConfig,
+        history: &[crate::model::task::Message],
+        prompt: &str,
+        ask_user: bool,
+        before_call: ToolCallHook<'_>,
+    ) -> Result<crate::llm::RunResult, Error> {
         let mut cfg = cfg.clone();
         let skills_prompt = self.skills_prompt();
         if !skills_prompt.is_empty() {
@@ -355,18 +381,29 @@ impl<T: Transport> Toolkit<T> {
                 _ => skills_prompt,
             });
         }
-        let tools = self.tools();
+        let mut tools = self.tools();
+        let builtin_question = ask_user && self.get(crate::llm::question::NAME).is_none();
+        if builtin_question {
+            tools.push(crate::llm::question::spec());
+        }
         let execute = |call: crate::llm::ToolCall| {
             let source = tools
                 .iter()
                 .find(|t| t.name == call.name)
                 .map(|t| t.source.as_str());
             before_call(&call, source);
-            async move { self.execute(&call.name, call.arguments).await }
+            let asks = builtin_question && call.name == crate::llm::question::NAME;
+            async move {
+                if asks {
+                    return crate::llm::question::ask(&call.arguments, self.transport.new_id());
+                }
+                self.execute(&call.name, call.arguments).await
+            }
         };
-        crate::llm::run(
+        crate::llm::run_conversation(
             &self.transport,
             &cfg,
+            history,
             prompt.to_string(),
             tools.clone(),
             execute,

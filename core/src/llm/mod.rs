@@ -15,9 +15,12 @@
 //! Secrets (the API key, header values) never appear in error messages or in
 //! `Debug` output: peers that echo them back are redacted.
 
+pub mod question;
+
 use crate::error::{Error, TransportError};
 use crate::host::driver::{Machine, ResponseHead, Step};
 use crate::host::transport::Transport;
+use crate::model::task::{Message, Role};
 use crate::model::tool::{to_anthropic, to_openai, ToolResult, ToolSpec};
 use crate::wire::http::{HttpRequest, HttpResponse};
 use serde::Serialize;
@@ -288,6 +291,22 @@ pub struct RunResult {
     pub usage: Usage,
     /// The model named in the last reply, else the configured one.
     pub model: String,
+    /// The request of the tool call that suspended the run (toolnexus SPEC
+    /// §10: a result whose `metadata.pending` is a `Request`): the run
+    /// halted there, and `text` is its prompt. `None` when the run ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Value>,
+}
+
+/// The suspension a tool result carries: its `metadata.pending`, when that
+/// is a `Request` (an object with a string `prompt`; `id` and `kind` as the
+/// reference writes them).
+pub fn pending_request(result: &ToolResult) -> Option<&Value> {
+    result
+        .metadata
+        .as_ref()?
+        .get("pending")
+        .filter(|p| p.get("prompt").is_some_and(Value::is_string))
 }
 
 /// What a [`RunMachine`] wants next: a model request ([`Step::Send`]), the
@@ -337,16 +356,53 @@ pub struct RunMachine {
     model: Option<String>,
     records: Vec<ToolCallRecord>,
     text: String,
+    pending: Option<Value>,
 }
 
 impl RunMachine {
     pub fn new(cfg: LlmConfig, prompt: String, tools: Vec<ToolSpec>) -> Self {
+        Self::with_history(cfg, &[], prompt, tools)
+    }
+
+    /// [`RunMachine::new`] for a conversation: the earlier turns (user
+    /// messages, and the agent's as the assistant's) come before `prompt`.
+    pub fn with_history(
+        cfg: LlmConfig,
+        history: &[Message],
+        prompt: String,
+        tools: Vec<ToolSpec>,
+    ) -> Self {
         let mut messages = Vec::new();
         let system = cfg.system_prompt.as_deref().filter(|s| !s.is_empty());
         if let (LlmStyle::OpenAi, Some(system)) = (cfg.style, system) {
             messages.push(json!({"role": "system", "content": system}));
         }
-        messages.push(json!({"role": "user", "content": prompt}));
+        for m in history {
+            let role = match m.role {
+                Role::User => "user",
+                Role::Agent => "assistant",
+            };
+            let text = m.text();
+            // Providers refuse empty turns; anthropic also wants turns to
+            // alternate, so a role speaking twice in a row is one turn.
+            if text.is_empty() {
+                continue;
+            }
+            match messages.last_mut() {
+                Some(last) if last["role"] == role => {
+                    let joined = format!("{}\n\n{text}", last["content"].as_str().unwrap_or(""));
+                    last["content"] = json!(joined);
+                }
+                _ => messages.push(json!({"role": role, "content": text})),
+            }
+        }
+        match messages.last_mut() {
+            Some(last) if last["role"] == "user" => {
+                let joined = format!("{}\n\n{prompt}", last["content"].as_str().unwrap_or(""));
+                last["content"] = json!(joined);
+            }
+            _ => messages.push(json!({"role": "user", "content": prompt})),
+        }
         let tools = match cfg.style {
             LlmStyle::OpenAi => to_openai(&tools),
             LlmStyle::Anthropic => to_anthropic(&tools),
@@ -362,6 +418,7 @@ impl RunMachine {
             model: None,
             records: Vec::new(),
             text: String::new(),
+            pending: None,
         }
     }
 
@@ -471,6 +528,14 @@ impl RunMachine {
         let Phase::Tools(pending) = std::mem::replace(&mut self.phase, Phase::Model) else {
             return self.out_of_order("handle_tool_results");
         };
+        // A suspension halts the run at the first suspended call, in call
+        // order (SPEC §10: no waitFor here; the caller's answer resumes it).
+        if let Some(request) = results.iter().find_map(pending_request) {
+            let request = request.clone();
+            self.text = request["prompt"].as_str().unwrap_or_default().to_string();
+            self.pending = Some(request);
+            return self.succeed();
+        }
         let mut results = results.into_iter();
         let mut blocks = Vec::new();
         for p in pending {
@@ -570,6 +635,7 @@ impl RunMachine {
             turns: self.turns,
             usage: self.usage.clone(),
             model: self.model.clone().unwrap_or_else(|| self.cfg.model.clone()),
+            pending: self.pending.take(),
         };
         self.finish(Ok(result))
     }
@@ -804,7 +870,23 @@ where
     F: Fn(ToolCall) -> Fut,
     Fut: Future<Output = ToolResult>,
 {
-    let mut machine = RunMachine::new(cfg.clone(), prompt, tools);
+    run_conversation(transport, cfg, &[], prompt, tools, execute).await
+}
+
+/// [`run`] after the earlier turns of a conversation (see [`RunMachine::with_history`]).
+pub async fn run_conversation<T: Transport, F, Fut>(
+    transport: &T,
+    cfg: &LlmConfig,
+    history: &[Message],
+    prompt: String,
+    tools: Vec<ToolSpec>,
+    execute: F,
+) -> Result<RunResult, Error>
+where
+    F: Fn(ToolCall) -> Fut,
+    Fut: Future<Output = ToolResult>,
+{
+    let mut machine = RunMachine::with_history(cfg.clone(), history, prompt, tools);
     let work =
         |calls: Vec<ToolCall>| crate::host::driver::join_all(calls.into_iter().map(&execute));
     crate::host::driver::drive_with_work(

@@ -855,6 +855,7 @@ fn run_result_serialises_in_camel_case() {
             total_tokens: 3,
         },
         model: "m".into(),
+        pending: None,
     };
     assert_eq!(
         serde_json::to_value(&r).expect("json"),
@@ -909,4 +910,95 @@ fn a_step_shows_header_names_never_their_values() {
     let shown = format!("{:?}", m.start(0));
     assert!(shown.contains("Authorization"), "{shown}");
     assert!(!shown.contains(KEY), "the API key leaked: {shown}");
+}
+
+/// A tool that suspends (SPEC §10) when called with `{"q":"login"}`, else echoes.
+async fn suspends_on_login(call: ToolCall) -> ToolResult {
+    if call.arguments["q"] == "login" {
+        return ToolResult {
+            output: "Login required: https://auth.test/go".into(),
+            is_error: true,
+            metadata: Some(json!({"pending": {"id": "r1", "kind": "authorization",
+                "prompt": "Sign in to the calendar", "url": "https://auth.test/go"}})),
+        };
+    }
+    echo(call).await
+}
+
+#[test]
+fn a_suspending_tool_halts_the_run_with_its_request_on_the_first_in_call_order() {
+    let endpoint = ModelEndpoint::new(vec![
+        ask_tools(vec![
+            openai_call("c1", "lookup", r#"{"q":"news"}"#),
+            openai_call("c2", "lookup", r#"{"q":"login"}"#),
+        ]),
+        say("never asked"),
+    ]);
+    let r = block_on(run(
+        &endpoint,
+        &openai(),
+        "what is new?".into(),
+        vec![lookup_tool()],
+        suspends_on_login,
+    ))
+    .expect("a pending run is not an error");
+    assert_eq!(
+        endpoint.requests().len(),
+        1,
+        "no model call after the suspension"
+    );
+    let pending = r.pending.as_ref().expect("pending");
+    assert_eq!(pending["id"], "r1");
+    assert_eq!(pending["kind"], "authorization");
+    assert_eq!(r.text, "Sign in to the calendar");
+    let v = serde_json::to_value(&r).expect("json");
+    assert_eq!(v["pending"]["url"], "https://auth.test/go");
+    // A result whose metadata.pending is not a request is a plain error.
+    let plain = ToolResult {
+        output: "x".into(),
+        is_error: true,
+        metadata: Some(json!({"pending": true})),
+    };
+    assert!(pending_request(&plain).is_none());
+}
+
+#[test]
+fn a_conversation_puts_the_earlier_turns_before_the_prompt_alternating() {
+    let endpoint = ModelEndpoint::new(vec![say("booked")]);
+    let msg = |role: crate::Role, text: &str| crate::Message {
+        role,
+        message_id: String::new(),
+        parts: vec![text.into()],
+        context_id: None,
+        task_id: None,
+    };
+    use crate::Role::{Agent, User};
+    let history = [
+        msg(User, "book a trip"),
+        msg(Agent, "Which city?"),
+        msg(Agent, "And which day?"),
+        msg(User, ""),
+        msg(User, "Paris"),
+    ];
+    let mut cfg = openai();
+    cfg.system_prompt = Some("be brief".into());
+    let r = block_on(run_conversation(
+        &endpoint,
+        &cfg,
+        &history,
+        "on Friday".into(),
+        vec![],
+        echo,
+    ))
+    .expect("run");
+    assert_eq!(r.text, "booked");
+    assert_eq!(
+        endpoint.body(0)["messages"],
+        json!([
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "book a trip"},
+            {"role": "assistant", "content": "Which city?\n\nAnd which day?"},
+            {"role": "user", "content": "Paris\n\non Friday"},
+        ])
+    );
 }

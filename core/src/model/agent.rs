@@ -32,6 +32,11 @@ pub struct Agent {
     /// The longest pause between two GetTask polls (default
     /// [`DEFAULT_POLL_EVERY_MS`]).
     pub poll_every: Option<Duration>,
+    /// Advertise the optional `taskId` and `contextId` arguments in the
+    /// tools' input schema, so a model can answer a task waiting for input
+    /// and continue a conversation. Off: the fixed `{task}` schema of the
+    /// toolnexus contract (the arguments are accepted either way).
+    pub conversational: bool,
 }
 
 impl Agent {
@@ -59,6 +64,13 @@ impl Agent {
     /// Sets the longest pause between two GetTask polls.
     pub fn with_poll_every(mut self, poll_every: Duration) -> Self {
         self.poll_every = Some(poll_every);
+        self
+    }
+
+    /// Advertises the optional `taskId` / `contextId` tool arguments
+    /// (see [`Agent::conversational`]).
+    pub fn with_conversational(mut self, conversational: bool) -> Self {
+        self.conversational = conversational;
         self
     }
 

@@ -55,6 +55,21 @@ pub fn a2a_input_schema(description: &str) -> Value {
     })
 }
 
+/// [`a2a_input_schema`] with the optional `taskId` and `contextId` of a
+/// conversational agent (see [`crate::agent::Agent::conversational`]).
+pub fn a2a_conversational_schema(description: &str) -> Value {
+    let mut schema = a2a_input_schema(description);
+    let ids: Value = serde_json::from_slice(CONVERSATION_PROPERTIES.as_bytes()).unwrap_or_default();
+    if let (Some(props), Value::Object(ids)) = (schema["properties"].as_object_mut(), ids) {
+        props.extend(ids);
+    }
+    schema
+}
+
+/// The optional properties of [`a2a_conversational_schema`], as text:
+/// parsed on use, smaller in the `.wasm` than `json!`.
+const CONVERSATION_PROPERTIES: &str = r#"{"taskId":{"type":"string","description":"To answer the agent's question: the taskId of the result that asked it (omit for a new task)"},"contextId":{"type":"string","description":"To continue an earlier conversation with the agent: the contextId of its result"}}"#;
+
 /// OpenAI chat-completions `tools` entries.
 pub fn to_openai(specs: &[ToolSpec]) -> Vec<Value> {
     specs

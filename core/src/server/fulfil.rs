@@ -24,11 +24,33 @@ impl<T: Transport + 'static> Fulfiller for LlmFulfiller<T> {
         let toolkit = self.toolkit.clone();
         let llm = self.llm.clone();
         Box::pin(async move {
-            run_reporting(&toolkit, &llm, &request.text, &progress)
+            let report = |call: &ToolCall, source: Option<&str>| {
+                progress.status(tool_call_status(call, source));
+            };
+            let run = toolkit
+                .run_llm_conversation(&llm, &request.history, &request.text, true, &report)
                 .await
-                .map(|r| r.text)
-                .map_err(|e| model_failure(&e, &llm))
+                .map_err(|e| model_failure(&e, &llm))?;
+            // A tool suspended the run (SPEC §10): the task waits for the
+            // caller, never completes with the unanswered prompt.
+            if let Some(pending) = &run.pending {
+                match pending.get("kind").and_then(|k| k.as_str()) {
+                    Some("authorization") => progress.auth_required(suspension_text(pending)),
+                    _ => progress.input_required(suspension_text(pending)),
+                }
+            }
+            Ok(run.text)
         })
+    }
+}
+
+/// What the caller is asked when a tool suspends the run: the request's
+/// prompt, and its link when it has one.
+fn suspension_text(pending: &serde_json::Value) -> String {
+    let prompt = pending["prompt"].as_str().unwrap_or_default();
+    match pending.get("url").and_then(|u| u.as_str()) {
+        Some(url) if !prompt.contains(url) => format!("{prompt}\n{url}"),
+        _ => prompt.to_string(),
     }
 }
 

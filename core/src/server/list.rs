@@ -12,31 +12,10 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 /// The largest page size.
 pub const MAX_PAGE_SIZE: usize = 100;
 
-/// A task ordered newest status change first, then by id (descending),
-/// as ListTasks pages them: "less" is newer.
-struct NewestFirst(Task);
-
-impl NewestFirst {
-    fn key(&self) -> (u64, &str) {
-        (self.0.updated_ms.unwrap_or(0), &self.0.id)
-    }
-}
-
-impl PartialEq for NewestFirst {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-impl Eq for NewestFirst {}
-impl PartialOrd for NewestFirst {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for NewestFirst {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.key().cmp(&self.key())
-    }
+/// Orders tasks newest status change first; ties by id, so the order is
+/// total. (The one sort of tasks in the server: each sort is its own code in the `.wasm`.)
+pub(crate) fn newest_first(tasks: &mut [Task]) {
+    tasks.sort_by_key(|t| std::cmp::Reverse((t.updated_ms.unwrap_or(0), t.id.clone())));
 }
 
 /// What a ListTasks call asks for.
@@ -129,16 +108,8 @@ impl ListQuery {
     /// The page of `tasks` (as a store listed them) this query asks for.
     pub(crate) fn page(&self, mut tasks: Vec<Task>, shape: Shape) -> Page {
         tasks.retain(|t| self.filter.matches(t));
-        // Newest status change first; ties by id, so the order is total.
+        newest_first(&mut tasks);
         let key = |t: &Task| (t.updated_ms.unwrap_or(0), t.id.clone());
-        // A heap sort: the standard sorts add kilobytes to the npm `.wasm`.
-        let mut tasks: Vec<Task> = std::collections::BinaryHeap::from(
-            tasks.into_iter().map(NewestFirst).collect::<Vec<_>>(),
-        )
-        .into_sorted_vec()
-        .into_iter()
-        .map(|n| n.0)
-        .collect();
         let total_size = tasks.len();
         let start = match &self.after {
             // After the cursor in that order, even if its task is gone.

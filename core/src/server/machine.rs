@@ -281,7 +281,10 @@ impl Tasks {
         answer_id: String,
         skill: Option<String>,
         text: String,
-    ) {
+    ) -> bool {
+        if self.running.contains_key(&task.id) {
+            return false;
+        }
         let turn = if self.fulfilling < self.max_running {
             self.fulfilling += 1;
             Turn::Running
@@ -310,6 +313,12 @@ impl Tasks {
             job: None,
         };
         self.running.insert(run.task.id.clone(), run);
+        true
+    }
+
+    /// The running task `id` as its fulfilment has made it so far.
+    pub(crate) fn task(&self, id: &str) -> Option<&Task> {
+        self.running.get(id).map(|r| &r.task)
     }
 
     pub(crate) fn is_running(&self, id: &str) -> bool {
@@ -470,6 +479,22 @@ impl Tasks {
         true
     }
 
+    /// The fulfilment stops to wait for the caller (`event` is its
+    /// input-required or auth-required status): decides the outcome, and
+    /// tells the job to drop the fulfilment. Once that state is saved the
+    /// task leaves the machine (not terminal: a later message on the task
+    /// starts it again). `false` if the outcome was already decided.
+    pub(crate) fn interrupt(&mut self, id: &str, event: StreamEvent) -> bool {
+        if !self.decide(id, vec![event], None) {
+            return false;
+        }
+        if let Some(run) = self.running.get_mut(id) {
+            run.abort = true;
+            wake(&mut run.job);
+        }
+        true
+    }
+
     /// Cancels the running task: decides it canceled and tells its job to stop.
     pub(crate) fn cancel(&mut self, id: &str, now_ms: Option<u64>) -> bool {
         let Some(run) = self.running.get(id) else {
@@ -575,6 +600,9 @@ impl Tasks {
             return after;
         }
         let stops = ends_stream(state);
+        // A decided interruption is the run's last state: it ends here,
+        // without the hook (the task is not finished).
+        let interrupted = run.decided && state.is_interrupted();
         let (ready, waiting): (Vec<_>, Vec<_>) = run
             .waiters
             .drain(..)
@@ -586,8 +614,8 @@ impl Tasks {
                 wake(&mut w.waker);
             }
         }
-        if state.is_terminal() {
-            let failed = matches!(outcome, Waited::SaveFailed(_));
+        if state.is_terminal() || interrupted {
+            let failed = state.is_terminal() && matches!(outcome, Waited::SaveFailed(_));
             if let Some(run) = self.running.get_mut(&id).filter(|_| failed) {
                 if run.retries < TERMINAL_SAVE_RETRIES {
                     // Told as failed to whoever waited; stored once it can be.
@@ -600,7 +628,7 @@ impl Tasks {
             }
             if let Some(run) = self.running.remove(&id) {
                 self.free(&id, run.turn);
-                if let Waited::Saved(task) = outcome {
+                if let (true, Waited::Saved(task)) = (state.is_terminal(), outcome) {
                     after.settled = Some((task, run.info));
                 }
                 self.close(run.streams);

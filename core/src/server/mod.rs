@@ -7,6 +7,7 @@
 //! stream to its end); none re-implements routing.
 
 mod card;
+mod conversation;
 mod fulfil;
 mod list;
 mod machine;
@@ -20,6 +21,7 @@ mod validate;
 
 pub use crate::host::lock::{Lock, Locks};
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
+pub use conversation::{context_turns, MAX_CONTEXT_MESSAGES};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use policy::{
     admit, malformed_body, payload_too_large, Admission, BodyRefusal, CorsOrigin, Health,
@@ -64,6 +66,11 @@ pub struct FulfilRequest {
     pub text: String,
     /// The skill named in the message's `metadata.skill`, if any.
     pub skill: Option<String>,
+    /// The conversation before this message, oldest first: the earlier
+    /// turns of the context (when the caller named one) and, when the
+    /// message answers a task's question, that task's turns up to the
+    /// question. At most [`MAX_CONTEXT_MESSAGES`]; empty for a new conversation.
+    pub history: Vec<Message>,
 }
 
 /// Does the work of a task: `Ok(answer text)` completes it, `Err(reason)` fails it.
@@ -829,8 +836,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         })
     }
 
-    /// Validates a SendMessage's params and makes its new task (submitted, not
-    /// yet stored): the task, what to fulfil, and whether the caller asked to block.
+    /// Validates a SendMessage's params and makes its task (not yet
+    /// stored): a new one (submitted), or the task the message names
+    /// continued with it (working); what to fulfil; and whether the caller
+    /// asked to block.
     async fn create_task(
         self: &Arc<Self>,
         params: &Value,
@@ -846,11 +855,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 "has no part with content",
             ));
         }
-        if let Some(task_id) = &user.task_id {
-            return Err(self
-                .continuation_error(task_id, user.context_id.as_deref())
-                .await);
-        }
         let config = params.get("configuration");
         let flag = |k: &str| config.and_then(|c| c.get(k)).and_then(Value::as_bool);
         // 1.0 blocks unless returnImmediately; 0.3 blocks unless blocking:false.
@@ -861,19 +865,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .and_then(|m| m.get("skill"))
             .and_then(Value::as_str)
             .map(str::to_string);
-
-        let task_id = self.host.new_id();
-        self.push_on_send(params, &task_id, shape)?;
-        let context_id = user
-            .context_id
-            .clone()
-            .unwrap_or_else(|| self.host.new_id());
         if user.message_id.is_empty() {
             user.message_id = self.host.new_id();
         }
-        // Stored without ids of its own: on the wire it carries the task's.
-        user.context_id = None;
-        user.task_id = None;
         // Files and data reach a fulfiller that reads text as one line each.
         let text = user
             .parts
@@ -881,54 +875,70 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .map(crate::model::task::Part::describe)
             .collect::<Vec<_>>()
             .join("\n");
-        let task = Task {
-            id: task_id.clone(),
-            context_id: context_id.clone(),
-            state: TaskState::Submitted,
-            status_message: None,
-            updated_ms: self.host.unix_ms(),
-            artifacts: Vec::new(),
-            history: vec![user],
-            dialect: shape,
+        // Stored without ids of its own: on the wire it carries the task's.
+        // Some clients send empty ids for "none" (protobuf defaults).
+        let present = |id: Option<String>| id.filter(|s| !s.is_empty());
+        let (task_id, context_id) = (
+            present(user.task_id.take()),
+            present(user.context_id.take()),
+        );
+        // A context the caller names may have earlier turns; a fresh one has none.
+        let read_context = task_id.is_some() || context_id.is_some();
+        let task = match task_id {
+            Some(task_id) => {
+                let waiting = self.stored(&task_id).await?;
+                if let Some(refused) =
+                    conversation::refuse_continuation(&waiting, context_id.as_deref())
+                {
+                    return Err(refused);
+                }
+                conversation::continued(waiting, user, self.host.unix_ms())
+            }
+            None => Task {
+                id: self.host.new_id(),
+                context_id: context_id.unwrap_or_else(|| self.host.new_id()),
+                state: TaskState::Submitted,
+                status_message: None,
+                updated_ms: self.host.unix_ms(),
+                artifacts: Vec::new(),
+                history: vec![user],
+                dialect: shape,
+            },
         };
+        self.push_on_send(params, &task.id, shape)?;
+        let history = self.conversation(&task, read_context).await;
         let request = FulfilRequest {
-            task_id,
-            context_id,
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
             text,
             skill,
+            history,
         };
         Ok((task, request, blocking))
     }
 
-    /// Why a message naming `task_id` (a follow-up on that task) is refused:
-    /// an unknown task is -32001, a `contextId` that contradicts the task's
-    /// is invalid, and a terminal task takes no more messages (-32004, as
-    /// the spec asks). This agent's fulfilments never stop to wait for
-    /// input, so a task that is still running takes none either.
-    async fn continuation_error(&self, task_id: &str, context_id: Option<&str>) -> RpcError {
-        let task = match self.stored(task_id).await {
-            Ok(task) => task,
-            Err(e) => return e,
-        };
-        if let Some(context_id) = context_id.filter(|c| *c != task.context_id) {
-            return RpcError::invalid_params(&format!(
-                "message.contextId {context_id} is not the context of task {task_id} ({})",
-                task.context_id
-            ));
+    /// The turns before `task`'s last message: its earlier turns, after
+    /// those of the other tasks of its context in the store (read only
+    /// with `read_context`: a fresh context has none).
+    async fn conversation(&self, task: &Task, read_context: bool) -> Vec<Message> {
+        let own = &task.history[..task.history.len().saturating_sub(1)];
+        let mut tasks = Vec::new();
+        if read_context {
+            let filter = TaskFilter {
+                context_id: Some(task.context_id.clone()),
+                ..TaskFilter::default()
+            };
+            // A store that cannot list keeps no memory beyond the task itself.
+            if let Ok(Some(found)) = self.store.list(&filter).await {
+                tasks = found;
+            }
+            tasks.retain(|t| t.id != task.id && t.context_id == task.context_id);
         }
-        let state = task.state.as_str();
-        if task.state.is_terminal() {
-            return RpcError::new(
-                rpc::UNSUPPORTED_OPERATION,
-                format!(
-                    "Task {task_id} is {state}: a task in a terminal state takes no more messages"
-                ),
-            );
-        }
-        RpcError::new(
-            rpc::UNSUPPORTED_OPERATION,
-            format!("Task {task_id} is {state}: this agent takes no follow-up messages on a running task; send a new message without taskId"),
-        )
+        let mut turns = context_turns(tasks, MAX_CONTEXT_MESSAGES);
+        turns.extend(own.iter().cloned());
+        let skip = turns.len().saturating_sub(MAX_CONTEXT_MESSAGES);
+        turns.drain(..skip);
+        turns
     }
 
     /// Takes the new `task` as running, stores it (submitted), and hands its
@@ -954,12 +964,16 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     "the agent is busy ({running} tasks running, {queued} waiting); try again later"
                 )));
             }
-            tasks.start(
+            // A task is continued only while it waits; two answers racing
+            // to continue it: the first one does.
+            if !tasks.start(
                 task.clone(),
                 answer_id,
                 request.skill.clone(),
                 request.text.clone(),
-            );
+            ) {
+                return Err(conversation::running(&id, TaskState::Working.as_str()));
+            }
             match follow {
                 Follow::Stream => started.stream = tasks.subscribe(&id),
                 Follow::Wait => started.wait = tasks.wait(&id, Until::Stops),
@@ -976,9 +990,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         self.save_worked();
         let admitted = {
             let mut tasks = self.tasks();
+            // A continued task is stored working already.
+            let submitted = task.state == TaskState::Submitted;
             let after = tasks.saved(task, Ok(()));
             let admitted = tasks.is_admitted(&id);
-            if admitted {
+            if admitted && submitted {
                 self.working(&mut tasks, &id);
             }
             drop(tasks);

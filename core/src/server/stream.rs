@@ -133,6 +133,42 @@ impl Progress {
         });
     }
 
+    /// Stops the task in `input-required` with `question` as its status
+    /// message: the caller answers with a message naming the task, and the
+    /// fulfiller is called again for it, the question and the earlier turns
+    /// in [`FulfilRequest::history`](super::FulfilRequest::history). The
+    /// fulfilment is dropped at its next await; what it returns is ignored.
+    pub fn input_required(&self, question: impl Into<String>) {
+        self.ask(TaskState::InputRequired, question.into());
+    }
+
+    /// [`Progress::input_required`] for credentials: stops the task in
+    /// `auth-required` with `prompt` (say, where to sign in) as its status message.
+    pub fn auth_required(&self, prompt: impl Into<String>) {
+        self.ask(TaskState::AuthRequired, prompt.into());
+    }
+
+    fn ask(&self, state: TaskState, text: String) {
+        let Some((hooks, id)) = &self.inner else {
+            return;
+        };
+        let message = Message::agent_text(hooks.new_id(), text);
+        let timestamp = hooks.unix_ms().map(crate::model::time::format_rfc3339);
+        let mut tasks = hooks.tasks();
+        let Some(event) = tasks.task(id).map(|t| {
+            StreamEvent::Status(StatusUpdate {
+                task_id: t.id.clone(),
+                context_id: t.context_id.clone(),
+                state,
+                timestamp,
+                message: Some(message),
+            })
+        }) else {
+            return;
+        };
+        tasks.interrupt(id, event);
+    }
+
     /// A chunk of the answer artifact. The answer is the chunks in order; a
     /// non-empty final answer text is appended as one more chunk.
     pub fn artifact_chunk(&self, text: impl Into<String>, last_chunk: bool) {

@@ -102,7 +102,9 @@ impl Fulfiller for Rules {
         r: FulfilRequest,
         progress: Progress,
     ) -> BoxFuture<'static, Result<String, String>> {
-        if r.text.starts_with("fail") {
+        if let Some(answer) = conversation_rules(&r, &progress) {
+            answer
+        } else if r.text.starts_with("fail") {
             Box::pin(std::future::ready(Err("LLM HTTP 500: boom".to_string())))
         } else if r.text.starts_with("hang") {
             progress.status("hanging on");
@@ -1528,6 +1530,7 @@ fn a_detached_progress_reports_nowhere() {
             context_id: "c".into(),
             text: "chunks".into(),
             skill: None,
+            history: Vec::new(),
         },
         p,
     ));
@@ -1682,6 +1685,10 @@ fn a_task_running_here_is_never_failed_as_abandoned() {
     let got = f.rpc(None, "tasks/get", json!({"id": id}));
     assert_ne!(got["result"]["status"]["state"], "failed", "{got}");
 }
+
+#[path = "conversation_tests.rs"]
+mod conversation_tests;
+use conversation_tests::conversation_rules;
 
 /// Required fields, error details, dialect inference (issue 9).
 #[path = "conformance_tests.rs"]

@@ -99,6 +99,32 @@ impl Method {
     }
 }
 
+/// The task and the context a message belongs to: both unset for a new
+/// conversation; `task_id` to answer a task waiting for input; `context_id`
+/// alone for a new task in an earlier conversation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageRefs {
+    pub task_id: Option<String>,
+    pub context_id: Option<String>,
+}
+
+impl MessageRefs {
+    /// The optional string `taskId` and `contextId` of a tool call's
+    /// arguments; anything else there is an error text.
+    pub fn from_args(args: &Value) -> Result<MessageRefs, String> {
+        let id = |key: &str| match args.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(format!("the argument \"{key}\" must be a string")),
+        };
+        Ok(MessageRefs {
+            task_id: id("taskId")?,
+            context_id: id("contextId")?,
+        })
+    }
+}
+
 impl Dialect {
     /// `"toolnexus"`, `"0.3"` or `"1.0"`.
     pub fn name(self) -> &'static str {
@@ -142,8 +168,27 @@ impl Dialect {
         }
     }
 
-    /// The SendMessage params for a user message of one text part.
-    fn send_params(self, message_id: &str, text: &str, mode: SendMode) -> Value {
+    /// The SendMessage params for a user message of one text part, in the
+    /// task and context `refs` name, if any.
+    fn send_params(
+        self,
+        message_id: &str,
+        text: &str,
+        mode: SendMode,
+        refs: &MessageRefs,
+    ) -> Value {
+        let mut params = self.send_params_of(message_id, text, mode);
+        if let Some(message) = params.get_mut("message").and_then(Value::as_object_mut) {
+            for (key, id) in [("taskId", &refs.task_id), ("contextId", &refs.context_id)] {
+                if let Some(id) = id {
+                    message.insert(key.into(), Value::String(id.clone()));
+                }
+            }
+        }
+        params
+    }
+
+    fn send_params_of(self, message_id: &str, text: &str, mode: SendMode) -> Value {
         match self {
             Dialect::V10 => {
                 let message = json!({"role": "ROLE_USER", "messageId": message_id,
@@ -202,6 +247,21 @@ impl Dialect {
         text: &str,
         mode: SendMode,
     ) -> HttpRequest {
+        let refs = MessageRefs::default();
+        self.send_in(endpoint, rpc_id, message_id, text, mode, &refs)
+    }
+
+    /// [`Dialect::send`] of a message in the task and context `refs` name
+    /// (an answer to a task waiting for input, a follow-up in a conversation).
+    pub fn send_in(
+        self,
+        endpoint: &str,
+        rpc_id: u64,
+        message_id: &str,
+        text: &str,
+        mode: SendMode,
+        refs: &MessageRefs,
+    ) -> HttpRequest {
         let op = if mode == SendMode::Stream {
             Method::Stream
         } else {
@@ -211,7 +271,7 @@ impl Dialect {
             endpoint,
             rpc_id,
             op,
-            self.send_params(message_id, text, mode),
+            self.send_params(message_id, text, mode, refs),
         );
         match op {
             Method::Stream => req.with_header("Accept", crate::wire::sse::CONTENT_TYPE),

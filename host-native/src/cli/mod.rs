@@ -31,6 +31,9 @@ enum Command {
     ///
     /// Exit 0 when isError is false, 2 when true, 1 when the card cannot be
     /// resolved or has no such tool. Ctrl-C or SIGTERM cancels the task.
+    /// A question (state input-required or auth-required, exit 2) names its
+    /// task in metadata.taskId and metadata.contextId: answer it with
+    /// `--task-id ID --context-id ID`, the answer as the task text.
     Call {
         #[command(flatten)]
         remote: remote::Remote,
@@ -45,6 +48,13 @@ enum Command {
         /// shape: kind task|status-update|artifact-update|message) as it happens.
         #[arg(long)]
         events: bool,
+        /// Answer the question of this task (the `taskId` in the metadata of
+        /// an input-required or auth-required result): the task text is the answer.
+        #[arg(long, value_name = "ID")]
+        task_id: Option<String>,
+        /// Send the message in this conversation (the `contextId` in a result's metadata).
+        #[arg(long, value_name = "ID")]
+        context_id: Option<String>,
     },
     /// List a remote agent's tasks (A2A 1.0 ListTasks), newest status change
     /// first; print {"tasks": [{id, contextId, state, timestamp, output}], "totalSize"}.
@@ -125,7 +135,15 @@ pub fn main() -> i32 {
                 task,
                 poll_every,
                 events,
-            } => remote::call(remote, tool, task, poll_every, events).await,
+                task_id,
+                context_id,
+            } => {
+                let refs = remote::MessageRefs {
+                    task_id,
+                    context_id,
+                };
+                remote::call(remote, tool, task, refs, poll_every, events).await
+            }
             Command::Tasks {
                 remote,
                 context,

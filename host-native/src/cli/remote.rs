@@ -5,6 +5,7 @@ use super::Fail;
 use serde_json::json;
 use std::io::{Read, Write};
 use std::time::Duration;
+pub use toolnexus_core::MessageRefs;
 use toolnexus_core::Shape;
 use toolnexus_core::StreamEvent;
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
@@ -178,6 +179,7 @@ pub async fn call(
     remote: Remote,
     tool: String,
     task: String,
+    refs: MessageRefs,
     poll_every: Option<u64>,
     events: bool,
 ) -> Result<i32, Fail> {
@@ -218,8 +220,14 @@ pub async fn call(
             let _ = writeln!(err, "{line}");
         }
     };
+    let mut args = json!({"task": task});
+    for (key, id) in [("taskId", refs.task_id), ("contextId", refs.context_id)] {
+        if let Some(id) = id {
+            args[key] = json!(id);
+        }
+    }
     let result = found
-        .execute_with_events(&json!({"task": task}), interrupted(), print_event)
+        .execute_with_events(&args, interrupted(), print_event)
         .await;
     println!("{}", json!(result));
     Ok(if result.is_error { 2 } else { 0 })

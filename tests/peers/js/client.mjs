@@ -1,6 +1,6 @@
 // Official @a2a-js/sdk A2A client for interop tests.
 //
-// Usage:  node js/client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
+// Usage:  node js/client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream] [--answer ANSWER]
 //
 //   CARD_URL   full URL of the agent card,
 //              e.g. http://127.0.0.1:P/.well-known/agent-card.json
@@ -44,6 +44,13 @@
 //   status-update with a status message and message events also carry "text";
 //   artifact-update carries artifactId / append / lastChunk / text (its text parts
 //   joined with "\n"). Same keys and order as py_client.py --stream.
+//
+// --answer ANSWER
+//   When the task stops in input-required or auth-required, answer it: one more
+//   message with ANSWER that names the task (taskId) and its contextId, sent and
+//   followed the same way. The output then describes the task after the answer,
+//   with two more keys: "asked" (the question: the status message text the task
+//   stopped with) and "sameTask" (whether the answer continued the same task id).
 
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
@@ -154,7 +161,7 @@ function foldEvent(task, event) {
   return t;
 }
 
-async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter = false, pushUrl = undefined) {
+async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
   const factory = new ClientFactory(
@@ -186,15 +193,55 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter
 
   const opts = () => ({ signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
   const events = stream ? [] : undefined;
-  const listed = {};
-  const emit = (state, resultText) =>
-    console.log(JSON.stringify({ state, text: resultText, ...(events ? { events } : {}), ...listed }));
+  let asked = {};
+  const emit = (state, resultText) => {
+    const out = events ? { state, text: resultText, events } : { state, text: resultText };
+    if (asked) Object.assign(out, asked);
+    console.log(JSON.stringify(out));
+  };
+  let task = await turn(text, '', '');
+  if (task === undefined) return 0;
+  const waiting = new Set([TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED]);
+  if (answer !== undefined && waiting.has(task.status?.state)) {
+    const question = partsText(task.status?.message?.parts ?? []).join('\n');
+    const first = task.id;
+    task = await turn(answer, task.id, task.contextId);
+    if (task === undefined) return 0;
+    Object.assign(asked, { asked: question, sameTask: task.id === first });
+  }
+  if (pushUrl) {
+    // The four config methods on the finished task.
+    const made = await client.createTaskPushNotificationConfig(
+      { tenant: '', id: '', taskId: task.id, url: `${pushUrl}/2`, token: '', authentication: undefined },
+      opts()
+    );
+    const got = await client.getTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
+    const configs = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
+    await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
+    const after = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
+    asked.push = { taskId: task.id, created: made.id, got: got.url, listed: configs.configs.length, afterDelete: after.configs.length };
+  }
+  if (listAfter) {
+    const page = await client.listTasks(
+      { tenant: '', contextId: task.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: undefined,
+        pageToken: '', historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: true },
+      opts()
+    );
+    asked.listed = page.tasks.map((t) => ({ id: t.id, state: stateName(t.status?.state), text: taskText(t) }));
+    asked.totalSize = page.totalSize;
+  }
+  emit(stateName(task.status.state), taskText(task));
+  return task.status.state === TaskState.TASK_STATE_COMPLETED ? 0 : 2;
+
+  // One message (in the task and context named, if any), followed until the
+  // task settles; `undefined` when the agent answered with a message (printed).
+  async function turn(text, taskId, contextId) {
   const request = {
     tenant: '',
     message: {
       messageId: randomUUID(),
-      contextId: '',
-      taskId: '',
+      contextId,
+      taskId,
       role: Role.ROLE_USER,
       parts: [{ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: '' }],
       metadata: undefined,
@@ -241,7 +288,7 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter
 
   if (result && 'messageId' in result) {
     emit('message', partsText(result.parts).join('\n'));
-    return 0;
+    return undefined;
   }
   let task = result;
   if (!task || !task.id) throw new Error(`server returned neither a task nor a message: ${JSON.stringify(result)}`);
@@ -250,37 +297,15 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, listAfter
   while (!FINAL_STATES.has(task.status?.state)) {
     if (Date.now() >= deadline) {
       emit(stateName(task.status?.state), taskText(task));
-      process.stderr.write(
-        `error: task ${task.id} still ${stateName(task.status?.state)} after ${POLL_BUDGET_MS / 1000}s of polling\n`
+      throw new Error(
+        `task ${task.id} still ${stateName(task.status?.state)} after ${POLL_BUDGET_MS / 1000}s of polling`
       );
-      return 1;
     }
     await sleep(POLL_INTERVAL_MS);
     task = await client.getTask({ tenant: '', id: task.id, historyLength: undefined }, opts());
   }
-  if (pushUrl) {
-    // The four config methods on the finished task.
-    const made = await client.createTaskPushNotificationConfig(
-      { tenant: '', id: '', taskId: task.id, url: `${pushUrl}/2`, token: '', authentication: undefined },
-      opts()
-    );
-    const got = await client.getTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
-    const configs = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
-    await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
-    const after = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
-    listed.push = { taskId: task.id, created: made.id, got: got.url, listed: configs.configs.length, afterDelete: after.configs.length };
+  return task;
   }
-  if (listAfter) {
-    const page = await client.listTasks(
-      { tenant: '', contextId: task.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: undefined,
-        pageToken: '', historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: true },
-      opts()
-    );
-    listed.listed = page.tasks.map((t) => ({ id: t.id, state: stateName(t.status?.state), text: taskText(t) }));
-    listed.totalSize = page.totalSize;
-  }
-  emit(stateName(task.status.state), taskText(task));
-  return task.status.state === TaskState.TASK_STATE_COMPLETED ? 0 : 2;
 }
 
 let parsed;
@@ -294,6 +319,7 @@ try {
       stream: { type: 'boolean', default: false },
       list: { type: 'boolean', default: false },
       push: { type: 'string' },
+      answer: { type: 'string' },
     },
   });
   if (parsed.positionals.length !== 2) throw new Error('expected CARD_URL and TEXT');
@@ -301,7 +327,7 @@ try {
     throw new Error('--stream and --non-blocking are mutually exclusive');
 } catch (e) {
   process.stderr.write(
-    `usage: node client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]\n${e.message}\n`
+    `usage: node client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream] [--answer ANSWER]\n${e.message}\n`
   );
   process.exit(1);
 }
@@ -314,6 +340,7 @@ try {
     parsed.values.legacy || parsed.values.v03,
     parsed.values['non-blocking'],
     parsed.values.stream,
+    parsed.values.answer,
     parsed.values.list,
     parsed.values.push
   );

@@ -13,6 +13,9 @@
 //   working, ~150 ms, then
 //   "fail..." -> failed, status message (role agent) "deliberate failure: <text>"
 //   "slow..." -> stays working 5 s then completes like echo; CancelTask -> canceled
+//   "ask..."  -> input-required, status message (role agent) "Which city?"; a message
+//              that continues that task (its taskId) completes it with one
+//              artifact "booked for <text>"
 //   otherwise -> completed, one artifact with one text part "echo: <text>"
 // except for two texts that skip the ~150 ms pause (working is published at once):
 //   "sleep N" (N = integer ms, 0..600000, e.g. "sleep 2000") -> working, waits N ms
@@ -167,6 +170,43 @@ class PeerExecutor {
       }
       if (!ok || this.cancelled.has(taskId)) {
         eventBus.publish(status(TaskState.TASK_STATE_CANCELED));
+        return;
+      }
+
+      const agentSays = (t) => ({
+        role: Role.ROLE_AGENT,
+        messageId: randomUUID(),
+        taskId,
+        contextId,
+        parts: [textPart(t)],
+        metadata: {},
+        extensions: [],
+        referenceTaskIds: [],
+      });
+      if (requestContext.task) {
+        // An answer on an existing task (it asked a question): book it.
+        eventBus.publish(
+          AgentEvent.artifactUpdate({
+            taskId,
+            contextId,
+            artifact: {
+              artifactId: randomUUID(),
+              name: 'booking',
+              description: '',
+              parts: [textPart(`booked for ${text}`)],
+              metadata: {},
+              extensions: [],
+            },
+            append: false,
+            lastChunk: true,
+            metadata: {},
+          })
+        );
+        eventBus.publish(status(TaskState.TASK_STATE_COMPLETED));
+        return;
+      }
+      if (text.startsWith('ask')) {
+        eventBus.publish(status(TaskState.TASK_STATE_INPUT_REQUIRED, agentSays('Which city?')));
         return;
       }
 
