@@ -3,6 +3,8 @@
 //! of answers to calls that name no `A2A-Version`.
 
 use super::*;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 fn msg_03(text: &str) -> Value {
     json!({"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": text}]})
