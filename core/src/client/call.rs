@@ -334,7 +334,7 @@ impl CallMachine {
         message: crate::model::task::Message,
     ) -> Step<ToolResult> {
         self.state = TaskState::Completed;
-        self.attachments = attachments(message.parts.iter());
+        self.attachments = attachments(std::iter::once(&message.parts[..]));
         let text = message.text();
         self.events.push_back(StreamEvent::Message(message));
         self.finish(now_ms, false, text)
@@ -534,7 +534,7 @@ impl CallMachine {
         let state = task.state.as_str();
         match task.state {
             TaskState::Completed => {
-                self.attachments = attachments(task.artifacts.iter().flat_map(|a| &a.parts));
+                self.attachments = attachments(task.artifacts.iter().map(|a| &a.parts[..]));
                 self.finish(now_ms, false, task.output_text())
             }
             TaskState::Failed | TaskState::Canceled | TaskState::Rejected => {
@@ -592,11 +592,16 @@ impl CallMachine {
 
 /// The file and data parts among `parts`, in the 1.0 shape: the output
 /// keeps the text, `metadata.parts` carries these.
-fn attachments<'a>(parts: impl Iterator<Item = &'a crate::model::task::Part>) -> Vec<Value> {
-    parts
-        .filter(|p| p.text().is_none())
-        .map(crate::model::task::Part::to_v10)
-        .collect()
+fn attachments<'a>(lists: impl Iterator<Item = &'a [crate::model::task::Part]>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for list in lists {
+        for p in list {
+            if let crate::model::task::Part::Other(o) = p {
+                out.push(Value::Object(o.clone()));
+            }
+        }
+    }
+    out
 }
 
 impl Machine for CallMachine {
