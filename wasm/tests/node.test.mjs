@@ -448,7 +448,8 @@ describe('inbound: serve skills and resolve them', () => {
       /^You are a test agent\.\n\nSkills provide specialized instructions and workflows for specific tasks\.\n/,
     );
     assert.ok(first.body.tools.some((t) => t.function.name === 'skill'));
-    assert.deepEqual([...new Set(states)], ['submitted', 'working', 'completed']);
+    // A store gets each task in the dialect it was made in (the package client speaks 1.0 here).
+    assert.deepEqual([...new Set(states)], ['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_COMPLETED']);
     await eventually(() => events.length === 1, 2000, 'onTask');
     assert.equal(events[0].state, 'completed');
     assert.equal(events[0].task, 'greet Ada');
