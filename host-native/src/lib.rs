@@ -8,6 +8,8 @@
 //! The library logs through [`tracing`] (target `toolnexus_host_native`) and
 //! never prints; install a subscriber to see its warnings.
 
+#[cfg(feature = "component")]
+pub mod component_host;
 pub mod config_file;
 pub mod http_server;
 pub mod lock;

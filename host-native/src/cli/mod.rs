@@ -21,6 +21,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of its largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Print a remote agent's skills as a JSON array of tools.
