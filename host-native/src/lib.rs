@@ -23,6 +23,7 @@ pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
 pub use serve::{serve, serve_on, Model, ServeHandle, ServeOptions};
 use std::sync::Arc;
+pub use toolnexus_core::server::PushOptions;
 pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};
 pub use transport::{ClientOptions, HttpClient, NativeTransport};
 

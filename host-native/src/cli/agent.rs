@@ -60,6 +60,14 @@ pub struct ServeArgs {
     /// Access-Control-Allow-Origin for browsers; "none" sends no CORS headers [default: *]
     #[arg(long = "cors-origin", value_name = "O")]
     cors_origin: Option<String>,
+    /// Offer push notifications: callers set webhooks (the config methods,
+    /// or SendMessage's configuration) and get each state change POSTed.
+    #[arg(long = "push-notifications")]
+    push_notifications: bool,
+    /// Let webhooks point at loopback, private, link-local and metadata
+    /// addresses (refused by default: SSRF). Implies --push-notifications.
+    #[arg(long = "allow-private-webhooks")]
+    allow_private_webhooks: bool,
     /// Who answers tasks: openai, anthropic, or echo (offline: answers with the task's text).
     #[arg(long, value_name = "STYLE", value_parser = ["openai", "anthropic", "echo"])]
     llm: Option<String>,
@@ -263,6 +271,11 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     options.public_url = args.public_url.clone();
     options.cors_origin = cors;
     options.ui_dir = args.ui.clone();
+    if args.push_notifications || args.allow_private_webhooks {
+        options.push = Some(toolnexus_host_native::PushOptions {
+            allow_private_webhooks: args.allow_private_webhooks,
+        });
+    }
     options.on_task = Some(Arc::new(|e| {
         eprintln!("toolnexus: task {} {}", e.id, e.state);
     }));

@@ -169,6 +169,66 @@ pub async fn tools(remote: Remote) -> Result<i32, Fail> {
     Ok(0)
 }
 
+/// `toolnexus tasks`: the agent's tasks, one summary each.
+pub async fn tasks(
+    remote: Remote,
+    context: Option<String>,
+    status: Option<String>,
+) -> Result<i32, Fail> {
+    use toolnexus_core::TaskState;
+    use toolnexus_core::{list_tasks, ListFilter};
+    let status = match status.as_deref().map(TaskState::parse) {
+        Some(TaskState::Unknown) => {
+            return Err(Fail(
+                1,
+                format!(
+                    "unknown --status {:?} (submitted, working, input-required, auth-required, completed, failed, canceled, rejected)",
+                    status.unwrap_or_default()
+                ),
+            ))
+        }
+        s => s,
+    };
+    let agent = remote.agent(None)?;
+    let transport = NativeTransport::shared();
+    let cache = (!remote.no_cache).then(CardCache::open).flatten();
+    let work = async {
+        let card = card_cache::fetch_card(&transport, &agent, cache.as_ref())
+            .await
+            .map_err(|e| Fail(1, e.to_string()))?;
+        let filter = ListFilter {
+            context_id: context,
+            status,
+        };
+        list_tasks(&transport, &agent, &card, &filter)
+            .await
+            .map_err(|e| Fail(2, format!("ListTasks failed: {e}")))
+    };
+    let ms = agent.timeout_ms();
+    let list = tokio::time::timeout(Duration::from_millis(ms), work)
+        .await
+        .map_err(|_| Fail(2, format!("ListTasks timed out after {ms}ms")))??;
+    let tasks: Vec<serde_json::Value> = list
+        .tasks
+        .iter()
+        .map(|t| {
+            let output = match t.state {
+                TaskState::Completed => t.output_text(),
+                _ => t.status_text().unwrap_or_default(),
+            };
+            json!({
+                "id": t.id,
+                "contextId": t.context_id,
+                "state": t.state.as_str(),
+                "timestamp": t.updated_ms.map(toolnexus_core::format_rfc3339),
+                "output": output,
+            })
+        })
+        .collect();
+    print_json(&json!({"tasks": tasks, "totalSize": list.total_size, "truncated": list.truncated}));
+    Ok(0)
+}
+
 pub async fn call(
     remote: Remote,
     tool: String,
