@@ -238,6 +238,57 @@ fn a_stream_ends_at_the_question_and_the_answer_streams_on_the_same_task() {
     );
 }
 
+/// A stream tells its caller of a state as it happens, the store a moment
+/// later: a follow-up sent at once, between the two, is judged by what the
+/// caller was told (the save is waited for), never by the older stored state.
+#[test]
+fn a_follow_up_sent_as_soon_as_the_stream_ends_sees_the_state_the_stream_told() {
+    let f = fixture();
+    // Saves take long enough that each stream below ends before its last save does.
+    f.store.slow.store(20_000, Ordering::SeqCst);
+    let (_, mut body) = f.stream_send(None, "ask me");
+    let events = f.all_events(&mut body);
+    let last = &events.last().expect("events")["result"];
+    assert_eq!(last["status"]["state"], "input-required", "{events:?}");
+    let id = events[0]["result"]["id"].as_str().expect("id").to_string();
+    assert_ne!(
+        f.run(f.store.inner.get(&id))
+            .ok()
+            .flatten()
+            .map(|t| t.state),
+        Some(TaskState::InputRequired),
+        "the question is not stored yet"
+    );
+
+    let (_, mut body) = f.stream(
+        Some("1.0"),
+        "SendStreamingMessage",
+        reply(true, "Lyon", Some(&id), None),
+    );
+    let events = f.all_events(&mut body);
+    assert_eq!(
+        events.last().expect("events")["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "the answer continued the task: {events:?}"
+    );
+    assert_ne!(
+        f.run(f.store.inner.get(&id))
+            .ok()
+            .flatten()
+            .map(|t| t.state),
+        Some(TaskState::Completed),
+        "the outcome is not stored yet"
+    );
+
+    let v = f.rpc(None, "message/send", reply(false, "Rome", Some(&id), None));
+    assert_eq!(v["error"]["code"], -32004, "{v}");
+    let said = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("is completed") && said.contains("terminal"),
+        "{v}"
+    );
+}
+
 #[test]
 fn only_a_task_waiting_for_input_takes_an_answer_and_a_waiting_one_can_be_canceled() {
     let f = fixture();

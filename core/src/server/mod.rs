@@ -774,6 +774,30 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
+    /// The task a follow-up names, as its caller last heard of it. A
+    /// stream tells of a state as it happens and the store a moment later,
+    /// so a task whose question or outcome is decided here but still being
+    /// saved is waited for; one still working is refused as such; any
+    /// other is read from the store.
+    async fn to_continue(&self, id: &str) -> Result<Task, RpcError> {
+        let slot = {
+            let mut tasks = self.tasks();
+            match tasks.task(id) {
+                Some(task) if !machine::ends_stream(task.state) => return Ok(task.clone()),
+                Some(_) => tasks.wait(id, Until::Stops),
+                None => None,
+            }
+        };
+        if let Some(slot) = slot {
+            match self.waited(slot).await {
+                Waited::Saved(task) => return Ok(task),
+                Waited::SaveFailed(e) => return Err(not_stored(&e)),
+                Waited::Released => {}
+            }
+        }
+        self.stored(id).await
+    }
+
     /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of
     /// this stored task is gone: still `submitted`/`working`, silent that
     /// long, and not running here.
@@ -886,7 +910,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let read_context = task_id.is_some() || context_id.is_some();
         let task = match task_id {
             Some(task_id) => {
-                let waiting = self.stored(&task_id).await?;
+                let waiting = self.to_continue(&task_id).await?;
                 if let Some(refused) =
                     conversation::refuse_continuation(&waiting, context_id.as_deref())
                 {
