@@ -56,7 +56,8 @@ pub use client::sanitize::sanitize;
 #[cfg(feature = "server")]
 pub use client::toolkit::ToolCallHook;
 pub use client::toolkit::{
-    agent_tools, card_tools, fetch_card, find_tool, A2aTool, AgentFailure, HostFn, Toolkit,
+    agent_tools, card_tools, fetch_card, find_tool, find_tool_by, A2aTool, AgentFailure, HostFn,
+    Toolkit,
 };
 pub use error::{Error, TransportError};
 pub use host::driver::{drive, drive_with_events, drive_with_work, Machine, ResponseHead, Step};

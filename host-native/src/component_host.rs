@@ -9,20 +9,27 @@
 //!   hyper server, an instance per request, as `wasmtime serve` does.
 
 use serde_json::Value;
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
-use toolnexus_core::{Agent, Error, ToolResult, ToolSpec};
-use wasmtime::component::{Component, Linker, ResourceTable};
+use toolnexus_core::{Agent, Error, MessageRefs, ToolResult, ToolSpec};
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+mod card_cache;
+pub use card_cache::CardStore;
 
 mod bindings {
     wasmtime::component::bindgen!({
         path: "../wasm/component/wit",
         world: "toolnexus:a2a/library",
         exports: { default: async },
+        imports: { default: trappable },
         with: {
+            "toolnexus:a2a/call-host.call-listener": super::CallListener,
             "wasi:io": wasmtime_wasi::p2::bindings::io,
             "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
             "wasi:random": wasmtime_wasi::p2::bindings::random,
@@ -41,6 +48,7 @@ pub struct State {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     table: ResourceTable,
+    card_hook: Option<card_cache::CardHook>,
 }
 
 impl State {
@@ -49,6 +57,7 @@ impl State {
             wasi,
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
+            card_hook: None,
         }
     }
 }
@@ -67,7 +76,10 @@ impl WasiHttpView for State {
         WasiHttpCtxView {
             ctx: &mut self.http,
             table: &mut self.table,
-            hooks: Default::default(),
+            hooks: match &mut self.card_hook {
+                Some(hook) => hook,
+                None => Default::default(),
+            },
         }
     }
 }
@@ -90,12 +102,90 @@ fn engine(pooling: bool) -> Result<Engine, String> {
     Engine::new(&config).map_err(|e| format!("cannot start wasmtime: {e:#}"))
 }
 
+/// The host side of a `call-listener` (`call-live`): where the task's
+/// events go as they happen, and the signal that aborts the call.
+pub struct CallListener {
+    on_tools: Box<dyn FnMut(Vec<ComponentTool>) + Send>,
+    on_event: Box<dyn FnMut(String) + Send>,
+    aborted: tokio::sync::watch::Receiver<bool>,
+}
+
+/// What [`ComponentHost::call_live`] tells as the call goes.
+pub struct LiveListener {
+    /// The agent's tools, once the card is read.
+    pub on_tools: Box<dyn FnMut(Vec<ComponentTool>) + Send>,
+    /// Each event of the task (A2A 0.3 JSON), as it happens.
+    pub on_event: Box<dyn FnMut(String) + Send>,
+}
+
+/// The pollable of `call-listener.aborted`: ready once the host aborts.
+struct AbortSignal(tokio::sync::watch::Receiver<bool>);
+
+// `Pollable` is an `async_trait`; this is its signature written out, so the
+// host needs no macro crate for one method.
+impl wasmtime_wasi::p2::Pollable for AbortSignal {
+    fn ready<'life0, 'async_trait>(
+        &'life0 mut self,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            // A sender gone (the call is over) counts as aborted: nothing waits then.
+            let _ = self.0.wait_for(|aborted| *aborted).await;
+        })
+    }
+}
+
+impl bindings::toolnexus::a2a::call_host::Host for State {}
+
+impl bindings::toolnexus::a2a::call_host::HostCallListener for State {
+    fn on_tools(
+        &mut self,
+        listener: Resource<CallListener>,
+        tools: Vec<wit::Tool>,
+    ) -> wasmtime::Result<()> {
+        (self.table.get_mut(&listener)?.on_tools)(tools.into_iter().map(component_tool).collect());
+        Ok(())
+    }
+
+    fn on_event(
+        &mut self,
+        listener: Resource<CallListener>,
+        event: wit::TaskEvent,
+    ) -> wasmtime::Result<()> {
+        (self.table.get_mut(&listener)?.on_event)(event.json);
+        Ok(())
+    }
+
+    fn aborted(
+        &mut self,
+        listener: Resource<CallListener>,
+    ) -> wasmtime::Result<Resource<wasmtime_wasi::p2::DynPollable>> {
+        let signal = AbortSignal(self.table.get(&listener)?.aborted.clone());
+        let signal = self.table.push(signal)?;
+        wasmtime_wasi::p2::subscribe(&mut self.table, signal)
+    }
+
+    fn drop(&mut self, listener: Resource<CallListener>) -> wasmtime::Result<()> {
+        self.table.delete(listener)?;
+        Ok(())
+    }
+}
+
 fn load(engine: &Engine, path: &Path) -> Result<(Component, Linker<State>), String> {
     let component = Component::from_file(engine, path)
         .map_err(|e| format!("cannot load the component {}: {e:#}", path.display()))?;
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
+        .and_then(|()| {
+            bindings::toolnexus::a2a::call_host::add_to_linker::<State, HasSelf<State>>(
+                &mut linker,
+                |state| state,
+            )
+        })
         .map_err(|e| format!("cannot link WASI: {e:#}"))?;
     // `toolnexus:a2a/types` has types only: an empty instance satisfies it.
     let _ = linker.instance("toolnexus:a2a/types@0.1.0");
@@ -107,6 +197,7 @@ fn load(engine: &Engine, path: &Path) -> Result<(Component, Linker<State>), Stri
 #[derive(Clone)]
 pub struct ComponentHost {
     pre: bindings::LibraryPre<State>,
+    cards: Option<Arc<dyn CardStore>>,
 }
 
 /// A problem of the host itself (a trap, a failed instantiation).
@@ -138,7 +229,40 @@ fn agent(a: &Agent) -> wit::Agent {
         headers: a.headers.clone(),
         timeout_ms: ms(a.timeout),
         poll_interval_ms: ms(a.poll_every),
+        max_card_bytes: a.max_card_bytes,
+        max_skills: a.max_skills,
+        allow_insecure_headers: a.allow_insecure_headers,
     }
+}
+
+fn tool_result(r: wit::ToolResult) -> ToolResult {
+    ToolResult {
+        output: r.output,
+        is_error: r.is_error,
+        metadata: r.metadata.and_then(|m| serde_json::from_str(&m).ok()),
+    }
+}
+
+fn component_tool(t: wit::Tool) -> ComponentTool {
+    ComponentTool {
+        spec: ToolSpec {
+            name: t.name,
+            description: t.description,
+            input_schema: serde_json::from_str(&t.input_schema).unwrap_or(Value::Null),
+            source: t.source,
+        },
+        skill: t.skill,
+        clash: t.clash,
+    }
+}
+
+/// One tool as the component lists it: its spec, the skill it runs, and the
+/// name it would have had had an earlier skill not taken it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComponentTool {
+    pub spec: ToolSpec,
+    pub skill: String,
+    pub clash: Option<String>,
 }
 
 /// The outcome of [`ComponentHost::call`]: the result and, when asked for,
@@ -163,14 +287,36 @@ impl ComponentHost {
                     path.as_ref().display()
                 )
             })?;
-        Ok(ComponentHost { pre })
+        Ok(ComponentHost { pre, cards: None })
+    }
+
+    /// Answers the component's Agent Card requests from `cards` while they
+    /// are fresh (revalidating stale ones), as the native engine's card
+    /// cache does. Never for an agent with headers: those may be credentials.
+    pub fn with_card_cache(mut self, cards: Arc<dyn CardStore>) -> Self {
+        self.cards = Some(cards);
+        self
     }
 
     /// A fresh instance, with this process's environment (for `${NAME}` in
-    /// headers) and stderr.
-    async fn instance(&self) -> Result<(Store<State>, bindings::Library), Error> {
+    /// headers) and stderr; `agent`'s card through the card cache, if any.
+    async fn instance_for(
+        &self,
+        agent: Option<&Agent>,
+    ) -> Result<(Store<State>, bindings::Library), Error> {
         let wasi = WasiCtx::builder().inherit_env().inherit_stderr().build();
-        let mut store = Store::new(self.pre.engine(), State::new(wasi));
+        let mut state = State::new(wasi);
+        if let (Some(store), Some(agent)) = (&self.cards, agent) {
+            if let (true, Ok(uri)) = (agent.headers.is_empty(), agent.card.parse()) {
+                state.card_hook = Some(card_cache::CardHook {
+                    card: agent.card.clone(),
+                    uri,
+                    store: store.clone(),
+                    max_bytes: agent.card_limits().0.saturating_add(1),
+                });
+            }
+        }
+        let mut store = Store::new(self.pre.engine(), state);
         let library = self
             .pre
             .instantiate_async(&mut store)
@@ -182,27 +328,24 @@ impl ComponentHost {
     /// Instantiates the component and drops the instance (the benchmark's
     /// instantiate-per-call cost).
     pub async fn instantiate(&self) -> Result<(), Error> {
-        self.instance().await.map(|_| ())
+        self.instance_for(None).await.map(|_| ())
     }
 
     /// The agent's tools: `agent-tools` in the component.
     pub async fn agent_tools(&self, a: &Agent) -> Result<Vec<ToolSpec>, Error> {
-        let (mut store, library) = self.instance().await?;
+        Ok(self.tools(a).await?.into_iter().map(|t| t.spec).collect())
+    }
+
+    /// [`ComponentHost::agent_tools`] with each tool's skill and name clash.
+    pub async fn tools(&self, a: &Agent) -> Result<Vec<ComponentTool>, Error> {
+        let (mut store, library) = self.instance_for(Some(a)).await?;
         let tools = library
             .toolnexus_a2a_client()
             .call_agent_tools(&mut store, &agent(a))
             .await
             .map_err(host_error)?
             .map_err(error)?;
-        Ok(tools
-            .into_iter()
-            .map(|t| ToolSpec {
-                name: t.name,
-                description: t.description,
-                input_schema: serde_json::from_str(&t.input_schema).unwrap_or(Value::Null),
-                source: t.source,
-            })
-            .collect())
+        Ok(tools.into_iter().map(component_tool).collect())
     }
 
     /// Runs one tool (by name or skill id) with `task`: `call` in the component.
@@ -214,7 +357,7 @@ impl ComponentHost {
         events: bool,
         deadline_ms: Option<u64>,
     ) -> Result<CallOutcome, Error> {
-        let (mut store, library) = self.instance().await?;
+        let (mut store, library) = self.instance_for(Some(a)).await?;
         let outcome = library
             .toolnexus_a2a_client()
             .call_call(
@@ -222,23 +365,69 @@ impl ComponentHost {
                 &agent(a),
                 tool,
                 task,
-                CallOptions {
+                &CallOptions {
                     deadline_ms,
                     events,
+                    task_id: None,
+                    context_id: None,
                 },
             )
             .await
             .map_err(host_error)?
             .map_err(error)?;
-        let r = outcome.result;
         Ok(CallOutcome {
-            result: ToolResult {
-                output: r.output,
-                is_error: r.is_error,
-                metadata: r.metadata.and_then(|m| serde_json::from_str(&m).ok()),
-            },
+            result: tool_result(outcome.result),
             events: outcome.events.into_iter().map(|e| e.json).collect(),
         })
+    }
+
+    /// Runs one tool (by name or skill id) with `task`, as [`ComponentHost::call`],
+    /// handing each event (A2A 0.3 JSON) to `listener.on_event` as it happens:
+    /// `call-live` in the component. `listener.on_tools` hears the agent's
+    /// tools once the card is read. When `abort` completes the component stops the call
+    /// and cancels the remote task (the core's abort path), and the result is
+    /// the canceled one. `refs` answers a task's question or continues a conversation.
+    pub async fn call_live(
+        &self,
+        a: &Agent,
+        tool: &str,
+        task: &str,
+        refs: MessageRefs,
+        abort: impl Future<Output = ()> + Send,
+        listener: LiveListener,
+    ) -> Result<ToolResult, Error> {
+        let (mut store, library) = self.instance_for(Some(a)).await?;
+        let (abort_tx, aborted) = tokio::sync::watch::channel(false);
+        let listener = store
+            .data_mut()
+            .table
+            .push(CallListener {
+                on_tools: listener.on_tools,
+                on_event: listener.on_event,
+                aborted,
+            })
+            .map_err(|e| host_error(e.into()))?;
+        let options = CallOptions {
+            deadline_ms: None,
+            events: true,
+            task_id: refs.task_id,
+            context_id: refs.context_id,
+        };
+        let wit_agent = agent(a);
+        let call = library
+            .toolnexus_a2a_client()
+            .call_call_live(&mut store, &wit_agent, tool, task, &options, listener);
+        let signal = async move {
+            abort.await;
+            let _ = abort_tx.send(true);
+            // The call goes on (it cancels the task) and ends the select.
+            std::future::pending::<std::convert::Infallible>().await
+        };
+        let result = tokio::select! {
+            result = call => result,
+            never = signal => match never {},
+        };
+        Ok(tool_result(result.map_err(host_error)?.map_err(error)?))
     }
 }
 

@@ -318,3 +318,257 @@ async fn sigterm_during_a_call_cancels_the_task_and_exits_2() {
     );
     peer.handle.stop().await;
 }
+
+/// Whether this run is the `--engine wasm` pass (tests/run.sh sets
+/// TOOLNEXUS_ENGINE=wasm and TOOLNEXUS_COMPONENT for the whole suite).
+fn wasm_engine() -> bool {
+    std::env::var("TOOLNEXUS_ENGINE").as_deref() == Ok("wasm")
+}
+
+/// The JSON-RPC requests of `method` the peer saw, as JSON.
+fn requests_of(log: &Log, method: &str) -> Vec<Value> {
+    log.lock()
+        .expect("log")
+        .iter()
+        .filter(|r| method_of(r) == method)
+        .filter_map(|r| serde_json::from_slice(&r.body).ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn task_id_and_context_id_go_on_the_message() {
+    let (peer, log) = reviewer().await;
+    let run = toolnexus(
+        &[
+            "call",
+            &peer.card_url(),
+            "review",
+            "the answer",
+            "--task-id",
+            "t-asked",
+            "--context-id",
+            "c-7",
+            "--poll-every",
+            "20",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sent = requests_of(&log, "SendMessage");
+    assert_eq!(sent.len(), 1);
+    let message = &sent[0]["params"]["message"];
+    assert_eq!(message["taskId"], "t-asked", "{message}");
+    assert_eq!(message["contextId"], "c-7", "{message}");
+    peer.handle.stop().await;
+}
+
+#[tokio::test]
+async fn card_limits_are_enforced() {
+    let (peer, log) = reviewer().await;
+    let card = peer.card_url();
+    for (flag, value) in [("--max-skills", "1"), ("--max-card-bytes", "20")] {
+        let tools = ["tools", &card, flag, value];
+        let call = ["call", &card, "review", "x", flag, value];
+        for args in [&tools[..], &call[..]] {
+            let run = toolnexus(args, None).await;
+            assert_eq!(run.code, 1, "{args:?}: {}", run.stdout);
+            one_line(&run.stderr);
+            assert!(run.stderr.contains(flag), "{args:?}: {}", run.stderr);
+        }
+    }
+    assert!(requests_of(&log, "SendMessage").is_empty());
+    peer.handle.stop().await;
+}
+
+/// A card on 127.0.0.1 whose endpoint is another origin over plain http.
+async fn elsewhere() -> Stub {
+    Stub::start(|_| {
+        json_response(
+            200,
+            &json!({"name": "away", "url": "http://toolnexus-test.invalid/rpc",
+                "skills": [{"id": "work", "description": "Works elsewhere"}]}),
+        )
+    })
+    .await
+}
+
+#[tokio::test]
+async fn headers_are_not_sent_to_another_origin_over_plain_http_unless_allowed() {
+    let peer = elsewhere().await;
+    let card = peer.card_url();
+    let args = [
+        "call",
+        &card,
+        "work",
+        "x",
+        "-H",
+        "X-Key: k",
+        "--timeout",
+        "5000",
+    ];
+    let run = toolnexus(&args, None).await;
+    assert_eq!(run.code, 1, "refused before any call: {}", run.stdout);
+    one_line(&run.stderr);
+    assert!(
+        run.stderr.contains("--allow-insecure-headers"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("X-Key: k") && !run.stderr.contains(": k"));
+
+    // Allowed: the call goes out (and fails: the name does not resolve).
+    let mut allowed = args.to_vec();
+    allowed.push("--allow-insecure-headers");
+    let run = toolnexus(&allowed, None).await;
+    assert_eq!(run.code, 2, "{} {}", run.stdout, run.stderr);
+    let r: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(r["isError"], true);
+    assert!(
+        !r["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("refusing"),
+        "{r}"
+    );
+    peer.handle.stop().await;
+}
+
+#[tokio::test]
+async fn renamed_tools_are_named_on_stderr() {
+    let peer = Stub::a2a(
+        json!({"name": "desk", "skills": [{"id": "dup"}, {"id": "dup"}]}),
+        |_, _| json!({"id": "t1", "status": {"state": "completed"}}),
+    )
+    .await;
+    let card = peer.card_url();
+    let run = toolnexus(&["tools", &card], None).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    one_line(&run.stderr);
+    assert!(
+        run.stderr
+            .contains(r#"skill "dup" makes the tool name "desk_dup", which an earlier skill of the card took: it is "desk_dup_2""#),
+        "{}",
+        run.stderr
+    );
+    // The skill id names two tools: the call names neither.
+    let run = toolnexus(&["call", &card, "dup", "x"], None).await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains(
+            r#"the card lists the skill "dup" 2 times: name the tool (desk_dup, desk_dup_2)"#
+        ),
+        "{}",
+        run.stderr
+    );
+    let run = toolnexus(&["call", &card, "desk_dup_2", "x"], None).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    peer.handle.stop().await;
+}
+
+/// `--events` prints each event when it happens, not when the call ends: the
+/// first line is on stderr while the task is still working.
+#[cfg(unix)]
+#[tokio::test]
+async fn events_are_printed_as_they_happen() {
+    use tokio::io::AsyncBufReadExt;
+    let (peer, log) = reviewer().await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolnexus"))
+        .args([
+            "call",
+            &peer.card_url(),
+            "review",
+            "slow work",
+            "--poll-every",
+            "50",
+            "--events",
+        ])
+        .env("TOOLNEXUS_CACHE_DIR", common::test_cache_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("an event line while the task works")
+        .expect("read stderr")
+        .expect("a line");
+    assert!(
+        child.try_wait().expect("child").is_none(),
+        "the call is still running"
+    );
+    let event: Value = serde_json::from_str(&first).expect("one JSON event");
+    assert_eq!(event["status"]["state"], "working", "{first}");
+    assert!(requests_of(&log, "CancelTask").is_empty());
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let mut rest = Vec::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        rest.push(line);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("exited after SIGINT")
+        .expect("output");
+    assert_eq!(out.status.code(), Some(2), "{rest:?}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("the canceled result");
+    assert_eq!(r["metadata"]["state"], "canceled");
+    assert_eq!(
+        requests_of(&log, "CancelTask").len(),
+        1,
+        "Ctrl-C cancels the task"
+    );
+    peer.handle.stop().await;
+}
+
+/// The same call under both engines prints the same event lines and the same
+/// result (but for its timing). Only in the `--engine wasm` pass, which has
+/// the component.
+#[tokio::test]
+async fn both_engines_print_the_same_lines() {
+    if !wasm_engine() {
+        return;
+    }
+    let (peer, _) = reviewer().await;
+    let card = peer.card_url();
+    let mut runs = Vec::new();
+    for engine in ["native", "wasm"] {
+        let args = [
+            "call",
+            &card,
+            "review",
+            "same",
+            "--events",
+            "--poll-every",
+            "20",
+            "--engine",
+            engine,
+        ];
+        let run = toolnexus(&args, None).await;
+        assert_eq!(run.code, 0, "{engine}: {}", run.stderr);
+        let mut r: Value = serde_json::from_str(&run.stdout).expect("JSON");
+        r["metadata"]["ms"] = json!(0);
+        runs.push((r, run.stderr));
+    }
+    assert!(runs[0].1.lines().count() >= 2, "{}", runs[0].1);
+    assert_eq!(runs[0], runs[1]);
+    peer.handle.stop().await;
+}
+
+#[tokio::test]
+async fn tasks_under_the_wasm_engine_is_a_clear_error() {
+    let run = toolnexus(
+        &["tasks", "http://127.0.0.1:9/card", "--engine", "wasm"],
+        None,
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    one_line(&run.stderr);
+    assert!(run.stderr.contains("--engine wasm"), "{}", run.stderr);
+}

@@ -217,17 +217,38 @@ pub async fn agent_tools<T: Transport>(
 /// The tool a caller named: by its tool name, else by its skill id (what
 /// `toolnexus call TOOL` and the component's `call` accept).
 pub fn find_tool<'a>(tools: &'a [A2aTool], name: &str) -> Result<&'a A2aTool, Error> {
-    tools
-        .iter()
-        .find(|t| t.spec.name == name)
-        .or_else(|| tools.iter().find(|t| t.skill == name))
-        .ok_or_else(|| {
-            let names: Vec<&str> = tools.iter().map(|t| t.spec.name.as_str()).collect();
-            Error::Misuse(format!(
-                "the agent has no tool {name:?} (it has: {})",
-                names.join(", ")
-            ))
-        })
+    find_tool_by(tools, name, |t: &A2aTool| {
+        (t.spec.name.as_str(), t.skill.as_str())
+    })
+}
+
+/// [`find_tool`] over any list of tools: `keys` gives a tool's (name, skill
+/// id). A skill id the card lists twice names no tool: the caller must use
+/// the tool name (`review` and `review_2`, say).
+pub fn find_tool_by<'a, T>(
+    tools: &'a [T],
+    name: &str,
+    keys: impl Fn(&T) -> (&str, &str),
+) -> Result<&'a T, Error> {
+    if let Some(t) = tools.iter().find(|t| keys(t).0 == name) {
+        return Ok(t);
+    }
+    let by_skill: Vec<&T> = tools.iter().filter(|t| keys(t).1 == name).collect();
+    let names = |list: &mut dyn Iterator<Item = &T>| -> String {
+        list.map(|t| keys(t).0).collect::<Vec<_>>().join(", ")
+    };
+    match by_skill.as_slice() {
+        [one] => Ok(one),
+        [] => Err(Error::Misuse(format!(
+            "the agent has no tool {name:?} (it has: {})",
+            names(&mut tools.iter())
+        ))),
+        many => Err(Error::Misuse(format!(
+            "the card lists the skill {name:?} {} times: name the tool ({})",
+            many.len(),
+            names(&mut many.iter().copied())
+        ))),
+    }
 }
 
 /// A tool the host implements itself (a closure).
@@ -588,6 +609,25 @@ mod find_tool_tests {
             "the agent has no tool \"nope\" (it has: Echo_Agent_echo, Echo_Agent_shout)"
         );
         assert_eq!(err.kind(), "misuse");
+    }
+
+    #[test]
+    fn a_skill_id_listed_twice_names_no_tool() {
+        let card = AgentCard::from_value(&serde_json::json!({
+            "name": "desk", "url": "http://127.0.0.1:1/",
+            "skills": [{"id": "dup"}, {"id": "dup"}]
+        }))
+        .expect("card");
+        let tools = card_tools(&Agent::new("http://127.0.0.1:1/"), &card);
+        let err = find_tool(&tools, "dup").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the card lists the skill \"dup\" 2 times: name the tool (desk_dup, desk_dup_2)"
+        );
+        assert_eq!(
+            find_tool(&tools, "desk_dup_2").unwrap().spec.name,
+            "desk_dup_2"
+        );
     }
 }
 

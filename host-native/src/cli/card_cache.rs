@@ -158,6 +158,93 @@ fn freshness(resp: &HttpResponse) -> Option<u64> {
     (fresh_for > 0 || validated).then_some(fresh_for)
 }
 
+impl CardCache {
+    /// The stored card of `url` while it is fresh and reads within `limits`.
+    fn fresh(&self, url: &str, limits: (u64, u64)) -> Option<Vec<u8>> {
+        let entry = self.load(url).filter(|e| e.is_fresh(unix_now()))?;
+        AgentCard::parse_limited(entry.body.as_bytes(), limits.0, limits.1).ok()?;
+        Some(entry.body.into_bytes())
+    }
+
+    /// The conditional headers that revalidate the stored card of `url`.
+    fn validators(&self, url: &str) -> Vec<(String, String)> {
+        let Some(entry) = self.load(url) else {
+            return Vec::new();
+        };
+        let mut headers = Vec::new();
+        if let Some(etag) = entry.etag {
+            headers.push(("If-None-Match".to_string(), etag));
+        }
+        if let Some(date) = entry.last_modified {
+            headers.push(("If-Modified-Since".to_string(), date));
+        }
+        headers
+    }
+
+    /// Takes the server's answer to a card GET: a 304 renews the stored
+    /// card and returns it; a 2xx is stored as its headers allow (or the old
+    /// entry dropped); anything else leaves the cache alone.
+    fn update(&self, url: &str, resp: &HttpResponse) -> Option<Vec<u8>> {
+        if resp.status == 304 {
+            let mut entry = self.load(url)?;
+            if resp.headers.iter().any(|(k, v)| {
+                k.eq_ignore_ascii_case("cache-control")
+                    && v.to_ascii_lowercase().contains("no-store")
+            }) {
+                self.remove(url);
+                return Some(entry.body.into_bytes());
+            }
+            if let Some(fresh_for) = freshness(resp) {
+                entry.fresh_for = fresh_for;
+            }
+            if let Some(etag) = resp.header("etag") {
+                entry.etag = Some(etag.to_string());
+            }
+            entry.stored_at = unix_now();
+            self.save(&entry);
+            return Some(entry.body.into_bytes());
+        }
+        if resp.is_success() {
+            match (freshness(resp), String::from_utf8(resp.body.clone())) {
+                (Some(fresh_for), Ok(body)) => self.save(&Entry {
+                    url: url.to_string(),
+                    stored_at: unix_now(),
+                    fresh_for,
+                    etag: resp.header("etag").map(str::to_string),
+                    last_modified: resp.header("last-modified").map(str::to_string),
+                    body,
+                }),
+                _ => self.remove(url),
+            }
+        }
+        None
+    }
+}
+
+/// The card cache as the component's host uses it (`--engine wasm`): the
+/// component still sends the card GET; the host answers it from here.
+#[cfg(feature = "component")]
+pub struct AgentCards {
+    pub cache: CardCache,
+    /// The agent's card limits (bytes, skills): a stored card over them is not fresh.
+    pub limits: (u64, u64),
+}
+
+#[cfg(feature = "component")]
+impl toolnexus_host_native::component_host::CardStore for AgentCards {
+    fn fresh(&self, url: &str) -> Option<Vec<u8>> {
+        self.cache.fresh(url, self.limits)
+    }
+
+    fn validators(&self, url: &str) -> Vec<(String, String)> {
+        self.cache.validators(url)
+    }
+
+    fn update(&self, url: &str, response: &HttpResponse) -> Option<Vec<u8>> {
+        self.cache.update(url, response)
+    }
+}
+
 /// The agent's card: from `cache` while fresh, revalidated when stale,
 /// fetched otherwise; exactly [`toolnexus_core::fetch_card`] when
 /// `cache` is `None` or the agent has headers.
@@ -172,40 +259,21 @@ pub async fn fetch_card(
     let (max_bytes, max_skills) = agent.card_limits();
     let parse = |body: &[u8]| AgentCard::parse_limited(body, max_bytes, max_skills);
     let shown = toolnexus_core::redact_url(&agent.card);
-    let stored = cache.load(&agent.card);
-    if let Some(entry) = stored.as_ref().filter(|e| e.is_fresh(unix_now())) {
-        if let Ok(card) = parse(entry.body.as_bytes()) {
+    if let Some(body) = cache.fresh(&agent.card, agent.card_limits()) {
+        if let Ok(card) = parse(&body) {
             return Ok(card);
         }
     }
     let mut req = HttpRequest::get(&agent.card).with_header("Accept", "application/json");
-    if let Some(entry) = &stored {
-        if let Some(etag) = &entry.etag {
-            req = req.with_header("If-None-Match", etag);
-        }
-        if let Some(date) = &entry.last_modified {
-            req = req.with_header("If-Modified-Since", date);
-        }
+    for (name, value) in cache.validators(&agent.card) {
+        req = req.with_header(&name, &value);
     }
     let resp = send(transport, agent, req).await?;
     let malformed = |e: Error| Error::Malformed(format!("{e} ({shown})"));
-    if let (304, Some(mut entry)) = (resp.status, stored) {
-        let card = parse(entry.body.as_bytes()).map_err(malformed)?;
-        if resp.headers.iter().any(|(k, v)| {
-            k.eq_ignore_ascii_case("cache-control") && v.to_ascii_lowercase().contains("no-store")
-        }) {
-            cache.remove(&agent.card);
-            return Ok(card);
+    if resp.status == 304 {
+        if let Some(stored) = cache.update(&agent.card, &resp) {
+            return parse(&stored).map_err(malformed);
         }
-        if let Some(fresh_for) = freshness(&resp) {
-            entry.fresh_for = fresh_for;
-        }
-        if let Some(etag) = resp.header("etag") {
-            entry.etag = Some(etag.to_string());
-        }
-        entry.stored_at = unix_now();
-        cache.save(&entry);
-        return Ok(card);
     }
     if !resp.is_success() {
         return Err(Error::Status {
@@ -215,17 +283,7 @@ pub async fn fetch_card(
         });
     }
     let card = parse(&resp.body).map_err(malformed)?;
-    match (freshness(&resp), String::from_utf8(resp.body.clone())) {
-        (Some(fresh_for), Ok(body)) => cache.save(&Entry {
-            url: agent.card.clone(),
-            stored_at: unix_now(),
-            fresh_for,
-            etag: resp.header("etag").map(str::to_string),
-            last_modified: resp.header("last-modified").map(str::to_string),
-            body,
-        }),
-        _ => cache.remove(&agent.card),
-    }
+    cache.update(&agent.card, &resp);
     Ok(card)
 }
 

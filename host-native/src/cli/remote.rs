@@ -45,6 +45,26 @@ pub struct Remote {
     pub allow_insecure_headers: bool,
 }
 
+/// Says on stderr that a skill's tool was renamed because an earlier skill
+/// of the card made its name first.
+fn say_clash(skill: &str, clash: Option<&str>, name: &str) {
+    if let Some(clash) = clash {
+        let line = format!(
+            "toolnexus: skill {:?} makes the tool name {clash:?}, which an earlier skill of the card took: it is {name:?}",
+            skill.chars().take(200).collect::<String>(),
+        );
+        eprintln!("{}", super::terminal::line(&line));
+    }
+}
+
+/// Prints one event of a call as a JSON line on stderr (`call --events`).
+fn print_event_line(line: String) {
+    let line = super::terminal::json(line);
+    let mut err = std::io::stderr().lock();
+    // A closed stderr must not stop the call.
+    let _ = writeln!(err, "{line}");
+}
+
 fn parse_header(h: &str) -> Result<(String, String), Fail> {
     match h.split_once(':') {
         Some((name, value)) if !name.trim().is_empty() => {
@@ -65,9 +85,13 @@ impl Remote {
         self.engine.as_deref() == Some("wasm")
     }
 
-    /// The library component, loaded (`--engine wasm`).
+    /// The library component, loaded (`--engine wasm`), with the card cache
+    /// under its card requests unless `--no-cache`.
     #[cfg(feature = "component")]
-    fn component(&self) -> Result<toolnexus_host_native::component_host::ComponentHost, Fail> {
+    fn component(
+        &self,
+        agent: &Agent,
+    ) -> Result<toolnexus_host_native::component_host::ComponentHost, Fail> {
         let path = match &self.component {
             Some(p) => p.clone(),
             None => std::env::current_exe()
@@ -75,7 +99,17 @@ impl Remote {
                 .and_then(|exe| Some(exe.parent()?.join("toolnexus-a2a.wasm")))
                 .ok_or_else(|| Fail(1, "--engine wasm needs --component FILE".into()))?,
         };
-        toolnexus_host_native::component_host::ComponentHost::load(&path).map_err(|e| Fail(1, e))
+        let host = toolnexus_host_native::component_host::ComponentHost::load(&path)
+            .map_err(|e| Fail(1, e))?;
+        Ok(match (self.no_cache, CardCache::open()) {
+            (false, Some(cache)) => {
+                host.with_card_cache(std::sync::Arc::new(card_cache::AgentCards {
+                    cache,
+                    limits: agent.card_limits(),
+                }))
+            }
+            _ => host,
+        })
     }
 
     /// The agent's tools, the card taken from the cache when it allows.
@@ -93,14 +127,7 @@ impl Remote {
             .map_err(|e| Fail(1, e.to_string()))?;
         let tools = card_tools(&transport, agent, &card);
         for t in &tools {
-            if let Some(clash) = t.clash() {
-                let line = format!(
-                    "toolnexus: skill {:?} makes the tool name {clash:?}, which an earlier skill of the card took: it is {:?}",
-                    t.skill().chars().take(200).collect::<String>(),
-                    t.spec().name
-                );
-                eprintln!("{}", super::terminal::line(&line));
-            }
+            say_clash(t.skill(), t.clash(), &t.spec().name);
         }
         Ok(tools)
     }
@@ -189,6 +216,13 @@ pub async fn tasks(
         }
         s => s,
     };
+    if remote.wasm() {
+        // The component has no ListTasks: say so rather than list natively.
+        return Err(Fail(
+            1,
+            "tasks has no --engine wasm (the component lists no tasks): use --engine native".into(),
+        ));
+    }
     let agent = remote.agent(None)?;
     let transport = NativeTransport::shared();
     let cache = (!remote.no_cache).then(CardCache::open).flatten();
@@ -253,35 +287,13 @@ pub async fn call(
         task
     };
     if remote.wasm() {
-        return wasm_call(&remote, &agent, &tool, &task, events).await;
+        return wasm_call(&remote, &agent, &tool, &task, refs, events).await;
     }
     let tools = remote.tools(&agent).await?;
-    let by_skill: Vec<&RemoteTool> = tools.iter().filter(|t| t.skill() == tool).collect();
-    if by_skill.len() > 1 && !tools.iter().any(|t| t.spec().name == tool) {
-        let names: Vec<&str> = by_skill.iter().map(|t| t.spec().name.as_str()).collect();
-        return Err(Fail(
-            1,
-            format!(
-                "the card lists the skill {tool:?} {} times: name the tool ({})",
-                by_skill.len(),
-                names.join(", ")
-            ),
-        ));
-    }
-    let Some(found) = tools
-        .iter()
-        .find(|t| t.spec().name == tool)
-        .or_else(|| by_skill.first().copied())
-    else {
-        let names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
-        return Err(Fail(
-            1,
-            format!(
-                "the agent has no tool {tool:?} (it has: {})",
-                names.join(", ")
-            ),
-        ));
-    };
+    let found = toolnexus_core::find_tool_by(&tools, &tool, |t: &RemoteTool| {
+        (t.spec().name.as_str(), t.skill())
+    })
+    .map_err(|e| Fail(1, e.to_string()))?;
     if let Some(refused) = found.header_refusal() {
         return Err(Fail(1, refused.to_string()));
     }
@@ -289,10 +301,7 @@ pub async fn call(
         if events {
             let line = serde_json::to_string(&event.shaped(Shape::V03))
                 .unwrap_or_else(|e| json!({"error": e.to_string()}).to_string());
-            let line = super::terminal::json(line);
-            let mut err = std::io::stderr().lock();
-            // A closed stderr must not stop the call.
-            let _ = writeln!(err, "{line}");
+            print_event_line(line);
         }
     };
     let mut args = json!({"task": task});
@@ -308,41 +317,53 @@ pub async fn call(
     Ok(if result.is_error { 2 } else { 0 })
 }
 
-/// `tools --engine wasm`: the component lists the tools; the same JSON.
+/// `tools --engine wasm`: the component lists the tools; the same JSON and
+/// the same stderr lines.
 #[cfg(feature = "component")]
 async fn wasm_tools(remote: &Remote, agent: &Agent) -> Result<i32, Fail> {
     let tools = remote
-        .component()?
-        .agent_tools(agent)
+        .component(agent)?
+        .tools(agent)
         .await
         .map_err(|e| Fail(1, e.to_string()))?;
-    print_json(&json!(tools));
+    for t in &tools {
+        say_clash(&t.skill, t.clash.as_deref(), &t.spec.name);
+    }
+    print_json(&json!(tools.iter().map(|t| &t.spec).collect::<Vec<_>>()));
     Ok(0)
 }
 
-/// `call --engine wasm`: the component makes the call; the same JSON and
-/// exit codes. Its events come back with the result, then are printed.
+/// `call --engine wasm`: the component makes the call (`call-live`); the
+/// same JSON, exit codes and event lines, each printed as it happens, and
+/// Ctrl-C or SIGTERM cancels the task through the component.
 #[cfg(feature = "component")]
 async fn wasm_call(
     remote: &Remote,
     agent: &Agent,
     tool: &str,
     task: &str,
+    refs: MessageRefs,
     events: bool,
 ) -> Result<i32, Fail> {
-    let outcome = remote
-        .component()?
-        .call(agent, tool, task, events, None)
+    use toolnexus_host_native::component_host::{ComponentTool, LiveListener};
+    let listener = LiveListener {
+        on_tools: Box::new(|tools: Vec<ComponentTool>| {
+            for t in &tools {
+                say_clash(&t.skill, t.clash.as_deref(), &t.spec.name);
+            }
+        }),
+        on_event: Box::new(move |line: String| {
+            if events {
+                print_event_line(line);
+            }
+        }),
+    };
+    let result = remote
+        .component(agent)?
+        .call_live(agent, tool, task, refs, interrupted(), listener)
         .await
         .map_err(|e| Fail(1, e.to_string()))?;
-    if events {
-        let mut err = std::io::stderr().lock();
-        for line in &outcome.events {
-            let _ = writeln!(err, "{line}");
-        }
-    }
-    let result = outcome.result;
-    println!("{}", json!(result));
+    println!("{}", super::terminal::json(json!(result).to_string()));
     Ok(if result.is_error { 2 } else { 0 })
 }
 
@@ -360,6 +381,13 @@ async fn wasm_tools(_: &Remote, _: &Agent) -> Result<i32, Fail> {
 }
 
 #[cfg(not(feature = "component"))]
-async fn wasm_call(_: &Remote, _: &Agent, _: &str, _: &str, _: bool) -> Result<i32, Fail> {
+async fn wasm_call(
+    _: &Remote,
+    _: &Agent,
+    _: &str,
+    _: &str,
+    _: MessageRefs,
+    _: bool,
+) -> Result<i32, Fail> {
     Err(no_engine())
 }

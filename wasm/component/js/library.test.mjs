@@ -21,8 +21,10 @@ const out = path.resolve(here, 'out');
 assert.ok(fs.existsSync(wasm), `${wasm} is missing: run bash wasm/component/build.sh`);
 fs.rmSync(out, { recursive: true, force: true });
 execFileSync(path.join(here, 'node_modules/.bin/jco'),
-  ['transpile', wasm, '-o', out, '--name', 'toolnexus-a2a', '--quiet'], { stdio: 'inherit' });
+  ['transpile', wasm, '-o', out, '--name', 'toolnexus-a2a', '--quiet',
+    '--map', 'toolnexus:a2a/call-host=../call-host.mjs'], { stdio: 'inherit' });
 const { client, server } = await import(path.join(out, 'toolnexus-a2a.js'));
+const { CallListener } = await import('./call-host.mjs');
 
 /** Starts the official JS SDK server; resolves to {url, child} at its `listening on` line. */
 function jsPeer(extra = []) {
@@ -39,7 +41,9 @@ function jsPeer(extra = []) {
   });
 }
 
-const agent = (card) => ({ card, headers: [], timeoutMs: 30000n, pollIntervalMs: undefined });
+const agent = (card) => ({ card, headers: [], timeoutMs: 30000n, pollIntervalMs: undefined,
+  maxCardBytes: undefined, maxSkills: undefined, allowInsecureHeaders: false });
+const noRefs = { taskId: undefined, contextId: undefined };
 
 for (const mode of [[], ['--compat-03']]) {
   test(`agent-tools and call against the official JS SDK server ${mode.join(' ') || '(1.0)'}`, async () => {
@@ -55,20 +59,31 @@ for (const mode of [[], ['--compat-03']]) {
       assert.equal(summary.name, 'js-agent');
       assert.equal(summary.streaming, true);
 
-      const ok = client.call(agent(card), 'echo', 'hello from jco', { deadlineMs: undefined, events: true });
+      const ok = client.call(agent(card), 'echo', 'hello from jco', { deadlineMs: undefined, events: true, ...noRefs });
       assert.equal(ok.result.isError, false, ok.result.output);
       assert.equal(ok.result.output, 'echo: hello from jco');
       assert.equal(JSON.parse(ok.result.metadata).state, 'completed');
       assert.ok(ok.events.length >= 2, JSON.stringify(ok.events));
       assert.equal(ok.events.at(-1).state, 'completed');
 
-      const failed = client.call(agent(card), 'js-agent_fail', 'fail on purpose', { deadlineMs: undefined, events: false });
+      const failed = client.call(agent(card), 'js-agent_fail', 'fail on purpose', { deadlineMs: undefined, events: false, ...noRefs });
       assert.equal(failed.result.isError, true);
       assert.match(failed.result.output, /deliberate failure: fail on purpose/);
       assert.deepEqual(failed.events, []);
 
+      // call-live: the tools, then each event as it happens, to a JS listener.
+      const seen = [];
+      const listener = new CallListener({
+        onTools: (tools) => seen.push(`tools ${tools.length}`),
+        onEvent: (e) => seen.push(e.state ?? e.kind),
+      });
+      const live = client.callLive(agent(card), 'echo', 'hello live', { deadlineMs: undefined, events: true, ...noRefs }, listener);
+      assert.equal(live.output, 'echo: hello live');
+      assert.equal(seen[0], `tools ${tools.length}`);
+      assert.equal(seen.at(-1), 'completed', seen.join(','));
+
       // A tool the agent does not have: the error variant, as `toolnexus call` says it.
-      assert.throws(() => client.call(agent(card), 'nope', 'x', { deadlineMs: undefined, events: false }),
+      assert.throws(() => client.call(agent(card), 'nope', 'x', { deadlineMs: undefined, events: false, ...noRefs }),
         (e) => e.payload?.tag === 'misuse' && /the agent has no tool "nope"/.test(e.payload.val));
     } finally {
       peer.child.kill();

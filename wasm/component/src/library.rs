@@ -12,11 +12,15 @@ use toolnexus_core::{fetch_card, Dialect, Shape, StreamEvent};
 wit_bindgen::generate!({
     path: "wit",
     world: "library",
+    // The listener's abort pollable goes to wstd's reactor, which takes
+    // wasip2's type for it.
+    with: { "wasi:io/poll@0.2.12": wasip2::io::poll },
     generate_all,
 });
 
 use exports::toolnexus::a2a::client::{CallOptions, CallOutcome, Guest as ClientGuest};
 use exports::toolnexus::a2a::server::{Guest as ServerGuest, GuestEchoServer, ServerOptions};
+use toolnexus::a2a::call_host::CallListener;
 use toolnexus::a2a::types as wit;
 
 struct Component;
@@ -32,7 +36,13 @@ fn agent_in(a: wit::Agent) -> toolnexus_core::Agent {
     if let Some(ms) = a.poll_interval_ms {
         agent = agent.with_poll_every(Duration::from_millis(ms));
     }
-    agent
+    if let Some(bytes) = a.max_card_bytes {
+        agent = agent.with_max_card_bytes(bytes);
+    }
+    if let Some(n) = a.max_skills {
+        agent = agent.with_max_skills(n);
+    }
+    agent.with_insecure_headers_allowed(a.allow_insecure_headers)
 }
 
 fn agent_out(a: toolnexus_core::Agent) -> wit::Agent {
@@ -40,6 +50,9 @@ fn agent_out(a: toolnexus_core::Agent) -> wit::Agent {
     wit::Agent {
         timeout_ms: ms(a.timeout),
         poll_interval_ms: ms(a.poll_every),
+        max_card_bytes: a.max_card_bytes,
+        max_skills: a.max_skills,
+        allow_insecure_headers: a.allow_insecure_headers,
         card: a.card,
         headers: a.headers,
     }
@@ -85,6 +98,7 @@ fn tool(t: &toolnexus_core::A2aTool) -> wit::Tool {
         skill: t.skill.clone(),
         endpoint: t.endpoint.clone(),
         dialect: dialect(t.dialect),
+        clash: t.clash.clone(),
     }
 }
 
@@ -95,7 +109,8 @@ fn event(e: &StreamEvent) -> wit::TaskEvent {
         StreamEvent::Status(_) => wit::EventKind::StatusUpdate,
         StreamEvent::Artifact(_) => wit::EventKind::ArtifactUpdate,
     };
-    let json = serde_json::to_value(e.shaped(Shape::V03)).unwrap_or_default();
+    // Compact JSON, as `toolnexus call --events` prints it natively.
+    let json = serde_json::to_string(&e.shaped(Shape::V03)).unwrap_or_default();
     wit::TaskEvent {
         kind,
         state: e.state().and_then(|s| {
@@ -103,7 +118,7 @@ fn event(e: &StreamEvent) -> wit::TaskEvent {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
         }),
-        json: json.to_string(),
+        json,
     }
 }
 
@@ -112,6 +127,59 @@ async fn tools_of(
 ) -> Result<Vec<toolnexus_core::A2aTool>, wit::Error> {
     let card = fetch_card(&WasiTransport, agent).await.map_err(error)?;
     Ok(toolnexus_core::card_tools(agent, &card))
+}
+
+/// One whole call: the card, the tool, then the task followed until it
+/// settles, the deadline, or `abort` (the core then cancels the task).
+fn run_call(
+    agent: wit::Agent,
+    name: &str,
+    task: String,
+    options: &CallOptions,
+    on_tools: impl FnOnce(&[toolnexus_core::A2aTool]),
+    abort: impl std::future::Future<Output = ()>,
+    on_event: impl FnMut(StreamEvent),
+) -> Result<wit::ToolResult, wit::Error> {
+    let agent = agent_in(agent);
+    wstd::runtime::block_on(async {
+        // One time limit for the whole call, the card fetch included (as
+        // `toolnexus call` natively).
+        let started_ms = crate::wasi_host::now_ms();
+        let tools = tools_of(&agent).await?;
+        on_tools(&tools);
+        let found = toolnexus_core::find_tool(&tools, name).map_err(error)?;
+        if let Some(refused) = found.agent.header_refusal(&found.endpoint) {
+            return Err(error(refused));
+        }
+        let deadline = async {
+            match options.deadline_ms {
+                Some(ms) => crate::wasi_host::sleep_until(started_ms + ms).await,
+                None => std::future::pending().await,
+            }
+        };
+        let abort = async {
+            let abort = std::pin::pin!(abort);
+            let deadline = std::pin::pin!(deadline);
+            futures_util::future::select(abort, deadline).await;
+        };
+        let mut args = serde_json::json!({ "task": task });
+        for (key, id) in [
+            ("taskId", &options.task_id),
+            ("contextId", &options.context_id),
+        ] {
+            if let Some(id) = id {
+                args[key] = serde_json::json!(id);
+            }
+        }
+        let result = found
+            .execute_since(&WasiTransport, &args, started_ms, abort, on_event)
+            .await;
+        Ok(wit::ToolResult {
+            output: result.output,
+            is_error: result.is_error,
+            metadata: result.metadata.map(|m| m.to_string()),
+        })
+    })
 }
 
 impl ClientGuest for Component {
@@ -126,40 +194,44 @@ impl ClientGuest for Component {
         task: String,
         options: CallOptions,
     ) -> Result<CallOutcome, wit::Error> {
-        let agent = agent_in(agent);
-        wstd::runtime::block_on(async {
-            let tools = tools_of(&agent).await?;
-            let found = toolnexus_core::find_tool(&tools, &name).map_err(error)?;
-            let mut events = Vec::new();
-            let abort = async {
-                match options.deadline_ms {
-                    Some(ms) => {
-                        crate::wasi_host::sleep_until(crate::wasi_host::now_ms() + ms).await
-                    }
-                    None => std::future::pending().await,
+        let mut events = Vec::new();
+        let keep = options.events;
+        let result = run_call(
+            agent,
+            &name,
+            task,
+            &options,
+            |_| {},
+            std::future::pending(),
+            |e| {
+                if keep {
+                    events.push(event(&e));
                 }
-            };
-            let result = found
-                .execute_with_events(
-                    &WasiTransport,
-                    &serde_json::json!({ "task": task }),
-                    abort,
-                    |e| {
-                        if options.events {
-                            events.push(event(&e));
-                        }
-                    },
-                )
-                .await;
-            Ok(CallOutcome {
-                result: wit::ToolResult {
-                    output: result.output,
-                    is_error: result.is_error,
-                    metadata: result.metadata.map(|m| m.to_string()),
-                },
-                events,
-            })
-        })
+            },
+        )?;
+        Ok(CallOutcome { result, events })
+    }
+
+    fn call_live(
+        agent: wit::Agent,
+        name: String,
+        task: String,
+        options: CallOptions,
+        listener: &CallListener,
+    ) -> Result<wit::ToolResult, wit::Error> {
+        let aborted = listener.aborted();
+        let aborted = async move {
+            wstd::runtime::AsyncPollable::new(aborted).wait_for().await;
+        };
+        run_call(
+            agent,
+            &name,
+            task,
+            &options,
+            |tools| listener.on_tools(&tools.iter().map(tool).collect::<Vec<_>>()),
+            aborted,
+            |e| listener.on_event(&event(&e)),
+        )
     }
 
     fn parse_agents_config(json: String) -> Result<Vec<wit::Agent>, wit::Error> {
