@@ -44,7 +44,7 @@ cargo build -p toolnexus-host-native --features component
 target/debug/toolnexus tools --engine wasm --component wasm/component/dist/toolnexus-a2a.wasm \
   http://127.0.0.1:9/.well-known/agent-card.json >/dev/null 2>&1 || true
 TOOLNEXUS_COMPONENT="$PWD/wasm/component/dist/toolnexus-a2a.wasm" TOOLNEXUS_ENGINE=wasm \
-  cargo test -p toolnexus-host-native --features component --test cli --test card_cache --test interop --test component_host
+  cargo test -p toolnexus-host-native --features component --test cli --test card_cache --test hostile_peers --test conversations --test interop --test component_host
 
 step "the component in Node through jco (wasm/component/test.sh)"
 bash wasm/component/test.sh

@@ -67,16 +67,24 @@ fn to_wasi(request: HttpRequest) -> Result<Request<Body>, TransportError> {
         .method(request.method.as_str())
         .uri(request.url.as_str());
     for (k, v) in &request.headers {
-        if !forbidden_header(k) {
+        if !forbidden_header(k) && !k.eq_ignore_ascii_case("content-length") {
             builder = builder.header(k.as_str(), v.as_str());
         }
     }
-    builder
-        .body(Body::from(request.body))
-        .map_err(|e| TransportError(format!("cannot build the request to {}: {e}", request.url)))
+    // A body with its length, as the native client sends it: without one
+    // wasi:http sends it chunked, which some servers cannot read.
+    if !request.body.is_empty() {
+        builder = builder.header("content-length", request.body.len());
+    }
+    builder.body(Body::from(request.body)).map_err(|e| {
+        let url = toolnexus_core::redact_url(&request.url);
+        TransportError(format!("cannot build the request to {url}: {e}"))
+    })
 }
 
 fn error_text(url: &str, e: &wstd::http::Error) -> TransportError {
+    // The URL may hold credentials (user:password@, ?token=): never shown.
+    let url = toolnexus_core::redact_url(url);
     TransportError(format!("request to {url} failed: {e:#}"))
 }
 
