@@ -52,6 +52,21 @@ async fn main() {
     }
     summary("instantiate (InstancePre)", samples);
 
+    // The same with the pooling allocator (memories reserved once, reused).
+    match ComponentHost::load_with(&wasm, true) {
+        Ok(pooled) => {
+            pooled.instantiate().await.expect("instantiate (pooling)");
+            let mut samples = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                let t = Instant::now();
+                pooled.instantiate().await.expect("instantiate (pooling)");
+                samples.push(t.elapsed());
+            }
+            summary("instantiate (InstancePre, pooling)", samples);
+        }
+        Err(e) => println!("  pooling allocator unavailable: {e}"),
+    }
+
     // An agent with skills (the examples), so it has tools to call.
     let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
     let skills = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/skills");

@@ -276,7 +276,13 @@ pub struct CallOutcome {
 impl ComponentHost {
     /// Compiles (or takes from wasmtime's cache) and links the library component.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, String> {
-        let engine = engine(false)?;
+        Self::load_with(path, false)
+    }
+
+    /// [`ComponentHost::load`] with instances from wasmtime's pooling
+    /// allocator (memories reserved up front and reused) when `pooling`.
+    pub fn load_with(path: impl AsRef<Path>, pooling: bool) -> Result<Self, String> {
+        let engine = engine(pooling)?;
         let (component, linker) = load(&engine, path.as_ref())?;
         let pre = linker
             .instantiate_pre(&component)
