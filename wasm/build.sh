@@ -105,6 +105,11 @@ export const { $list } = glue;
 EOF
 }
 
+# No inlining by size heuristics (a call inlined only when it is the callee's
+# only one): smaller, and async state machines stay in their own functions.
+# Only for the package's build; set the variable to choose other flags.
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS-"-Cllvm-args=-inline-threshold=0 -Cllvm-args=-inlinehint-threshold=0"}"
+
 build() {
   local variant="$1" names="$2"; shift 2
   say "cargo build ($variant)"
