@@ -42,6 +42,9 @@ pub mod skills;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use client::call::{CallMachine, CallSpec};
 pub use client::card::{
     AgentCard, CardInterface, CardMachine, CardSkill, CardSummary, SkillSummary,
@@ -59,7 +62,10 @@ pub use host::driver::{drive, drive_with_events, drive_with_work, Machine, Respo
 pub use host::transport::{
     BodyStream, BoxFuture, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport,
 };
-pub use model::agent::{expand_env, millis, Agent, DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS};
+pub use model::agent::{
+    expand_env, headers_may_go_to, millis, Agent, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_SKILLS,
+    DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS,
+};
 pub use model::event::{ArtifactUpdate, ShapedEvent, StatusUpdate, StreamEvent};
 pub use model::task::{Artifact, Message, Role, SendResult, Shape, Task, TaskState};
 pub use model::time::{format_rfc3339, parse_rfc3339};
@@ -67,6 +73,7 @@ pub use model::tool::{ToolResult, ToolSpec};
 pub use wire::http::{HttpRequest, HttpResponse};
 pub use wire::json::text as json_text;
 pub use wire::rpc::{Dialect, MessageRefs};
+pub use wire::url::redact as redact_url;
 
 /// The JSON-RPC and A2A error codes, one table for both halves: the client
 /// reads them in a peer's error (`Error::Rpc`), the server sends them.

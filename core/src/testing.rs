@@ -193,6 +193,8 @@ pub enum Reply {
     RpcError(i64, &'static str),
     /// Answer this raw HTTP status and body.
     Http(u16, &'static str),
+    /// Answer this status (429, 503…) with this `Retry-After`, if any, and no body.
+    Busy(u16, Option<&'static str>),
     /// Never answer (the connection is refused or reset).
     Unreachable,
     /// Take this long (virtual ms), then do the inner reply.
@@ -387,6 +389,14 @@ impl ScriptedPeer {
                 status,
                 headers: vec![],
                 body: text.as_bytes().to_vec(),
+            }),
+            Reply::Busy(status, retry_after) => Ok(HttpResponse {
+                status,
+                headers: retry_after
+                    .map(|v| ("Retry-After".to_string(), v.to_string()))
+                    .into_iter()
+                    .collect(),
+                body: Vec::new(),
             }),
             Reply::Unreachable => Err(TransportError("connection refused".into())),
             Reply::Stream(events) | Reply::StreamBroken(events) => {

@@ -50,6 +50,18 @@ impl RemoteTool {
         &self.inner.agent_name
     }
 
+    /// The name this skill would have had when an earlier skill of its card
+    /// made it first (it then carries a `_2`, `_3`… suffix).
+    pub fn clash(&self) -> Option<&str> {
+        self.inner.clash.as_deref()
+    }
+
+    /// Why the agent's headers may not go to the endpoint the card names
+    /// (another origin, plain http, not loopback, not allowed); calls then fail.
+    pub fn header_refusal(&self) -> Option<Error> {
+        self.inner.agent.header_refusal(&self.inner.endpoint)
+    }
+
     /// Runs the skill with `args` (`{"task": "…"}`). Never fails; see [`ToolResult::is_error`].
     pub async fn execute(&self, args: &Value) -> ToolResult {
         self.inner
@@ -77,6 +89,21 @@ impl RemoteTool {
     ) -> ToolResult {
         self.inner
             .execute_with_events(&self.transport, args, abort, on_event)
+            .await
+    }
+
+    /// [`RemoteTool::execute_with_events`] for a call that began at
+    /// `started_ms` of the transport's clock ([`toolnexus_core::Transport::now_ms`]),
+    /// before its card fetch: the agent's timeout bounds the whole call.
+    pub async fn execute_since(
+        &self,
+        args: &Value,
+        started_ms: u64,
+        abort: impl std::future::Future<Output = ()> + Send,
+        on_event: impl FnMut(toolnexus_core::StreamEvent) + Send,
+    ) -> ToolResult {
+        self.inner
+            .execute_since(&self.transport, args, started_ms, abort, on_event)
             .await
     }
 }
@@ -191,7 +218,8 @@ pub async fn toolkit_with(
         tk.add_config(config).await;
     }
     for f in tk.failures() {
-        tracing::warn!(card = %f.card, "agent {} skipped: {}", f.card, f.error);
+        let card = toolnexus_core::redact_url(&f.card);
+        tracing::warn!(card = %card, "agent {card} skipped: {}", f.error);
     }
     tk
 }

@@ -121,7 +121,7 @@ impl NativeTransport {
     }
 
     async fn send_inner(&self, req: HttpRequest) -> Result<HttpResponse, TransportError> {
-        let url = req.url.clone();
+        let url = toolnexus_core::redact_url(&req.url);
         let resp = self.request(req).await?;
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
@@ -143,7 +143,7 @@ impl NativeTransport {
         &self,
         req: HttpRequest,
     ) -> Result<StreamingResponse, TransportError> {
-        let url = req.url.clone();
+        let url = toolnexus_core::redact_url(&req.url);
         let resp = self.request(req).await?;
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
@@ -182,7 +182,12 @@ impl NativeTransport {
         }
         let request = builder
             .body(Full::new(Bytes::from(req.body)))
-            .map_err(|e| TransportError(format!("cannot send to {}: {e}", req.url)))?;
+            .map_err(|e| {
+                TransportError(format!(
+                    "cannot send to {}: {e}",
+                    toolnexus_core::redact_url(&req.url)
+                ))
+            })?;
         self.client.request(request).await.map_err(|e| {
             // hyper-util's error text alone ("client error (Connect)") hides the cause.
             let mut text = e.to_string();

@@ -58,6 +58,13 @@ pub const MAX_RESUBSCRIBES: u32 = 3;
 pub const RESUBSCRIBE_BACKOFF_MS: u64 = 50;
 /// The largest non-SSE body read from a stream request.
 pub const MAX_PLAIN_BODY: usize = 16 * 1024 * 1024;
+/// How long the best-effort CancelTask sent when the call times out may take.
+pub const TIMEOUT_CANCEL_GRACE_MS: u64 = 500;
+/// The first pause before retrying a request the peer answered 429 or 503
+/// without `Retry-After`; each next one doubles, up to [`RETRY_MAX_MS`].
+pub const RETRY_BASE_MS: u64 = 250;
+/// The longest pause between two retries of a 429/503 without `Retry-After`.
+pub const RETRY_MAX_MS: u64 = 10_000;
 
 /// Everything one call needs, resolved: no defaults left to apply.
 #[derive(Debug, Clone)]
@@ -76,6 +83,13 @@ pub struct CallSpec {
     pub long_poll: bool,
     /// The card says `capabilities.streaming`: send `SendStreamingMessage`.
     pub streaming: bool,
+    /// When the whole call began on the transport's clock (before its card
+    /// fetch, say), so `timeout_ms` bounds all of it; `None`: when the
+    /// machine starts.
+    pub started_ms: Option<u64>,
+    /// A random seed from the host (core has no randomness), for the jitter
+    /// of retry pauses; hosts derive it from [`crate::Transport::new_id`].
+    pub jitter_seed: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +107,17 @@ enum Phase {
     Waiting,
     Polling,
     Canceling,
+    /// Pausing before sending again a request the peer answered 429 or 503.
+    Retrying(Retry),
+}
+
+/// The request a [`Phase::Retrying`] sends again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// The SendMessage (or stream request), with the same `messageId`.
+    Send,
+    /// The GetTask.
+    Poll,
 }
 
 /// One outbound call. Create it, then run it with [`crate::host::driver::drive`]
@@ -121,6 +146,12 @@ pub struct CallMachine {
     head: ResponseHead,
     plain: Vec<u8>,
     events: VecDeque<StreamEvent>,
+    /// When the last GetTask was sent: the next never goes before its schedule.
+    last_poll_ms: Option<u64>,
+    /// 429/503 answers retried so far (the backoff doubles with each).
+    retries: u32,
+    /// The call timed out and is sending a best-effort CancelTask.
+    timing_out: bool,
     /// The task and context the message continues, if any.
     refs: MessageRefs,
     /// The context of the task, once seen.
@@ -162,6 +193,9 @@ impl CallMachine {
             head: ResponseHead::default(),
             plain: Vec::new(),
             events: VecDeque::new(),
+            last_poll_ms: None,
+            retries: 0,
+            timing_out: false,
             refs: MessageRefs::default(),
             context_id: None,
             answered: None,
@@ -271,6 +305,101 @@ impl CallMachine {
         }
     }
 
+    /// Whether a task the peer sent is another one than the task this call
+    /// follows: a broken or hostile peer, never this call's result.
+    fn foreign(&self, id: &str) -> bool {
+        self.task_id.as_deref().is_some_and(|own| own != id)
+    }
+
+    fn foreign_task(&self, now_ms: u64, what: &str, id: &str) -> Step<ToolResult> {
+        let err = Error::Malformed(format!(
+            "protocol error: the answer is about task {}, not {}",
+            crate::wire::http::snippet(id, 200),
+            self.task_label()
+        ));
+        self.fail(now_ms, what, &err)
+    }
+
+    /// The peer answered 429 or 503: the request was not taken. Send it
+    /// again (a SendMessage keeps its `messageId`) after the peer's
+    /// `Retry-After` or the jittered backoff, whichever is longer, when that
+    /// is before the deadline; otherwise fail with that answer.
+    fn retry_later(
+        &mut self,
+        now_ms: u64,
+        retry: Retry,
+        status: u16,
+        headers: &[(String, String)],
+        body: String,
+    ) -> Step<ToolResult> {
+        // At least the backoff: a `Retry-After: 0` must not make a loop.
+        let pause = retry_after(headers).unwrap_or(0).max(self.backoff());
+        self.retries += 1;
+        if now_ms.saturating_add(pause) >= self.deadline_ms {
+            let url = self.endpoint();
+            let what = match retry {
+                Retry::Send => "SendMessage",
+                Retry::Poll => "GetTask",
+            };
+            let what = format!("{what} to {url}");
+            return self.fail(now_ms, &what, &Error::Status { status, url, body });
+        }
+        self.phase = Phase::Retrying(retry);
+        Step::Sleep {
+            until_ms: now_ms + pause,
+        }
+    }
+
+    /// The pause before the next retry without `Retry-After`: doubling from
+    /// [`RETRY_BASE_MS`] up to [`RETRY_MAX_MS`], half of it random (from the
+    /// host's seed), so clients refused together do not return together.
+    fn backoff(&self) -> u64 {
+        let full = (RETRY_BASE_MS << self.retries.min(8)).min(RETRY_MAX_MS);
+        // splitmix64 of the seed and the retry number.
+        let mut x = self
+            .spec
+            .jitter_seed
+            .wrapping_add(u64::from(self.retries + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^= x >> 31;
+        full / 2 + x % (full / 2 + 1)
+    }
+
+    /// The endpoint as messages show it (no userinfo, no query).
+    fn endpoint(&self) -> String {
+        crate::wire::url::redact(&self.spec.endpoint)
+    }
+
+    /// A GetTask for the followed task (long-polling when the card allows).
+    fn get_task(&mut self, now_ms: u64) -> Step<ToolResult> {
+        self.phase = Phase::Polling;
+        self.polls += 1;
+        self.last_poll_ms = Some(now_ms);
+        let id = self.next_rpc_id();
+        let task_id = self.task_id.clone().unwrap_or_default();
+        let mut req = self.dialect.get_task(&self.spec.endpoint, id, &task_id);
+        let wait = LONG_POLL_SECS.min(self.deadline_ms.saturating_sub(now_ms) / 1000);
+        if self.spec.long_poll && wait > 0 {
+            req = req.with_header("Prefer", format!("wait={wait}"));
+        }
+        Step::Send {
+            request: self.with_headers(req),
+            deadline_ms: self.deadline_ms,
+        }
+    }
+
+    /// Sends a best-effort CancelTask that may take `grace_ms`.
+    fn cancel(&mut self, now_ms: u64, task_id: String, grace_ms: u64) -> Step<ToolResult> {
+        self.phase = Phase::Canceling;
+        let id = self.next_rpc_id();
+        let req = self.dialect.cancel_task(&self.spec.endpoint, id, &task_id);
+        Step::Send {
+            request: self.with_headers(req),
+            deadline_ms: now_ms + grace_ms,
+        }
+    }
+
     /// Records a task state seen on a poll or an answer, as an event if it
     /// tells the caller something new.
     fn observe(&mut self, task: &Task) {
@@ -283,14 +412,14 @@ impl CallMachine {
 
     /// The answer to the first send (or a stream request answered in plain JSON).
     fn on_send_reply(&mut self, now_ms: u64, response: HttpResponse) -> Step<ToolResult> {
-        let reply = parse_reply(&response, &self.spec.endpoint);
+        let reply = parse_reply(&response, &self.endpoint());
         self.on_send_result(now_ms, reply)
     }
 
     /// The send's JSON-RPC result or error, however it arrived (a reply, or
     /// an error event that opened a stream).
     fn on_send_result(&mut self, now_ms: u64, reply: Result<Value, Error>) -> Step<ToolResult> {
-        let what = format!("SendMessage to {}", self.spec.endpoint);
+        let what = format!("SendMessage to {}", self.endpoint());
         match reply {
             Err(Error::Rpc { code, .. })
                 if self.mode == SendMode::Stream && code == UNSUPPORTED_OPERATION =>
@@ -316,7 +445,7 @@ impl CallMachine {
                 None => {
                     let err = Error::Malformed(format!(
                         "the reply is neither a task nor a message: {}",
-                        crate::wire::json::text(&v)
+                        crate::wire::http::snippet(&crate::wire::json::text(&v), 200)
                     ));
                     self.fail(now_ms, &what, &err)
                 }
@@ -387,6 +516,15 @@ impl CallMachine {
                 return Some(self.on_message(now_ms, m.clone()));
             }
         }
+        let about = match &event {
+            StreamEvent::Task(t) => Some(&t.id),
+            StreamEvent::Status(u) => Some(&u.task_id),
+            StreamEvent::Artifact(u) => Some(&u.task_id),
+            StreamEvent::Message(_) => None,
+        };
+        if let Some(id) = about.filter(|id| self.foreign(id)) {
+            return Some(self.foreign_task(now_ms, "streaming", &id.clone()));
+        }
         let task = match (&mut self.task, &event) {
             (_, StreamEvent::Task(t)) => self.task.insert(t.clone()),
             (Some(task), _) => {
@@ -442,7 +580,7 @@ impl CallMachine {
             };
             return self.fail(
                 now_ms,
-                &format!("SendStreamingMessage to {}", self.spec.endpoint),
+                &format!("SendStreamingMessage to {}", self.endpoint()),
                 &err,
             );
         }
@@ -466,9 +604,10 @@ impl CallMachine {
     }
 
     fn task_label(&self) -> String {
-        self.task_id
-            .clone()
-            .unwrap_or_else(|| "(not created)".into())
+        match &self.task_id {
+            Some(id) => crate::wire::http::snippet(id, 200),
+            None => "(not created)".into(),
+        }
     }
 
     fn finish(&self, now_ms: u64, is_error: bool, output: String) -> Step<ToolResult> {
@@ -498,7 +637,19 @@ impl CallMachine {
         self.finish(now_ms, true, format!("A2A {what} failed: {err}"))
     }
 
-    fn timed_out(&self, now_ms: u64) -> Step<ToolResult> {
+    /// The deadline passed: tell the peer (best effort, as on abort) when
+    /// the task is known, then give the timeout result.
+    fn timed_out(&mut self, now_ms: u64) -> Step<ToolResult> {
+        match self.task_id.clone() {
+            Some(task_id) if !self.timing_out && self.phase != Phase::Canceling => {
+                self.timing_out = true;
+                self.cancel(now_ms, task_id, TIMEOUT_CANCEL_GRACE_MS)
+            }
+            _ => self.timeout_result(now_ms),
+        }
+    }
+
+    fn timeout_result(&self, now_ms: u64) -> Step<ToolResult> {
         let output = format!(
             "A2A task {} timed out after {}ms (state={})",
             self.task_label(),
@@ -509,6 +660,9 @@ impl CallMachine {
     }
 
     fn canceled(&mut self, now_ms: u64) -> Step<ToolResult> {
+        if self.timing_out {
+            return self.timeout_result(now_ms);
+        }
         self.state = TaskState::Canceled;
         let output = format!("A2A task {} canceled", self.task_label());
         self.finish(now_ms, true, output)
@@ -527,8 +681,9 @@ impl CallMachine {
         match task.state {
             TaskState::Completed => self.finish(now_ms, false, task.output_text()),
             TaskState::Failed | TaskState::Canceled | TaskState::Rejected => {
+                let id = crate::wire::http::snippet(id, 200);
                 let output = match task.status_text() {
-                    Some(text) => format!("A2A task {id} {state}: {text}"),
+                    Some(text) => format!("A2A task {id} {state}: {}", peer_text(&text)),
                     None => format!("A2A task {id} {state}"),
                 };
                 self.finish(now_ms, true, output)
@@ -542,8 +697,9 @@ impl CallMachine {
                         .find(|m| m.role == crate::model::task::Role::Agent)
                         .map(|m| m.text())
                 });
+                let id = crate::wire::http::snippet(id, 200);
                 let output = match question {
-                    Some(q) => format!("A2A task {id} {state}: {q}"),
+                    Some(q) => format!("A2A task {id} {state}: {}", peer_text(&q)),
                     None => format!("A2A task {id} {state}"),
                 };
                 self.finish(now_ms, true, output)
@@ -561,20 +717,33 @@ impl CallMachine {
         if self.spec.long_poll && self.polls == 0 {
             return self.wait_for(now_ms, 0);
         }
-        let elapsed = now_ms.saturating_sub(self.started_ms);
-        let delay = (elapsed / 4)
-            .max(FIRST_POLL_DELAY_MS)
-            .min(self.spec.poll_every_ms);
+        let delay = self.interval(now_ms);
         self.wait_for(now_ms, delay)
     }
 
+    /// The poll interval at `now_ms`: a quarter of the time spent so far, at
+    /// least [`FIRST_POLL_DELAY_MS`], at most `poll_every`.
+    fn interval(&self, now_ms: u64) -> u64 {
+        let elapsed = now_ms.saturating_sub(self.started_ms);
+        (elapsed / 4)
+            .max(FIRST_POLL_DELAY_MS)
+            .min(self.spec.poll_every_ms)
+    }
+
+    /// Sleeps `delay_ms`, and never less than the schedule allows after the
+    /// last GetTask: whatever the peer says or does (a long-poll answered at
+    /// once, say), polls stay at least one interval apart.
     fn wait_for(&mut self, now_ms: u64, delay_ms: u64) -> Step<ToolResult> {
         if now_ms >= self.deadline_ms {
             return self.timed_out(now_ms);
         }
+        let mut until_ms = now_ms + delay_ms;
+        if let Some(last) = self.last_poll_ms {
+            until_ms = until_ms.max(last + self.interval(now_ms));
+        }
         self.phase = Phase::Waiting;
         Step::Sleep {
-            until_ms: (now_ms + delay_ms).min(self.deadline_ms),
+            until_ms: until_ms.min(self.deadline_ms),
         }
     }
 }
@@ -586,8 +755,12 @@ impl Machine for CallMachine {
     type Worked = std::convert::Infallible;
 
     fn start(&mut self, now_ms: u64) -> Step<ToolResult> {
-        self.started_ms = now_ms;
-        self.deadline_ms = now_ms.saturating_add(self.spec.timeout_ms);
+        self.started_ms = self.spec.started_ms.unwrap_or(now_ms).min(now_ms);
+        self.deadline_ms = self.started_ms.saturating_add(self.spec.timeout_ms);
+        if now_ms >= self.deadline_ms {
+            // The card fetch took all the time there was.
+            return self.timeout_result(now_ms);
+        }
         self.send_message()
     }
 
@@ -596,10 +769,14 @@ impl Machine for CallMachine {
         now_ms: u64,
         response: Result<HttpResponse, TransportError>,
     ) -> Step<ToolResult> {
-        let endpoint = self.spec.endpoint.clone();
+        let endpoint = self.endpoint();
         match self.phase {
             Phase::Sending => match response {
                 Err(e) => self.fail(now_ms, &format!("SendMessage to {endpoint}"), &e.into()),
+                Ok(resp) if retryable(resp.status) => {
+                    let body = resp.body_snippet(200);
+                    self.retry_later(now_ms, Retry::Send, resp.status, &resp.headers, body)
+                }
                 Ok(resp) => self.on_send_reply(now_ms, resp),
             },
             Phase::Polling => {
@@ -614,6 +791,10 @@ impl Machine for CallMachine {
                         }
                         self.wait(now_ms)
                     }
+                    Ok(resp) if retryable(resp.status) => {
+                        let body = resp.body_snippet(200);
+                        self.retry_later(now_ms, Retry::Poll, resp.status, &resp.headers, body)
+                    }
                     Ok(resp) => {
                         self.poll_failures = 0;
                         let long_polled = resp
@@ -625,7 +806,11 @@ impl Machine for CallMachine {
                                 // 1.0 peers may wrap the task; accept both.
                                 let task = Task::from_value(v.get("task").unwrap_or(&v));
                                 match task {
-                                    // The peer already waited for us: ask again at once.
+                                    Some(task) if self.foreign(&task.id) => {
+                                        self.foreign_task(now_ms, &what, &task.id)
+                                    }
+                                    // The peer already waited for us: ask again at once
+                                    // (or as soon as the schedule allows).
                                     Some(task)
                                         if long_polled
                                             && !task.state.is_terminal()
@@ -643,7 +828,10 @@ impl Machine for CallMachine {
                                     None => {
                                         let err = Error::Malformed(format!(
                                             "the reply is not a task: {}",
-                                            crate::wire::json::text(&v)
+                                            crate::wire::http::snippet(
+                                                &crate::wire::json::text(&v),
+                                                200
+                                            )
                                         ));
                                         self.fail(now_ms, &what, &err)
                                     }
@@ -655,7 +843,7 @@ impl Machine for CallMachine {
             }
             Phase::Canceling => self.canceled(now_ms),
             // No plain request is in flight otherwise; a stray response changes nothing.
-            Phase::Waiting | Phase::Backoff => self.wait(now_ms),
+            Phase::Waiting | Phase::Backoff | Phase::Retrying(_) => self.wait(now_ms),
             Phase::Opening | Phase::Streaming | Phase::Collecting => Step::Read {
                 deadline_ms: self.deadline_ms,
             },
@@ -671,10 +859,23 @@ impl Machine for CallMachine {
             return self.canceled(now_ms);
         }
         let head = match head {
+            Ok(head) if retryable(head.status) && self.resubscribing => {
+                let refused = TransportError(format!("HTTP {}", head.status));
+                return self.stream_ended(now_ms, Some(refused));
+            }
+            Ok(head) if retryable(head.status) => {
+                return self.retry_later(
+                    now_ms,
+                    Retry::Send,
+                    head.status,
+                    &head.headers,
+                    "".into(),
+                );
+            }
             Ok(head) => head,
             Err(e) if self.resubscribing => return self.stream_ended(now_ms, Some(e)),
             Err(e) => {
-                let what = format!("SendStreamingMessage to {}", self.spec.endpoint);
+                let what = format!("SendStreamingMessage to {}", self.endpoint());
                 return self.fail(now_ms, &what, &e.into());
             }
         };
@@ -722,7 +923,7 @@ impl Machine for CallMachine {
             }
             (Phase::Collecting, Err(e)) if self.resubscribing => self.stream_ended(now_ms, Some(e)),
             (Phase::Collecting, Err(e)) => {
-                let what = format!("SendStreamingMessage to {}", self.spec.endpoint);
+                let what = format!("SendStreamingMessage to {}", self.endpoint());
                 self.fail(now_ms, &what, &e.into())
             }
             (Phase::Collecting, Ok(None)) => {
@@ -736,8 +937,11 @@ impl Machine for CallMachine {
                     return self.on_send_reply(now_ms, resp);
                 }
                 // A resubscription answered in JSON: an error, or the task itself.
-                match parse_reply(&resp, &self.spec.endpoint.clone()) {
+                match parse_reply(&resp, &self.endpoint()) {
                     Ok(v) => match Task::from_value(v.get("task").unwrap_or(&v)) {
+                        Some(task) if self.foreign(&task.id) => {
+                            self.foreign_task(now_ms, "resubscribing", &task.id)
+                        }
                         Some(task) => {
                             self.observe(&task);
                             self.on_task(now_ms, task)
@@ -758,21 +962,8 @@ impl Machine for CallMachine {
             Phase::Canceling => self.canceled(now_ms),
             _ if now_ms >= self.deadline_ms => self.timed_out(now_ms),
             Phase::Backoff => self.resubscribe(),
-            Phase::Waiting => {
-                self.phase = Phase::Polling;
-                self.polls += 1;
-                let id = self.next_rpc_id();
-                let task_id = self.task_id.clone().unwrap_or_default();
-                let mut req = self.dialect.get_task(&self.spec.endpoint, id, &task_id);
-                let wait = LONG_POLL_SECS.min(self.deadline_ms.saturating_sub(now_ms) / 1000);
-                if self.spec.long_poll && wait > 0 {
-                    req = req.with_header("Prefer", format!("wait={wait}"));
-                }
-                Step::Send {
-                    request: self.with_headers(req),
-                    deadline_ms: self.deadline_ms,
-                }
-            }
+            Phase::Waiting | Phase::Retrying(Retry::Poll) => self.get_task(now_ms),
+            Phase::Retrying(Retry::Send) => self.send_message(),
             // A request's deadline is the call's deadline, handled above.
             Phase::Sending
             | Phase::Polling
@@ -784,18 +975,9 @@ impl Machine for CallMachine {
 
     fn handle_abort(&mut self, now_ms: u64) -> Step<ToolResult> {
         let following = !matches!(self.phase, Phase::Sending | Phase::Canceling);
-        match &self.task_id {
-            Some(task_id) if following => {
-                // Best effort: tell the peer, but never wait long for it.
-                let task_id = task_id.clone();
-                self.phase = Phase::Canceling;
-                let id = self.next_rpc_id();
-                let req = self.dialect.cancel_task(&self.spec.endpoint, id, &task_id);
-                Step::Send {
-                    request: self.with_headers(req),
-                    deadline_ms: now_ms + CANCEL_GRACE_MS,
-                }
-            }
+        match self.task_id.clone() {
+            // Best effort: tell the peer, but never wait long for it.
+            Some(task_id) if following => self.cancel(now_ms, task_id, CANCEL_GRACE_MS),
             _ => self.canceled(now_ms),
         }
     }
@@ -809,6 +991,31 @@ impl Machine for CallMachine {
     }
 }
 
+/// 429 (too many requests) and 503 (unavailable): the peer did not take the
+/// request, so sending it again is safe.
+fn retryable(status: u16) -> bool {
+    status == 429 || status == 503
+}
+
+/// `Retry-After` in seconds, as ms. An HTTP-date would need the wall clock,
+/// which core does not read: the backoff applies instead.
+fn retry_after(headers: &[(String, String)]) -> Option<u64> {
+    let secs = crate::wire::http::find_header(headers, "Retry-After")?;
+    secs.trim()
+        .parse::<u64>()
+        .ok()
+        .map(|s| s.saturating_mul(1000))
+}
+
+/// Peer text quoted in a result: cut to [`crate::wire::http::MAX_PEER_TEXT`] chars.
+fn peer_text(text: &str) -> String {
+    crate::wire::http::snippet(text, crate::wire::http::MAX_PEER_TEXT)
+}
+
 #[cfg(test)]
 #[path = "call_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "call_hostile_tests.rs"]
+mod hostile_tests;

@@ -20,6 +20,8 @@ fn spec(dialect: Dialect) -> CallSpec {
         text: "ship the release".into(),
         long_poll: false,
         streaming: false,
+        started_ms: None,
+        jitter_seed: 7,
     }
 }
 

@@ -76,9 +76,35 @@ fn interfaces(v: &Value, key: &str) -> Vec<CardInterface> {
 impl AgentCard {
     /// Parses a card from JSON bytes. Fails with [`Error::Malformed`] when the
     /// body is not JSON or not a card (an object with a string `name`).
+    /// Cards over the default limits are refused, as [`AgentCard::parse_limited`] does.
     pub fn parse(body: &[u8]) -> Result<Self, Error> {
+        Self::parse_limited(
+            body,
+            crate::model::agent::DEFAULT_MAX_CARD_BYTES,
+            crate::model::agent::DEFAULT_MAX_SKILLS,
+        )
+    }
+
+    /// [`AgentCard::parse`] that refuses a card over `max_bytes`, or listing
+    /// more than `max_skills` skills, before reading any skill: a hostile
+    /// peer's card costs at most that much memory and output.
+    pub fn parse_limited(body: &[u8], max_bytes: u64, max_skills: u64) -> Result<Self, Error> {
+        if body.len() as u64 > max_bytes {
+            return Err(Error::Malformed(format!(
+                "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes)"
+            )));
+        }
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| Error::Malformed(format!("the Agent Card is not valid JSON: {e}")))?;
+        let skills = v
+            .get("skills")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len) as u64;
+        if skills > max_skills {
+            return Err(Error::Malformed(format!(
+                "the Agent Card lists {skills} skills, over the limit of {max_skills} (--max-skills, maxSkills)"
+            )));
+        }
         Self::from_value(&v)
     }
 
@@ -394,6 +420,49 @@ mod tests {
     }
 
     #[test]
+    fn a_card_over_its_limits_is_refused_before_its_skills_are_read() {
+        let big = format!(
+            r#"{{"name":"n","skills":[],"description":"{}"}}"#,
+            "x".repeat(2_000)
+        );
+        let err = AgentCard::parse_limited(big.as_bytes(), 1_000, 10).expect_err("too big");
+        assert!(err.to_string().contains("over the limit of 1000"), "{err}");
+        let skills: Vec<Value> = (0..11).map(|i| json!({"id": format!("s{i}")})).collect();
+        let many = json!({"name": "n", "skills": skills}).to_string();
+        let err = AgentCard::parse_limited(many.as_bytes(), 10_000, 10).expect_err("too many");
+        assert!(
+            err.to_string()
+                .contains("lists 11 skills, over the limit of 10"),
+            "{err}"
+        );
+        assert_eq!(
+            AgentCard::parse_limited(many.as_bytes(), 10_000, 11).map(|c| c.skills.len()),
+            Ok(11)
+        );
+        let skills: Vec<Value> = (0..1_001).map(|_| json!({"id": "s"})).collect();
+        let flood = json!({"name": "n", "skills": skills}).to_string();
+        assert!(
+            AgentCard::parse(flood.as_bytes()).is_err(),
+            "the defaults apply"
+        );
+    }
+
+    #[test]
+    fn the_card_machine_applies_the_agents_limits() {
+        let peer = crate::testing::ScriptedPeer::new()
+            .card(json!({"name": "desk", "skills": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}));
+        let mut m = CardMachine::new(CARD_URL, vec![], 1_000).with_limits((1 << 20, 2));
+        let err = crate::testing::block_on(crate::host::driver::drive(
+            &mut m,
+            &peer,
+            std::future::pending(),
+        ))
+        .expect_err("three skills, two allowed");
+        assert!(err.to_string().contains("lists 3 skills"), "{err}");
+        assert!(err.to_string().contains(CARD_URL), "{err}");
+    }
+
+    #[test]
     fn the_summary_says_how_a_call_will_follow_the_task() {
         let url = "http://h:1/.well-known/agent-card.json";
         let streaming = card(json!({"name": "a", "capabilities": {"streaming": true},
@@ -425,6 +494,8 @@ pub struct CardMachine {
     url: String,
     request: Option<crate::wire::http::HttpRequest>,
     timeout_ms: u64,
+    /// The largest card and the most skills read ([`AgentCard::parse_limited`]).
+    limits: (u64, u64),
 }
 
 impl CardMachine {
@@ -435,10 +506,21 @@ impl CardMachine {
             crate::wire::http::HttpRequest::get(url).with_header("Accept", "application/json");
         request.headers.extend(headers);
         CardMachine {
-            url: url.to_string(),
+            url: crate::wire::url::redact(url),
             request: Some(request),
             timeout_ms,
+            limits: (
+                crate::model::agent::DEFAULT_MAX_CARD_BYTES,
+                crate::model::agent::DEFAULT_MAX_SKILLS,
+            ),
         }
+    }
+
+    /// The same machine with other limits: `(max_bytes, max_skills)`, as
+    /// [`crate::Agent::card_limits`] gives them.
+    pub fn with_limits(mut self, limits: (u64, u64)) -> Self {
+        self.limits = limits;
+        self
     }
 
     fn done(
@@ -481,7 +563,7 @@ impl crate::host::driver::Machine for CardMachine {
                 url: self.url.clone(),
                 body: resp.body_snippet(200),
             }),
-            Ok(resp) => AgentCard::parse(&resp.body)
+            Ok(resp) => AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1)
                 .map_err(|e| Error::Malformed(format!("{} ({})", e, self.url))),
         };
         self.done(result)

@@ -42,6 +42,9 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
             agent.headers = headers;
             agent.timeout = millis("timeout");
             agent.poll_every = millis("pollEvery");
+            agent.max_card_bytes = entry.get("maxCardBytes").and_then(Value::as_u64);
+            agent.max_skills = entry.get("maxSkills").and_then(Value::as_u64);
+            agent.allow_insecure_headers = flag("allowInsecureHeaders") == Some(true);
             agent.conversational =
                 entry.get("conversational").and_then(Value::as_bool) == Some(true);
             Some(agent)

@@ -31,6 +31,10 @@ pub struct A2aTool {
     pub long_poll: bool,
     /// The card says `capabilities.streaming`.
     pub streaming: bool,
+    /// The name this skill would have had, when an earlier skill of the card
+    /// already made it (`dup`/`dup`, `d.u.p`/`d_u_p`): this one then carries a
+    /// `_2`, `_3`… suffix, in card order. Hosts should say so.
+    pub clash: Option<String>,
 }
 
 impl A2aTool {
@@ -58,13 +62,30 @@ impl A2aTool {
         // One instance of the whole call per transport, whatever the caller's
         // abort and listener types: the call is the bulk of a client's code.
         let abort = std::pin::pin!(abort);
-        self.run(transport, args, abort, &mut on_event).await
+        self.run(transport, args, None, abort, &mut on_event).await
+    }
+
+    /// [`A2aTool::execute_with_events`] for a call that began at `started_ms`
+    /// of the transport's clock (before its card fetch, say): the agent's
+    /// timeout bounds the whole of it, and `metadata.ms` counts from there.
+    pub async fn execute_since<T: Transport>(
+        &self,
+        transport: &T,
+        args: &Value,
+        started_ms: u64,
+        abort: impl Future<Output = ()> + MaybeSend,
+        mut on_event: impl FnMut(StreamEvent) + MaybeSend,
+    ) -> ToolResult {
+        let abort = std::pin::pin!(abort);
+        self.run(transport, args, Some(started_ms), abort, &mut on_event)
+            .await
     }
 
     async fn run<T: Transport>(
         &self,
         transport: &T,
         args: &Value,
+        started_ms: Option<u64>,
         abort: DynAbort<'_>,
         on_event: DynListener<'_>,
     ) -> ToolResult {
@@ -74,6 +95,14 @@ impl A2aTool {
                 self.spec.name
             ));
         };
+        if let Some(refused) = self.agent.header_refusal(&self.endpoint) {
+            return ToolResult::error(refused.to_string());
+        }
+        let message_id = transport.new_id();
+        // FNV-1a of the fresh id: the host's randomness, for retry jitter.
+        let jitter_seed = message_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
         let refs = match crate::wire::rpc::MessageRefs::from_args(args) {
             Ok(refs) => refs,
             Err(e) => return ToolResult::error(format!("{}: {e}", self.spec.name)),
@@ -85,10 +114,12 @@ impl A2aTool {
             headers: self.agent.expanded_headers(|n| transport.env(n)),
             timeout_ms: self.agent.timeout_ms(),
             poll_every_ms: self.agent.poll_every_ms(),
-            message_id: transport.new_id(),
+            message_id,
             text: task.to_string(),
             long_poll: self.long_poll,
             streaming: self.streaming,
+            started_ms,
+            jitter_seed,
         };
         let mut call = CallMachine::new(spec).continuing(refs);
         drive_with_events(&mut call, transport, abort, on_event).await
@@ -118,25 +149,41 @@ pub type ToolCallHook<'a> = &'a dyn Fn(&crate::llm::ToolCall, Option<&str>);
 pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
     let headers = agent.expanded_headers(|n| transport.env(n));
     let mut machine =
-        crate::client::card::CardMachine::new(&agent.card, headers, agent.timeout_ms());
+        crate::client::card::CardMachine::new(&agent.card, headers, agent.timeout_ms())
+            .with_limits(agent.card_limits());
     crate::host::driver::drive(&mut machine, transport, std::future::pending()).await
 }
 
-/// The tools of an already fetched card.
+/// The tools of an already fetched card, one per skill with an id or name.
+/// Names are unique: a skill whose name an earlier one already made gets the
+/// first free `_2`, `_3`… suffix and says so in [`A2aTool::clash`].
 pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
     let (dialect, endpoint) = card.endpoint(&agent.card);
+    // (base name, name) of each tool so far; at most `max_skills` of them.
+    let mut taken: Vec<(String, String)> = Vec::new();
     card.skills
         .iter()
         .filter_map(|skill| {
             let key = skill.key()?;
+            let base = format!("{}_{}", sanitize(&card.name), sanitize(key));
+            // Start past the suffixes this base already used, so a card of
+            // a thousand equal skills costs no more than a thousand checks each.
+            let mut n = taken.iter().filter(|(b, _)| *b == base).count().max(1);
+            let mut name = base.clone();
+            while taken.iter().any(|(_, t)| *t == name) {
+                n += 1;
+                name = format!("{base}_{n}");
+            }
+            taken.push((base.clone(), name.clone()));
             let description = skill
                 .description
                 .clone()
                 .or_else(|| skill.name.clone())
                 .unwrap_or_else(|| key.to_string());
             Some(A2aTool {
+                clash: (name != base).then_some(base),
                 spec: ToolSpec {
-                    name: format!("{}_{}", sanitize(&card.name), sanitize(key)),
+                    name,
                     input_schema: if agent.conversational {
                         crate::model::tool::a2a_conversational_schema(&description)
                     } else {
@@ -489,5 +536,101 @@ impl<T: Transport> Toolkit<T> {
     /// The tools as Gemini `functionDeclarations`.
     pub fn to_gemini(&self) -> Vec<Value> {
         to_gemini(&self.tools())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{block_on, completed, Reply, ScriptedPeer};
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    const CARD_URL: &str = "http://127.0.0.1:9/.well-known/agent-card.json";
+
+    fn card(v: Value) -> AgentCard {
+        AgentCard::from_value(&v).expect("a card")
+    }
+
+    #[test]
+    fn colliding_skill_names_get_suffixes_in_card_order_and_say_so() {
+        let c = card(json!({"name": "desk", "skills": [
+            {"id": "dup"}, {"id": "dup"}, {"id": "d.u.p"}, {"id": "d_u_p"}, {"id": "dup_2"}, {"id": "dup"}]}));
+        let tools = card_tools(&Agent::new(CARD_URL), &c);
+        let names: Vec<&str> = tools.iter().map(|t| t.spec.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "desk_dup",
+                "desk_dup_2",
+                "desk_d_u_p",
+                "desk_d_u_p_2",
+                "desk_dup_2_2",
+                "desk_dup_3"
+            ]
+        );
+        let clashes: Vec<Option<&str>> = tools.iter().map(|t| t.clash.as_deref()).collect();
+        assert_eq!(
+            clashes,
+            [
+                None,
+                Some("desk_dup"),
+                None,
+                Some("desk_d_u_p"),
+                Some("desk_dup_2"),
+                Some("desk_dup")
+            ]
+        );
+    }
+
+    #[test]
+    fn headers_never_go_to_a_plain_http_stranger_the_card_names() {
+        let agent = Agent {
+            headers: vec![("Authorization".into(), "Bearer ${TOKEN}".into())],
+            ..Agent::new(CARD_URL)
+        };
+        let stranger = card(
+            json!({"name": "d", "url": "http://collector.example/rpc", "skills": [{"id": "s"}]}),
+        );
+        let peer = ScriptedPeer::new().env_var("TOKEN", "s3cret");
+        let tool = &card_tools(&agent, &stranger)[0];
+        let r = block_on(tool.execute(&peer, &json!({"task": "x"}), std::future::pending()));
+        assert!(r.is_error);
+        assert!(
+            r.output
+                .starts_with("refusing to send the -H headers to http://collector.example/rpc"),
+            "{}",
+            r.output
+        );
+        assert!(peer.requests().is_empty(), "nothing sent");
+
+        // Opted in, or https, or the card's own origin: sent.
+        for (agent, url) in [
+            (
+                Agent {
+                    allow_insecure_headers: true,
+                    ..agent.clone()
+                },
+                "http://collector.example/rpc",
+            ),
+            (agent.clone(), "https://collector.example/rpc"),
+            (agent.clone(), "/rpc"),
+        ] {
+            let peer = ScriptedPeer::new()
+                .env_var("TOKEN", "s3cret")
+                .on("SendMessage", vec![Reply::Result(completed("t1", "ok"))]);
+            let c = card(json!({"name": "d", "url": url, "skills": [{"id": "s"}]}));
+            let r = block_on(card_tools(&agent, &c)[0].execute(
+                &peer,
+                &json!({"task": "x"}),
+                std::future::pending(),
+            ));
+            assert_eq!(r.output, "ok", "{url}");
+            assert_eq!(
+                peer.requests()[0].1.header("Authorization"),
+                Some("Bearer s3cret")
+            );
+        }
     }
 }

@@ -6,6 +6,10 @@ use std::time::Duration;
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 /// Default upper bound of the interval between two GetTask polls, in ms.
 pub const DEFAULT_POLL_EVERY_MS: u64 = 1_000;
+/// Default largest Agent Card read, in bytes (real cards are a few KB).
+pub const DEFAULT_MAX_CARD_BYTES: u64 = 1024 * 1024;
+/// Default most skills a card may list.
+pub const DEFAULT_MAX_SKILLS: u64 = 1_000;
 
 /// A remote A2A agent. Unset fields stay unset; defaults apply when resolved.
 ///
@@ -32,6 +36,14 @@ pub struct Agent {
     /// The longest pause between two GetTask polls (default
     /// [`DEFAULT_POLL_EVERY_MS`]).
     pub poll_every: Option<Duration>,
+    /// The largest card read, in bytes (default [`DEFAULT_MAX_CARD_BYTES`]).
+    pub max_card_bytes: Option<u64>,
+    /// The most skills the card may list (default [`DEFAULT_MAX_SKILLS`]).
+    pub max_skills: Option<u64>,
+    /// Send `headers` to the endpoint the card names even when it is another
+    /// origin over plain http and not loopback (refused otherwise: see
+    /// [`headers_may_go_to`]).
+    pub allow_insecure_headers: bool,
     /// Advertise the optional `taskId` and `contextId` arguments in the
     /// tools' input schema, so a model can answer a task waiting for input
     /// and continue a conversation. Off: the fixed `{task}` schema of the
@@ -67,6 +79,25 @@ impl Agent {
         self
     }
 
+    /// Sets the largest card read, in bytes.
+    pub fn with_max_card_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_card_bytes = Some(max_bytes);
+        self
+    }
+
+    /// Sets the most skills the card may list.
+    pub fn with_max_skills(mut self, max_skills: u64) -> Self {
+        self.max_skills = Some(max_skills);
+        self
+    }
+
+    /// Allows (or not) sending the headers to an endpoint the card names on
+    /// another origin over plain http (see [`headers_may_go_to`]).
+    pub fn with_insecure_headers_allowed(mut self, allowed: bool) -> Self {
+        self.allow_insecure_headers = allowed;
+        self
+    }
+
     /// Advertises the optional `taskId` / `contextId` tool arguments
     /// (see [`Agent::conversational`]).
     pub fn with_conversational(mut self, conversational: bool) -> Self {
@@ -82,6 +113,32 @@ impl Agent {
     /// The poll interval in force, in ms.
     pub fn poll_every_ms(&self) -> u64 {
         self.poll_every.map_or(DEFAULT_POLL_EVERY_MS, millis)
+    }
+
+    /// The card size and skill count in force.
+    pub fn card_limits(&self) -> (u64, u64) {
+        (
+            self.max_card_bytes.unwrap_or(DEFAULT_MAX_CARD_BYTES),
+            self.max_skills.unwrap_or(DEFAULT_MAX_SKILLS),
+        )
+    }
+
+    /// Why this agent's headers may not go to `endpoint` (the card's
+    /// choice), or `None` when they may: no headers, the same origin as the
+    /// card, https, loopback, or the user allowed it.
+    pub fn header_refusal(&self, endpoint: &str) -> Option<crate::Error> {
+        if self.headers.is_empty()
+            || self.allow_insecure_headers
+            || headers_may_go_to(&self.card, endpoint)
+        {
+            return None;
+        }
+        Some(crate::Error::Misuse(format!(
+            "refusing to send the -H headers to {}: the card at {} names another origin over plain http; \
+             allow it with --allow-insecure-headers (allowInsecureHeaders in a config)",
+            crate::wire::url::redact(endpoint),
+            crate::wire::url::redact(&self.card)
+        )))
     }
 
     /// The headers with `${NAME}` expanded through `lookup`.
@@ -127,6 +184,33 @@ pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Strin
     out
 }
 
+/// Whether credentials given for the card at `card_url` may go to
+/// `endpoint`: the same origin, https (the card's owner chose a host that
+/// proves who it is), or a loopback host.
+pub fn headers_may_go_to(card_url: &str, endpoint: &str) -> bool {
+    let Some(to) = crate::wire::url::origin(endpoint) else {
+        return false;
+    };
+    if crate::wire::url::origin(card_url).is_some_and(|o| o.eq_ignore_ascii_case(to)) {
+        return true;
+    }
+    let to = to.to_ascii_lowercase();
+    if to.starts_with("https://") {
+        return true;
+    }
+    // A loopback host, without userinfo (which could hide the real host),
+    // before the port ("[::1]" keeps its brackets).
+    let host = to.strip_prefix("http://").unwrap_or("@");
+    let end = match host.strip_prefix('[') {
+        Some(v6) => v6.find(']').map_or(0, |i| i + 2),
+        None => host.find(':').unwrap_or(host.len()),
+    };
+    let host = &host[..end];
+    host == "localhost"
+        || host == "[::1]"
+        || (host.starts_with("127.") && host.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +238,49 @@ mod tests {
         assert_eq!(expand_env("${}", env), "${}");
         assert_eq!(expand_env("${TOKEN", env), "${TOKEN");
         assert_eq!(expand_env("$TOKEN ${bad-name}", env), "$TOKEN ${bad-name}");
+    }
+
+    #[test]
+    fn headers_go_to_the_card_origin_https_or_loopback_only() {
+        let card = "http://cards.example/.well-known/agent-card.json";
+        for ok in [
+            "http://cards.example/rpc",
+            "HTTP://CARDS.EXAMPLE/rpc",
+            "https://elsewhere.example/rpc",
+            "http://127.0.0.1:9/",
+            "http://localhost:8080/a2a",
+            "http://[::1]:9/",
+        ] {
+            assert!(headers_may_go_to(card, ok), "{ok}");
+        }
+        for refused in [
+            "http://elsewhere.example/rpc",
+            "http://cards.example:8080/rpc",
+            "http://127.0.0.1.evil.example/",
+            "http://localhost.evil.example/",
+            "http://user@evil.example/",
+            "/relative",
+        ] {
+            assert!(!headers_may_go_to(card, refused), "{refused}");
+        }
+        let mut agent = Agent::new(card);
+        assert!(
+            agent.header_refusal("http://evil.example/").is_none(),
+            "no headers"
+        );
+        agent.headers = vec![("Authorization".into(), "Bearer s3cret".into())];
+        let err = agent
+            .header_refusal("http://evil.example/?k=1")
+            .expect("refused");
+        assert!(
+            !err.to_string().contains("s3cret") && !err.to_string().contains("k=1"),
+            "{err}"
+        );
+        agent.allow_insecure_headers = true;
+        assert!(
+            agent.header_refusal("http://evil.example/").is_none(),
+            "opted in"
+        );
     }
 
     #[test]

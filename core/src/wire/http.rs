@@ -20,6 +20,10 @@ pub struct HttpResponse {
     pub body: Vec<u8>,
 }
 
+/// The most characters of a peer's own text (an error message, a status
+/// message) a result or an error quotes.
+pub const MAX_PEER_TEXT: usize = 1_000;
+
 /// Peer text for an error message: cut to `max` chars, with `…` if cut.
 pub(crate) fn snippet(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {

@@ -300,7 +300,7 @@ pub fn parse_response_value(mut v: Value) -> Result<Value, Error> {
         Some(result) => Ok(result.take()),
         None => Err(Error::Malformed(format!(
             "a stream event is not a JSON-RPC response: {}",
-            text(&v)
+            crate::wire::http::snippet(&text(&v), 200)
         ))),
     }
 }
@@ -308,11 +308,13 @@ pub fn parse_response_value(mut v: Value) -> Result<Value, Error> {
 fn rpc_error(err: &Value) -> Error {
     Error::Rpc {
         code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
-        message: err
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("(no message)")
-            .to_string(),
+        // A peer's message is quoted, never copied whole (it may be megabytes).
+        message: crate::wire::http::snippet(
+            err.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)"),
+            crate::wire::http::MAX_PEER_TEXT,
+        ),
     }
 }
 

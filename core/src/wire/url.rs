@@ -44,6 +44,32 @@ pub fn resolve(base: &str, reference: &str) -> String {
     format!("{base_origin}{dir}{reference}")
 }
 
+/// `url` as it may be shown: without userinfo (`user:password@`), and with
+/// the query and fragment replaced by `?…`, where secrets (tokens, keys) hide.
+pub fn redact(url: &str) -> String {
+    // Byte scans, not `format!` or reverse char searches: this is in every
+    // client build.
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    let mut rest = &url[..end];
+    let mut out = String::with_capacity(end + 4);
+    if let Some(i) = rest.find("://") {
+        out.push_str(&rest[..i + 3]);
+        rest = &rest[i + 3..];
+        let authority = rest.find('/').unwrap_or(rest.len());
+        if let Some(at) = rest.as_bytes()[..authority]
+            .iter()
+            .rposition(|&b| b == b'@')
+        {
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    if end < url.len() {
+        out.push_str("?…");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +95,17 @@ mod tests {
         assert_eq!(resolve(card, "/a2a/v1"), "http://h:1/a2a/v1");
         assert_eq!(resolve(card, "rpc"), "http://h:1/.well-known/rpc");
         assert_eq!(resolve("http://h:1", "rpc"), "http://h:1/rpc");
+    }
+
+    #[test]
+    fn redact_hides_userinfo_and_the_query() {
+        assert_eq!(
+            redact("https://user:pw@h.example:8443/a/card.json?token=s3cret#x"),
+            "https://h.example:8443/a/card.json?…"
+        );
+        assert_eq!(redact("http://h/p"), "http://h/p");
+        assert_eq!(redact("http://a@b@h/"), "http://h/");
+        assert_eq!(redact("/rel?key=1"), "/rel?…");
+        assert_eq!(redact("http://h?k=1"), "http://h?…");
     }
 }

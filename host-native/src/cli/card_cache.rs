@@ -169,9 +169,12 @@ pub async fn fetch_card(
     let Some(cache) = cache.filter(|_| agent.headers.is_empty()) else {
         return toolnexus_core::fetch_card(transport, agent).await;
     };
+    let (max_bytes, max_skills) = agent.card_limits();
+    let parse = |body: &[u8]| AgentCard::parse_limited(body, max_bytes, max_skills);
+    let shown = toolnexus_core::redact_url(&agent.card);
     let stored = cache.load(&agent.card);
     if let Some(entry) = stored.as_ref().filter(|e| e.is_fresh(unix_now())) {
-        if let Ok(card) = AgentCard::parse(entry.body.as_bytes()) {
+        if let Ok(card) = parse(entry.body.as_bytes()) {
             return Ok(card);
         }
     }
@@ -185,9 +188,9 @@ pub async fn fetch_card(
         }
     }
     let resp = send(transport, agent, req).await?;
-    let malformed = |e: Error| Error::Malformed(format!("{} ({})", e, agent.card));
+    let malformed = |e: Error| Error::Malformed(format!("{e} ({shown})"));
     if let (304, Some(mut entry)) = (resp.status, stored) {
-        let card = AgentCard::parse(entry.body.as_bytes()).map_err(malformed)?;
+        let card = parse(entry.body.as_bytes()).map_err(malformed)?;
         if resp.headers.iter().any(|(k, v)| {
             k.eq_ignore_ascii_case("cache-control") && v.to_ascii_lowercase().contains("no-store")
         }) {
@@ -207,11 +210,11 @@ pub async fn fetch_card(
     if !resp.is_success() {
         return Err(Error::Status {
             status: resp.status,
-            url: agent.card.clone(),
+            url: shown,
             body: resp.body_snippet(200),
         });
     }
-    let card = AgentCard::parse(&resp.body).map_err(malformed)?;
+    let card = parse(&resp.body).map_err(malformed)?;
     match (freshness(&resp), String::from_utf8(resp.body.clone())) {
         (Some(fresh_for), Ok(body)) => cache.save(&Entry {
             url: agent.card.clone(),
@@ -234,15 +237,14 @@ async fn send(
     req: HttpRequest,
 ) -> Result<HttpResponse, Error> {
     let limit = Duration::from_millis(agent.timeout_ms());
+    let shown = toolnexus_core::redact_url(&agent.card);
     match tokio::time::timeout(limit, transport.send(req)).await {
         Err(_) => Err(Error::Transport(format!(
-            "fetching the Agent Card {} timed out after {}ms",
-            agent.card,
+            "fetching the Agent Card {shown} timed out after {}ms",
             agent.timeout_ms()
         ))),
         Ok(Err(e)) => Err(Error::Transport(format!(
-            "fetching the Agent Card {} failed: {e}",
-            agent.card
+            "fetching the Agent Card {shown} failed: {e}"
         ))),
         Ok(Ok(resp)) => Ok(resp),
     }

@@ -45,7 +45,12 @@ impl Subscriber for StderrLines {
         let mut line = Message(String::new());
         event.record(&mut line);
         // A closed stderr must not stop the command.
-        let _ = writeln!(std::io::stderr().lock(), "toolnexus: {}", line.0);
+        // Messages quote peers (a remote agent's error): nothing in them acts on the terminal.
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "toolnexus: {}",
+            super::terminal::line(&line.0)
+        );
     }
 
     fn enter(&self, _: &Id) {}

@@ -5,6 +5,7 @@ mod card_cache;
 mod demo;
 mod log;
 mod remote;
+mod terminal;
 
 use clap::{Parser, Subcommand};
 
@@ -142,7 +143,7 @@ pub fn main() -> i32 {
     match outcome {
         Ok(code) => code,
         Err(Fail(code, message)) => {
-            eprintln!("toolnexus: {message}");
+            eprintln!("toolnexus: {}", terminal::line(&message));
             code
         }
     }

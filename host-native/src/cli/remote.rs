@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 pub use toolnexus_core::MessageRefs;
 use toolnexus_core::Shape;
-use toolnexus_core::StreamEvent;
+use toolnexus_core::{StreamEvent, Transport};
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
 
 #[derive(clap::Args)]
@@ -25,6 +25,16 @@ pub struct Remote {
     /// user cache dir or $TOOLNEXUS_CACHE_DIR; never with -H headers.)
     #[arg(long)]
     pub no_cache: bool,
+    /// The largest Agent Card read, in bytes [default: 1048576]
+    #[arg(long, value_name = "BYTES")]
+    pub max_card_bytes: Option<u64>,
+    /// The most skills an Agent Card may list [default: 1000]
+    #[arg(long, value_name = "N")]
+    pub max_skills: Option<u64>,
+    /// Send the -H headers to the endpoint the card names even when it is
+    /// another origin over plain http and not loopback (refused otherwise).
+    #[arg(long)]
+    pub allow_insecure_headers: bool,
 }
 
 fn parse_header(h: &str) -> Result<(String, String), Fail> {
@@ -44,6 +54,7 @@ fn parse_header(h: &str) -> Result<(String, String), Fail> {
 
 impl Remote {
     /// The agent's tools, the card taken from the cache when it allows.
+    /// Says on stderr which tools were renamed because their names clashed.
     async fn tools(&self, agent: &Agent) -> Result<Vec<RemoteTool>, Fail> {
         // One transport, so the card and the call share a keep-alive connection.
         let transport = NativeTransport::shared();
@@ -55,7 +66,18 @@ impl Remote {
         let card = card_cache::fetch_card(&transport, agent, cache.as_ref())
             .await
             .map_err(|e| Fail(1, e.to_string()))?;
-        Ok(card_tools(&transport, agent, &card))
+        let tools = card_tools(&transport, agent, &card);
+        for t in &tools {
+            if let Some(clash) = t.clash() {
+                let line = format!(
+                    "toolnexus: skill {:?} makes the tool name {clash:?}, which an earlier skill of the card took: it is {:?}",
+                    t.skill().chars().take(200).collect::<String>(),
+                    t.spec().name
+                );
+                eprintln!("{}", super::terminal::line(&line));
+            }
+        }
+        Ok(tools)
     }
 
     fn agent(&self, poll_every: Option<u64>) -> Result<Agent, Fail> {
@@ -67,6 +89,9 @@ impl Remote {
             .collect::<Result<_, _>>()?;
         agent.timeout = self.timeout.map(Duration::from_millis);
         agent.poll_every = poll_every.map(Duration::from_millis);
+        agent.max_card_bytes = self.max_card_bytes;
+        agent.max_skills = self.max_skills;
+        agent.allow_insecure_headers = self.allow_insecure_headers;
         Ok(agent)
     }
 }
@@ -101,11 +126,12 @@ pub fn interrupted() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// Prints `v` as pretty JSON, inert on a terminal ([`super::terminal::json`]).
 pub fn print_json(v: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
+    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (`| head`) ends the output, not the process.
+    let _ = writeln!(out, "{}", super::terminal::json(text));
 }
 
 pub async fn tools(remote: Remote) -> Result<i32, Fail> {
@@ -124,6 +150,8 @@ pub async fn call(
     events: bool,
 ) -> Result<i32, Fail> {
     let agent = remote.agent(poll_every)?;
+    // One deadline for the whole call, the card fetch included.
+    let started_ms = NativeTransport::shared().now_ms();
     let task = if task == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -137,10 +165,22 @@ pub async fn call(
         task
     };
     let tools = remote.tools(&agent).await?;
+    let by_skill: Vec<&RemoteTool> = tools.iter().filter(|t| t.skill() == tool).collect();
+    if by_skill.len() > 1 && !tools.iter().any(|t| t.spec().name == tool) {
+        let names: Vec<&str> = by_skill.iter().map(|t| t.spec().name.as_str()).collect();
+        return Err(Fail(
+            1,
+            format!(
+                "the card lists the skill {tool:?} {} times: name the tool ({})",
+                by_skill.len(),
+                names.join(", ")
+            ),
+        ));
+    }
     let Some(found) = tools
         .iter()
         .find(|t| t.spec().name == tool)
-        .or_else(|| tools.iter().find(|t| t.skill() == tool))
+        .or_else(|| by_skill.first().copied())
     else {
         let names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
         return Err(Fail(
@@ -151,10 +191,14 @@ pub async fn call(
             ),
         ));
     };
+    if let Some(refused) = found.header_refusal() {
+        return Err(Fail(1, refused.to_string()));
+    }
     let print_event = |event: StreamEvent| {
         if events {
             let line = serde_json::to_string(&event.shaped(Shape::V03))
                 .unwrap_or_else(|e| json!({"error": e.to_string()}).to_string());
+            let line = super::terminal::json(line);
             let mut err = std::io::stderr().lock();
             // A closed stderr must not stop the call.
             let _ = writeln!(err, "{line}");
@@ -167,8 +211,8 @@ pub async fn call(
         }
     }
     let result = found
-        .execute_with_events(&args, interrupted(), print_event)
+        .execute_since(&args, started_ms, interrupted(), print_event)
         .await;
-    println!("{}", json!(result));
+    println!("{}", super::terminal::json(json!(result).to_string()));
     Ok(if result.is_error { 2 } else { 0 })
 }
