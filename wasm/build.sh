@@ -105,10 +105,19 @@ export const { $list } = glue;
 EOF
 }
 
-# No inlining by size heuristics (a call inlined only when it is the callee's
-# only one): smaller, and async state machines stay in their own functions.
-# Only for the package's build; set the variable to choose other flags.
-export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS-"-Cllvm-args=-inline-threshold=0 -Cllvm-args=-inlinehint-threshold=0"}"
+# Only for the package's build (set the variable to choose other flags):
+# - no inlining by size heuristics (a call is inlined only when it is the
+#   callee's only one): smaller, async state machines stay in their own functions;
+# - short source paths: panic locations (kept by `panic = "abort"`) name
+#   files relative to the registry, the toolchain's sources and this tree.
+flags="-Cllvm-args=-inline-threshold=0 -Cllvm-args=-inlinehint-threshold=0"
+for dir in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
+  [ -d "$dir" ] && flags="$flags --remap-path-prefix=$dir="
+done
+RUST_COMMIT="$(rustc -vV | awk '/^commit-hash:/ { print $2 }')"
+[ -n "$RUST_COMMIT" ] && flags="$flags --remap-path-prefix=/rustc/$RUST_COMMIT/="
+flags="$flags --remap-path-prefix=$ROOT/="
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS-$flags}"
 
 build() {
   local variant="$1" names="$2"; shift 2
