@@ -15,7 +15,11 @@ pub const MAX_PAGE_SIZE: usize = 100;
 /// Orders tasks newest status change first; ties by id, so the order is
 /// total. (The one sort of tasks in the server: each sort is its own code in the `.wasm`.)
 pub(crate) fn newest_first(tasks: &mut [Task]) {
-    tasks.sort_by_key(|t| std::cmp::Reverse((t.updated_ms.unwrap_or(0), t.id.clone())));
+    // The order is total, so an unstable sort gives the same order, with
+    // less code in the `.wasm` than the stable one (and no key clones).
+    tasks.sort_unstable_by(|a, b| {
+        (b.updated_ms.unwrap_or(0), &b.id).cmp(&(a.updated_ms.unwrap_or(0), &a.id))
+    });
 }
 
 /// What a ListTasks call asks for.
