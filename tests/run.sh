@@ -16,6 +16,9 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 step "official A2A SDK peers (tests/peers/setup.sh)"
 bash tests/peers/setup.sh
 
+step "WebAssembly component toolchain and build (wasm/component/build.sh)"
+bash wasm/component/build.sh
+
 step "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
@@ -25,9 +28,29 @@ cargo clippy -p toolnexus-host-native --no-default-features --lib -- -D warnings
 step "core builds for wasm32 without I/O (full, and client-only)"
 cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --all-targets -- -D warnings
 cargo check -p toolnexus-core --target wasm32-unknown-unknown --no-default-features
+cargo clippy -p toolnexus-component --target wasm32-wasip2 --all-targets -- -D warnings
+cargo clippy -p toolnexus-component --target wasm32-wasip2 --no-default-features --features agent --all-targets -- -D warnings
 
 step "Rust tests (core units, host scenarios, CLI, interop with the official SDKs)"
 cargo test --workspace
+
+step "the component in wasmtime: the CLI contract and interop suites through --engine wasm, serve --component"
+# One build of wasmtime (feature component), then the same CLI suites with
+# every tools/call run by the library component.
+cargo clippy -p toolnexus-host-native --features component --all-targets -- -D warnings
+# Compile the component once into wasmtime's cache (a debug-build cranelift
+# takes long enough that many tests compiling it at once would time out).
+cargo build -p toolnexus-host-native --features component
+target/debug/toolnexus tools --engine wasm --component wasm/component/dist/toolnexus-a2a.wasm \
+  http://127.0.0.1:9/.well-known/agent-card.json >/dev/null 2>&1 || true
+TOOLNEXUS_COMPONENT="$PWD/wasm/component/dist/toolnexus-a2a.wasm" TOOLNEXUS_ENGINE=wasm \
+  cargo test -p toolnexus-host-native --features component --test cli --test interop --test component_host -- \
+  --skip sigterm_during_a_call_cancels_the_task_and_exits_2
+# (--engine wasm cannot cancel a running call yet: Ctrl-C/SIGTERM end the
+# process without the CancelTask the native engine sends.)
+
+step "the component in Node through jco (wasm/component/test.sh)"
+bash wasm/component/test.sh
 
 if [[ -f wasm/test.sh ]]; then
   step "npm package: Node, headless Chromium, workerd (wasm/test.sh)"

@@ -51,11 +51,12 @@ pub use client::card::{
     LONG_POLL_EXTENSION,
 };
 pub use client::config::parse_agents_config;
+pub use client::list::{list_tasks, ListFilter, TaskList};
 pub use client::sanitize::sanitize;
 #[cfg(feature = "server")]
 pub use client::toolkit::ToolCallHook;
 pub use client::toolkit::{
-    agent_tools, card_tools, fetch_card, A2aTool, AgentFailure, HostFn, Toolkit,
+    agent_tools, card_tools, fetch_card, find_tool, A2aTool, AgentFailure, HostFn, Toolkit,
 };
 pub use error::{Error, TransportError};
 pub use host::driver::{drive, drive_with_events, drive_with_work, Machine, ResponseHead, Step};
@@ -67,6 +68,7 @@ pub use model::agent::{
     DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS,
 };
 pub use model::event::{ArtifactUpdate, ShapedEvent, StatusUpdate, StreamEvent};
+pub use model::part::Part;
 pub use model::task::{Artifact, Message, Role, SendResult, Shape, Task, TaskState};
 pub use model::time::{format_rfc3339, parse_rfc3339};
 pub use model::tool::{ToolResult, ToolSpec};

@@ -45,16 +45,18 @@ fn task(i: usize) -> Task {
             parts: vec![format!(
                 "{:0<160}",
                 format!("Answer {i}: the release has three steps; ")
-            )],
+            )
+            .into()],
         }],
         history: vec![Message {
             role: Role::User,
             message_id: format!("{:08x}-msg0-4000-8000-{:012x}", i, i),
-            parts: vec![format!("{:0<64}", format!("Plan release {i} "))],
+            parts: vec![format!("{:0<64}", format!("Plan release {i} ")).into()],
             // As the server stores it: the task's ids are not repeated.
             context_id: None,
             task_id: None,
         }],
+        dialect: toolnexus_core::Shape::V03,
     }
 }
 
@@ -74,8 +76,8 @@ fn main() {
         let t = task(1);
         t.id.len()
             + t.context_id.len()
-            + t.artifacts[0].parts[0].len()
-            + t.history[0].parts[0].len()
+            + t.artifacts[0].parts[0].text().map_or(0, str::len)
+            + t.history[0].parts[0].text().map_or(0, str::len)
     };
     let store = MemoryStore::new(N);
     let before = LIVE.load(Ordering::Relaxed);

@@ -8,6 +8,8 @@
 //! The library logs through [`tracing`] (target `toolnexus_host_native`) and
 //! never prints; install a subscriber to see its warnings.
 
+#[cfg(feature = "component")]
+pub mod component_host;
 pub mod config_file;
 pub mod http_server;
 pub mod lock;
@@ -21,6 +23,7 @@ pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
 pub use serve::{serve, serve_on, Model, ServeHandle, ServeOptions};
 use std::sync::Arc;
+pub use toolnexus_core::server::PushOptions;
 pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};
 pub use transport::{ClientOptions, HttpClient, NativeTransport};
 

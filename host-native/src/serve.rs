@@ -3,7 +3,7 @@
 
 use crate::http_server::{self, HttpOptions, ServerHandle, StaticFiles, DEFAULT_BODY_LIMIT};
 use crate::store::{AnyStore, StoreConfig};
-use crate::Toolkit;
+use crate::{NativeTransport, Toolkit};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,12 +12,13 @@ use tokio::sync::Notify;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::{
     build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CorsOrigin, EchoFulfiller,
-    Fulfiller, Health, LlmFulfiller, Reply, ServerHost, ServerOptions, TaskEvent, CARD_PATH,
-    HEALTH_PATH, LEGACY_CARD_PATH,
+    Fulfiller, Health, LlmFulfiller, PushOptions, Reply, ServerHost, ServerOptions, TaskEvent,
+    CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
 use toolnexus_core::BoxFuture;
 use toolnexus_core::Task;
+use toolnexus_core::{HttpRequest, Transport};
 
 /// Who answers the tasks.
 #[derive(Clone)]
@@ -69,6 +70,10 @@ pub struct ServeOptions {
     pub ui_dir: Option<PathBuf>,
     /// The `: ping` heartbeat of idle event streams; default 15 s, `None` for none.
     pub heartbeat: Option<Duration>,
+    /// Push notifications to webhooks (the card then says
+    /// `pushNotifications: true`); `None` (the default): the config methods
+    /// answer -32003.
+    pub push: Option<PushOptions>,
 }
 
 /// A state-change hook: the task as just saved.
@@ -129,6 +134,7 @@ impl ServeOptions {
             on_state: None,
             ui_dir: None,
             heartbeat: Some(toolnexus_core::server::DEFAULT_HEARTBEAT),
+            push: None,
         }
     }
 }
@@ -148,6 +154,8 @@ struct Jobs {
 
 struct NativeHost {
     on_task: Option<OnTask>,
+    /// Webhooks whose names resolve to internal addresses are refused unless this.
+    allow_private_webhooks: bool,
     jobs: Arc<Jobs>,
     /// The zero of `now_ms`.
     epoch: std::time::Instant,
@@ -199,6 +207,42 @@ impl ServerHost for NativeHost {
         let at = self.epoch + Duration::from_millis(at_ms);
         Some(Box::pin(tokio::time::sleep_until(at.into())))
     }
+
+    fn send(
+        &self,
+        req: HttpRequest,
+    ) -> Option<BoxFuture<'static, Result<toolnexus_core::HttpResponse, String>>> {
+        let allow_private = self.allow_private_webhooks;
+        Some(Box::pin(async move {
+            if !allow_private {
+                refuse_internal_names(&req.url).await?;
+            }
+            NativeTransport::shared()
+                .send(req)
+                .await
+                .map_err(|e| e.to_string())
+        }))
+    }
+}
+
+/// Core refuses internal addresses written in a webhook URL; a name that
+/// resolves to one is refused here, before anything is sent.
+async fn refuse_internal_names(url: &str) -> Result<(), String> {
+    let Some(with_port) = toolnexus_core::server::push::webhook_address(url) else {
+        return Ok(());
+    };
+    let addrs = tokio::net::lookup_host(with_port)
+        .await
+        .map_err(|e| format!("cannot resolve the webhook {url}: {e}"))?;
+    for addr in addrs {
+        if toolnexus_core::server::push::is_internal(addr.ip()) {
+            return Err(format!(
+                "the webhook {url} resolves to an internal address ({}); refused",
+                addr.ip()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A running agent.
@@ -320,10 +364,13 @@ fn start(
         .skills()
         .map(|s| s.skills().to_vec())
         .unwrap_or_default();
-    let card = options
-        .a2a
-        .as_ref()
-        .map(|cfg| build_agent_card(cfg, &skills, &card_url));
+    let card = options.a2a.as_ref().map(|cfg| {
+        let cfg = A2aConfig {
+            push_notifications: options.push.is_some(),
+            ..cfg.clone()
+        };
+        build_agent_card(&cfg, &skills, &card_url)
+    });
     let fulfiller: Arc<dyn Fulfiller> = match options.model {
         Model::Llm(llm) => Arc::new(LlmFulfiller {
             toolkit: options.toolkit.clone(),
@@ -336,6 +383,10 @@ fn start(
     let host = NativeHost {
         epoch: std::time::Instant::now(),
         on_task: options.on_task,
+        allow_private_webhooks: options
+            .push
+            .as_ref()
+            .is_some_and(|p| p.allow_private_webhooks),
         jobs: jobs.clone(),
     };
     let store = ObservedStore {
@@ -350,6 +401,7 @@ fn start(
             max_running: options.max_running,
             max_queued: options.max_queued,
             heartbeat: options.heartbeat,
+            push: options.push,
             ..Default::default()
         },
         store,

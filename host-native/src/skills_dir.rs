@@ -17,9 +17,59 @@ pub fn load_skill_dirs(dirs: &[PathBuf]) -> Result<SkillSet, String> {
                 dir.display()
             ));
         }
-        walk(dir, &mut seen, &mut files);
+        // Absolute, as the `skill` tool's base directory (`file:///…`) must be.
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        walk(&dir, &mut seen, &mut files);
     }
-    Ok(SkillSet::from_files(files))
+    let mut set = SkillSet::from_files(files);
+    set.sample_files(|dir| sample_files(Path::new(dir), toolnexus_core::skills::SAMPLED_FILES));
+    Ok(set)
+}
+
+/// Up to `limit` files under `dir` other than SKILL.md, as every toolnexus
+/// port samples them: the folder's own files first, then its subfolders
+/// depth first (the last one first), links followed once, `node_modules`
+/// and `.git` skipped. Entries are taken in name order, so the list is
+/// the same on every run.
+fn sample_files(dir: &Path, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let mut seen = HashSet::new();
+    while let Some(cur) = stack.pop() {
+        if out.len() >= limit {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&cur) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for path in paths {
+            if out.len() >= limit {
+                break;
+            }
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if meta.is_dir() {
+                if name == "node_modules" || name == ".git" {
+                    continue;
+                }
+                if let Ok(real) = path.canonicalize() {
+                    if seen.insert(real) {
+                        stack.push(path);
+                    }
+                }
+            } else if meta.is_file() && name != "SKILL.md" {
+                out.push(path.display().to_string());
+            }
+        }
+    }
+    out
 }
 
 fn walk(dir: &Path, seen: &mut HashSet<PathBuf>, files: &mut Vec<(String, String)>) {
@@ -87,6 +137,52 @@ mod tests {
         );
         assert!(set.skipped()[0].path.ends_with("broken/SKILL.md"));
         assert!(load_skill_dirs(&[root.join("missing")]).is_err());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
+#[cfg(all(test, unix))]
+mod sample_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_skill_tool_shows_the_absolute_folder_and_its_sampled_files() {
+        let root = std::env::temp_dir().join(format!("toolnexus-sample-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let skill = root.join("pdf");
+        for (path, text) in [
+            (
+                "SKILL.md",
+                "---\nname: pdf\ndescription: PDFs\n---\nUse scripts/run.sh.",
+            ),
+            ("ref.md", "r"),
+            ("scripts/run.sh", "#!/bin/sh"),
+            ("node_modules/x/index.js", "x"),
+            (".git/HEAD", "h"),
+        ] {
+            let p = skill.join(path);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        }
+        for i in 0..12 {
+            std::fs::write(skill.join(format!("z{i:02}.txt")), "z").expect("write");
+        }
+        let set = load_skill_dirs(std::slice::from_ref(&root)).expect("loads");
+        let out = set.run_tool(&json!({"name": "pdf"})).output;
+        let dir = skill.display().to_string();
+        assert!(
+            out.contains(&format!("Base directory for this skill: file://{dir}\n")),
+            "{out}"
+        );
+        let files: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("<file>")?.strip_suffix("</file>"))
+            .collect();
+        // The folder's own files first, in name order, capped at 10; never SKILL.md.
+        let mut want = vec![format!("{dir}/ref.md")];
+        want.extend((0..9).map(|i| format!("{dir}/z{i:02}.txt")));
+        assert_eq!(files, want);
         let _ = std::fs::remove_dir_all(&root);
     }
 }

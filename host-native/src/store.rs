@@ -7,8 +7,8 @@ use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use toolnexus_core::server::{mark_interrupted, StoreError, TaskFilter, TaskStore};
+use toolnexus_core::Task;
 use toolnexus_core::{sanitize, MaybeSend};
-use toolnexus_core::{Shape, Task};
 
 /// Tasks as `<dir>/<sanitized id>.json`, each written to a temp file,
 /// fsynced and renamed into place, so a crash never leaves a torn file.
@@ -128,7 +128,7 @@ fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
 fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
     let err = |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", shown(path)));
     let tmp = path.with_extension(format!("json.tmp-{}", uuid::Uuid::new_v4()));
-    let body = task.to_value(Shape::V03).to_string();
+    let body = task.to_value(task.dialect).to_string();
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(body.as_bytes())?;

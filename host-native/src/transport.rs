@@ -6,9 +6,11 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use toolnexus_core::{HttpRequest, HttpResponse, StreamingResponse, Transport, TransportError};
 
 /// The largest response body read (a card or a task); larger is a transport error.
@@ -33,7 +35,15 @@ pub struct ClientOptions {
     /// `TCP_NODELAY`; default on, so small requests and SSE events leave at
     /// once instead of waiting for Nagle's algorithm to pair them with an ACK.
     pub nodelay: bool,
+    /// Requests in flight to one host (scheme and authority) at once; later
+    /// ones wait for a place. Each holds a connection (HTTP/1.1), so this
+    /// bounds the connections a burst opens to one peer or model endpoint.
+    /// Default [`DEFAULT_MAX_CONNECTIONS_PER_HOST`]; `None`: no bound.
+    pub max_connections_per_host: Option<usize>,
 }
+
+/// The default bound on requests in flight to one host.
+pub const DEFAULT_MAX_CONNECTIONS_PER_HOST: usize = 64;
 
 impl Default for ClientOptions {
     fn default() -> Self {
@@ -42,6 +52,7 @@ impl Default for ClientOptions {
             pool_max_idle_per_host: usize::MAX,
             connect_timeout: None,
             nodelay: true,
+            max_connections_per_host: Some(DEFAULT_MAX_CONNECTIONS_PER_HOST),
         }
     }
 }
@@ -78,6 +89,45 @@ impl ClientOptions {
 pub struct NativeTransport {
     client: HttpClient,
     epoch: Instant,
+    per_host: Option<Arc<PerHost>>,
+}
+
+/// The places for requests in flight, per host.
+struct PerHost {
+    limit: usize,
+    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+impl PerHost {
+    fn new(limit: usize) -> Arc<PerHost> {
+        Arc::new(PerHost {
+            limit: limit.max(1),
+            hosts: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Hosts remembered before idle ones are forgotten.
+    const REMEMBERED: usize = 256;
+
+    /// A place for a request to `url`'s host, once one is free.
+    async fn place(&self, url: &str) -> Option<OwnedSemaphorePermit> {
+        let host = url.split_once("://").map_or(url, |(scheme, rest)| {
+            let end = scheme.len() + 3 + rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            &url[..end]
+        });
+        let places = {
+            let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+            if hosts.len() >= Self::REMEMBERED && !hosts.contains_key(host) {
+                // Forget hosts with nothing in flight (no permit out, no waiter).
+                hosts.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < self.limit);
+            }
+            hosts
+                .entry(host.to_string())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.limit)))
+                .clone()
+        };
+        places.acquire_owned().await.ok()
+    }
 }
 
 impl Default for NativeTransport {
@@ -94,7 +144,9 @@ impl NativeTransport {
 
     /// A transport with its own connection pool built from `options`.
     pub fn with_options(options: &ClientOptions) -> Self {
-        Self::with_client(options.build())
+        let mut transport = Self::with_client(options.build());
+        transport.per_host = options.max_connections_per_host.map(PerHost::new);
+        transport
     }
 
     /// A transport that sends with `client`, configured as you need it. Its
@@ -103,6 +155,7 @@ impl NativeTransport {
         NativeTransport {
             client,
             epoch: Instant::now(),
+            per_host: Some(PerHost::new(DEFAULT_MAX_CONNECTIONS_PER_HOST)),
         }
     }
 
@@ -120,8 +173,17 @@ impl NativeTransport {
             .clone()
     }
 
+    /// A place for a request to `url`'s host (none when unbounded).
+    async fn place(&self, url: &str) -> Option<OwnedSemaphorePermit> {
+        match &self.per_host {
+            Some(per_host) => per_host.place(url).await,
+            None => None,
+        }
+    }
+
     async fn send_inner(&self, req: HttpRequest) -> Result<HttpResponse, TransportError> {
         let url = toolnexus_core::redact_url(&req.url);
+        let _place = self.place(&req.url).await;
         let resp = self.request(req).await?;
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
@@ -144,11 +206,13 @@ impl NativeTransport {
         req: HttpRequest,
     ) -> Result<StreamingResponse, TransportError> {
         let url = toolnexus_core::redact_url(&req.url);
+        let place = self.place(&req.url).await;
         let resp = self.request(req).await?;
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
         let body = Drained {
             data: Some(resp.into_body().into_data_stream()),
+            place,
         }
         .map(move |frame| {
             frame
@@ -216,6 +280,8 @@ fn response_headers<B>(resp: &hyper::Response<B>) -> Vec<(String, String)> {
 struct Drained {
     /// `None` once read to its end or failed: nothing left to drain.
     data: Option<http_body_util::BodyDataStream<hyper::body::Incoming>>,
+    /// The request's place among its host's, held while its connection is busy.
+    place: Option<OwnedSemaphorePermit>,
 }
 
 /// How long and how much a dropped stream is read to save its connection.
@@ -235,6 +301,7 @@ impl futures_util::Stream for Drained {
         let next = data.poll_next_unpin(cx);
         if matches!(next, std::task::Poll::Ready(None | Some(Err(_)))) {
             self.data = None;
+            self.place = None;
         }
         next
     }
@@ -248,7 +315,9 @@ impl Drop for Drained {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let place = self.place.take();
         runtime.spawn(async move {
+            let _place = place;
             let rest = async {
                 let mut read = 0;
                 while let Some(Ok(bytes)) = data.next().await {

@@ -29,7 +29,7 @@ fn node() -> PathBuf {
     PathBuf::from("node")
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sdk {
     Python,
     Js,
@@ -344,4 +344,122 @@ async fn the_python_sdk_client_calls_toolnexus_serve() {
 #[tokio::test]
 async fn the_js_sdk_client_calls_toolnexus_serve() {
     served_to(Sdk::Js).await;
+}
+
+/// The official clients list tasks (ListTasks, 1.0) from `toolnexus serve`:
+/// the task they just ran is there, with its answer.
+async fn lists_tasks_of(sdk: Sdk) {
+    let server = our_server().await;
+    let card = format!("{}/.well-known/agent-card.json", server.url);
+    let text = format!("list me, {sdk:?}");
+    let (code, v, stderr) = official_client(sdk, &card, &text, &["--list"]).await;
+    assert_eq!(code, 0, "{sdk:?}: {v} {stderr}");
+    assert_eq!(v["totalSize"], 1, "{sdk:?}: {v}");
+    assert_eq!(
+        v["listed"],
+        json!([{"id": v["listed"][0]["id"], "state": "completed", "text": text}]),
+        "{sdk:?}: {v}"
+    );
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_lists_tasks_from_serve() {
+    lists_tasks_of(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_js_sdk_client_lists_tasks_from_serve() {
+    lists_tasks_of(Sdk::Js).await;
+}
+
+/// The official clients set webhooks on `toolnexus serve` (on the message,
+/// and with the four config methods) and the webhook gets the task's states
+/// with the config's Authorization.
+async fn pushes_to(sdk: Sdk) {
+    use std::sync::{Arc, Mutex};
+    let hits: Arc<Mutex<Vec<toolnexus_core::HttpRequest>>> = Arc::default();
+    let seen = hits.clone();
+    let hook = common::Stub::start(move |req| {
+        seen.lock().expect("hits").push(req);
+        toolnexus_core::HttpResponse {
+            status: 204,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    })
+    .await;
+    let skills = repo_root().join("examples/skills").display().to_string();
+    let server = start_listening(
+        &toolnexus_bin(),
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--skills",
+            &skills,
+            // The webhook is on 127.0.0.1: private, so allowed explicitly.
+            "--allow-private-webhooks",
+        ],
+    )
+    .await;
+    let card = format!("{}/.well-known/agent-card.json", server.url);
+    let webhook = format!("{}/hook", hook.url());
+    let text = format!("push me, {sdk:?}");
+    let (code, v, stderr) = official_client(sdk, &card, &text, &["--push", &webhook]).await;
+    assert_eq!(code, 0, "{sdk:?}: {v} {stderr}");
+    let push = &v["push"];
+    assert_eq!(
+        push["listed"], 2,
+        "the message's config and the created one: {v}"
+    );
+    assert_eq!(push["afterDelete"], 1, "{v}");
+    assert_eq!(push["got"], format!("{webhook}/2"), "{v}");
+    let task_id = push["taskId"].as_str().expect("task id").to_string();
+    // Delivery runs beside the task: wait (bounded) for the terminal state.
+    let secret = if sdk == Sdk::Python {
+        "py-secret"
+    } else {
+        "js-secret"
+    };
+    let mut states = Vec::new();
+    for _ in 0..200 {
+        states = hits
+            .lock()
+            .expect("hits")
+            .iter()
+            .map(|r| {
+                assert_eq!(
+                    r.header("Authorization"),
+                    Some(format!("Bearer {secret}").as_str())
+                );
+                let body: Value = serde_json::from_slice(&r.body).expect("a JSON body");
+                assert_eq!(body["task"]["id"], task_id.as_str(), "{body}");
+                body["task"]["status"]["state"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        if states.last().map(String::as_str) == Some("TASK_STATE_COMPLETED") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED"),
+        "{states:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_gets_push_notifications_from_serve() {
+    pushes_to(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_js_sdk_client_gets_push_notifications_from_serve() {
+    pushes_to(Sdk::Js).await;
 }

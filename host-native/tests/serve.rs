@@ -80,6 +80,7 @@ async fn the_served_card_is_build_agent_card() {
             url: "https://acme.example".into(),
         }),
         skills: None,
+        push_notifications: false,
     };
     let mut options = ServeOptions::new(toolkit_with(set.clone()), openai(llm.url()));
     options.a2a = Some(a2a.clone());
@@ -156,7 +157,14 @@ async fn the_model_loads_a_skill_through_the_tool_loop() {
     let card = format!("{}{CARD_PATH}", handle.url);
     let tools = agent_tools(&Agent::new(&card)).await.expect("tools");
     let r = tools[0].execute(&json!({"task": "hi"})).await;
-    assert_eq!(r.output, "followed: Say a friendly hello.");
+    // The reference `<skill_content>` block of a skill given as data.
+    assert_eq!(
+        r.output,
+        "followed: <skill_content name=\"greet\">\n# Skill: greet\n\nSay a friendly hello.\n\n\
+         Base directory for this skill: skill://greet/\n\
+         Relative paths in this skill (e.g., scripts/, reference/) are relative to this base directory.\n\
+         </skill_content>"
+    );
     let first = log.lock().expect("log")[0].clone();
     assert_eq!(
         first["messages"][1],
@@ -165,7 +173,7 @@ async fn the_model_loads_a_skill_through_the_tool_loop() {
     assert!(
         first["messages"][0]["content"]
             .as_str()
-            .is_some_and(|s| s.contains("greet")),
+            .is_some_and(|s| s.ends_with("## Available Skills\n- **greet**: says hello")),
         "skills prompt"
     );
     assert_eq!(first["tools"][0]["function"]["name"], "skill");
@@ -283,7 +291,9 @@ async fn a_model_error_fails_the_task_and_the_server_keeps_serving() {
 }
 
 /// The toolnexus reference's exact bodies: SendMessage with 0.3 parts and
-/// blocking:false and no version header, then GetTask.
+/// blocking:false and no version header, then GetTask. Every port sends a
+/// fresh `messageId` (toolnexus 0.16: `js/src/a2a.ts`, `A2A.java`, …),
+/// which A2A requires; a message without one is -32602.
 #[tokio::test]
 async fn the_reference_bodies_work() {
     let handle = serve_with(ServeOptions::new(
@@ -291,7 +301,7 @@ async fn the_reference_bodies_work() {
         Model::Echo,
     ))
     .await;
-    let sent = post(&format!("{}/", handle.url), &[], br#"{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"role":"user","parts":[{"kind":"text","text":"ping"}]},"configuration":{"blocking":false}}}"#.to_vec()).await;
+    let sent = post(&format!("{}/", handle.url), &[], br#"{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"role":"user","messageId":"9b2c6a51-2f4e-4d1c-8a57-3f1e0c9d7b42","parts":[{"kind":"text","text":"ping"}]},"configuration":{"blocking":false}}}"#.to_vec()).await;
     let v: Value = serde_json::from_slice(&sent.body).expect("json");
     assert_eq!(v["id"], "1");
     let id = v["result"]["id"]

@@ -1,7 +1,7 @@
 """Official a2a-sdk (Python) A2A client for interop tests.
 
 Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
-                                      [--answer ANSWER]
+                                      [--answer ANSWER] [--list] [--push URL]
 
   CARD_URL   full URL of the agent card, e.g.
              http://127.0.0.1:P/.well-known/agent-card.json
@@ -70,12 +70,18 @@ from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.types import (
     AgentCard,
     AgentInterface,
+    AuthenticationInfo,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
     SendMessageRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
 
@@ -215,7 +221,8 @@ class Answered(Exception):
 
 
 async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
-              stream: bool = False, answer: str | None = None) -> int:
+              stream: bool = False, answer: str | None = None,
+              list_after: bool = False, push_url: str | None = None) -> int:
     factory_cls = LegacyClientFactory if legacy else ClientFactory
     # streaming=False: use SendMessage / message/send (blocking), not SSE.
     # --stream: streaming=True, SendStreamingMessage / message/stream (SSE).
@@ -254,6 +261,13 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
         )
         if non_blocking:
             request.configuration.return_immediately = True
+        if push_url:
+            # The webhook rides on the message; the task's states are POSTed to it.
+            request.configuration.task_push_notification_config.CopyFrom(
+                TaskPushNotificationConfig(
+                    url=push_url, token='py-token',
+                    authentication=AuthenticationInfo(scheme='Bearer',
+                                                      credentials='py-secret')))
         task: Task | None = None
         reply: Message | None = None
         if events is None:
@@ -298,6 +312,31 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
                 asked.update({'asked': question, 'sameTask': task.id == first})
         except Answered:
             return 0
+        if push_url:
+            # The four config methods on the finished task.
+            made = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task.id, url=push_url + '/2'),
+                context=ctx)
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task.id, id=made.id),
+                context=ctx)
+            configs = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id), context=ctx)
+            await client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=made.id),
+                context=ctx)
+            after = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id), context=ctx)
+            asked['push'] = {'taskId': task.id, 'created': made.id, 'got': got.url,
+                              'listed': len(configs.configs),
+                              'afterDelete': len(after.configs)}
+        if list_after:
+            page = await client.list_tasks(
+                ListTasksRequest(context_id=task.context_id, include_artifacts=True),
+                context=ctx)
+            asked['listed'] = [{'id': t.id, 'state': state_name(t.status.state),
+                                 'text': task_text(t)} for t in page.tasks]
+            asked['totalSize'] = page.total_size
         emit(state_name(task.status.state), task_text(task))
         return 0 if task.status.state == TaskState.TASK_STATE_COMPLETED else 2
     finally:
@@ -316,13 +355,17 @@ def main() -> None:
                         help='use the SDK streaming path (SSE); adds "events" to the output')
     parser.add_argument('--answer', default=None,
                         help='answer an input-required / auth-required task with this text')
+    parser.add_argument('--list', action='store_true',
+                        help='then ListTasks of the task\'s context; adds "listed" and "totalSize"')
+    parser.add_argument('--push', metavar='URL',
+                        help='send with this webhook, then create/get/list/delete a config; adds "push"')
     args = parser.parse_args()
     if args.stream and args.non_blocking:
         print('error: --stream and --non-blocking are mutually exclusive', file=sys.stderr)
         sys.exit(1)
     try:
         rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking,
-                             args.stream, args.answer))
+                             args.stream, args.answer, args.list, args.push))
     except Exception as e:  # noqa: BLE001
         msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
         print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)

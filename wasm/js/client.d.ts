@@ -105,6 +105,18 @@ export interface A2AResultMetadata {
    * `auth-required`): answer with `execute({task: answer, taskId, contextId})`.
    */
   contextId?: string;
+  /** The answer's file and data parts (A2A 1.0 shape); the output keeps its text. */
+  parts?: A2AFilePart[];
+}
+
+/** A non-text part of an answer: a file (inline base64 `raw`, or `url`) or `data`. */
+export interface A2AFilePart {
+  raw?: string;
+  url?: string;
+  data?: JsonValue;
+  mediaType?: string;
+  filename?: string;
+  metadata?: JsonObject;
 }
 
 /** The outcome of running a tool. Tools report failure here instead of throwing. */

@@ -8,7 +8,6 @@ use std::cell::{RefCell, RefMut};
 use std::future::Future;
 use toolnexus_core::server::{Lock, Locks, MemoryStore, StoreError, TaskFilter, TaskStore};
 use toolnexus_core::MaybeSend;
-use toolnexus_core::Shape;
 use toolnexus_core::Task;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -132,7 +131,7 @@ impl TaskStore for HandlerStore {
             HandlerStore::Js(s) => {
                 // Straight to JSON text, as events are: Task::to_value would
                 // compile every task shape a second time, for the value serializer.
-                let task = ser_to_js(&task.shaped(Shape::V03, None));
+                let task = ser_to_js(&task.shaped(task.dialect, None));
                 let fut = call_store(s.clone(), "save", task);
                 Either::Right(async move { fut.await.map(|_| ()) })
             }

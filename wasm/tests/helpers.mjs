@@ -217,17 +217,25 @@ export function toolCall(name, args, id = `call_${randomUUID().slice(0, 8)}`) {
   return { content: null, tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }] };
 }
 
+/** The first skill the system prompt lists (`## Available Skills` / `- **name**: …`). */
+export function firstListedSkill(body) {
+  const system = body.messages.find((m) => m.role === 'system')?.content ?? '';
+  return /^- \*\*(.+?)\*\*: /m.exec(system)?.[1];
+}
+
 /** The default stub model: `skill` first, then the answer. */
 export function skillThenAnswer(body) {
   const user = body.messages.find((m) => m.role === 'user')?.content ?? '';
   const toolResult = body.messages.filter((m) => m.role === 'tool').at(-1);
   if (!toolResult) {
     const skill = body.tools?.find((t) => t.function.name === 'skill');
-    const first = skill?.function.parameters.properties.name.enum?.[0];
+    const first = skill && firstListedSkill(body);
     if (first) return toolCall('skill', { name: first });
     return { content: `stub answer (no skills): ${user}` };
   }
-  const firstLine = String(toolResult.content).split('\n')[0];
+  // The skill's body starts on the fourth line of its <skill_content> block.
+  const lines = String(toolResult.content).split('\n');
+  const firstLine = lines[0].startsWith('<skill_content') ? lines[3] : lines[0];
   return { content: `stub answer [${firstLine}] to: ${user}` };
 }
 

@@ -352,9 +352,18 @@ describe('config and toolkit', () => {
     });
     const skill = tk.get('skill');
     assert.equal(skill.source, 'skill');
-    assert.deepEqual(skill.inputSchema.properties.name.enum, ['hello-world', 'md']);
-    assert.deepEqual(await tk.execute('skill', { name: 'md' }), { output: 'From markdown.', isError: false });
-    assert.equal((await tk.execute('skill', { name: 'nope' })).isError, true);
+    // The reference tool (toolnexus SPEC §0.6): its description, one required name.
+    assert.match(skill.description, /^Load a specialized skill when the task at hand matches/);
+    assert.deepEqual(skill.inputSchema.required, ['name']);
+    const md = await tk.execute('skill', { name: 'md' });
+    assert.equal(md.isError, false);
+    assert.equal(
+      md.output,
+      '<skill_content name="md">\n# Skill: md\n\nFrom markdown.\n\nBase directory for this skill: skill://md/\n' +
+        'Relative paths in this skill (e.g., scripts/, reference/) are relative to this base directory.\n</skill_content>',
+    );
+    const nope = await tk.execute('skill', { name: 'nope' });
+    assert.deepEqual([nope.isError, nope.output], [true, 'Skill "nope" not found. Available skills: hello-world, md']);
     await rejectsWithKind(tn.createToolkit({ skills: [{ description: 'no name' }] }), 'misuse');
   });
 
@@ -434,9 +443,13 @@ describe('inbound: serve skills and resolve them', () => {
     // The model saw the skills prompt and the `skill` tool, and the key.
     const first = llm.calls[0];
     assert.equal(first.headers.authorization, 'Bearer sk-test-secret');
-    assert.match(first.body.messages[0].content, /^You are a test agent\.\n\n## Skills/);
+    assert.match(
+      first.body.messages[0].content,
+      /^You are a test agent\.\n\nSkills provide specialized instructions and workflows for specific tasks\.\n/,
+    );
     assert.ok(first.body.tools.some((t) => t.function.name === 'skill'));
-    assert.deepEqual([...new Set(states)], ['submitted', 'working', 'completed']);
+    // A store gets each task in the dialect it was made in (the package client speaks 1.0 here).
+    assert.deepEqual([...new Set(states)], ['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_COMPLETED']);
     await eventually(() => events.length === 1, 2000, 'onTask');
     assert.equal(events[0].state, 'completed');
     assert.equal(events[0].task, 'greet Ada');
@@ -753,14 +766,12 @@ describe('inbound: serve skills and resolve them', () => {
     // The served model may also ask the caller (the built-in question tool).
     assert.deepEqual(first.tools.map((t) => t.function.name).sort(), ['noop', 'question', 'remote_echo', 'skill']);
     // The handler's skills replace the toolkit's own, in the tool and the prompt.
-    const skill = first.tools.find((t) => t.function.name === 'skill');
-    assert.deepEqual(skill.function.parameters.properties.name.enum, ['hello-world', 'summarize']);
     const system = first.messages.find((m) => m.role === 'system')?.content ?? '';
-    assert.match(system, /hello-world/);
+    assert.match(system, /## Available Skills\n- \*\*hello-world\*\*: .*\n- \*\*summarize\*\*: /);
     assert.doesNotMatch(system, /own-skill/);
     // The toolkit itself is unchanged.
     assert.deepEqual(tk.tools().map((t) => t.name).sort(), ['noop', 'remote_echo', 'skill']);
-    assert.deepEqual(tk.get('skill').inputSchema.properties.name.enum, ['own-skill']);
+    assert.equal((await tk.execute('skill', { name: 'own-skill' })).isError, false);
   });
 
   test('the wasm client calls the native server (toolnexus serve --llm echo)', async () => {

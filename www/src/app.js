@@ -563,7 +563,7 @@ function renderResult(r) {
     </dl>`;
   const waits = state === "input-required" || state === "auth-required";
   if (!isError) {
-    el.result.innerHTML = `<h3>Output</h3><pre class="output" id="output">${esc(output)}</pre>${facts}`;
+    el.result.innerHTML = `<h3>Output</h3><pre class="output" id="output">${esc(output)}</pre>${renderParts(metadata.parts)}${facts}`;
   } else if (waits && metadata.taskId) {
     // The agent waits for the caller: show its question and a reply box that
     // answers on the same task (taskId, contextId from the result).
@@ -596,6 +596,23 @@ function renderResult(r) {
     }${partial}</div>${facts}`;
   }
   el.result.hidden = false;
+}
+
+/** The answer's file and data parts (`metadata.parts`, A2A 1.0 shape): images shown,
+ * JSON pretty-printed, other files as a link or their name and size. */
+function renderParts(parts) {
+  if (!Array.isArray(parts) || parts.length === 0) return "";
+  const items = parts.map((p) => {
+    const type = typeof p.mediaType === "string" ? p.mediaType : "";
+    const name = esc(p.filename ?? "");
+    if ("data" in p) return `<li class="part data"><pre class="json">${esc(JSON.stringify(p.data, null, 2))}</pre></li>`;
+    const src = typeof p.url === "string" ? p.url : typeof p.raw === "string" ? `data:${type || "application/octet-stream"};base64,${p.raw}` : "";
+    const safe = /^(https?:|data:)/i.test(src) ? src : "";
+    if (type.startsWith("image/") && safe) return `<li class="part image"><img src="${esc(safe)}" alt="${name || esc(type)}"><span>${name}</span></li>`;
+    const label = name || esc(type || "file");
+    return `<li class="part file">${safe ? `<a href="${esc(safe)}" download="${name}" rel="noopener" target="_blank">${label}</a>` : label} <span class="muted">${esc(type)}</span></li>`;
+  });
+  return `<h3>Attachments</h3><ul class="parts" id="parts">${items.join("")}</ul>`;
 }
 
 // --- wiring -------------------------------------------------------------------------

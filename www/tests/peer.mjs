@@ -11,6 +11,13 @@ const CORS = {
   "access-control-allow-methods": "GET, POST, OPTIONS",
 };
 
+// A task starting with "attach" also answers a 1x1 PNG and a data part.
+const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const attachments = (text) =>
+  text.startsWith("attach")
+    ? [{ kind: "file", file: { bytes: PNG, mimeType: "image/png", name: "dot.png" } }, { kind: "data", data: { rows: 2, ok: true } }]
+    : [];
+
 export async function startPeer({ name = "scripted-peer", workingPolls = 2 } = {}) {
   const tasks = new Map();
   const sockets = new Set();
@@ -42,7 +49,7 @@ export async function startPeer({ name = "scripted-peer", workingPolls = 2 } = {
     const reply = (result) => send(200, { jsonrpc: "2.0", id: rpc.id ?? null, result });
     const view = (t) => ({
       kind: "task", id: t.id, contextId: t.contextId, status: { state: t.state },
-      ...(t.state === "completed" ? { artifacts: [{ artifactId: "a", parts: [{ kind: "text", text: `echo: ${t.text}` }] }] } : {}),
+      ...(t.state === "completed" ? { artifacts: [{ artifactId: "a", parts: [{ kind: "text", text: `echo: ${t.text}` }, ...attachments(t.text)] }] } : {}),
     });
     const task = tasks.get(rpc.params?.id);
     switch (rpc.method) {

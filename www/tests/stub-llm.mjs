@@ -47,7 +47,8 @@ export async function startStubLlm({ slowMs = 10_000, toolMs = 400 } = {}) {
     const skill = (body.tools ?? []).find((t) => t.function?.name === "skill");
     const toolDone = (body.messages ?? []).some((m) => m.role === "tool");
     if (/^\s*tool/i.test(task) && skill && !toolDone) {
-      const name = skill.function.parameters?.properties?.name?.enum?.[0] ?? "hello-world";
+      const system = body.messages?.find((m) => m.role === "system")?.content ?? "";
+      const name = /^- \*\*(.+?)\*\*: /m.exec(system)?.[1] ?? "hello-world";
       res.writeHead(200, { "content-type": "application/json" });
       return res.end(
         JSON.stringify({

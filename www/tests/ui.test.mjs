@@ -253,6 +253,19 @@ test("an A2A 0.3 agent: its dialect and endpoint, and working seen live in the t
   assert.match(await text("#clock"), /3 events · 3 GetTask polls/);
 });
 
+test("an answer's image and data parts are shown: the image, the JSON", async () => {
+  await connectCard(peer.cardUrl);
+  const state = await runTask("scripted-peer_echo", "attach a chart");
+  assert.equal(state, "completed", await text("#result"));
+  assert.equal(await text("#output"), "echo: attach a chart");
+  const img = page.locator("#parts li.image img");
+  assert.match(await img.getAttribute("src"), /^data:image\/png;base64,iVBOR/);
+  assert.equal(await img.getAttribute("alt"), "dot.png");
+  // The browser decoded it: a real image, 1x1.
+  assert.equal(await img.evaluate((i) => i.complete && i.naturalWidth), 1);
+  assert.deepEqual(JSON.parse(await text("#parts pre.json")), { rows: 2, ok: true });
+});
+
 test("a task that outlives the timeout comes back timed out, explained", async () => {
   await connectCard(cardOf(agent.url), { timeout: 1500 });
   const state = await runTask("e2e-agent_hello-world", "slow and steady", { within: 10_000 });

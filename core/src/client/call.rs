@@ -146,6 +146,8 @@ pub struct CallMachine {
     head: ResponseHead,
     plain: Vec<u8>,
     events: VecDeque<StreamEvent>,
+    /// The answer's file and data parts (1.0 shape), for `metadata.parts`.
+    attachments: Vec<Value>,
     /// When the last GetTask was sent: the next never goes before its schedule.
     last_poll_ms: Option<u64>,
     /// 429/503 answers retried so far (the backoff doubles with each).
@@ -189,6 +191,7 @@ impl CallMachine {
             task: None,
             resubscribing: false,
             resubscribes: 0,
+            attachments: Vec::new(),
             sse: SseParser::new(),
             head: ResponseHead::default(),
             plain: Vec::new(),
@@ -460,6 +463,7 @@ impl CallMachine {
         message: crate::model::task::Message,
     ) -> Step<ToolResult> {
         self.state = TaskState::Completed;
+        self.attachments = attachments(std::iter::once(&message.parts[..]));
         let text = message.text();
         self.events.push_back(StreamEvent::Message(message));
         self.finish(now_ms, false, text)
@@ -553,6 +557,7 @@ impl CallMachine {
                     updated_ms: None,
                     artifacts: Vec::new(),
                     history: Vec::new(),
+                    dialect: crate::model::task::Shape::V03,
                 };
                 t.apply(&event);
                 self.task.insert(t)
@@ -618,6 +623,9 @@ impl CallMachine {
             "polls": self.polls,
             "ms": now_ms.saturating_sub(self.started_ms),
         });
+        if !self.attachments.is_empty() {
+            metadata["parts"] = Value::Array(self.attachments.clone());
+        }
         // A task waiting for the caller: the context to name with the task to answer it.
         if let Some(context) = self
             .context_id
@@ -679,7 +687,10 @@ impl CallMachine {
         let id = &task.id;
         let state = task.state.as_str();
         match task.state {
-            TaskState::Completed => self.finish(now_ms, false, task.output_text()),
+            TaskState::Completed => {
+                self.attachments = attachments(task.artifacts.iter().map(|a| &a.parts[..]));
+                self.finish(now_ms, false, task.output_text())
+            }
             TaskState::Failed | TaskState::Canceled | TaskState::Rejected => {
                 let id = crate::wire::http::snippet(id, 200);
                 let output = match task.status_text() {
@@ -746,6 +757,20 @@ impl CallMachine {
             until_ms: until_ms.min(self.deadline_ms),
         }
     }
+}
+
+/// The file and data parts among `parts`, in the 1.0 shape: the output
+/// keeps the text, `metadata.parts` carries these.
+fn attachments<'a>(lists: impl Iterator<Item = &'a [crate::model::task::Part]>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for list in lists {
+        for p in list {
+            if let crate::model::task::Part::Other(o) = p {
+                out.push(Value::Object(o.clone()));
+            }
+        }
+    }
+    out
 }
 
 impl Machine for CallMachine {

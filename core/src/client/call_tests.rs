@@ -878,5 +878,68 @@ fn a_json_rpc_error_event_and_junk_events_are_errors_not_panics() {
     assert!(r.output.contains("none of task, message"), "{}", r.output);
 }
 
+// ---- Parts beyond text (issue 9) ----
+
+#[test]
+fn file_and_data_parts_of_the_answer_come_in_metadata_parts_and_the_output_keeps_the_text() {
+    let png = json!({"raw": "iVBORw0KGgo=", "mediaType": "image/png", "filename": "chart.png"});
+    let data = json!({"data": {"rows": 3}, "mediaType": "application/json"});
+    // A 0.3 peer answering by polls, and a 1.0 peer streaming.
+    let peer03 = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![ok(json!({"id": "t1", "status": {"state": "completed"}, "artifacts": [{"parts": [
+            {"kind": "text", "text": "see the chart"},
+            {"kind": "file", "file": {"bytes": "iVBORw0KGgo=", "mimeType": "image/png", "name": "chart.png"}},
+            {"kind": "data", "data": {"rows": 3}}]}]}))],
+    );
+    let r = run(&peer03);
+    assert_eq!((r.output.as_str(), r.is_error), ("see the chart", false));
+    assert_eq!(
+        meta(&r)["parts"],
+        json!([png, {"data": {"rows": 3}}]),
+        "1.0 shapes"
+    );
+    let peer10 = ScriptedPeer::new().on(
+        "SendStreamingMessage",
+        vec![Reply::Stream(vec![
+            (1, task10("t1", "TASK_STATE_SUBMITTED")),
+            (
+                1,
+                json!({"artifactUpdate": {"taskId": "t1", "contextId": "c1",
+                "artifact": {"artifactId": "a1", "parts": [{"text": "see"}, png.clone()]}}}),
+            ),
+            (
+                1,
+                json!({"artifactUpdate": {"taskId": "t1", "contextId": "c1", "append": true,
+                "artifact": {"artifactId": "a1", "parts": [data.clone()]}}}),
+            ),
+            (1, status10("t1", "TASK_STATE_COMPLETED")),
+        ])],
+    );
+    let r = run_with(&peer10, streaming(Dialect::V10));
+    assert_eq!(r.output, "see");
+    assert_eq!(meta(&r)["parts"], json!([png, data]));
+    // A text-only answer has no `parts` key.
+    let peer = ScriptedPeer::new().on("SendMessage", vec![ok(completed("t1", "plain"))]);
+    assert!(meta(&run(&peer)).get("parts").is_none());
+}
+
+#[test]
+fn a_direct_message_with_a_file_keeps_it_in_metadata_parts() {
+    let peer = ScriptedPeer::new().on(
+        "SendMessage",
+        vec![ok(
+            json!({"message": {"role": "ROLE_AGENT", "messageId": "m", "parts": [
+            {"text": "here"}, {"url": "https://x/r.pdf", "mediaType": "application/pdf"}]}}),
+        )],
+    );
+    let r = run_with(&peer, spec(Dialect::V10));
+    assert_eq!(r.output, "here");
+    assert_eq!(
+        meta(&r)["parts"],
+        json!([{"url": "https://x/r.pdf", "mediaType": "application/pdf"}])
+    );
+}
+
 #[path = "call_conversation_tests.rs"]
 mod conversation;

@@ -4,5 +4,6 @@
 pub(crate) mod call;
 pub(crate) mod card;
 pub(crate) mod config;
+pub(crate) mod list;
 pub(crate) mod sanitize;
 pub(crate) mod toolkit;

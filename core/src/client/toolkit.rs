@@ -214,6 +214,22 @@ pub async fn agent_tools<T: Transport>(
     Ok(card_tools(agent, &card))
 }
 
+/// The tool a caller named: by its tool name, else by its skill id (what
+/// `toolnexus call TOOL` and the component's `call` accept).
+pub fn find_tool<'a>(tools: &'a [A2aTool], name: &str) -> Result<&'a A2aTool, Error> {
+    tools
+        .iter()
+        .find(|t| t.spec.name == name)
+        .or_else(|| tools.iter().find(|t| t.skill == name))
+        .ok_or_else(|| {
+            let names: Vec<&str> = tools.iter().map(|t| t.spec.name.as_str()).collect();
+            Error::Misuse(format!(
+                "the agent has no tool {name:?} (it has: {})",
+                names.join(", ")
+            ))
+        })
+}
+
 /// A tool the host implements itself (a closure).
 #[cfg(not(target_arch = "wasm32"))]
 pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult> + Send + Sync>;
@@ -536,6 +552,42 @@ impl<T: Transport> Toolkit<T> {
     /// The tools as Gemini `functionDeclarations`.
     pub fn to_gemini(&self) -> Vec<Value> {
         to_gemini(&self.tools())
+    }
+}
+
+#[cfg(test)]
+mod find_tool_tests {
+    use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn tools() -> Vec<A2aTool> {
+        let card = AgentCard::from_value(&serde_json::json!({
+            "name": "Echo Agent",
+            "url": "http://127.0.0.1:1/",
+            "skills": [{"id": "echo", "name": "Echo"}, {"id": "shout"}]
+        }))
+        .expect("card");
+        card_tools(&Agent::new("http://127.0.0.1:1/"), &card)
+    }
+
+    #[test]
+    fn a_tool_is_found_by_its_name_then_by_its_skill_id() {
+        let tools = tools();
+        assert_eq!(
+            find_tool(&tools, "Echo_Agent_shout").unwrap().skill,
+            "shout"
+        );
+        assert_eq!(
+            find_tool(&tools, "echo").unwrap().spec.name,
+            "Echo_Agent_echo"
+        );
+        let err = find_tool(&tools, "nope").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the agent has no tool \"nope\" (it has: Echo_Agent_echo, Echo_Agent_shout)"
+        );
+        assert_eq!(err.kind(), "misuse");
     }
 }
 

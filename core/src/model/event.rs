@@ -288,7 +288,17 @@ mod tests {
             "status": {"state": "TASK_STATE_SUBMITTED"}}}));
         let t03 = read(json!({"kind": "task", "id": "t", "contextId": "c",
             "status": {"state": "submitted"}}));
-        assert_eq!(t10, t03);
+        let StreamEvent::Task(t10) = t10 else {
+            panic!("a task")
+        };
+        assert_eq!(t10.dialect, Shape::V10);
+        assert_eq!(
+            t03,
+            StreamEvent::Task(Task {
+                dialect: Shape::V03,
+                ..t10
+            })
+        );
         assert!(matches!(
             read(json!({"message": {"role": "ROLE_AGENT", "parts": [{"text": "x"}]}})),
             StreamEvent::Message(_)

@@ -4,6 +4,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod event;
+pub(crate) mod part;
 pub(crate) mod task;
 pub(crate) mod time;
 pub(crate) mod tool;

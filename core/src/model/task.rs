@@ -5,6 +5,9 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::model::part::Part;
+use crate::model::part::{read_parts, Parts};
+
 /// The lifecycle state of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskState {
@@ -122,21 +125,21 @@ impl Role {
     }
 }
 
-/// A message; only its text parts are kept.
+/// A message: its text, file and data parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub role: Role,
     pub message_id: String,
-    pub parts: Vec<String>,
+    pub parts: Vec<Part>,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
 }
 
-/// An artifact; only its text parts are kept.
+/// An artifact: its text, file and data parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Artifact {
     pub artifact_id: String,
-    pub parts: Vec<String>,
+    pub parts: Vec<Part>,
 }
 
 /// A task as the client sees it and the server stores it.
@@ -150,21 +153,34 @@ pub struct Task {
     pub updated_ms: Option<u64>,
     pub artifacts: Vec<Artifact>,
     pub history: Vec<Message>,
+    /// The wire shape of the request that made it: calls about it that
+    /// name no `A2A-Version` are answered in it, and stores write it so.
+    /// Read back from a task's state spelling (`TASK_STATE_…` ⇒ 1.0).
+    pub dialect: Shape,
 }
 
 pub(crate) fn text_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-/// The text parts of a `parts` array: `{kind:"text", text}` (0.3) or `{text}` (1.0).
-fn text_parts(v: &Value) -> Vec<String> {
-    v.get("parts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|p| matches!(p.get("kind").and_then(Value::as_str), None | Some("text")))
-        .filter_map(|p| text_of(p, "text"))
-        .collect()
+/// The text parts among `parts` joined by `"\n"`; `None` when none is text.
+fn joined_text<'a>(parts: impl Iterator<Item = &'a [Part]>) -> Option<String> {
+    // Plain loops: iterator adaptors over parts cost the npm `.wasm` more.
+    let mut out: Option<String> = None;
+    for list in parts {
+        for p in list {
+            if let Part::Text(t) = p {
+                match &mut out {
+                    Some(s) => {
+                        s.push('\n');
+                        s.push_str(t);
+                    }
+                    None => out = Some(t.clone()),
+                }
+            }
+        }
+    }
+    out
 }
 
 impl Message {
@@ -173,7 +189,7 @@ impl Message {
         Message {
             role: Role::Agent,
             message_id,
-            parts: vec![text],
+            parts: vec![Part::Text(text)],
             context_id: None,
             task_id: None,
         }
@@ -185,7 +201,7 @@ impl Message {
         Some(Message {
             role: Role::parse(v.get("role").and_then(Value::as_str).unwrap_or("user")),
             message_id: text_of(v, "messageId").unwrap_or_default(),
-            parts: text_parts(v),
+            parts: read_parts(v),
             context_id: text_of(v, "contextId"),
             task_id: text_of(v, "taskId"),
         })
@@ -193,7 +209,7 @@ impl Message {
 
     /// The text parts joined by `"\n"`.
     pub fn text(&self) -> String {
-        self.parts.join("\n")
+        joined_text(std::iter::once(&self.parts[..])).unwrap_or_default()
     }
 
     /// The message in the given wire shape, to serialise.
@@ -212,7 +228,7 @@ impl Artifact {
     pub fn from_value(v: &Value) -> Artifact {
         Artifact {
             artifact_id: text_of(v, "artifactId").unwrap_or_default(),
-            parts: text_parts(v),
+            parts: read_parts(v),
         }
     }
 }
@@ -223,10 +239,12 @@ impl Task {
     pub fn from_value(v: &Value) -> Option<Task> {
         let id = text_of(v, "id")?;
         let status = v.get("status");
-        let state = status
-            .and_then(|s| s.get("state"))
-            .and_then(Value::as_str)
-            .map_or(TaskState::Unknown, TaskState::parse);
+        let state_text = status.and_then(|s| s.get("state")).and_then(Value::as_str);
+        let state = state_text.map_or(TaskState::Unknown, TaskState::parse);
+        let dialect = match state_text {
+            Some(s) if s.starts_with("TASK_STATE_") => Shape::V10,
+            _ => Shape::V03,
+        };
         let list = |key: &str| v.get(key).and_then(Value::as_array).into_iter().flatten();
         let context_id = text_of(v, "contextId").unwrap_or_default();
         // A message repeating the task's own ids keeps none (they are written back on the wire).
@@ -251,17 +269,13 @@ impl Task {
             context_id: context_id.clone(),
             state,
             artifacts: list("artifacts").map(Artifact::from_value).collect(),
+            dialect,
         })
     }
 
     /// All artifact text parts joined by `"\n"`, or `None` when there are none.
     pub fn artifact_text(&self) -> Option<String> {
-        let parts: Vec<&str> = self
-            .artifacts
-            .iter()
-            .flat_map(|a| a.parts.iter().map(String::as_str))
-            .collect();
-        (!parts.is_empty()).then(|| parts.join("\n"))
+        joined_text(self.artifacts.iter().map(|a| &a.parts[..]))
     }
 
     /// The text of the status message, when it has any.
@@ -311,21 +325,6 @@ pub struct ShapedTask<'a> {
     pub task: &'a Task,
     pub shape: Shape,
     pub history_length: Option<usize>,
-}
-
-pub(crate) struct Parts<'a>(pub(crate) &'a [String], pub(crate) Shape);
-
-impl Serialize for Parts<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Part<'a> {
-            #[serde(skip_serializing_if = "Option::is_none")]
-            kind: Option<&'static str>,
-            text: &'a str,
-        }
-        let kind = (self.1 == Shape::V03).then_some("text");
-        s.collect_seq(self.0.iter().map(|text| Part { kind, text }))
-    }
 }
 
 impl Serialize for Shaped<'_, Message> {
@@ -529,8 +528,17 @@ mod tests {
         assert_eq!(v10["status"]["state"], "TASK_STATE_COMPLETED");
         assert_eq!(v10["artifacts"][0]["parts"][0], json!({"text": "one"}));
         assert!(v10.get("kind").is_none());
+        assert_eq!(t.dialect, Shape::V10, "read from its state's spelling");
         assert_eq!(Task::from_value(&v10), Some(t.clone()));
-        assert_eq!(Task::from_value(&v03), Some(t));
+        let t03 = Task::from_value(&v03).expect("task");
+        assert_eq!(t03.dialect, Shape::V03);
+        assert_eq!(
+            Task {
+                dialect: Shape::V10,
+                ..t03
+            },
+            t
+        );
     }
 
     #[test]

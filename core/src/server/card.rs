@@ -20,6 +20,9 @@ pub struct A2aConfig {
     pub provider: Option<Provider>,
     /// Allowlist of skill names to advertise; `None` advertises all.
     pub skills: Option<Vec<String>>,
+    /// Advertise `capabilities.pushNotifications` (the server must offer
+    /// them: [`super::ServerOptions::push`]).
+    pub push_notifications: bool,
 }
 
 /// The card name used when none is configured.
@@ -73,14 +76,19 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
     );
     put(
         "capabilities",
-        json!({"streaming": true, "pushNotifications": false, "extensions": [{
+        json!({"streaming": true, "pushNotifications": cfg.push_notifications, "extensions": [{
             "uri": crate::client::card::LONG_POLL_EXTENSION,
             "description": "GetTask honours Prefer: wait=N (RFC 7240): it answers when the task settles or after N seconds",
             "required": false,
         }]}),
     );
-    put("defaultInputModes", json!(["text"]));
-    put("defaultOutputModes", json!(["text"]));
+    // Modes are media types (A2A 1.0). Files and data parts are taken too
+    // (kept in the task, described to the model); answers are text.
+    put(
+        "defaultInputModes",
+        json!(["text/plain", "application/json"]),
+    );
+    put("defaultOutputModes", json!(["text/plain"]));
     if let Some(p) = &cfg.provider {
         put(
             "provider",
@@ -121,8 +129,11 @@ mod tests {
             card["capabilities"]["extensions"][0]["uri"],
             crate::client::card::LONG_POLL_EXTENSION
         );
-        assert_eq!(card["defaultInputModes"], json!(["text"]));
-        assert_eq!(card["defaultOutputModes"], json!(["text"]));
+        assert_eq!(
+            card["defaultInputModes"],
+            json!(["text/plain", "application/json"])
+        );
+        assert_eq!(card["defaultOutputModes"], json!(["text/plain"]));
         assert!(card.get("provider").is_none());
     }
 

@@ -123,6 +123,7 @@ mod tests {
             updated_ms: Some(at),
             artifacts: Vec::new(),
             history: vec![user(said)],
+            dialect: crate::model::task::Shape::V03,
         };
         if state == TaskState::Completed {
             t.artifacts.push(Artifact {

@@ -535,7 +535,7 @@ impl Tasks {
                         context_id: run.task.context_id.clone(),
                         artifact: crate::model::task::Artifact {
                             artifact_id: run.answer_id.clone(),
-                            parts: vec![text],
+                            parts: vec![crate::model::task::Part::Text(text)],
                         },
                         append: run.chunks > 0,
                         last_chunk: true,
@@ -719,6 +719,7 @@ mod tests {
             updated_ms: None,
             artifacts: Vec::new(),
             history: Vec::new(),
+            dialect: crate::model::task::Shape::V03,
         }
     }
 

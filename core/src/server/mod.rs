@@ -12,9 +12,12 @@ mod fulfil;
 mod list;
 mod machine;
 mod policy;
+#[cfg(feature = "push")]
+pub mod push;
 mod rpc;
 mod store;
 mod stream;
+mod validate;
 
 pub use crate::host::lock::{Lock, Locks};
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
@@ -57,7 +60,9 @@ pub const LEGACY_CARD_PATH: &str = "/.well-known/agent.json";
 pub struct FulfilRequest {
     pub task_id: String,
     pub context_id: String,
-    /// The message's text parts joined by `"\n"`.
+    /// The message's parts joined by `"\n"`: text as it is, a file or
+    /// data part as one line (`[file name type url]`, `[data {…}]`); the
+    /// parts themselves are in the task's history.
     pub text: String,
     /// The skill named in the message's `metadata.skill`, if any.
     pub skill: Option<String>,
@@ -128,6 +133,20 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     fn sleep_until(&self, _at_ms: u64) -> Option<BoxFuture<'static, ()>> {
         None
     }
+    /// Sends an HTTP request and reads the whole answer (push notifications
+    /// to webhooks). Hosts without one keep the default: they cannot offer
+    /// push notifications.
+    fn send(&self, _req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+        None
+    }
+}
+
+/// Push notifications, when the server offers them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushOptions {
+    /// Take webhooks on loopback, private, link-local and metadata
+    /// addresses (refused by default: SSRF).
+    pub allow_private_webhooks: bool,
 }
 
 /// The longest `Prefer: wait` honoured, in seconds.
@@ -263,6 +282,10 @@ pub struct ServerOptions {
     /// (`Cache-Control: public, max-age=N`). `None` (the default): they
     /// revalidate every time (`no-cache`), cheaply, with its `ETag`.
     pub card_max_age: Option<Duration>,
+    /// Push notifications to webhooks (feature `push`, and a host that
+    /// sends HTTP); `None`: the config methods answer -32003. The card
+    /// should say so ([`A2aConfig::push_notifications`]).
+    pub push: Option<PushOptions>,
     /// Crash recovery for a store that no start-up can sweep (a worker's KV,
     /// shared by instances that come and go): a stored task still
     /// `submitted` or `working`, not running on this server, whose last
@@ -295,6 +318,7 @@ impl Default for ServerOptions {
             max_queued: DEFAULT_MAX_QUEUED,
             heartbeat: Some(DEFAULT_HEARTBEAT),
             card_max_age: None,
+            push: None,
             interrupted_after: None,
         }
     }
@@ -316,10 +340,15 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     interrupted_after_ms: Option<u64>,
     card_cache_control: String,
     tasks: TasksLock<H>,
+    #[cfg(feature = "push")]
+    push: Option<(PushOptions, PushLock<H>)>,
 }
 
 /// The host's lock around the running tasks.
 type TasksLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<Tasks>;
+/// The host's lock around the push-notification configs.
+#[cfg(feature = "push")]
+type PushLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<push::PushConfigs>;
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     pub fn new(options: ServerOptions, store: S, host: H, fulfiller: F) -> Arc<Self> {
@@ -342,6 +371,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 None => "no-cache".into(),
             },
             tasks: Lock::new(Tasks::with_limits(options.max_running, options.max_queued)),
+            #[cfg(feature = "push")]
+            push: options
+                .push
+                .map(|o| (o, Lock::new(push::PushConfigs::default()))),
         })
     }
 
@@ -494,9 +527,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     async fn json_rpc(self: &Arc<Self>, req: &HttpRequest) -> Reply {
         let mut waited = None;
+        // The shape errors are written in: 1.0 adds `data` details.
+        let mut shape = Shape::V03;
         let (id, outcome) = match RpcRequest::parse(req) {
             Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
                 let id = call.id.clone();
+                shape = call.shape;
                 match boxed(self.stream_call(call)).await {
                     Ok(reply) => return reply,
                     Err(e) => (id, Err(e)),
@@ -504,6 +540,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             Ok(call) => {
                 let id = call.id.clone();
+                shape = call.shape;
                 let is_get = Method::from_name(&call.method) == Some(Method::Get);
                 let wait = preferred_wait(req).filter(|_| is_get);
                 // Hosts without a timer answer at once, as if no wait was asked.
@@ -522,7 +559,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 };
                 (id, outcome)
             }
-            Err((id, err)) => (id, Err(err)),
+            Err((id, err)) => {
+                // A client naming a version we lack speaks a later one: details help it.
+                if err.code == rpc::VERSION_NOT_SUPPORTED {
+                    shape = Shape::V10;
+                }
+                (id, Err(err))
+            }
         };
         let body = match &outcome {
             Ok(result) => serde_json::to_vec(&Envelope {
@@ -538,6 +581,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 error: Some(ErrorBody {
                     code: e.code,
                     message: &e.message,
+                    data: (shape == Shape::V10).then(|| e.details()),
                 }),
             }),
         };
@@ -558,7 +602,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     async fn stream_call(self: &Arc<Self>, call: RpcRequest) -> Result<Reply, RpcError> {
         let (first, slot) = match Method::from_name(&call.method) {
             Some(Method::Stream) => {
-                let (task, request, _blocking) = self.create_task(&call.params).await?;
+                let (task, request, _blocking) = self.create_task(&call.params, call.shape).await?;
                 let started = self.start(request, task, Follow::Stream).await?;
                 started
                     .stream
@@ -566,10 +610,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             _ => self.subscribe(&call.params).await?,
         };
+        let shape = answer_shape(&call, &first);
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
-            body: stream::event_body(call.id, call.shape, first, slot, hooks),
+            body: stream::event_body(call.id, shape, first, slot, hooks),
         })
     }
 
@@ -634,10 +679,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .unwrap_or_default();
         // Wait before reading, so a task settling in between is not missed.
         let settled = self.tasks().wait(id, Until::Stops).map(|s| self.waited(s));
+        let history = validate::history_length(&call.params, "historyLength")?;
         let task = self.existing(&call.params).await?;
-        let history = history_length(&call.params);
         if machine::ends_stream(task.state) {
-            return Ok(Answer::task(task, call.shape, history));
+            return Ok(Answer::about(call, task, history));
         }
         let woke = match settled {
             Some(settled) => match futures_util::future::select(Box::pin(settled), timer).await {
@@ -651,13 +696,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
         };
         match woke {
-            Some(Waited::Saved(task)) => Ok(Answer::task(task, call.shape, history)),
+            Some(Waited::Saved(task)) => Ok(Answer::about(call, task, history)),
             Some(Waited::SaveFailed(e)) => Err(not_stored(&e)),
-            Some(Waited::Released) | None => Ok(Answer::task(
-                self.existing(&call.params).await?,
-                call.shape,
-                history,
-            )),
+            Some(Waited::Released) | None => {
+                let task = self.existing(&call.params).await?;
+                Ok(Answer::about(call, task, history))
+            }
         }
     }
 
@@ -668,21 +712,26 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .await
                 .map(Answered::Task),
             Some(Method::Get) => {
+                let history = validate::history_length(&call.params, "historyLength")?;
                 let task = self.existing(&call.params).await?;
-                let answer = Answer::task(task, shape, history_length(&call.params));
+                let answer = Answer::about(&call, task, history);
                 Ok(Answered::Task(answer))
             }
-            Some(Method::Cancel) => boxed(self.cancel(&call.params, shape))
-                .await
-                .map(Answered::Task),
+            Some(Method::Cancel) => {
+                let mut answer = boxed(self.cancel(&call.params, shape)).await?;
+                answer.shape = answer_shape(&call, &answer.task);
+                Ok(Answered::Task(answer))
+            }
             Some(Method::List) => boxed(self.list(&call.params, shape))
                 .await
                 .map(Answered::Page),
+            #[cfg(feature = "push")]
+            Some(Method::PushConfig) if self.push.is_some() => self
+                .push_config(&call)
+                .await
+                .map(|v| Answered::Value(Box::new(v))),
             // The card says pushNotifications: false.
-            Some(Method::PushConfig) => Err(RpcError::new(
-                rpc::PUSH_NOTIFICATION_NOT_SUPPORTED,
-                "Push notifications are not supported by this agent",
-            )),
+            Some(Method::PushConfig) => Err(push_not_supported()),
             Some(Method::ExtendedCard) => Err(RpcError::new(
                 rpc::EXTENDED_CARD_NOT_CONFIGURED,
                 "This agent has no extended agent card",
@@ -763,7 +812,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         params: &Value,
         shape: Shape,
     ) -> Result<Answer, RpcError> {
-        let (task, request, blocking) = self.create_task(params).await?;
+        let (task, request, blocking) = self.create_task(params, shape).await?;
+        let history = params
+            .get("configuration")
+            .map(|c| validate::history_length(c, "configuration.historyLength"))
+            .transpose()?
+            .flatten();
         let follow = if blocking { Follow::Wait } else { Follow::None };
         let id = task.id.clone();
         let started = self.start(request, task.clone(), follow).await?;
@@ -779,7 +833,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
         Ok(Answer {
             wrap: shape == Shape::V10,
-            ..Answer::task(task, shape, None)
+            ..Answer::task(task, shape, history)
         })
     }
 
@@ -790,21 +844,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     async fn create_task(
         self: &Arc<Self>,
         params: &Value,
+        shape: Shape,
     ) -> Result<(Task, FulfilRequest, bool), RpcError> {
-        let msg = params
-            .get("message")
-            .filter(|m| m.is_object())
-            .ok_or_else(|| RpcError::invalid_params("params.message must be an object"))?;
-        if msg.get("parts").is_some_and(|p| !p.is_array()) {
-            return Err(RpcError::invalid_params(
-                "params.message.parts must be an array",
-            ));
-        }
+        let msg = validate::check_send(params)?;
         let mut user = Message::from_value(msg)
             .unwrap_or_else(|| Message::agent_text(String::new(), String::new()));
         user.role = Role::User;
         if user.parts.is_empty() {
-            return Err(RpcError::invalid_params("the message has no text part"));
+            return Err(RpcError::invalid_field(
+                "message.parts",
+                "has no part with content",
+            ));
         }
         let config = params.get("configuration");
         let flag = |k: &str| config.and_then(|c| c.get(k)).and_then(Value::as_bool);
@@ -819,7 +869,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if user.message_id.is_empty() {
             user.message_id = self.host.new_id();
         }
-        let text = user.text();
+        // Files and data reach a fulfiller that reads text as one line each.
+        let text = user
+            .parts
+            .iter()
+            .map(crate::model::task::Part::describe)
+            .collect::<Vec<_>>()
+            .join("\n");
         // Stored without ids of its own: on the wire it carries the task's.
         // Some clients send empty ids for "none" (protobuf defaults).
         let present = |id: Option<String>| id.filter(|s| !s.is_empty());
@@ -847,8 +903,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 updated_ms: self.host.unix_ms(),
                 artifacts: Vec::new(),
                 history: vec![user],
+                dialect: shape,
             },
         };
+        self.push_on_send(params, &task.id, shape)?;
         let history = self.conversation(&task, read_context).await;
         let request = FulfilRequest {
             task_id: task.id.clone(),
@@ -1041,6 +1099,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     return Err(not_stored(&e.0));
                 }
                 self.save_worked();
+                self.notify(&task);
                 let info = machine::RunInfo {
                     skill: None,
                     text: task.history.first().map(Message::text).unwrap_or_default(),
@@ -1080,6 +1139,14 @@ enum Follow {
 struct Started {
     stream: Option<(Task, Option<Slot>)>,
     wait: Option<Slot>,
+}
+
+/// PushNotificationNotSupportedError: the card says `pushNotifications: false`.
+fn push_not_supported() -> RpcError {
+    RpcError::new(
+        rpc::PUSH_NOTIFICATION_NOT_SUPPORTED,
+        "Push notifications are not supported by this agent",
+    )
 }
 
 /// The error for a state the store did not take: never acknowledged.
@@ -1169,6 +1236,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                     job.save = None;
                     if result.is_ok() {
                         server.save_worked();
+                        server.notify(&task);
                     }
                     let mut after = server.tasks().saved(task, result.map_err(|e| e.0));
                     if let Some(n) = after.retry.take() {
@@ -1287,11 +1355,15 @@ fn task_id(params: &Value) -> Result<&str, RpcError> {
         .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))
 }
 
-fn history_length(params: &Value) -> Option<usize> {
-    params
-        .get("historyLength")
-        .and_then(Value::as_u64)
-        .map(|n| n as usize)
+/// The shape to answer a call about `task` in: the version the call
+/// names, else the one the task was made in (a 1.0 client that omits
+/// `A2A-Version` reads its own tasks in 1.0 shapes).
+fn answer_shape(call: &RpcRequest, task: &Task) -> Shape {
+    if call.versioned {
+        call.shape
+    } else {
+        task.dialect
+    }
 }
 
 /// A JSON-RPC result (always a task here), serialised straight to bytes.
@@ -1304,6 +1376,12 @@ struct Answer {
 }
 
 impl Answer {
+    /// `task` answering `call`, in the shape [`answer_shape`] picks.
+    fn about(call: &RpcRequest, task: Task, history_length: Option<usize>) -> Answer {
+        let shape = answer_shape(call, &task);
+        Answer::task(task, shape, history_length)
+    }
+
     fn task(task: Task, shape: Shape, history_length: Option<usize>) -> Answer {
         Answer {
             task,
@@ -1314,10 +1392,12 @@ impl Answer {
     }
 }
 
-/// A JSON-RPC result: a task, or a page of them.
+/// A JSON-RPC result: a task, a page of them, or another value.
 enum Answered {
     Task(Answer),
     Page(list::Page),
+    #[cfg_attr(not(feature = "push"), allow(dead_code))]
+    Value(Box<Value>),
 }
 
 impl serde::Serialize for Answered {
@@ -1325,6 +1405,7 @@ impl serde::Serialize for Answered {
         match self {
             Answered::Task(a) => a.serialize(s),
             Answered::Page(p) => p.serialize(s),
+            Answered::Value(v) => v.serialize(s),
         }
     }
 }
@@ -1347,6 +1428,8 @@ impl serde::Serialize for Answer {
 struct ErrorBody<'a> {
     code: i64,
     message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<rpc::ErrorDetails<'a>>,
 }
 
 #[derive(serde::Serialize)]
@@ -1369,6 +1452,23 @@ fn plain(status: u16, text: &str) -> HttpResponse {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(not(feature = "push"))]
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
+    /// Without the `push` feature a SendMessage naming a webhook is -32003.
+    fn push_on_send(&self, params: &Value, _task: &str, _shape: Shape) -> Result<(), RpcError> {
+        let config = params.get("configuration").and_then(|c| {
+            c.get("taskPushNotificationConfig")
+                .or_else(|| c.get("pushNotificationConfig"))
+        });
+        match config {
+            Some(c) if !c.is_null() => Err(push_not_supported()),
+            _ => Ok(()),
+        }
+    }
+
+    fn notify(self: &Arc<Self>, _task: &Task) {}
+}
 
 /// `fut` behind a pointer: awaited in a large `async fn`, a branch's future
 /// then has its own poll function instead of being inlined into the

@@ -28,6 +28,9 @@ fn requested_version(req: &HttpRequest) -> Option<&str> {
 pub struct RpcError {
     pub code: i64,
     pub message: String,
+    /// The request field that failed validation (`message.parts`), for the
+    /// 1.0 `google.rpc.BadRequest` detail.
+    pub field: Option<&'static str>,
 }
 
 impl RpcError {
@@ -35,13 +38,92 @@ impl RpcError {
         RpcError {
             code,
             message: message.into(),
+            field: None,
         }
     }
     pub fn invalid_params(message: &str) -> Self {
         RpcError::new(INVALID_PARAMS, format!("Invalid params: {message}"))
     }
+    /// -32602 naming the field that failed (`message.messageId`).
+    pub fn invalid_field(field: &'static str, message: &str) -> Self {
+        RpcError {
+            field: Some(field),
+            ..RpcError::invalid_params(&format!("{field} {message}"))
+        }
+    }
+
+    /// The 1.0 error details (`error.data`): a `google.rpc.ErrorInfo` with
+    /// the A2A reason, and a `google.rpc.BadRequest` when a field failed.
+    pub fn details(&self) -> ErrorDetails<'_> {
+        ErrorDetails(self)
+    }
     pub fn internal(message: String) -> Self {
         RpcError::new(INTERNAL_ERROR, message)
+    }
+}
+
+/// The reason of an error code in `google.rpc.ErrorInfo`, as the official SDKs spell it.
+fn reason(code: i64) -> &'static str {
+    match code {
+        TASK_NOT_FOUND => "TASK_NOT_FOUND",
+        TASK_NOT_CANCELABLE => "TASK_NOT_CANCELABLE",
+        PUSH_NOTIFICATION_NOT_SUPPORTED => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        UNSUPPORTED_OPERATION => "UNSUPPORTED_OPERATION",
+        EXTENDED_CARD_NOT_CONFIGURED => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        VERSION_NOT_SUPPORTED => "VERSION_NOT_SUPPORTED",
+        INVALID_PARAMS => "INVALID_PARAMS",
+        INVALID_REQUEST => "INVALID_REQUEST",
+        METHOD_NOT_FOUND => "METHOD_NOT_FOUND",
+        PARSE_ERROR => "PARSE_ERROR",
+        _ => "INTERNAL_ERROR",
+    }
+}
+
+/// The `data` array of a 1.0 error (spec §9.5): each object has an `@type`.
+pub struct ErrorDetails<'a>(&'a RpcError);
+
+impl serde::Serialize for ErrorDetails<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        #[derive(serde::Serialize)]
+        struct Info {
+            #[serde(rename = "@type")]
+            kind: &'static str,
+            reason: &'static str,
+            domain: &'static str,
+            metadata: Empty,
+        }
+        #[derive(serde::Serialize)]
+        struct Empty {}
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct BadRequest<'a> {
+            #[serde(rename = "@type")]
+            kind: &'static str,
+            field_violations: [Violation<'a>; 1],
+        }
+        #[derive(serde::Serialize)]
+        struct Violation<'a> {
+            field: &'a str,
+            description: &'a str,
+        }
+        let mut seq = s.serialize_seq(None)?;
+        seq.serialize_element(&Info {
+            kind: "type.googleapis.com/google.rpc.ErrorInfo",
+            reason: reason(self.0.code),
+            domain: "a2a-protocol.org",
+            metadata: Empty {},
+        })?;
+        if let Some(field) = self.0.field {
+            seq.serialize_element(&BadRequest {
+                kind: "type.googleapis.com/google.rpc.BadRequest",
+                field_violations: [Violation {
+                    field,
+                    description: &self.0.message,
+                }],
+            })?;
+        }
+        seq.end()
     }
 }
 
@@ -51,26 +133,75 @@ pub struct RpcRequest {
     pub id: Value,
     pub method: String,
     pub params: Value,
-    /// The shape to answer in: 1.0 when `A2A-Version` starts with `1`.
+    /// The shape to answer in: the requested version's, else inferred
+    /// from the call (see [`infer_shape`]).
     pub shape: Shape,
+    /// Whether the request named its dialect (`A2A-Version`, or a 0.3
+    /// method name); if not, a call on an existing task answers in the
+    /// shape the task was made in.
+    pub versioned: bool,
+}
+
+/// The shape of a supported `A2A-Version`: `1`, `1.0` (a patch is ignored,
+/// as the spec asks) or `0.3`; `None` for any other.
+fn version_shape(v: &str) -> Option<Shape> {
+    let mut parts = v.split('.');
+    let (major, minor) = (parts.next()?, parts.next().unwrap_or("0"));
+    match (major, minor) {
+        ("1", "0") => Some(Shape::V10),
+        ("0", "3") => Some(Shape::V03),
+        _ => None,
+    }
+}
+
+/// The shape of a call that names no version. A2A says that is 0.3, but
+/// 1.0 clients omit it too: a 1.0-shaped message (`ROLE_USER`, parts
+/// without `kind`, `returnImmediately`) and ListTasks (1.0 only) are
+/// answered in 1.0 shapes. The toolnexus dialect and 0.3 send `kind`ed
+/// parts and lowercase roles, so they keep theirs.
+pub fn infer_shape(method: &str, params: &Value) -> Shape {
+    if method.contains('/') {
+        return Shape::V03;
+    }
+    if method == "ListTasks" {
+        return Shape::V10;
+    }
+    let Some(message) = params.get("message") else {
+        return Shape::V03;
+    };
+    let role_10 = message
+        .get("role")
+        .and_then(Value::as_str)
+        .is_some_and(|r| r.starts_with("ROLE_"));
+    let parts_10 = message
+        .get("parts")
+        .and_then(Value::as_array)
+        .is_some_and(|p| p.iter().any(|p| p.get("kind").is_none()));
+    let return_immediately = params
+        .get("configuration")
+        .and_then(|c| c.get("returnImmediately"))
+        .is_some();
+    if role_10 || parts_10 || return_immediately {
+        Shape::V10
+    } else {
+        Shape::V03
+    }
 }
 
 impl RpcRequest {
     /// Reads the call, or the error to answer with (and the id, when known).
     pub fn parse(req: &HttpRequest) -> Result<RpcRequest, (Value, RpcError)> {
         let shape = match requested_version(req).map(str::trim) {
-            None | Some("") => Shape::V03,
-            Some(v) if v.starts_with('1') => Shape::V10,
-            Some(v) if v.starts_with("0.3") => Shape::V03,
-            Some(v) => {
-                return Err((
+            None | Some("") => None,
+            Some(v) => Some(version_shape(v).ok_or_else(|| {
+                (
                     Value::Null,
                     RpcError::new(
                         VERSION_NOT_SUPPORTED,
                         format!("A2A version {v} is not supported (use 1.0 or 0.3)"),
                     ),
-                ))
-            }
+                )
+            })?),
         };
         // Typed, so the envelope never becomes a map; only the fields are values.
         #[derive(serde::Deserialize)]
@@ -125,10 +256,12 @@ impl RpcRequest {
             Some(_) => return Err((id, RpcError::invalid_params("params must be an object"))),
         };
         Ok(RpcRequest {
+            shape: shape.unwrap_or_else(|| infer_shape(&method, &params)),
+            // A 0.3 method name (`tasks/get`) names its dialect too.
+            versioned: shape.is_some() || method.contains('/'),
             id,
             method,
             params,
-            shape,
         })
     }
 }

@@ -80,7 +80,7 @@ pub fn task_bytes(task: &Task) -> usize {
             + m.task_id.as_ref().map_or(0, String::len)
             + m.parts
                 .iter()
-                .map(|p| size_of::<String>() + p.len())
+                .map(|p| size_of::<crate::model::part::Part>() + p.byte_len())
                 .sum::<usize>()
     }
     size_of::<Task>()
@@ -95,7 +95,7 @@ pub fn task_bytes(task: &Task) -> usize {
                     + a.artifact_id.len()
                     + a.parts
                         .iter()
-                        .map(|p| size_of::<String>() + p.len())
+                        .map(|p| size_of::<crate::model::part::Part>() + p.byte_len())
                         .sum::<usize>()
             })
             .sum::<usize>()
@@ -338,6 +338,7 @@ mod tests {
             updated_ms: None,
             artifacts: vec![],
             history: vec![],
+            dialect: crate::model::task::Shape::V03,
         }
     }
 
@@ -383,7 +384,7 @@ mod tests {
         let mut t = task(id, state);
         t.artifacts.push(crate::model::task::Artifact {
             artifact_id: "a".into(),
-            parts: vec!["x".repeat(kib * 1024)],
+            parts: vec!["x".repeat(kib * 1024).into()],
         });
         t
     }

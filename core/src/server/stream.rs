@@ -184,7 +184,7 @@ impl Progress {
                 context_id: p.context_id.to_string(),
                 artifact: Artifact {
                     artifact_id: p.answer_id.to_string(),
-                    parts: vec![text],
+                    parts: vec![crate::model::task::Part::Text(text)],
                 },
                 append,
                 last_chunk,

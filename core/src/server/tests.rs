@@ -26,6 +26,8 @@ struct TestHost {
     time: VirtualTime,
     /// The timers handed out: (ms, due at).
     timers: Mutex<Vec<(u64, u64)>>,
+    /// The requests sent (push notifications); each answered 204.
+    sent: Mutex<Vec<HttpRequest>>,
 }
 
 impl Default for TestHost {
@@ -37,6 +39,7 @@ impl Default for TestHost {
             reports: Mutex::default(),
             time: VirtualTime::manual(),
             timers: Mutex::default(),
+            sent: Mutex::default(),
         }
     }
 }
@@ -77,6 +80,15 @@ impl ServerHost for Arc<TestHost> {
     fn sleep_until(&self, at: u64) -> Option<BoxFuture<'static, ()>> {
         lock(&self.timers).push((at - self.time.now(), at));
         Some(Box::pin(self.time.sleep_until(at)))
+    }
+    fn send(&self, req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+        lock(&self.sent).push(req);
+        let answer = HttpResponse {
+            status: 204,
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        Some(Box::pin(std::future::ready(Ok(answer))))
     }
 }
 
@@ -500,7 +512,7 @@ fn every_state_change_is_stamped_and_the_stamp_is_served() {
     );
     f.host.time.advance_to(1_500);
     f.settle();
-    let got = f.rpc(None, "GetTask", json!({"id": id}));
+    let got = f.rpc(None, "tasks/get", json!({"id": id}));
     assert_eq!(got["result"]["status"]["state"], "completed");
     assert_eq!(
         got["result"]["status"]["timestamp"],
@@ -644,7 +656,11 @@ fn the_version_may_come_as_a_query_parameter() {
         "{v}"
     );
     assert_eq!(send("/?a2a-version=9.9")["error"]["code"], -32009);
-    assert_eq!(send("/?other=1")["result"]["status"]["state"], "completed");
+    // No version: the 1.0-shaped message says 1.0 (see conformance.rs).
+    assert_eq!(
+        send("/?other=1")["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 }
 
 #[test]
@@ -815,7 +831,8 @@ fn cancel_stops_a_running_task_and_refuses_a_finished_one() {
     f.settle();
     assert_eq!(
         f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],
-        "canceled"
+        "TASK_STATE_CANCELED",
+        "unversioned: in the dialect the task was made in"
     );
     assert_eq!(
         lock(&f.host.events).last().map(|e| e.state.to_string()),
@@ -850,7 +867,8 @@ fn a_cancel_racing_progress_on_a_slow_store_is_ordered() {
     );
     assert_eq!(
         f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],
-        "canceled"
+        "TASK_STATE_CANCELED",
+        "unversioned: in the dialect the task was made in"
     );
     let hooks: Vec<String> = lock(&f.host.events)
         .iter()
@@ -912,7 +930,7 @@ fn a_failing_store_marks_the_server_unhealthy_and_reads_go_on() {
         lock(&f.host.reports)
     );
     // Reads go on while unhealthy.
-    let got = f.rpc(None, "GetTask", json!({"id": done}));
+    let got = f.rpc(None, "tasks/get", json!({"id": done}));
     assert_eq!(got["result"]["status"]["state"], "completed");
 
     // The store works again: so does the server.
@@ -940,6 +958,7 @@ fn a_cancel_the_store_refuses_is_an_error_not_canceled() {
         updated_ms: None,
         artifacts: vec![],
         history: vec![],
+        dialect: Shape::V03,
     };
     f.store.inner.save_now(&t).expect("seed");
     *lock(&f.store.refuse) = Some(TaskState::Canceled);
@@ -1006,7 +1025,7 @@ fn fulfilments_past_the_cap_wait_submitted_and_a_full_queue_refuses() {
     };
     let id_of = |v: &Value| v["result"]["task"]["id"].as_str().expect("id").to_string();
     let state = |f: &Fixture, id: &str| {
-        f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"]
+        f.rpc(None, "tasks/get", json!({"id": id}))["result"]["status"]["state"]
             .as_str()
             .unwrap_or_default()
             .to_string()
@@ -1432,7 +1451,8 @@ fn cancel_ends_an_open_stream_and_leaves_no_subscriber() {
     assert!(f.host.jobs.is_empty(), "the job ended");
     assert_eq!(
         f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],
-        "canceled"
+        "TASK_STATE_CANCELED",
+        "unversioned: in the dialect the task was made in"
     );
 }
 
@@ -1600,6 +1620,7 @@ fn a_task_abandoned_by_a_gone_instance_is_failed_when_read() {
             updated_ms: Some(now - age.as_millis() as u64),
             artifacts: vec![],
             history: vec![],
+            dialect: Shape::V03,
         };
         f.store.inner.save_now(&task).expect("seed");
     };
@@ -1637,6 +1658,7 @@ fn without_interrupted_after_a_stored_working_task_is_left_alone() {
         updated_ms: Some(0),
         artifacts: vec![],
         history: vec![],
+        dialect: Shape::V03,
     };
     f.store.inner.save_now(&task).expect("seed");
     let got = f.rpc(None, "tasks/get", json!({"id": "old"}));
@@ -1667,3 +1689,7 @@ fn a_task_running_here_is_never_failed_as_abandoned() {
 #[path = "conversation_tests.rs"]
 mod conversation_tests;
 use conversation_tests::conversation_rules;
+
+/// Required fields, error details, dialect inference (issue 9).
+#[path = "conformance_tests.rs"]
+mod conformance;

@@ -334,6 +334,9 @@ pub struct SkillSet {
     skills: Vec<Skill>,
     /// Where each skill came from (a path or `<data>`), parallel to `skills`.
     origins: Vec<String>,
+    /// The sampled files beside each SKILL.md ([`SkillSet::sample_files`]),
+    /// parallel to `skills`.
+    files: Vec<Vec<String>>,
     skipped: Vec<SkippedSkill>,
 }
 
@@ -388,6 +391,7 @@ impl SkillSet {
         } else {
             self.skills.push(skill);
             self.origins.push(origin);
+            self.files.push(Vec::new());
             return true;
         };
         self.skipped.push(SkippedSkill {
@@ -421,107 +425,179 @@ impl SkillSet {
     pub fn retain_names(&mut self, allow: &[String]) {
         let skills = std::mem::take(&mut self.skills);
         let origins = std::mem::take(&mut self.origins);
-        (self.skills, self.origins) = skills
-            .into_iter()
-            .zip(origins)
-            .filter(|(s, _)| allow.contains(&s.name))
-            .unzip();
+        let files = std::mem::take(&mut self.files);
+        for ((skill, origin), files) in skills.into_iter().zip(origins).zip(files) {
+            if allow.contains(&skill.name) {
+                self.skills.push(skill);
+                self.origins.push(origin);
+                self.files.push(files);
+            }
+        }
     }
 
-    /// The system-prompt section listing the skills, one `name: description`
-    /// per line, and telling the model to load a skill with the `skill` tool
-    /// before following it. Empty when there are no skills.
-    pub fn prompt(&self) -> String {
-        if self.skills.is_empty() {
-            return String::new();
-        }
-        let mut out = String::from(
-            "## Skills\n\nYou have the skills listed below. Before you follow a skill, \
-             load its full instructions with the `skill` tool (argument `name`), \
-             then follow what it returns.\n\n",
-        );
-        for skill in &self.skills {
-            // A multi-line description would break the one-line-per-skill list.
-            let description = skill
-                .description
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            if description.is_empty() {
-                out.push_str(&format!("- {}\n", skill.name));
-            } else {
-                out.push_str(&format!("- {}: {description}\n", skill.name));
+    /// Records the files beside each SKILL.md read from a folder, as
+    /// `sample(dir)` lists them (the host reads the folder: up to
+    /// [`SAMPLED_FILES`] absolute paths, SKILL.md excluded). The `skill`
+    /// tool shows them in its `<skill_files>` block.
+    pub fn sample_files(&mut self, sample: impl Fn(&str) -> Vec<String>) {
+        for (origin, files) in self.origins.iter().zip(&mut self.files) {
+            if let Some(dir) = skill_dir(origin) {
+                *files = sample(dir);
+                files.truncate(SAMPLED_FILES);
             }
+        }
+    }
+
+    /// The system-prompt section (toolnexus SPEC §0.6, byte-identical in
+    /// every port): the two-line preamble, a blank line, `## Available
+    /// Skills` and `- **name**: description` per described skill, sorted by
+    /// name; `No skills are currently available.` when none is described.
+    pub fn prompt(&self) -> String {
+        let mut described: Vec<&Skill> = self
+            .skills
+            .iter()
+            .filter(|s| !s.description.is_empty())
+            .collect();
+        if described.is_empty() {
+            return NO_SKILLS.into();
+        }
+        // As JavaScript's localeCompare does for skill names: case last.
+        let key = |s: &Skill| (s.name.to_ascii_lowercase(), s.name.clone());
+        insertion_sort(&mut described, |a, b| key(a) < key(b));
+        let mut out = format!("{SKILLS_PROMPT_PREAMBLE}\n\n## Available Skills");
+        for skill in described {
+            out.push_str(&format!("\n- **{}**: {}", skill.name, skill.description));
         }
         out
     }
 
-    /// The `skill` tool's spec (name and source `"skill"`): one required
-    /// string argument `name`, restricted to the skill names.
-    ///
-    /// The `enum` is left out when the set is empty, since providers reject
-    /// an empty one; hosts should not offer the tool then.
+    /// The `skill` tool's spec, as every toolnexus port offers it: the
+    /// loader description (`skill.txt`) and one required string `name`.
     pub fn tool_spec(&self) -> ToolSpec {
-        let mut name = json!({
-            "type": "string",
-            "description": "The name of the skill to load.",
-        });
-        if !self.skills.is_empty() {
-            name["enum"] = self
-                .skills
-                .iter()
-                .map(|s| Value::from(s.name.as_str()))
-                .collect();
-        }
         ToolSpec {
             name: "skill".into(),
-            description: format!(
-                "Loads a skill's instructions. Call it before following a skill, then \
-                 follow the instructions it returns. Available skills: {}.",
-                self.names()
-            ),
+            description: SKILL_TOOL_DESCRIPTION.into(),
             input_schema: json!({
                 "type": "object",
-                "properties": {"name": name},
+                "properties": {"name": {"type": "string", "description": "The name of the skill to load"}},
                 "required": ["name"],
+                "additionalProperties": false,
             }),
             source: "skill".into(),
         }
     }
 
-    /// Runs the `skill` tool: `{"name": "<skill>"}` gives that skill's
-    /// content; an unknown or missing name gives an error result that lists
-    /// the available names, so the model can retry.
+    /// Runs the `skill` tool: `{"name": "<skill>"}` gives the
+    /// `<skill_content>` block (its body, base directory and sampled files);
+    /// an unknown name gives `Skill "x" not found. Available skills: a, b`.
     pub fn run_tool(&self, args: &Value) -> ToolResult {
-        let requested = args.get("name");
-        if let Some(skill) = requested
-            .and_then(Value::as_str)
-            .and_then(|name| self.get(name.trim()))
-        {
-            return ToolResult::ok(skill.content.clone());
-        }
-        let shown = match requested {
-            Some(Value::String(name)) => name.clone(),
+        let name = match args.get("name") {
+            Some(Value::String(n)) => n.clone(),
+            None | Some(Value::Null) => String::new(),
             Some(other) => other.to_string(),
-            None => "(no name given)".into(),
         };
-        ToolResult::error(format!(
-            "Unknown skill: {shown}. Available skills: {}.",
-            self.names()
-        ))
-    }
-
-    /// The skill names joined for a message, or `none`.
-    fn names(&self) -> String {
-        if self.skills.is_empty() {
-            return "none".into();
+        let Some(i) = self.skills.iter().position(|s| s.name == name) else {
+            let mut names: Vec<&str> = self.skills.iter().map(|s| s.name.as_str()).collect();
+            insertion_sort(&mut names, |a, b| a < b);
+            let names = if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            };
+            return ToolResult::error(format!(
+                "Skill \"{name}\" not found. Available skills: {names}"
+            ));
+        };
+        let (skill, origin) = (&self.skills[i], &self.origins[i]);
+        let dir = skill_dir(origin);
+        let base = match dir {
+            Some(dir) => file_url(dir),
+            None => format!("skill://{}/", skill.name),
+        };
+        let mut out = format!(
+            "<skill_content name=\"{0}\">\n# Skill: {0}\n\n{1}\n\nBase directory for this skill: {base}\n\
+             Relative paths in this skill (e.g., scripts/, reference/) are relative to this base directory.\n",
+            skill.name,
+            skill.content.trim()
+        );
+        // A folder skill always lists its files (even none); a data skill has none to list.
+        if dir.is_some() {
+            out.push_str("Note: file list is sampled.\n\n<skill_files>\n");
+            for f in &self.files[i] {
+                out.push_str(&format!("<file>{f}</file>\n"));
+            }
+            if self.files[i].is_empty() {
+                out.push('\n');
+            }
+            out.push_str("</skill_files>\n");
         }
-        self.skills
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        out.push_str("</skill_content>");
+        ToolResult {
+            output: out,
+            is_error: false,
+            metadata: Some(
+                json!({"name": skill.name, "dir": dir.map_or(base.clone(), str::to_string)}),
+            ),
+        }
     }
+}
+
+/// Sorts a short list in place. (The standard sorts add kilobytes per
+/// element type to the npm `.wasm`; a skill list is a few dozen names.)
+fn insertion_sort<T>(v: &mut [T], less: impl Fn(&T, &T) -> bool) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && less(&v[j], &v[j - 1]) {
+            v.swap(j, j - 1);
+            j -= 1;
+        }
+    }
+}
+
+/// How many files beside a SKILL.md the `skill` tool lists.
+pub const SAMPLED_FILES: usize = 10;
+
+/// The skills prompt's preamble (toolnexus `SKILLS_PROMPT_PREAMBLE`).
+pub const SKILLS_PROMPT_PREAMBLE: &str =
+    "Skills provide specialized instructions and workflows for specific tasks.\n\
+    Use the skill tool to load a skill when a task matches its description.";
+
+/// The skills prompt when no skill has a description.
+pub const NO_SKILLS: &str = "No skills are currently available.";
+
+/// The `skill` tool's description (toolnexus `skill.txt`, from opencode).
+pub const SKILL_TOOL_DESCRIPTION: &str = "Load a specialized skill when the task at hand matches one of the skills listed in the system prompt.
+
+Use this tool to inject the skill's instructions and resources into current conversation. The output may contain detailed workflow guidance as well as references to scripts, files, etc in the same directory as the skill.
+
+The skill name must match one of the skills listed in your system prompt.";
+
+/// The folder of a SKILL.md read from disk; `None` for a skill given as data.
+fn skill_dir(origin: &str) -> Option<&str> {
+    if origin == DATA_ORIGIN {
+        return None;
+    }
+    let cut = origin.rfind(['/', '\\'])?;
+    Some(if cut == 0 { "/" } else { &origin[..cut] })
+}
+
+/// `file:///abs/dir` for a folder, percent-encoded as Node's `pathToFileURL`.
+fn file_url(dir: &str) -> String {
+    let path = dir.replace('\\', "/");
+    let mut url = String::from(if path.starts_with('/') {
+        "file://"
+    } else {
+        "file:///"
+    });
+    for b in path.bytes() {
+        let keep = b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b);
+        if keep {
+            url.push(b as char);
+        } else {
+            url.push_str(&format!("%{b:02X}"));
+        }
+    }
+    url
 }
 
 #[cfg(test)]
@@ -780,62 +856,119 @@ mod tests {
     }
 
     #[test]
-    fn prompt_lists_each_skill_and_says_to_load_it_first() {
+    fn the_prompt_is_the_reference_bytes() {
         let mut set = SkillSet::new();
-        assert_eq!(set.prompt(), "");
-        set.add(skill("pdf", "Work with\nPDF files", ""));
+        assert_eq!(set.prompt(), "No skills are currently available.");
+        set.add(skill("pdf", "Work with PDF files", ""));
         set.add(skill("bare", "", ""));
-        let prompt = set.prompt();
-        assert!(
-            prompt.contains("\n- pdf: Work with PDF files\n- bare\n"),
-            "{prompt}"
+        set.add(skill("Csv", "Read CSV", ""));
+        assert_eq!(
+            set.prompt(),
+            "Skills provide specialized instructions and workflows for specific tasks.\n\
+             Use the skill tool to load a skill when a task matches its description.\n\
+             \n\
+             ## Available Skills\n\
+             - **Csv**: Read CSV\n\
+             - **pdf**: Work with PDF files"
         );
-        assert!(prompt.contains("`skill` tool"), "{prompt}");
+        let mut bare = SkillSet::new();
+        bare.add(skill("x", "", ""));
+        assert_eq!(bare.prompt(), NO_SKILLS);
     }
 
     #[test]
-    fn tool_spec_offers_one_required_name_from_the_skill_names() {
+    fn the_tool_spec_is_the_reference_one() {
         let mut set = SkillSet::new();
         set.add(skill("a", "", ""));
-        set.add(skill("b", "", ""));
         let spec = set.tool_spec();
         assert_eq!(
             (spec.name.as_str(), spec.source.as_str()),
             ("skill", "skill")
         );
-        assert!(spec.description.contains("Loads a skill's instructions"));
-        assert!(spec.description.contains("a, b"));
-        assert_eq!(spec.input_schema["type"], "object");
-        assert_eq!(spec.input_schema["required"], json!(["name"]));
-        let name = &spec.input_schema["properties"]["name"];
-        assert_eq!(name["type"], "string");
-        assert_eq!(name["enum"], json!(["a", "b"]));
-        assert!(name["description"].is_string());
-        assert!(
-            SkillSet::new().tool_spec().input_schema["properties"]["name"]
-                .get("enum")
-                .is_none()
+        assert!(spec.description.starts_with(
+            "Load a specialized skill when the task at hand matches one of the skills listed in the system prompt.\n\nUse this tool"
+        ));
+        assert_eq!(
+            spec.input_schema,
+            json!({"type": "object", "properties": {"name": {"type": "string",
+                "description": "The name of the skill to load"}}, "required": ["name"],
+                "additionalProperties": false})
         );
     }
 
     #[test]
-    fn run_tool_returns_content_or_names_the_available_skills() {
+    fn a_folder_skill_loads_as_the_reference_block_with_its_sampled_files() {
+        let mut set = SkillSet::from_files([
+            (
+                "/srv/skills/my skill/SKILL.md".to_string(),
+                "---\nname: pdf\ndescription: PDFs\n---\n\n# PDF\n\nUse it.\n".to_string(),
+            ),
+            (
+                "/srv/skills/empty/SKILL.md".to_string(),
+                "---\nname: empty\n---\nNothing.".to_string(),
+            ),
+        ]);
+        set.sample_files(|dir| match dir {
+            "/srv/skills/my skill" => vec![
+                "/srv/skills/my skill/scripts/run.sh".into(),
+                "/srv/skills/my skill/ref.md".into(),
+            ],
+            _ => Vec::new(),
+        });
+        let r = set.run_tool(&json!({"name": "pdf"}));
+        assert!(!r.is_error);
+        assert_eq!(
+            r.output,
+            "<skill_content name=\"pdf\">\n# Skill: pdf\n\n# PDF\n\nUse it.\n\n\
+             Base directory for this skill: file:///srv/skills/my%20skill\n\
+             Relative paths in this skill (e.g., scripts/, reference/) are relative to this base directory.\n\
+             Note: file list is sampled.\n\n<skill_files>\n\
+             <file>/srv/skills/my skill/scripts/run.sh</file>\n<file>/srv/skills/my skill/ref.md</file>\n\
+             </skill_files>\n</skill_content>"
+        );
+        assert_eq!(
+            r.metadata,
+            Some(json!({"name": "pdf", "dir": "/srv/skills/my skill"}))
+        );
+        // No files: the block is still there, empty.
+        let r = set.run_tool(&json!({"name": "empty"}));
+        assert!(
+            r.output.ends_with(
+                "Note: file list is sampled.\n\n<skill_files>\n\n</skill_files>\n</skill_content>"
+            ),
+            "{}",
+            r.output
+        );
+    }
+
+    #[test]
+    fn a_data_skill_has_a_logical_base_and_no_file_list() {
         let mut set = SkillSet::new();
+        set.add(skill("b", "", "  Do B.\n"));
         set.add(skill("a", "", "Do A."));
-        set.add(skill("b", "", "Do B."));
-        assert_eq!(set.run_tool(&json!({"name": "b"})), ToolResult::ok("Do B."));
+        let r = set.run_tool(&json!({"name": "b"}));
+        assert_eq!(
+            r.output,
+            "<skill_content name=\"b\">\n# Skill: b\n\nDo B.\n\nBase directory for this skill: skill://b/\n\
+             Relative paths in this skill (e.g., scripts/, reference/) are relative to this base directory.\n\
+             </skill_content>"
+        );
         let unknown = set.run_tool(&json!({"name": "zzz"}));
         assert!(unknown.is_error);
         assert_eq!(
             unknown.output,
-            "Unknown skill: zzz. Available skills: a, b."
+            "Skill \"zzz\" not found. Available skills: a, b"
         );
-        let missing = set.run_tool(&json!({}));
-        assert!(missing.is_error);
-        assert!(missing.output.starts_with("Unknown skill: "));
-        assert!(missing.output.contains("a, b"));
+        assert_eq!(
+            set.run_tool(&json!({})).output,
+            "Skill \"\" not found. Available skills: a, b"
+        );
         assert!(set.run_tool(&json!({"name": 3})).is_error);
         assert!(set.run_tool(&json!("a")).is_error);
+        assert_eq!(
+            SkillSet::new().run_tool(&json!({"name": "a"})).output,
+            "Skill \"a\" not found. Available skills: none"
+        );
     }
 
     #[test]

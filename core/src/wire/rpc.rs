@@ -210,7 +210,13 @@ impl Dialect {
         }
     }
 
-    fn request(self, endpoint: &str, rpc_id: u64, op: Method, params: Value) -> HttpRequest {
+    pub(crate) fn request(
+        self,
+        endpoint: &str,
+        rpc_id: u64,
+        op: Method,
+        params: Value,
+    ) -> HttpRequest {
         let body = json!({"jsonrpc": "2.0", "id": rpc_id, "method": self.method(op)});
         let body = with(body, "params", params);
         let req = HttpRequest::post_json(endpoint, text(&body).into_bytes());

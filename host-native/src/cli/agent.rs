@@ -60,6 +60,14 @@ pub struct ServeArgs {
     /// Access-Control-Allow-Origin for browsers; "none" sends no CORS headers [default: *]
     #[arg(long = "cors-origin", value_name = "O")]
     cors_origin: Option<String>,
+    /// Offer push notifications: callers set webhooks (the config methods,
+    /// or SendMessage's configuration) and get each state change POSTed.
+    #[arg(long = "push-notifications")]
+    push_notifications: bool,
+    /// Let webhooks point at loopback, private, link-local and metadata
+    /// addresses (refused by default: SSRF). Implies --push-notifications.
+    #[arg(long = "allow-private-webhooks")]
+    allow_private_webhooks: bool,
     /// Who answers tasks: openai, anthropic, or echo (offline: answers with the task's text).
     #[arg(long, value_name = "STYLE", value_parser = ["openai", "anthropic", "echo"])]
     llm: Option<String>,
@@ -76,6 +84,12 @@ pub struct ServeArgs {
     /// the card and JSON-RPC stay where they are.
     #[arg(long, value_name = "DIR")]
     ui: Option<PathBuf>,
+    /// Serve this agent component (toolnexus-agent.wasm, the wasi:http/proxy
+    /// world) in wasmtime instead, an instance per request, as `wasmtime
+    /// serve` does. It is configured by the TOOLNEXUS_* environment
+    /// variables (--name, --description and --store file:DIR set them).
+    #[arg(long, value_name = "FILE")]
+    component: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -204,6 +218,9 @@ fn cors_origin(arg: Option<&str>) -> Result<Option<CorsOrigin>, Fail> {
 }
 
 pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
+    if let Some(component) = &args.component {
+        return serve_component(&args, component).await;
+    }
     // Options first: a bad one fails before anything is resolved or bound.
     let cors = cors_origin(args.cors_origin.as_deref())?;
     if let Some(dir) = &args.ui {
@@ -254,6 +271,11 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     options.public_url = args.public_url.clone();
     options.cors_origin = cors;
     options.ui_dir = args.ui.clone();
+    if args.push_notifications || args.allow_private_webhooks {
+        options.push = Some(toolnexus_host_native::PushOptions {
+            allow_private_webhooks: args.allow_private_webhooks,
+        });
+    }
     options.on_task = Some(Arc::new(|e| {
         eprintln!("toolnexus: task {} {}", e.id, e.state);
     }));
@@ -281,4 +303,69 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     eprintln!("toolnexus: stopping");
     handle.stop().await;
     Ok(0)
+}
+
+/// `serve --component`: the agent world in wasmtime, an instance per request.
+#[cfg(feature = "component")]
+async fn serve_component(args: &ServeArgs, component: &std::path::Path) -> Result<i32, Fail> {
+    use toolnexus_host_native::component_host::{serve_agent as serve_wasm, AgentComponent};
+    // What the instances see: the TOOLNEXUS_* variables (and the model key
+    // they name), with the flags on top.
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("TOOLNEXUS_") || k.ends_with("_API_KEY"))
+        .collect();
+    let mut set = |k: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            env.retain(|(name, _)| name != k);
+            env.push((k.to_string(), v.clone()));
+        }
+    };
+    set("TOOLNEXUS_NAME", &args.id.name);
+    set("TOOLNEXUS_DESCRIPTION", &args.id.description);
+    set("TOOLNEXUS_PUBLIC_URL", &args.public_url);
+    let mut preopen = None;
+    match args.store.as_deref() {
+        None => {}
+        Some("memory") => set("TOOLNEXUS_STORE", &Some("memory".into())),
+        Some(s) if s.starts_with("file:") => {
+            let dir = PathBuf::from(&s[5..]);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                Fail(
+                    1,
+                    format!("cannot create the store folder {}: {e}", dir.display()),
+                )
+            })?;
+            set("TOOLNEXUS_STORE", &Some("file:/tasks".into()));
+            preopen = Some(dir);
+        }
+        Some(other) => {
+            return Err(Fail(
+                1,
+                format!("--store must be memory or file:DIR, not {other:?}"),
+            ))
+        }
+    }
+    let agent = AgentComponent::load(component, env, preopen).map_err(|e| Fail(1, e))?;
+    let listener = tokio::net::TcpListener::bind(&args.addr)
+        .await
+        .map_err(|e| Fail(1, format!("cannot listen on {}: {e}", args.addr)))?;
+    let addr = listener.local_addr().map_err(|e| Fail(1, e.to_string()))?;
+    let stop = super::remote::interrupted();
+    println!("listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    eprintln!(
+        "toolnexus: serving the agent component {}",
+        component.display()
+    );
+    serve_wasm(listener, Arc::new(agent), stop).await;
+    eprintln!("toolnexus: stopping");
+    Ok(0)
+}
+
+#[cfg(not(feature = "component"))]
+async fn serve_component(_: &ServeArgs, _: &std::path::Path) -> Result<i32, Fail> {
+    Err(Fail(
+        1,
+        "--component: this toolnexus was built without the component feature (cargo build --features component)".into(),
+    ))
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use toolnexus_core::server::A2aConfig;
 use toolnexus_core::skills::SkillSet;
-use toolnexus_core::{AgentCard, HttpRequest, StreamEvent, Task, Transport};
+use toolnexus_core::{AgentCard, HttpRequest, Part, StreamEvent, Task, Transport};
 use toolnexus_host_native::{agent_tools, serve, Agent, Model, NativeTransport, ServeOptions};
 
 /// The example skills, built into the binary so the demo runs from anywhere.
@@ -121,7 +121,8 @@ fn describe(event: &StreamEvent) -> String {
             None => format!("a status update, {}", s.state.as_str()),
         },
         StreamEvent::Artifact(a) => {
-            format!("an artifact chunk: {:?}", cut(a.artifact.parts.join("\n")))
+            let parts: Vec<String> = a.artifact.parts.iter().map(Part::describe).collect();
+            format!("an artifact chunk: {:?}", cut(parts.join("\n")))
         }
         StreamEvent::Message(m) => format!("a message: {:?}", cut(m.text())),
     }

@@ -21,6 +21,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of its largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Print a remote agent's skills as a JSON array of tools.
@@ -56,6 +58,18 @@ enum Command {
         /// Send the message in this conversation (the `contextId` in a result's metadata).
         #[arg(long, value_name = "ID")]
         context_id: Option<String>,
+    },
+    /// List a remote agent's tasks (A2A 1.0 ListTasks), newest status change
+    /// first; print {"tasks": [{id, contextId, state, timestamp, output}], "totalSize"}.
+    Tasks {
+        #[command(flatten)]
+        remote: remote::Remote,
+        /// Only the tasks of this context.
+        #[arg(long = "context", value_name = "ID")]
+        context: Option<String>,
+        /// Only the tasks in this state (completed, working, input-required, …).
+        #[arg(long, value_name = "S")]
+        status: Option<String>,
     },
     /// Serve skills (and the config's agents as tools) as an A2A agent.
     ///
@@ -102,7 +116,7 @@ pub fn main() -> i32 {
     // at once, and a single thread does that with less work.
     let runtime = match &cli.command {
         Command::Serve(_) | Command::Demo => tokio::runtime::Builder::new_multi_thread(),
-        Command::Tools { .. } | Command::Call { .. } | Command::Card(_) => {
+        Command::Tools { .. } | Command::Call { .. } | Command::Tasks { .. } | Command::Card(_) => {
             tokio::runtime::Builder::new_current_thread()
         }
     }
@@ -133,6 +147,11 @@ pub fn main() -> i32 {
                 };
                 remote::call(remote, tool, task, refs, poll_every, events).await
             }
+            Command::Tasks {
+                remote,
+                context,
+                status,
+            } => remote::tasks(remote, context, status).await,
             Command::Serve(args) => agent::serve(args).await,
             Command::Card(args) => agent::card(args),
             Command::Demo => demo::run().await,

@@ -25,6 +25,14 @@ pub struct Remote {
     /// user cache dir or $TOOLNEXUS_CACHE_DIR; never with -H headers.)
     #[arg(long)]
     pub no_cache: bool,
+    /// Who runs the call: native (this binary), or wasm (the same core as the
+    /// WebAssembly component toolnexus-a2a.wasm in wasmtime, HTTP from this
+    /// host; the card is fetched by the component, not cached) [default: native]
+    #[arg(long, value_name = "native|wasm", env = "TOOLNEXUS_ENGINE", value_parser = ["native", "wasm"])]
+    pub engine: Option<String>,
+    /// The library component for --engine wasm [default: toolnexus-a2a.wasm beside this binary]
+    #[arg(long, value_name = "FILE", env = "TOOLNEXUS_COMPONENT")]
+    pub component: Option<std::path::PathBuf>,
     /// The largest Agent Card read, in bytes [default: 1048576]
     #[arg(long, value_name = "BYTES")]
     pub max_card_bytes: Option<u64>,
@@ -53,6 +61,23 @@ fn parse_header(h: &str) -> Result<(String, String), Fail> {
 }
 
 impl Remote {
+    fn wasm(&self) -> bool {
+        self.engine.as_deref() == Some("wasm")
+    }
+
+    /// The library component, loaded (`--engine wasm`).
+    #[cfg(feature = "component")]
+    fn component(&self) -> Result<toolnexus_host_native::component_host::ComponentHost, Fail> {
+        let path = match &self.component {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()
+                .ok()
+                .and_then(|exe| Some(exe.parent()?.join("toolnexus-a2a.wasm")))
+                .ok_or_else(|| Fail(1, "--engine wasm needs --component FILE".into()))?,
+        };
+        toolnexus_host_native::component_host::ComponentHost::load(&path).map_err(|e| Fail(1, e))
+    }
+
     /// The agent's tools, the card taken from the cache when it allows.
     /// Says on stderr which tools were renamed because their names clashed.
     async fn tools(&self, agent: &Agent) -> Result<Vec<RemoteTool>, Fail> {
@@ -136,8 +161,71 @@ pub fn print_json(v: &serde_json::Value) {
 
 pub async fn tools(remote: Remote) -> Result<i32, Fail> {
     let agent = remote.agent(None)?;
+    if remote.wasm() {
+        return wasm_tools(&remote, &agent).await;
+    }
     let tools = remote.tools(&agent).await?;
     print_json(&json!(tools.iter().map(|t| t.spec()).collect::<Vec<_>>()));
+    Ok(0)
+}
+
+/// `toolnexus tasks`: the agent's tasks, one summary each.
+pub async fn tasks(
+    remote: Remote,
+    context: Option<String>,
+    status: Option<String>,
+) -> Result<i32, Fail> {
+    use toolnexus_core::TaskState;
+    use toolnexus_core::{list_tasks, ListFilter};
+    let status = match status.as_deref().map(TaskState::parse) {
+        Some(TaskState::Unknown) => {
+            return Err(Fail(
+                1,
+                format!(
+                    "unknown --status {:?} (submitted, working, input-required, auth-required, completed, failed, canceled, rejected)",
+                    status.unwrap_or_default()
+                ),
+            ))
+        }
+        s => s,
+    };
+    let agent = remote.agent(None)?;
+    let transport = NativeTransport::shared();
+    let cache = (!remote.no_cache).then(CardCache::open).flatten();
+    let work = async {
+        let card = card_cache::fetch_card(&transport, &agent, cache.as_ref())
+            .await
+            .map_err(|e| Fail(1, e.to_string()))?;
+        let filter = ListFilter {
+            context_id: context,
+            status,
+        };
+        list_tasks(&transport, &agent, &card, &filter)
+            .await
+            .map_err(|e| Fail(2, format!("ListTasks failed: {e}")))
+    };
+    let ms = agent.timeout_ms();
+    let list = tokio::time::timeout(Duration::from_millis(ms), work)
+        .await
+        .map_err(|_| Fail(2, format!("ListTasks timed out after {ms}ms")))??;
+    let tasks: Vec<serde_json::Value> = list
+        .tasks
+        .iter()
+        .map(|t| {
+            let output = match t.state {
+                TaskState::Completed => t.output_text(),
+                _ => t.status_text().unwrap_or_default(),
+            };
+            json!({
+                "id": t.id,
+                "contextId": t.context_id,
+                "state": t.state.as_str(),
+                "timestamp": t.updated_ms.map(toolnexus_core::format_rfc3339),
+                "output": output,
+            })
+        })
+        .collect();
+    print_json(&json!({"tasks": tasks, "totalSize": list.total_size, "truncated": list.truncated}));
     Ok(0)
 }
 
@@ -164,6 +252,9 @@ pub async fn call(
     } else {
         task
     };
+    if remote.wasm() {
+        return wasm_call(&remote, &agent, &tool, &task, events).await;
+    }
     let tools = remote.tools(&agent).await?;
     let by_skill: Vec<&RemoteTool> = tools.iter().filter(|t| t.skill() == tool).collect();
     if by_skill.len() > 1 && !tools.iter().any(|t| t.spec().name == tool) {
@@ -215,4 +306,60 @@ pub async fn call(
         .await;
     println!("{}", super::terminal::json(json!(result).to_string()));
     Ok(if result.is_error { 2 } else { 0 })
+}
+
+/// `tools --engine wasm`: the component lists the tools; the same JSON.
+#[cfg(feature = "component")]
+async fn wasm_tools(remote: &Remote, agent: &Agent) -> Result<i32, Fail> {
+    let tools = remote
+        .component()?
+        .agent_tools(agent)
+        .await
+        .map_err(|e| Fail(1, e.to_string()))?;
+    print_json(&json!(tools));
+    Ok(0)
+}
+
+/// `call --engine wasm`: the component makes the call; the same JSON and
+/// exit codes. Its events come back with the result, then are printed.
+#[cfg(feature = "component")]
+async fn wasm_call(
+    remote: &Remote,
+    agent: &Agent,
+    tool: &str,
+    task: &str,
+    events: bool,
+) -> Result<i32, Fail> {
+    let outcome = remote
+        .component()?
+        .call(agent, tool, task, events, None)
+        .await
+        .map_err(|e| Fail(1, e.to_string()))?;
+    if events {
+        let mut err = std::io::stderr().lock();
+        for line in &outcome.events {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+    let result = outcome.result;
+    println!("{}", json!(result));
+    Ok(if result.is_error { 2 } else { 0 })
+}
+
+#[cfg(not(feature = "component"))]
+fn no_engine() -> Fail {
+    Fail(
+        1,
+        "--engine wasm: this toolnexus was built without the component feature (cargo build --features component)".into(),
+    )
+}
+
+#[cfg(not(feature = "component"))]
+async fn wasm_tools(_: &Remote, _: &Agent) -> Result<i32, Fail> {
+    Err(no_engine())
+}
+
+#[cfg(not(feature = "component"))]
+async fn wasm_call(_: &Remote, _: &Agent, _: &str, _: &str, _: bool) -> Result<i32, Fail> {
+    Err(no_engine())
 }

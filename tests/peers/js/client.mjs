@@ -161,7 +161,7 @@ function foldEvent(task, event) {
   return t;
 }
 
-async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined) {
+async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
   const factory = new ClientFactory(
@@ -193,7 +193,7 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = 
 
   const opts = () => ({ signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
   const events = stream ? [] : undefined;
-  let asked;
+  let asked = {};
   const emit = (state, resultText) => {
     const out = events ? { state, text: resultText, events } : { state, text: resultText };
     if (asked) Object.assign(out, asked);
@@ -207,7 +207,28 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = 
     const first = task.id;
     task = await turn(answer, task.id, task.contextId);
     if (task === undefined) return 0;
-    asked = { asked: question, sameTask: task.id === first };
+    Object.assign(asked, { asked: question, sameTask: task.id === first });
+  }
+  if (pushUrl) {
+    // The four config methods on the finished task.
+    const made = await client.createTaskPushNotificationConfig(
+      { tenant: '', id: '', taskId: task.id, url: `${pushUrl}/2`, token: '', authentication: undefined },
+      opts()
+    );
+    const got = await client.getTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
+    const configs = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
+    await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
+    const after = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
+    asked.push = { taskId: task.id, created: made.id, got: got.url, listed: configs.configs.length, afterDelete: after.configs.length };
+  }
+  if (listAfter) {
+    const page = await client.listTasks(
+      { tenant: '', contextId: task.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: undefined,
+        pageToken: '', historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: true },
+      opts()
+    );
+    asked.listed = page.tasks.map((t) => ({ id: t.id, state: stateName(t.status?.state), text: taskText(t) }));
+    asked.totalSize = page.totalSize;
   }
   emit(stateName(task.status.state), taskText(task));
   return task.status.state === TaskState.TASK_STATE_COMPLETED ? 0 : 2;
@@ -227,14 +248,19 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = 
       extensions: [],
       referenceTaskIds: [],
     },
-    configuration: nonBlocking
-      ? {
-          acceptedOutputModes: [],
-          taskPushNotificationConfig: undefined,
-          historyLength: undefined,
-          returnImmediately: true,
-        }
-      : undefined,
+    configuration:
+      nonBlocking || pushUrl
+        ? {
+            acceptedOutputModes: [],
+            // The webhook rides on the message; the task's states are POSTed to it.
+            taskPushNotificationConfig: pushUrl
+              ? { tenant: '', id: '', taskId: '', url: pushUrl, token: 'js-token',
+                  authentication: { scheme: 'Bearer', credentials: 'js-secret' } }
+              : undefined,
+            historyLength: undefined,
+            returnImmediately: nonBlocking,
+          }
+        : undefined,
     metadata: undefined,
   };
 
@@ -291,6 +317,8 @@ try {
       v03: { type: 'boolean', default: false },
       'non-blocking': { type: 'boolean', default: false },
       stream: { type: 'boolean', default: false },
+      list: { type: 'boolean', default: false },
+      push: { type: 'string' },
       answer: { type: 'string' },
     },
   });
@@ -312,7 +340,9 @@ try {
     parsed.values.legacy || parsed.values.v03,
     parsed.values['non-blocking'],
     parsed.values.stream,
-    parsed.values.answer
+    parsed.values.answer,
+    parsed.values.list,
+    parsed.values.push
   );
 } catch (e) {
   const code = e?.code !== undefined ? ` (code ${e.code})` : '';

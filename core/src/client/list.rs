@@ -1,0 +1,155 @@
+//! ListTasks from the client side (A2A 1.0; 0.3 has no such method): the
+//! request, a page read back, and [`list_tasks`], which follows the pages.
+
+use crate::client::card::AgentCard;
+use crate::error::Error;
+use crate::host::transport::Transport;
+use crate::model::agent::Agent;
+use crate::model::task::{Task, TaskState};
+use crate::wire::http::HttpRequest;
+use crate::wire::rpc::{parse_reply, Dialect, Method};
+use serde_json::{json, Value};
+
+/// Which tasks to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only the tasks of this context.
+    pub context_id: Option<String>,
+    /// Only the tasks in this state.
+    pub status: Option<TaskState>,
+}
+
+/// The tasks a peer listed, newest status change first (as it ordered them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskList {
+    pub tasks: Vec<Task>,
+    /// How many tasks match, as the peer counted them.
+    pub total_size: Option<u64>,
+    /// More pages were left unread (past [`MAX_PAGES`]).
+    pub truncated: bool,
+}
+
+/// The most pages [`list_tasks`] reads (of up to 100 tasks each).
+pub const MAX_PAGES: usize = 20;
+
+/// A ListTasks request for one page (`page_token` from the previous one).
+pub fn list_request(
+    endpoint: &str,
+    rpc_id: u64,
+    filter: &ListFilter,
+    page_token: Option<&str>,
+) -> HttpRequest {
+    // Artifacts are left out unless asked for; a caller listing tasks wants their answers.
+    let mut params = json!({"pageSize": 100, "includeArtifacts": true});
+    if let Some(c) = &filter.context_id {
+        params["contextId"] = c.as_str().into();
+    }
+    if let Some(s) = filter.status {
+        params["status"] = s.as_v10().into();
+    }
+    if let Some(t) = page_token.filter(|t| !t.is_empty()) {
+        params["pageToken"] = t.into();
+    }
+    Dialect::V10.request(endpoint, rpc_id, Method::List, params)
+}
+
+/// One ListTasks result: its tasks, the next page's token (empty at the
+/// end) and the total; `None` when it is not a ListTasks result.
+pub fn read_page(v: &Value) -> Option<(Vec<Task>, String, Option<u64>)> {
+    let tasks = v.get("tasks")?.as_array()?;
+    Some((
+        tasks.iter().filter_map(Task::from_value).collect(),
+        crate::model::task::text_of(v, "nextPageToken").unwrap_or_default(),
+        v.get("totalSize").and_then(Value::as_u64),
+    ))
+}
+
+/// Lists the tasks of the agent behind `card` that match `filter`, page by
+/// page (up to [`MAX_PAGES`]).
+pub async fn list_tasks<T: Transport>(
+    transport: &T,
+    agent: &Agent,
+    card: &AgentCard,
+    filter: &ListFilter,
+) -> Result<TaskList, Error> {
+    let (_, endpoint) = card.endpoint(&agent.card);
+    let headers = agent.expanded_headers(|n| transport.env(n));
+    let mut list = TaskList::default();
+    let mut token = String::new();
+    for page in 0..MAX_PAGES {
+        let mut req = list_request(&endpoint, page as u64 + 1, filter, Some(&token));
+        for (k, v) in &headers {
+            req = req.with_header(k, v);
+        }
+        let resp = transport.send(req).await?;
+        let result = parse_reply(&resp, &endpoint)?;
+        let (tasks, next, total) = read_page(&result).ok_or_else(|| {
+            Error::Malformed(format!(
+                "the ListTasks answer has no tasks: {}",
+                crate::wire::json::text(&result)
+            ))
+        })?;
+        list.tasks.extend(tasks);
+        list.total_size = total.or(list.total_size);
+        if next.is_empty() || next == token {
+            return Ok(list);
+        }
+        token = next;
+    }
+    list.truncated = true;
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{block_on, Reply, ScriptedPeer};
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn pages_are_followed_with_the_filter_and_the_token() {
+        let t = |id: &str| json!({"id": id, "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}});
+        let peer = ScriptedPeer::new().on(
+            "ListTasks",
+            vec![
+                Reply::Result(json!({"tasks": [t("a"), t("b")], "nextPageToken": "p2", "pageSize": 2, "totalSize": 3})),
+                Reply::Result(json!({"tasks": [t("c")], "nextPageToken": "", "pageSize": 2, "totalSize": 3})),
+            ],
+        );
+        let card =
+            AgentCard::from_value(&json!({"name": "n", "url": "http://peer/", "skills": []}))
+                .expect("card");
+        let agent = Agent::new("http://peer/.well-known/agent-card.json");
+        let filter = ListFilter {
+            context_id: Some("c".into()),
+            status: Some(TaskState::Completed),
+        };
+        let list = block_on(list_tasks(&peer, &agent, &card, &filter)).expect("listed");
+        let ids: Vec<&str> = list.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(list.total_size, Some(3));
+        let reqs = peer.requests();
+        let bodies: Vec<Value> = reqs
+            .iter()
+            .map(|(_, r)| serde_json::from_slice(&r.body).expect("json"))
+            .collect();
+        assert_eq!(
+            bodies[0]["params"],
+            json!({"pageSize": 100, "includeArtifacts": true, "contextId": "c", "status": "TASK_STATE_COMPLETED"})
+        );
+        assert_eq!(bodies[1]["params"]["pageToken"], "p2");
+        assert_eq!(reqs[0].1.header("A2A-Version"), Some("1.0"));
+    }
+
+    #[test]
+    fn an_answer_without_tasks_is_malformed() {
+        let peer = ScriptedPeer::new().on("ListTasks", vec![Reply::Result(json!({"id": "t"}))]);
+        let card =
+            AgentCard::from_value(&json!({"name": "n", "url": "http://peer/", "skills": []}))
+                .expect("card");
+        let agent = Agent::new("http://peer/.well-known/agent-card.json");
+        let err = block_on(list_tasks(&peer, &agent, &card, &ListFilter::default()));
+        assert!(matches!(err, Err(Error::Malformed(_))), "{err:?}");
+    }
+}

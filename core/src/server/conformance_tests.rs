@@ -1,0 +1,505 @@
+//! A2A 1.0 / 0.3 conformance of the server function: required fields,
+//! `historyLength` on SendMessage, versions, error details, and the shape
+//! of answers to calls that name no `A2A-Version`.
+
+use super::*;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+fn msg_03(text: &str) -> Value {
+    json!({"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": text}]})
+}
+
+fn msg_10(text: &str) -> Value {
+    json!({"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": text}]})
+}
+
+/// `message` with `key` removed or replaced.
+fn with(mut message: Value, key: &str, value: Option<Value>) -> Value {
+    let obj = message.as_object_mut().expect("object");
+    match value {
+        Some(v) => obj.insert(key.into(), v),
+        None => obj.remove(key),
+    };
+    message
+}
+
+#[test]
+fn a_message_without_a_required_field_is_invalid_params_in_both_dialects() {
+    let f = fixture();
+    for (version, method, message) in [
+        (Some("1.0"), "SendMessage", msg_10("hi")),
+        (None, "message/send", msg_03("hi")),
+        (Some("0.3"), "message/stream", msg_03("hi")),
+        (Some("1.0"), "SendStreamingMessage", msg_10("hi")),
+    ] {
+        let cases = [
+            (
+                "message.messageId",
+                with(message.clone(), "messageId", None),
+            ),
+            (
+                "message.messageId",
+                with(message.clone(), "messageId", Some(json!(""))),
+            ),
+            ("message.role", with(message.clone(), "role", None)),
+            (
+                "message.role",
+                with(message.clone(), "role", Some(json!("robot"))),
+            ),
+            ("message.parts", with(message.clone(), "parts", None)),
+            (
+                "message.parts",
+                with(message.clone(), "parts", Some(json!([]))),
+            ),
+            (
+                "message.parts",
+                with(message.clone(), "parts", Some(json!([{"kind": "text"}]))),
+            ),
+            (
+                "message.taskId",
+                with(message.clone(), "taskId", Some(json!(5))),
+            ),
+        ];
+        for (field, bad) in cases {
+            let v = f.rpc(version, method, json!({"message": bad}));
+            assert_eq!(v["error"]["code"], -32602, "{method} {field}: {v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(field),
+                "{v}"
+            );
+        }
+        let v = f.rpc(
+            version,
+            method,
+            json!({"message": message, "configuration": {"historyLength": -1}}),
+        );
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+    }
+    assert!(
+        lock(&f.store.saves).is_empty(),
+        "no invalid message made a task"
+    );
+}
+
+#[test]
+fn the_toolnexus_reference_request_is_accepted_as_it_is() {
+    // What every toolnexus port sends (js/src/a2a.ts, A2A.java, ...): no
+    // version header, no `kind` on the message, a non-blocking send.
+    let f = fixture();
+    let v = f.rpc(
+        None,
+        "SendMessage",
+        json!({"message": {"role": "user", "messageId": "u-1",
+                "parts": [{"kind": "text", "text": "hello"}]},
+               "configuration": {"blocking": false}}),
+    );
+    assert_eq!(v["result"]["kind"], "task", "{v}");
+    assert_eq!(v["result"]["status"]["state"], "submitted");
+    let got = f.rpc(None, "GetTask", json!({"id": v["result"]["id"]}));
+    assert_eq!(got["result"]["kind"], "task");
+}
+
+#[test]
+fn history_length_is_honoured_on_send_message() {
+    let f = fixture();
+    let v = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("hi"), "configuration": {"historyLength": 0}}),
+    );
+    let task = &v["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+    assert!(task.get("history").is_none(), "{v}");
+    let v = f.rpc(
+        None,
+        "message/send",
+        json!({"message": msg_03("hi"), "configuration": {"historyLength": 1}}),
+    );
+    assert_eq!(v["result"]["history"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        f.error_code(None, "GetTask", json!({"id": "x", "historyLength": "all"})),
+        -32602
+    );
+}
+
+#[test]
+fn only_supported_versions_are_served_and_a_patch_is_ignored() {
+    let f = fixture();
+    for v in ["1.0", "1", "1.0.2", " 1.0 "] {
+        let got = f.rpc(Some(v), "SendMessage", json!({"message": msg_10("x")}));
+        assert_eq!(
+            got["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{v}: {got}"
+        );
+    }
+    for v in ["0.3", "0.3.0"] {
+        let got = f.rpc(Some(v), "message/send", json!({"message": msg_03("x")}));
+        assert_eq!(got["result"]["status"]["state"], "completed", "{v}: {got}");
+    }
+    for v in ["1.1", "2.0", "0.2", "10", "x"] {
+        let got = f.rpc(Some(v), "SendMessage", json!({"message": msg_10("x")}));
+        assert_eq!(got["error"]["code"], -32009, "{v}: {got}");
+        assert_eq!(got["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    }
+}
+
+#[test]
+fn v10_errors_carry_error_info_and_bad_request_details() {
+    let f = fixture();
+    let v = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": with(msg_10("x"), "parts", Some(json!([])))}),
+    );
+    let data = &v["error"]["data"];
+    assert_eq!(data[0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+    assert_eq!(data[0]["reason"], "INVALID_PARAMS");
+    assert_eq!(data[0]["domain"], "a2a-protocol.org");
+    assert_eq!(
+        data[1]["@type"],
+        "type.googleapis.com/google.rpc.BadRequest"
+    );
+    assert_eq!(data[1]["fieldViolations"][0]["field"], "message.parts");
+    for (method, params, reason) in [
+        ("GetTask", json!({"id": "nope"}), "TASK_NOT_FOUND"),
+        ("CancelTask", json!({"id": "nope"}), "TASK_NOT_FOUND"),
+        (
+            "GetExtendedAgentCard",
+            json!({}),
+            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        ),
+        ("NoSuchMethod", json!({}), "METHOD_NOT_FOUND"),
+    ] {
+        let v = f.rpc(Some("1.0"), method, params);
+        assert_eq!(v["error"]["data"][0]["reason"], reason, "{v}");
+        assert_eq!(v["error"]["data"].as_array().map(Vec::len), Some(1));
+    }
+    // 0.3 and the toolnexus dialect keep their plain errors.
+    let v = f.rpc(None, "GetTask", json!({"id": "nope"}));
+    assert!(v["error"].get("data").is_none(), "{v}");
+}
+
+#[test]
+fn an_unversioned_10_shaped_message_is_answered_in_10_shapes() {
+    let f = fixture();
+    let shapes = [
+        msg_10("a"),
+        // Any one hint is enough: a 1.0 role, a part without `kind`,
+        json!({"role": "ROLE_USER", "messageId": "m", "parts": [{"kind": "text", "text": "b"}]}),
+        json!({"role": "user", "messageId": "m", "parts": [{"text": "c"}]}),
+    ];
+    for message in shapes {
+        let v = f.rpc(None, "SendMessage", json!({"message": message}));
+        assert_eq!(
+            v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{v}"
+        );
+    }
+    // or `returnImmediately`.
+    let v = f.rpc(
+        None,
+        "SendMessage",
+        json!({"message": msg_03("d"), "configuration": {"returnImmediately": true}}),
+    );
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{v}"
+    );
+    // A 1.0 stream too.
+    let (_, mut body) = f.stream(
+        None,
+        "SendStreamingMessage",
+        json!({"message": msg_10("e")}),
+    );
+    let events = f.all_events(&mut body);
+    assert_eq!(
+        events[0]["result"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
+    assert!(events.last().expect("events")["result"]["statusUpdate"].is_object());
+}
+
+#[test]
+fn unversioned_calls_about_a_task_answer_in_the_dialect_it_was_made_in() {
+    let f = fixture();
+    let v10 = f.rpc(
+        None,
+        "SendMessage",
+        json!({"message": msg_10("hang on"),
+        "configuration": {"returnImmediately": true}}),
+    );
+    let id10 = v10["result"]["task"]["id"].clone();
+    let v03 = f.send(None, "SendMessage", "hang in", false);
+    let id03 = v03["result"]["id"].clone();
+    f.settle();
+
+    let got = f.rpc(None, "GetTask", json!({"id": id10}));
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_WORKING",
+        "{got}"
+    );
+    assert!(got["result"].get("kind").is_none());
+    let got = f.rpc(None, "GetTask", json!({"id": id03}));
+    assert_eq!(got["result"]["status"]["state"], "working", "{got}");
+    assert_eq!(got["result"]["kind"], "task");
+    // A version named wins over the task's.
+    let got = f.rpc(Some("0.3"), "GetTask", json!({"id": id10}));
+    assert_eq!(got["result"]["status"]["state"], "working", "{got}");
+
+    let (_, mut body) = f.stream(None, "SubscribeToTask", json!({"id": id10}));
+    let first = f.next_event(&mut body).expect("the task");
+    assert_eq!(
+        first["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{first}"
+    );
+    drop(body);
+
+    let got = f.rpc(None, "CancelTask", json!({"id": id10}));
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{got}"
+    );
+    let got = f.rpc(None, "tasks/cancel", json!({"id": id03}));
+    assert_eq!(got["result"]["status"]["state"], "canceled", "{got}");
+
+    // ListTasks exists only in 1.0: answered in 1.0 shapes.
+    let got = f.rpc(None, "ListTasks", json!({}));
+    let states: Vec<&str> = got["result"]["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["status"]["state"].as_str())
+        .collect();
+    assert_eq!(
+        states,
+        ["TASK_STATE_CANCELED", "TASK_STATE_CANCELED"],
+        "{got}"
+    );
+}
+
+/// A message with a file (by URL and inline) and a data part, in 1.0 shapes.
+fn rich_10() -> Value {
+    json!({"role": "ROLE_USER", "messageId": "m1", "parts": [
+        {"text": "summarise these"},
+        {"url": "https://files.example/r.pdf", "mediaType": "application/pdf", "filename": "r.pdf"},
+        {"raw": "aGVsbG8=", "mediaType": "text/plain", "filename": "hello.txt"},
+        {"data": {"quarter": 3, "rows": [1, 2]}, "mediaType": "application/json"}]})
+}
+
+#[test]
+fn file_and_data_parts_are_kept_end_to_end_in_both_shapes() {
+    let f = fixture();
+    let v = f.rpc(Some("1.0"), "SendMessage", json!({"message": rich_10()}));
+    let task = &v["result"]["task"];
+    assert_eq!(task["history"][0]["parts"], rich_10()["parts"], "{v}");
+    let id = task["id"].clone();
+    // Stored, and read back in either shape.
+    let got = f.rpc(Some("1.0"), "GetTask", json!({"id": id}));
+    assert_eq!(got["result"]["history"][0]["parts"], rich_10()["parts"]);
+    let got = f.rpc(Some("0.3"), "tasks/get", json!({"id": id}));
+    assert_eq!(
+        got["result"]["history"][0]["parts"],
+        json!([
+            {"kind": "text", "text": "summarise these"},
+            {"kind": "file", "file": {"uri": "https://files.example/r.pdf", "mimeType": "application/pdf", "name": "r.pdf"}},
+            {"kind": "file", "file": {"bytes": "aGVsbG8=", "mimeType": "text/plain", "name": "hello.txt"}},
+            {"kind": "data", "data": {"quarter": 3, "rows": [1, 2]}}
+        ])
+    );
+    let listed = f.rpc(Some("1.0"), "ListTasks", json!({}));
+    assert_eq!(
+        listed["result"]["tasks"][0]["history"][0]["parts"],
+        rich_10()["parts"]
+    );
+    // The fulfiller reads each non-text part as one line.
+    assert_eq!(
+        lock(&f.host.events)[0].task,
+        "summarise these\n[file r.pdf application/pdf https://files.example/r.pdf]\n\
+         [file hello.txt text/plain (inline)]\n[data {\"quarter\":3,\"rows\":[1,2]}]"
+    );
+    // A 0.3 message with only a file is taken too, and streams keep its part.
+    let file_only = json!({"role": "user", "messageId": "m2", "parts": [
+        {"kind": "file", "file": {"uri": "https://files.example/a.png", "mimeType": "image/png"}}]});
+    let (_, mut body) = f.stream(None, "message/stream", json!({"message": file_only}));
+    let first = f.next_event(&mut body).expect("the task");
+    assert_eq!(
+        first["result"]["history"][0]["parts"][0]["file"]["uri"], "https://files.example/a.png",
+        "{first}"
+    );
+}
+
+#[test]
+fn card_modes_are_media_types() {
+    let c = card();
+    assert_eq!(
+        c["defaultInputModes"],
+        json!(["text/plain", "application/json"])
+    );
+    assert_eq!(c["defaultOutputModes"], json!(["text/plain"]));
+}
+
+// ---- Push notifications ----
+
+#[cfg(feature = "push")]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn push_fixture() -> Fixture {
+    let host = Arc::new(TestHost::default());
+    let store = Arc::new(Recording::default());
+    let options = ServerOptions {
+        card: Some(card().into()),
+        push: Some(PushOptions::default()),
+        ..Default::default()
+    };
+    Fixture {
+        server: A2aServer::new(options, store.clone(), host.clone(), Rules),
+        host,
+        store,
+    }
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn push_configs_are_set_read_listed_deleted_and_deliver_each_saved_state() {
+    let f = push_fixture();
+    let v = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("hang on"),
+        "configuration": {"returnImmediately": true}}),
+    );
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    f.settle();
+    let config = json!({"taskId": id, "url": "https://hooks.example/a2a", "token": "tk",
+        "authentication": {"scheme": "Bearer", "credentials": "s3cret"}});
+    let set = f.rpc(
+        Some("1.0"),
+        "CreateTaskPushNotificationConfig",
+        config.clone(),
+    );
+    let cid = set["result"]["id"]
+        .as_str()
+        .expect("an id is given")
+        .to_string();
+    assert_eq!(set["result"]["url"], "https://hooks.example/a2a", "{set}");
+    assert_eq!(set["result"]["authentication"], json!({"scheme": "Bearer"}));
+    assert!(
+        !set.to_string().contains("s3cret"),
+        "credentials never echoed"
+    );
+    // SSRF: internal addresses are refused.
+    for url in [
+        "http://127.0.0.1:9/x",
+        "http://169.254.169.254/",
+        "http://10.0.0.1/",
+    ] {
+        let bad = f.rpc(
+            Some("1.0"),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": url}),
+        );
+        assert_eq!(bad["error"]["code"], -32602, "{url}: {bad}");
+    }
+    assert_eq!(
+        f.error_code(
+            Some("1.0"),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "nope", "url": "https://hooks.example/a2a"})
+        ),
+        -32001
+    );
+    let got = f.rpc(
+        Some("1.0"),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": cid}),
+    );
+    assert_eq!(got["result"]["id"], cid.as_str(), "{got}");
+    let listed = f.rpc(
+        Some("1.0"),
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    );
+    assert_eq!(
+        listed["result"]["configs"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    let listed03 = f.rpc(None, "tasks/pushNotificationConfig/list", json!({"id": id}));
+    assert_eq!(
+        listed03["result"][0]["pushNotificationConfig"]["id"],
+        cid.as_str(),
+        "{listed03}"
+    );
+    let got03 = f.rpc(
+        None,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id, "pushNotificationConfigId": cid}),
+    );
+    assert_eq!(got03["result"]["taskId"], id.as_str(), "{got03}");
+
+    // The next saved state goes to the webhook, with its credentials.
+    assert!(lock(&f.host.sent).is_empty());
+    f.rpc(Some("1.0"), "CancelTask", json!({"id": id}));
+    f.settle();
+    let sent = lock(&f.host.sent).clone();
+    assert_eq!(sent.len(), 1, "one notification for the one change");
+    assert_eq!(sent[0].url, "https://hooks.example/a2a");
+    assert_eq!(sent[0].method, "POST");
+    assert_eq!(sent[0].header("Authorization"), Some("Bearer s3cret"));
+    assert_eq!(sent[0].header("X-A2A-Notification-Token"), Some("tk"));
+    let body: Value = serde_json::from_slice(&sent[0].body).expect("json");
+    assert_eq!(body["task"]["id"], id.as_str());
+    assert_eq!(body["task"]["status"]["state"], "TASK_STATE_CANCELED");
+
+    let del = f.rpc(
+        Some("1.0"),
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": cid}),
+    );
+    assert_eq!(del["result"], json!({}), "{del}");
+    let listed = f.rpc(
+        Some("1.0"),
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    );
+    assert_eq!(listed["result"]["configs"], json!([]));
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn a_send_with_a_webhook_gets_each_state_in_its_dialect() {
+    let f = push_fixture();
+    // 0.3: the config on message/send, the bare 0.3 task delivered.
+    let v = f.rpc(None, "message/send", json!({"message": msg_03("progress please"),
+        "configuration": {"blocking": false, "pushNotificationConfig": {"url": "https://hooks.example/03"}}}));
+    assert_eq!(v["result"]["status"]["state"], "submitted", "{v}");
+    f.settle();
+    let states: Vec<String> = lock(&f.host.sent)
+        .iter()
+        .map(|r| {
+            serde_json::from_slice::<Value>(&r.body).expect("json")["status"]["state"].to_string()
+        })
+        .collect();
+    // Each saved state: working, working saying "thinking", completed.
+    assert_eq!(states, ["\"working\"", "\"working\"", "\"completed\""]);
+    // A private webhook on send is refused before any task is made.
+    let bad = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("x"),
+        "configuration": {"taskPushNotificationConfig": {"url": "http://localhost/x"}}}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    // Without push the same send is PushNotificationNotSupported.
+    let plain = fixture();
+    let v = plain.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("x"),
+        "configuration": {"taskPushNotificationConfig": {"url": "https://hooks.example/x"}}}),
+    );
+    assert_eq!(v["error"]["code"], -32003, "{v}");
+}

@@ -1,0 +1,573 @@
+//! Push notifications (A2A 1.0 §4.3, 0.3 `tasks/pushNotificationConfig/*`):
+//! the webhook configs of each task, the SSRF guard on their URLs, and the
+//! delivery of each saved state to them — with the config's credentials, a
+//! 10 s timeout and retries with backoff, in the background, never holding
+//! up the task. Hosts only send the requests ([`super::ServerHost::send`]).
+
+use super::rpc::RpcError;
+use super::{push_not_supported, A2aServer, Fulfiller, RpcRequest, ServerHost, TaskStore};
+use crate::host::lock::Lock;
+use crate::host::transport::BoxFuture;
+use crate::model::task::{Shape, Task};
+use crate::wire::http::{HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// How long one delivery attempt may take.
+pub const DELIVERY_TIMEOUT_MS: u64 = 10_000;
+/// The pauses before the retries of a failed delivery (then it is dropped).
+pub const RETRY_BACKOFF_MS: [u64; 3] = [500, 2_000, 8_000];
+/// The most configs one task may have.
+pub const MAX_CONFIGS_PER_TASK: usize = 10;
+
+/// One webhook of one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushConfig {
+    pub id: String,
+    pub task_id: String,
+    pub url: String,
+    /// Sent back as `X-A2A-Notification-Token`, so the receiver can check it.
+    pub token: Option<String>,
+    /// `Authorization: <scheme> <credentials>`.
+    pub scheme: Option<String>,
+    pub credentials: Option<String>,
+    /// The dialect it was set in: 1.0 receivers get `{"task": …}`, 0.3 ones the bare task.
+    pub shape: Shape,
+}
+
+impl PushConfig {
+    /// Reads a config in either shape: 1.0 `{url, id?, token?,
+    /// authentication: {scheme, credentials}}`, 0.3 the same with
+    /// `authentication: {schemes: [..], credentials}`.
+    pub fn from_value(v: &Value, task_id: &str, shape: Shape) -> Result<PushConfig, RpcError> {
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let url = text(v, "url").ok_or_else(|| {
+            RpcError::invalid_field("pushNotificationConfig.url", "is required (a string)")
+        })?;
+        let auth = v.get("authentication");
+        let scheme = auth.and_then(|a| {
+            text(a, "scheme").or_else(|| {
+                a.get("schemes")?
+                    .as_array()?
+                    .first()?
+                    .as_str()
+                    .map(str::to_string)
+            })
+        });
+        Ok(PushConfig {
+            id: text(v, "id").filter(|i| !i.is_empty()).unwrap_or_default(),
+            task_id: task_id.to_string(),
+            url,
+            token: text(v, "token").filter(|t| !t.is_empty()),
+            scheme,
+            credentials: auth.and_then(|a| text(a, "credentials")),
+            shape,
+        })
+    }
+
+    /// The config as the dialect answers it: 1.0 `TaskPushNotificationConfig`,
+    /// 0.3 `{taskId, pushNotificationConfig}`.
+    pub fn to_value(&self, shape: Shape) -> Value {
+        let mut config = json!({"id": self.id, "url": self.url});
+        if let Some(t) = &self.token {
+            config["token"] = t.as_str().into();
+        }
+        if let Some(s) = &self.scheme {
+            // The credentials are the caller's secret: never echoed.
+            config["authentication"] = match shape {
+                Shape::V10 => json!({"scheme": s}),
+                Shape::V03 => json!({"schemes": [s]}),
+            };
+        }
+        match shape {
+            Shape::V10 => {
+                config["taskId"] = self.task_id.as_str().into();
+                config
+            }
+            Shape::V03 => json!({"taskId": self.task_id, "pushNotificationConfig": config}),
+        }
+    }
+
+    /// The POST of `task` to this webhook.
+    pub fn request(&self, task: &Task) -> HttpRequest {
+        let body = match self.shape {
+            Shape::V10 => json!({"task": task.to_value(Shape::V10)}),
+            Shape::V03 => task.to_value(Shape::V03),
+        };
+        let mut req =
+            HttpRequest::post_json(&self.url, crate::wire::json::text(&body).into_bytes());
+        if let Some(scheme) = &self.scheme {
+            let credentials = self.credentials.as_deref().unwrap_or_default();
+            req = req.with_header("Authorization", format!("{scheme} {credentials}"));
+        }
+        if let Some(token) = &self.token {
+            req = req.with_header("X-A2A-Notification-Token", token);
+        }
+        req
+    }
+}
+
+/// Refuses webhook URLs that point inside the agent's network (SSRF):
+/// loopback, private, link-local and cloud-metadata addresses, and the
+/// names `localhost` and `metadata.google.internal`, unless `allow_private`.
+/// A name that resolves to such an address is the host's to refuse.
+pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("webhook {url:?} is not an http(s) URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    if host.is_empty() {
+        return Err(format!("webhook {url:?} has no host"));
+    }
+    if allow_private {
+        return Ok(());
+    }
+    let host = host.to_ascii_lowercase();
+    let internal = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => is_internal(ip),
+        Err(_) => {
+            host == "localhost"
+                || host.ends_with(".localhost")
+                || host == "metadata.google.internal"
+                || host == "metadata"
+        }
+    };
+    if internal {
+        return Err(format!(
+            "webhook {url:?} points at a loopback, private, link-local or metadata address; \
+             the agent's operator must allow private webhooks"
+        ));
+    }
+    Ok(())
+}
+
+/// `host:port` of a webhook URL, for a host to resolve (the port is the
+/// scheme's when none is written); `None` when it is not http(s).
+pub fn webhook_address(url: &str) -> Option<String> {
+    let (rest, port) = match url.strip_prefix("https://") {
+        Some(rest) => (rest, 443),
+        None => (url.strip_prefix("http://")?, 80),
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit('@').next()?;
+    let has_port = match host_port.rfind(']') {
+        Some(end) => host_port[end..].contains(':'),
+        None => host_port.contains(':'),
+    };
+    Some(if has_port {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:{port}")
+    })
+}
+
+/// Whether an address is loopback, private, link-local, carrier-grade NAT
+/// or unspecified: where a webhook must not point unless allowed. Hosts
+/// check the addresses a webhook's name resolves to with it.
+pub fn is_internal(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let o = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                // 100.64.0.0/10 (carrier-grade NAT), 0.0.0.0/8
+                || (o[0] == 100 && (o[1] & 0xc0) == 64)
+                || o[0] == 0
+        }
+        std::net::IpAddr::V6(v6) => {
+            let s = v6.segments();
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (s[0] & 0xfe00) == 0xfc00 // unique local
+                || (s[0] & 0xffc0) == 0xfe80 // link-local
+                || v6.to_ipv4_mapped().is_some_and(|v4| is_internal(v4.into()))
+        }
+    }
+}
+
+/// The configs of every task (in memory: they live as long as the server),
+/// and the notifications waiting to be delivered, in order, per task.
+#[derive(Debug, Default)]
+pub(crate) struct PushConfigs {
+    by_task: HashMap<String, Vec<PushConfig>>,
+    /// Per task: the requests not yet delivered; present while a delivery job runs.
+    queues: HashMap<String, std::collections::VecDeque<(String, HttpRequest)>>,
+}
+
+impl PushConfigs {
+    /// Adds or replaces (same id) a config; `new_id` names one without an id.
+    pub(crate) fn set(
+        &mut self,
+        mut config: PushConfig,
+        new_id: impl FnOnce() -> String,
+    ) -> Result<PushConfig, RpcError> {
+        let list = self.by_task.entry(config.task_id.clone()).or_default();
+        if config.id.is_empty() {
+            config.id = new_id();
+        }
+        let full = list.len() >= MAX_CONFIGS_PER_TASK;
+        match list.iter_mut().find(|c| c.id == config.id) {
+            Some(old) => *old = config.clone(),
+            None if full => {
+                return Err(RpcError::invalid_params(&format!(
+                    "a task takes at most {MAX_CONFIGS_PER_TASK} push notification configs"
+                )))
+            }
+            None => list.push(config.clone()),
+        }
+        Ok(config)
+    }
+
+    pub(crate) fn list(&self, task_id: &str) -> Vec<PushConfig> {
+        self.by_task.get(task_id).cloned().unwrap_or_default()
+    }
+
+    pub(crate) fn get(&self, task_id: &str, id: Option<&str>) -> Option<PushConfig> {
+        let list = self.by_task.get(task_id)?;
+        match id {
+            Some(id) => list.iter().find(|c| c.id == id).cloned(),
+            None => list.first().cloned(),
+        }
+    }
+
+    /// Queues `task`'s notifications; true when no delivery job runs for
+    /// the task yet (the caller must start one: [`PushConfigs::next`]).
+    pub(crate) fn enqueue(&mut self, task: &Task) -> bool {
+        let Some(configs) = self.by_task.get(&task.id).filter(|l| !l.is_empty()) else {
+            return false;
+        };
+        let requests: Vec<(String, HttpRequest)> = configs
+            .iter()
+            .map(|c| (c.url.clone(), c.request(task)))
+            .collect();
+        let start = !self.queues.contains_key(&task.id);
+        self.queues
+            .entry(task.id.clone())
+            .or_default()
+            .extend(requests);
+        start
+    }
+
+    /// The task's next notification; `None` ends its delivery job.
+    pub(crate) fn next(&mut self, task_id: &str) -> Option<(String, HttpRequest)> {
+        let queue = self.queues.get_mut(task_id)?;
+        let next = queue.pop_front();
+        if next.is_none() {
+            self.queues.remove(task_id);
+        }
+        next
+    }
+
+    pub(crate) fn delete(&mut self, task_id: &str, id: &str) -> bool {
+        let Some(list) = self.by_task.get_mut(task_id) else {
+            return false;
+        };
+        let before = list.len();
+        list.retain(|c| c.id != id);
+        before != list.len()
+    }
+}
+
+/// Delivers `req` until a 2xx answer: each attempt bounded by
+/// [`DELIVERY_TIMEOUT_MS`], retried after each pause of
+/// [`RETRY_BACKOFF_MS`]. `send` and `sleep(ms)` are the host's.
+pub(crate) async fn deliver(
+    req: HttpRequest,
+    send: impl Fn(HttpRequest) -> BoxFuture<'static, Result<HttpResponse, String>>,
+    sleep: impl Fn(u64) -> Option<BoxFuture<'static, ()>>,
+) -> Result<u32, String> {
+    use futures_util::future::{select, Either};
+    let mut last = String::new();
+    for attempt in 0..=RETRY_BACKOFF_MS.len() {
+        if attempt > 0 {
+            if let Some(pause) = sleep(RETRY_BACKOFF_MS[attempt - 1]) {
+                pause.await;
+            }
+        }
+        let sent = send(req.clone());
+        let outcome = match sleep(DELIVERY_TIMEOUT_MS) {
+            Some(timer) => match select(sent, timer).await {
+                Either::Left((r, _)) => r,
+                Either::Right(_) => Err(format!("no answer within {DELIVERY_TIMEOUT_MS} ms")),
+            },
+            None => sent.await,
+        };
+        match outcome {
+            Ok(resp) if (200..300).contains(&resp.status) => return Ok(attempt as u32 + 1),
+            Ok(resp) => last = format!("HTTP {}", resp.status),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
+    /// The four config methods, in either dialect's names and shapes.
+    pub(super) async fn push_config(&self, call: &RpcRequest) -> Result<Value, RpcError> {
+        let Some((options, configs)) = &self.push else {
+            return Err(push_not_supported());
+        };
+        let p = &call.params;
+        let v03 = call.method.contains('/');
+        let shape = if v03 { Shape::V03 } else { Shape::V10 };
+        let text = |k: &str| p.get(k).and_then(Value::as_str);
+        // 1.0 names the task `taskId`; 0.3 `taskId` to set, `id` otherwise.
+        let task = match text("taskId").or_else(|| v03.then(|| text("id")).flatten()) {
+            Some(t) => t.to_string(),
+            None => return Err(RpcError::invalid_field("taskId", "is required (a string)")),
+        };
+        // The task must exist (and is the caller's to watch).
+        self.stored(&task).await?;
+        let lock = || configs.lock();
+        let config_id = if v03 {
+            text("pushNotificationConfigId")
+        } else {
+            text("id")
+        };
+        match (v03, call.method.as_str()) {
+            (_, "tasks/pushNotificationConfig/set")
+            | (_, "CreateTaskPushNotificationConfig" | "SetTaskPushNotificationConfig") => {
+                let body = if v03 {
+                    p.get("pushNotificationConfig").ok_or_else(|| {
+                        RpcError::invalid_field("pushNotificationConfig", "is required")
+                    })?
+                } else {
+                    p.get("config").unwrap_or(p)
+                };
+                let config = PushConfig::from_value(body, &task, shape)?;
+                check_webhook_url(&config.url, options.allow_private_webhooks)
+                    .map_err(|e| RpcError::invalid_field("pushNotificationConfig.url", &e))?;
+                let set = lock().set(config, || self.host.new_id())?;
+                Ok(set.to_value(shape))
+            }
+            (_, "tasks/pushNotificationConfig/get" | "GetTaskPushNotificationConfig") => {
+                match lock().get(&task, config_id) {
+                    Some(c) => Ok(c.to_value(shape)),
+                    None => Err(RpcError::new(
+                        super::rpc::TASK_NOT_FOUND,
+                        format!("No push notification config for task {task}"),
+                    )),
+                }
+            }
+            (_, "tasks/pushNotificationConfig/delete" | "DeleteTaskPushNotificationConfig") => {
+                let id = config_id
+                    .ok_or_else(|| RpcError::invalid_field("id", "is required (a string)"))?;
+                lock().delete(&task, id);
+                Ok(if v03 { Value::Null } else { json!({}) })
+            }
+            _ => {
+                let list: Vec<Value> = lock()
+                    .list(&task)
+                    .iter()
+                    .map(|c| c.to_value(shape))
+                    .collect();
+                Ok(if v03 {
+                    Value::Array(list)
+                } else {
+                    json!({"configs": list, "nextPageToken": ""})
+                })
+            }
+        }
+    }
+
+    /// A SendMessage's `configuration.taskPushNotificationConfig` (0.3:
+    /// `pushNotificationConfig`): registered for the new task.
+    pub(super) fn push_on_send(
+        &self,
+        params: &Value,
+        task: &str,
+        shape: Shape,
+    ) -> Result<(), RpcError> {
+        let config = params.get("configuration").and_then(|c| {
+            c.get("taskPushNotificationConfig")
+                .or_else(|| c.get("pushNotificationConfig"))
+        });
+        let Some(config) = config.filter(|c| !c.is_null()) else {
+            return Ok(());
+        };
+        let Some((options, configs)) = &self.push else {
+            return Err(push_not_supported());
+        };
+        let config = PushConfig::from_value(config, task, shape)?;
+        check_webhook_url(&config.url, options.allow_private_webhooks)
+            .map_err(|e| RpcError::invalid_field("configuration.pushNotificationConfig.url", &e))?;
+        let mut configs = configs.lock();
+        configs.set(config, || self.host.new_id()).map(|_| ())
+    }
+
+    /// Sends the saved `task` to each of its webhooks, in the background:
+    /// one delivery job per task, so each webhook gets the states in order.
+    pub(super) fn notify(self: &Arc<Self>, task: &Task) {
+        let Some((_, configs)) = &self.push else {
+            return;
+        };
+        let start = configs.lock().enqueue(task);
+        if !start {
+            return;
+        }
+        let server = self.clone();
+        let task_id = task.id.clone();
+        self.host.spawn(Box::pin(async move {
+            let host = &server.host;
+            let send = |r: HttpRequest| {
+                host.send(r).unwrap_or_else(|| {
+                    Box::pin(std::future::ready(Err("this host cannot send".to_string())))
+                })
+            };
+            let sleep = |ms: u64| host.sleep_until(host.now_ms().saturating_add(ms));
+            let next = || {
+                let (_, configs) = server.push.as_ref()?;
+                configs.lock().next(&task_id)
+            };
+            while let Some((url, req)) = next() {
+                if let Err(e) = deliver(req, send, sleep).await {
+                    host.report(&format!(
+                        "push notification for task {task_id} to {url} failed: {e}"
+                    ));
+                }
+            }
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn internal_webhooks_are_refused_unless_allowed() {
+        for url in [
+            "http://127.0.0.1:9/hook",
+            "http://localhost/hook",
+            "http://api.localhost/x",
+            "http://10.1.2.3/",
+            "http://172.16.0.1/",
+            "http://192.168.1.1:8080/",
+            "http://169.254.169.254/latest/meta-data",
+            "http://metadata.google.internal/computeMetadata",
+            "http://[::1]:8080/",
+            "http://[fe80::1]/",
+            "http://[fd00::1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://0.0.0.0/",
+            "http://100.64.0.1/",
+            "http://user@127.0.0.1/",
+        ] {
+            assert!(check_webhook_url(url, false).is_err(), "{url}");
+            assert!(check_webhook_url(url, true).is_ok(), "{url}");
+        }
+        for url in [
+            "https://hooks.example.com/a2a",
+            "http://8.8.8.8/x",
+            "https://[2001:db8::1]/",
+        ] {
+            assert!(check_webhook_url(url, false).is_ok(), "{url}");
+        }
+        for url in ["ftp://example.com/", "http:///x", "hooks.example.com"] {
+            assert!(check_webhook_url(url, true).is_err(), "{url}");
+        }
+    }
+
+    #[test]
+    fn the_address_to_resolve_has_the_schemes_port() {
+        assert_eq!(
+            webhook_address("https://h.example/x").as_deref(),
+            Some("h.example:443")
+        );
+        assert_eq!(
+            webhook_address("http://u@h:8080/x").as_deref(),
+            Some("h:8080")
+        );
+        assert_eq!(
+            webhook_address("http://[::1]/x").as_deref(),
+            Some("[::1]:80")
+        );
+        assert_eq!(webhook_address("ftp://h/"), None);
+    }
+
+    #[test]
+    fn configs_read_in_both_shapes_and_never_echo_credentials() {
+        let v10 = json!({"url": "https://h/x", "token": "tk",
+            "authentication": {"scheme": "Bearer", "credentials": "s3cret"}});
+        let v03 = json!({"url": "https://h/x", "token": "tk",
+            "authentication": {"schemes": ["Bearer"], "credentials": "s3cret"}});
+        let a = PushConfig::from_value(&v10, "t1", Shape::V10).expect("1.0");
+        let b = PushConfig::from_value(&v03, "t1", Shape::V10).expect("0.3");
+        assert_eq!(a, b);
+        let req = a.request(
+            &Task::from_value(&json!({"id": "t1", "status": {"state": "completed"}}))
+                .expect("task"),
+        );
+        assert_eq!(req.header("Authorization"), Some("Bearer s3cret"));
+        assert_eq!(req.header("X-A2A-Notification-Token"), Some("tk"));
+        let body: Value = serde_json::from_slice(&req.body).expect("json");
+        assert_eq!(body["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+        assert!(!a.to_value(Shape::V10).to_string().contains("s3cret"));
+        assert!(!a.to_value(Shape::V03).to_string().contains("s3cret"));
+        assert_eq!(
+            a.to_value(Shape::V03)["pushNotificationConfig"]["url"],
+            "https://h/x"
+        );
+        assert!(PushConfig::from_value(&json!({}), "t1", Shape::V10).is_err());
+    }
+
+    #[test]
+    fn a_failing_webhook_is_retried_with_backoff_then_given_up() {
+        use std::sync::{Arc, Mutex};
+        let sends = Arc::new(Mutex::new(0u32));
+        let sleeps = Arc::new(Mutex::new(Vec::new()));
+        let (s, z) = (sends.clone(), sleeps.clone());
+        let answer = |status: u16| HttpResponse {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        let send = move |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, String>> {
+            let mut n = s.lock().unwrap();
+            *n += 1;
+            let r = if *n < 3 {
+                Ok(answer(503))
+            } else {
+                Ok(answer(204))
+            };
+            Box::pin(std::future::ready(r))
+        };
+        let sleep = move |ms: u64| -> Option<BoxFuture<'static, ()>> {
+            z.lock().unwrap().push(ms);
+            // Timeouts never fire here; the pauses pass at once.
+            if ms == DELIVERY_TIMEOUT_MS {
+                Some(Box::pin(std::future::pending()))
+            } else {
+                Some(Box::pin(std::future::ready(())))
+            }
+        };
+        let req = HttpRequest::post_json("https://h/x", b"{}".to_vec());
+        let got = crate::testing::block_on(deliver(req.clone(), send.clone(), sleep.clone()));
+        assert_eq!(got, Ok(3), "delivered on the third attempt");
+        let pauses: Vec<u64> = sleeps
+            .lock()
+            .unwrap()
+            .iter()
+            .copied()
+            .filter(|ms| *ms != DELIVERY_TIMEOUT_MS)
+            .collect();
+        assert_eq!(pauses, [500, 2_000]);
+        let never = |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, String>> {
+            Box::pin(std::future::ready(Err("refused".to_string())))
+        };
+        let got = crate::testing::block_on(deliver(req, never, sleep));
+        assert_eq!(got, Err("refused".into()), "four attempts, then given up");
+    }
+}

@@ -1,0 +1,371 @@
+//! The wasmtime host of the component (feature `component`): the same
+//! `core`, compiled to `wasm32-wasip2` (wasm/component), run in wasmtime with
+//! HTTP, clocks and randomness supplied by this host (wasmtime-wasi,
+//! wasmtime-wasi-http).
+//!
+//! - [`ComponentHost`]: the library world (`toolnexus-a2a.wasm`), loaded and
+//!   linked once (`InstancePre`); each call gets a fresh instance.
+//! - [`serve_agent`]: the agent world (`toolnexus-agent.wasm`) behind a
+//!   hyper server, an instance per request, as `wasmtime serve` does.
+
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+use toolnexus_core::{Agent, Error, ToolResult, ToolSpec};
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wasm/component/wit",
+        world: "toolnexus:a2a/library",
+        exports: { default: async },
+        with: {
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+            "wasi:random": wasmtime_wasi::p2::bindings::random,
+            "wasi:cli": wasmtime_wasi::p2::bindings::cli,
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+        },
+        require_store_data_send: true,
+    });
+}
+
+use bindings::exports::toolnexus::a2a::client::CallOptions;
+use bindings::toolnexus::a2a::types as wit;
+
+/// What each instance's store holds: its WASI context, HTTP context and resources.
+pub struct State {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+}
+
+impl State {
+    fn new(wasi: WasiCtx) -> Self {
+        State {
+            wasi,
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+        }
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: Default::default(),
+        }
+    }
+}
+
+/// The engine: async (host HTTP is tokio), compiled code cached on disk so
+/// a short-lived process does not recompile the component each time.
+fn engine(pooling: bool) -> Result<Engine, String> {
+    let mut config = Config::new();
+    if let Ok(cache) = wasmtime::Cache::new(wasmtime::CacheConfig::new()) {
+        config.cache(Some(cache));
+    }
+    if pooling {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_component_instances(256)
+            .total_memories(256)
+            .total_tables(256)
+            .max_memory_size(256 << 20);
+        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    }
+    Engine::new(&config).map_err(|e| format!("cannot start wasmtime: {e:#}"))
+}
+
+fn load(engine: &Engine, path: &Path) -> Result<(Component, Linker<State>), String> {
+    let component = Component::from_file(engine, path)
+        .map_err(|e| format!("cannot load the component {}: {e:#}", path.display()))?;
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+        .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
+        .map_err(|e| format!("cannot link WASI: {e:#}"))?;
+    // `toolnexus:a2a/types` has types only: an empty instance satisfies it.
+    let _ = linker.instance("toolnexus:a2a/types@0.1.0");
+    Ok((component, linker))
+}
+
+/// The library component (`toolnexus-a2a.wasm`), compiled and linked once;
+/// each call runs in a fresh instance of it.
+#[derive(Clone)]
+pub struct ComponentHost {
+    pre: bindings::LibraryPre<State>,
+}
+
+/// A problem of the host itself (a trap, a failed instantiation).
+fn host_error(e: wasmtime::Error) -> Error {
+    Error::Misuse(format!("the component failed: {e:#}"))
+}
+
+fn error(e: wit::Error) -> Error {
+    match e {
+        wit::Error::Transport(m) => Error::Transport(m),
+        wit::Error::Status(s) => Error::Status {
+            status: s.status,
+            url: s.url,
+            body: s.body,
+        },
+        wit::Error::Malformed(m) => Error::Malformed(m),
+        wit::Error::Rpc(r) => Error::Rpc {
+            code: r.code,
+            message: r.message,
+        },
+        wit::Error::Misuse(m) => Error::Misuse(m),
+    }
+}
+
+fn agent(a: &Agent) -> wit::Agent {
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_millis() as u64);
+    wit::Agent {
+        card: a.card.clone(),
+        headers: a.headers.clone(),
+        timeout_ms: ms(a.timeout),
+        poll_interval_ms: ms(a.poll_every),
+    }
+}
+
+/// The outcome of [`ComponentHost::call`]: the result and, when asked for,
+/// the task's events as A2A 0.3 JSON (what `toolnexus call --events` prints).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    pub result: ToolResult,
+    pub events: Vec<String>,
+}
+
+impl ComponentHost {
+    /// Compiles (or takes from wasmtime's cache) and links the library component.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, String> {
+        let engine = engine(false)?;
+        let (component, linker) = load(&engine, path.as_ref())?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .and_then(bindings::LibraryPre::new)
+            .map_err(|e| {
+                format!(
+                    "{} is not a toolnexus:a2a library component: {e:#}",
+                    path.as_ref().display()
+                )
+            })?;
+        Ok(ComponentHost { pre })
+    }
+
+    /// A fresh instance, with this process's environment (for `${NAME}` in
+    /// headers) and stderr.
+    async fn instance(&self) -> Result<(Store<State>, bindings::Library), Error> {
+        let wasi = WasiCtx::builder().inherit_env().inherit_stderr().build();
+        let mut store = Store::new(self.pre.engine(), State::new(wasi));
+        let library = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(host_error)?;
+        Ok((store, library))
+    }
+
+    /// Instantiates the component and drops the instance (the benchmark's
+    /// instantiate-per-call cost).
+    pub async fn instantiate(&self) -> Result<(), Error> {
+        self.instance().await.map(|_| ())
+    }
+
+    /// The agent's tools: `agent-tools` in the component.
+    pub async fn agent_tools(&self, a: &Agent) -> Result<Vec<ToolSpec>, Error> {
+        let (mut store, library) = self.instance().await?;
+        let tools = library
+            .toolnexus_a2a_client()
+            .call_agent_tools(&mut store, &agent(a))
+            .await
+            .map_err(host_error)?
+            .map_err(error)?;
+        Ok(tools
+            .into_iter()
+            .map(|t| ToolSpec {
+                name: t.name,
+                description: t.description,
+                input_schema: serde_json::from_str(&t.input_schema).unwrap_or(Value::Null),
+                source: t.source,
+            })
+            .collect())
+    }
+
+    /// Runs one tool (by name or skill id) with `task`: `call` in the component.
+    pub async fn call(
+        &self,
+        a: &Agent,
+        tool: &str,
+        task: &str,
+        events: bool,
+        deadline_ms: Option<u64>,
+    ) -> Result<CallOutcome, Error> {
+        let (mut store, library) = self.instance().await?;
+        let outcome = library
+            .toolnexus_a2a_client()
+            .call_call(
+                &mut store,
+                &agent(a),
+                tool,
+                task,
+                CallOptions {
+                    deadline_ms,
+                    events,
+                },
+            )
+            .await
+            .map_err(host_error)?
+            .map_err(error)?;
+        let r = outcome.result;
+        Ok(CallOutcome {
+            result: ToolResult {
+                output: r.output,
+                is_error: r.is_error,
+                metadata: r.metadata.and_then(|m| serde_json::from_str(&m).ok()),
+            },
+            events: outcome.events.into_iter().map(|e| e.json).collect(),
+        })
+    }
+}
+
+/// The agent component (`toolnexus-agent.wasm`), served an instance per
+/// request as `wasmtime serve` does.
+pub struct AgentComponent {
+    pre: wasmtime_wasi_http::p2::bindings::ProxyPre<State>,
+    env: Arc<Vec<(String, String)>>,
+    store_dir: Option<std::path::PathBuf>,
+}
+
+impl AgentComponent {
+    /// Compiles and links the agent component; `env` is what each instance
+    /// sees of the environment (its `TOOLNEXUS_*` configuration), and
+    /// `store_dir` the folder it sees as `/tasks` (for `TOOLNEXUS_STORE=file:/tasks`).
+    pub fn load(
+        path: impl AsRef<Path>,
+        env: Vec<(String, String)>,
+        store_dir: Option<std::path::PathBuf>,
+    ) -> Result<Self, String> {
+        let engine = engine(true).or_else(|_| engine(false))?;
+        let (component, linker) = load(&engine, path.as_ref())?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .and_then(wasmtime_wasi_http::p2::bindings::ProxyPre::new)
+            .map_err(|e| {
+                format!(
+                    "{} is not a wasi:http/proxy component: {e:#}",
+                    path.as_ref().display()
+                )
+            })?;
+        Ok(AgentComponent {
+            pre,
+            env: Arc::new(env),
+            store_dir,
+        })
+    }
+
+    /// One request through a fresh instance.
+    pub async fn handle(
+        &self,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> Result<hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>, String> {
+        use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+        let mut wasi = WasiCtx::builder();
+        wasi.envs(&self.env).inherit_stderr();
+        if let Some(dir) = &self.store_dir {
+            wasi.preopened_dir(dir, "/tasks", wasmtime_wasi::FsPerms::ReadWrite)
+                .map_err(|e| format!("cannot open the store folder {}: {e:#}", dir.display()))?;
+        }
+        let mut store = Store::new(self.pre.engine(), State::new(wasi.build()));
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let req = store
+            .data_mut()
+            .http()
+            .new_incoming_request(Scheme::Http, req)
+            .map_err(|e| e.to_string())?;
+        let out = store
+            .data_mut()
+            .http()
+            .new_response_outparam(sender)
+            .map_err(|e| e.to_string())?;
+        let pre = self.pre.clone();
+        // The instance may go on after the response head (a streamed body,
+        // background work), so it runs on its own task.
+        let task = tokio::spawn(async move {
+            let proxy = pre.instantiate_async(&mut store).await?;
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(store, req, out)
+                .await
+        });
+        match receiver.await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(format!("the agent failed the request: {e:?}")),
+            Err(_) => Err(match task.await {
+                Ok(Ok(())) => "the agent sent no response".to_string(),
+                Ok(Err(e)) => format!("the agent failed: {e:#}"),
+                Err(e) => format!("the agent failed: {e}"),
+            }),
+        }
+    }
+}
+
+/// Serves the agent component on `listener`, an instance per request, until
+/// `stop` completes. Connections are HTTP/1.1 with keep-alive.
+pub async fn serve_agent(
+    listener: tokio::net::TcpListener,
+    agent: Arc<AgentComponent>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    use http_body_util::BodyExt;
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    continue;
+                }
+            },
+            () = &mut stop => return,
+        };
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let agent = agent.clone();
+                async move {
+                    Ok::<_, std::convert::Infallible>(match agent.handle(req).await {
+                        Ok(resp) => resp,
+                        Err(problem) => {
+                            tracing::warn!("{problem}");
+                            let body = http_body_util::Full::new(hyper::body::Bytes::from(problem))
+                                .map_err(|never| match never {})
+                                .boxed_unsync();
+                            let mut resp = hyper::Response::new(body);
+                            *resp.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+                            resp
+                        }
+                    })
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

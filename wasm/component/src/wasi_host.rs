@@ -1,0 +1,215 @@
+//! The core's `Transport` and `ServerHost` over WASI 0.2: wasi:http's
+//! outgoing handler (through `wstd`), the monotonic and wall clocks, and
+//! wasi:random for ids. Conversions only.
+
+use futures_util::StreamExt;
+use std::cell::{RefCell, RefMut};
+use std::future::Future;
+use toolnexus_core::server::{Lock, Locks};
+use toolnexus_core::{BoxFuture, MaybeSend};
+use toolnexus_core::{HttpRequest, HttpResponse, StreamingResponse, Transport, TransportError};
+use wstd::http::{Body, BodyExt, Client, Request};
+
+/// Headers wasi:http refuses to carry (hop-by-hop: the host's HTTP stack
+/// owns them). Sending one would fail the whole request, so they are left out.
+pub fn forbidden_header(name: &str) -> bool {
+    [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "http2-settings",
+        "te",
+    ]
+    .iter()
+    .any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// Milliseconds on wasi's monotonic clock.
+pub fn now_ms() -> u64 {
+    wasip2::clocks::monotonic_clock::now() / 1_000_000
+}
+
+/// A fresh random id in the UUID v4 text form (as the native host's ids).
+pub fn new_id() -> String {
+    let mut b = wasip2::random::random::get_random_bytes(16);
+    b.resize(16, 0);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Completes at `at_ms` of [`now_ms`].
+pub fn sleep_until(at_ms: u64) -> impl Future<Output = ()> {
+    let wait = at_ms.saturating_sub(now_ms());
+    let timer = wstd::task::sleep(wstd::time::Duration::from_millis(wait));
+    async move {
+        timer.await;
+    }
+}
+
+/// The transport of a component: wasi:http for requests, wasi clocks for time.
+#[derive(Clone, Copy, Default)]
+pub struct WasiTransport;
+
+fn to_wasi(request: HttpRequest) -> Result<Request<Body>, TransportError> {
+    let mut builder = Request::builder()
+        .method(request.method.as_str())
+        .uri(request.url.as_str());
+    for (k, v) in &request.headers {
+        if !forbidden_header(k) {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+    }
+    builder
+        .body(Body::from(request.body))
+        .map_err(|e| TransportError(format!("cannot build the request to {}: {e}", request.url)))
+}
+
+fn error_text(url: &str, e: &wstd::http::Error) -> TransportError {
+    TransportError(format!("request to {url} failed: {e:#}"))
+}
+
+impl Transport for WasiTransport {
+    async fn send(&self, request: HttpRequest) -> Result<HttpResponse, TransportError> {
+        let url = request.url.clone();
+        let response = Client::new()
+            .send(to_wasi(request)?)
+            .await
+            .map_err(|e| error_text(&url, &e))?;
+        let (head, mut body) = response.into_parts();
+        let body = body
+            .contents()
+            .await
+            .map_err(|e| error_text(&url, &e))?
+            .to_vec();
+        Ok(HttpResponse {
+            status: head.status.as_u16(),
+            headers: header_pairs(&head.headers),
+            body,
+        })
+    }
+
+    async fn send_streaming(
+        &self,
+        request: HttpRequest,
+    ) -> Result<StreamingResponse, TransportError> {
+        let url = request.url.clone();
+        let response = Client::new()
+            .send(to_wasi(request)?)
+            .await
+            .map_err(|e| error_text(&url, &e))?;
+        let (head, body) = response.into_parts();
+        let chunks = body
+            .into_boxed_body()
+            .into_data_stream()
+            .map(move |chunk| match chunk {
+                Ok(bytes) => Ok(bytes.to_vec()),
+                Err(e) => Err(error_text(&url, &e)),
+            });
+        Ok(StreamingResponse {
+            status: head.status.as_u16(),
+            headers: header_pairs(&head.headers),
+            body: Box::pin(chunks),
+        })
+    }
+
+    fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> {
+        sleep_until(at_ms)
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn new_id(&self) -> String {
+        new_id()
+    }
+
+    /// wasi:cli/environment: what the host chose to show the component.
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+/// Header pairs, values that are not text skipped.
+pub fn header_pairs(headers: &wstd::http::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect()
+}
+
+/// The server's host: background jobs on wstd's executor (they run until
+/// they finish, before the export call or the request handler returns),
+/// wasi clocks, problems to stderr.
+#[derive(Clone, Copy, Default)]
+pub struct WasiHost;
+
+/// A component runs one thread: the server's shared state needs only a
+/// `RefCell` (core never holds it across an `.await`).
+pub struct WasiLocks;
+
+/// The lock of [`WasiLocks`].
+pub struct WasiLock<T>(RefCell<T>);
+
+impl<T> Lock<T> for WasiLock<T> {
+    type Guard<'a>
+        = RefMut<'a, T>
+    where
+        T: 'a;
+
+    fn new(value: T) -> Self {
+        WasiLock(RefCell::new(value))
+    }
+
+    fn lock(&self) -> RefMut<'_, T> {
+        self.0.borrow_mut()
+    }
+}
+
+impl Locks for WasiLocks {
+    type Lock<T: MaybeSend> = WasiLock<T>;
+}
+
+/// The memory store of a component.
+pub type MemoryStore = toolnexus_core::server::MemoryStore<WasiLocks>;
+
+impl toolnexus_core::server::ServerHost for WasiHost {
+    type Locks = WasiLocks;
+
+    fn new_id(&self) -> String {
+        new_id()
+    }
+
+    fn spawn(&self, job: BoxFuture<'static, ()>) {
+        wstd::runtime::spawn(job).detach();
+    }
+
+    fn report(&self, problem: &str) {
+        eprintln!("toolnexus: {problem}");
+    }
+
+    fn unix_ms(&self) -> Option<u64> {
+        let now = wasip2::clocks::wall_clock::now();
+        Some(now.seconds * 1000 + u64::from(now.nanoseconds) / 1_000_000)
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {
+        Some(Box::pin(sleep_until(at_ms)))
+    }
+}
