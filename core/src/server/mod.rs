@@ -533,7 +533,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
                 let id = call.id.clone();
                 shape = call.shape;
-                match boxed(self.stream_call(call)).await {
+                match self.stream_call(call).await {
                     Ok(reply) => return reply,
                     Err(e) => (id, Err(e)),
                 }
@@ -551,11 +551,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let outcome = match timer {
                     Some((secs, timer)) => {
                         waited = Some(secs);
-                        boxed(self.get_task_waiting(&call, timer))
+                        self.get_task_waiting(&call, timer)
                             .await
                             .map(Answered::Task)
                     }
-                    None => boxed(self.dispatch(call)).await,
+                    None => self.dispatch(call).await,
                 };
                 (id, outcome)
             }
@@ -708,7 +708,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     async fn dispatch(self: &Arc<Self>, call: RpcRequest) -> Result<Answered, RpcError> {
         let shape = call.shape;
         match Method::from_name(&call.method) {
-            Some(Method::Send) => boxed(self.send_message(&call.params, shape))
+            Some(Method::Send) => self
+                .send_message(&call.params, shape)
                 .await
                 .map(Answered::Task),
             Some(Method::Get) => {
@@ -718,13 +719,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(Answered::Task(answer))
             }
             Some(Method::Cancel) => {
-                let mut answer = boxed(self.cancel(&call.params, shape)).await?;
+                let mut answer = self.cancel(&call.params, shape).await?;
                 answer.shape = answer_shape(&call, &answer.task);
                 Ok(Answered::Task(answer))
             }
-            Some(Method::List) => boxed(self.list(&call.params, shape))
-                .await
-                .map(Answered::Page),
+            Some(Method::List) => self.list(&call.params, shape).await.map(Answered::Page),
             #[cfg(feature = "push")]
             Some(Method::PushConfig) if self.push.is_some() => self
                 .push_config(&call)
@@ -1468,11 +1467,4 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     fn notify(self: &Arc<Self>, _task: &Task) {}
-}
-
-/// `fut` behind a pointer: awaited in a large `async fn`, a branch's future
-/// then has its own poll function instead of being inlined into the
-/// caller's state machine (smaller .wasm; the request path allocates once).
-fn boxed<'a, T>(fut: impl Future<Output = T> + MaybeSend + 'a) -> BoxFuture<'a, T> {
-    Box::pin(fut)
 }
