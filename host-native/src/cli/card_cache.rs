@@ -194,14 +194,19 @@ impl CardCache {
                 self.remove(url);
                 return Some(entry.body.into_bytes());
             }
+            let before = (entry.fresh_for, entry.etag.clone());
             if let Some(fresh_for) = freshness(resp) {
                 entry.fresh_for = fresh_for;
             }
             if let Some(etag) = resp.header("etag") {
                 entry.etag = Some(etag.to_string());
             }
-            entry.stored_at = unix_now();
-            self.save(&entry);
+            // Renewed freshness starts now; an entry that is never fresh and
+            // kept its validator is left as it is (no write on every call).
+            if entry.fresh_for > 0 || (entry.fresh_for, entry.etag.clone()) != before {
+                entry.stored_at = unix_now();
+                self.save(&entry);
+            }
             return Some(entry.body.into_bytes());
         }
         if resp.is_success() {
