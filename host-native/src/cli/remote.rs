@@ -26,8 +26,8 @@ pub struct Remote {
     #[arg(long)]
     pub no_cache: bool,
     /// Who runs the call: native (this binary), or wasm (the same core as the
-    /// WebAssembly component toolnexus-a2a.wasm in wasmtime, HTTP from this
-    /// host; the card is fetched by the component, not cached) [default: native]
+    /// WebAssembly component toolnexus-a2a.wasm in wasmtime, HTTP and the card
+    /// cache from this host; not for `tasks`) [default: native]
     #[arg(long, value_name = "native|wasm", env = "TOOLNEXUS_ENGINE", value_parser = ["native", "wasm"])]
     pub engine: Option<String>,
     /// The library component for --engine wasm [default: toolnexus-a2a.wasm beside this binary]
