@@ -929,6 +929,16 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 dialect: shape,
             },
         };
+        #[cfg(feature = "push")]
+        {
+            // A task continued after a restart delivers to the webhooks
+            // stored with it.
+            if task.state != TaskState::Submitted {
+                self.load_push(&task.id).await?;
+            }
+            self.push_on_send(params, &task.id, shape).await?;
+        }
+        #[cfg(not(feature = "push"))]
         self.push_on_send(params, &task.id, shape)?;
         let history = self.conversation(&task, read_context).await;
         let request = FulfilRequest {
