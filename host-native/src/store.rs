@@ -68,6 +68,9 @@ impl FileStore {
                     continue;
                 }
             };
+            // Stores from before the index, or a marker a crash lost: every
+            // task read here is indexed again.
+            index_task(&dir, &task)?;
             if mark_interrupted(&mut task, unix_ms()) {
                 write_atomically(&store.path(&task.id), &task)?;
                 recovered.push(task.id);
@@ -152,9 +155,71 @@ fn write_bytes_atomically(path: &Path, body: &[u8]) -> Result<(), StoreError> {
     result.map_err(|e| err("cannot write", e))
 }
 
+/// The folder, inside the store's, that indexes the tasks by context:
+/// `contexts/<sanitized context id>/<sanitized task id>`, one empty marker
+/// file per task, so a context's tasks are found without reading every task
+/// file. Rebuilt by [`FileStore::open`] from the task files; a marker whose
+/// task is gone (or is another context's) is skipped when listed.
+pub const CONTEXTS: &str = "contexts";
+
+/// The index folder of a context; `None` when its id cannot name a folder
+/// (empty, or too long): that context is listed by reading every task.
+fn context_dir(dir: &Path, context_id: &str) -> Option<PathBuf> {
+    let name = sanitize(context_id);
+    (!name.is_empty() && name.len() <= MAX_FILE_NAME).then(|| dir.join(CONTEXTS).join(name))
+}
+
+/// Makes sure `task` is indexed under its context. Done before its task
+/// file is written, so a crash leaves at worst a marker without a task
+/// (skipped when listed); a lost marker is made again on the next open.
+fn index_task(dir: &Path, task: &Task) -> Result<(), StoreError> {
+    let Some(folder) = context_dir(dir, &task.context_id) else {
+        return Ok(());
+    };
+    let marker = folder.join(sanitize(&task.id));
+    if marker.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&folder)
+        .and_then(|()| std::fs::File::create(&marker).map(drop))
+        .map_err(|e| StoreError(format!("cannot index {} by context: {e}", task.id)))
+}
+
+/// The tasks a context's index names that pass `filter`; `None` when the
+/// context has no index folder name (then every task is read).
+fn list_context(dir: &Path, filter: &TaskFilter) -> Option<Result<Vec<Task>, StoreError>> {
+    let folder = context_dir(dir, filter.context_id.as_deref()?)?;
+    let entries = match std::fs::read_dir(&folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Ok(Vec::new())),
+        Err(e) => return Some(Err(StoreError(format!("cannot read a context index: {e}")))),
+    };
+    let mut tasks = Vec::new();
+    for entry in entries.flatten() {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let path = dir.join(format!("{name}.json"));
+        // Only a regular file is read (never a FIFO or a link put there).
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if let Ok(Some(task)) = read_task(&path) {
+            if filter.matches(&task) {
+                tasks.push(task);
+            }
+        }
+    }
+    Some(Ok(tasks))
+}
+
 /// Every readable task file in `dir` that passes `filter`; files that are
-/// not tasks (or vanish while read) are skipped.
+/// not tasks (or vanish while read) are skipped. A context's tasks are
+/// found through its index ([`CONTEXTS`]).
 fn list_dir(dir: &Path, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+    if let Some(listed) = list_context(dir, filter) {
+        return listed;
+    }
     let entries = std::fs::read_dir(dir)
         .map_err(|e| StoreError(format!("cannot read the store folder: {e}")))?;
     let mut tasks = Vec::new();
@@ -275,11 +340,15 @@ impl FileStore {
     /// Writes a task on the blocking pool; the future borrows nothing.
     pub fn save_owned(&self, task: &Task) -> BoxFuture<'static, Result<(), StoreError>> {
         let path = self.path(&task.id);
+        let dir = self.dir.clone();
         let task = task.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || write_atomically(&path, &task))
-                .await
-                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+            tokio::task::spawn_blocking(move || {
+                index_task(&dir, &task)?;
+                write_atomically(&path, &task)
+            })
+            .await
+            .map_err(|e| StoreError(format!("store thread failed: {e}")))?
         })
     }
 }
