@@ -128,6 +128,13 @@ export interface TaskStore {
    * is fine: the handler filters, orders and pages. Without it ListTasks is -32004.
    */
   list?(hint: { contextId?: string; status?: TaskStateName; statusTimestampAfter?: string }): Promise<A2ATask[]> | A2ATask[];
+  /**
+   * Push notifications (only in a build with the `push` feature): the configs
+   * last given to `savePushConfigs` for this task, or null. They hold the
+   * webhooks' credentials: keep them as private as the tasks.
+   */
+  getPushConfigs?(taskId: string): Promise<JsonValue[] | null | undefined> | JsonValue[] | null | undefined;
+  savePushConfigs?(taskId: string, configs: JsonValue[]): Promise<void> | void;
 }
 
 /** A task reached a terminal state. */
@@ -229,6 +236,12 @@ export interface A2AHandlerOptions {
    * memory store; `0`, `false` or `null`: never.
    */
   interruptedAfterMs?: number | false | null;
+  /**
+   * Push notifications to webhooks: only in a build with the `push` feature
+   * (not the published one; there the card says `pushNotifications: false`
+   * and the config methods answer -32003). `true`: public webhooks only.
+   */
+  push?: boolean | { allowPrivateWebhooks?: boolean };
 }
 
 /** What keeps a worker alive after the response (workerd's `ExecutionContext`). */
