@@ -489,7 +489,7 @@ describe('inbound: serve skills and resolve them', () => {
   });
 
   test('listTasks: a served agent\'s tasks (id, state, context, time, text), by context; an agent without ListTasks rejects as rpc', async () => {
-    const handler = tn.createA2AHandler({ client: 'echo' });
+    const handler = tn.createA2AHandler({ client: 'echo', skills: [{ name: 'echo', description: 'Echoes the task' }] });
     const server = await serveFetch((req) => handler(req));
     closers.push(server.close);
     const card = `${server.url}/.well-known/agent-card.json`;

@@ -51,7 +51,7 @@ async function outbound(signal: AbortSignal): Promise<string> {
   const follow: "stream" | "block" | "poll" = summary.follow;
   const seen: string[] = [follow, summary.endpoint];
   const page = await listTasks(a, { contextId: "c", status: "input-required" });
-  seen.push(...page.tasks.map((t) => `${t.id} ${t.state} ${t.contextId} ${t.timestamp ?? ""} ${t.text}`));
+  seen.push(...page.tasks.map((t) => [t.id, t.state, t.contextId, t.timestamp ?? "", t.text].join(" ")));
   const call: CallStream = tools[0].stream({ task: "t" }, { signal });
   for await (const e of call) seen.push(e.kind);
   const streamed: ToolResult = await call.result;

@@ -615,3 +615,47 @@ fn push_configs_are_stored_with_the_task_and_outlive_a_restart() {
         "{listed}"
     );
 }
+
+#[cfg(feature = "push")]
+#[test]
+fn a_webhook_set_on_send_is_stored_once_the_task_is() {
+    let f = push_fixture();
+    let v = f.rpc(
+        None,
+        "message/send",
+        json!({"message": msg_03("ask for a trip"),
+            "configuration": {"pushNotificationConfig": {"id": "w", "url": "https://hooks.example/03"}}}),
+    );
+    assert_eq!(v["result"]["status"]["state"], "input-required", "{v}");
+    let id = v["result"]["id"].as_str().expect("id").to_string();
+    let g = push_fixture_on(f.store.clone());
+    let listed = g.rpc(None, "tasks/pushNotificationConfig/list", json!({"id": id}));
+    assert_eq!(
+        listed["result"][0]["pushNotificationConfig"]["id"], "w",
+        "{listed}"
+    );
+    // A send whose task is never stored leaves no webhook behind.
+    *lock(&f.store.refuse) = Some(TaskState::Submitted);
+    let refused = f.rpc(
+        None,
+        "message/send",
+        json!({"message": msg_03("ask again"),
+            "configuration": {"pushNotificationConfig": {"url": "https://hooks.example/03"}}}),
+    );
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert_eq!(
+        f.store.inner.list_now(&TaskFilter::default()).len(),
+        1,
+        "only the first task is stored"
+    );
+    let kept: Vec<String> = (1..=20)
+        .map(|i| format!("id{i}"))
+        .filter(|t| {
+            crate::testing::block_on(f.store.inner.get_push_configs(t))
+                .ok()
+                .flatten()
+                .is_some()
+        })
+        .collect();
+    assert_eq!(kept, [id], "webhooks are kept for the stored task only");
+}

@@ -933,10 +933,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         {
             // A task continued after a restart delivers to the webhooks
             // stored with it.
-            if task.state != TaskState::Submitted {
+            let continued = task.state != TaskState::Submitted;
+            if continued {
                 self.load_push(&task.id).await?;
             }
-            self.push_on_send(params, &task.id, shape).await?;
+            self.push_on_send(params, &task.id, shape, continued)
+                .await?;
         }
         #[cfg(not(feature = "push"))]
         self.push_on_send(params, &task.id, shape)?;
@@ -1022,6 +1024,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             )));
         }
         self.save_worked();
+        // A new task's webhooks (set on its SendMessage) are stored once the
+        // task is: a send refused before it leaves nothing behind.
+        #[cfg(feature = "push")]
+        if task.state == TaskState::Submitted {
+            if let Err(e) = self.store_new_push(&id).await {
+                self.host.report(&format!("task {id}: {}", e.message));
+            }
+        }
         let admitted = {
             let mut tasks = self.tasks();
             // A continued task is stored working already.

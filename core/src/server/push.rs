@@ -481,12 +481,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// A SendMessage's `configuration.taskPushNotificationConfig` (0.3:
     /// `pushNotificationConfig`): registered for the new (or continued)
-    /// task, and stored with it.
+    /// task, and stored with it when the task is (`stored`: a continued one).
     pub(super) async fn push_on_send(
         &self,
         params: &Value,
         task: &str,
         shape: Shape,
+        stored: bool,
     ) -> Result<(), RpcError> {
         let config = params.get("configuration").and_then(|c| {
             c.get("taskPushNotificationConfig")
@@ -502,7 +503,23 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         check_webhook_url(&config.url, options.allow_private_webhooks)
             .map_err(|e| RpcError::invalid_field("configuration.pushNotificationConfig.url", &e))?;
         configs.lock().set(config, || self.host.new_id())?;
-        self.store_push(task).await
+        // A new task's are stored after its first save ([`Self::store_new_push`]).
+        if stored {
+            self.store_push(task).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores the webhooks a new task was sent with, if any.
+    pub(super) async fn store_new_push(&self, task_id: &str) -> Result<(), RpcError> {
+        let any = self
+            .push
+            .as_ref()
+            .is_some_and(|(_, c)| !c.lock().list(task_id).is_empty());
+        if any {
+            self.store_push(task_id).await?;
+        }
+        Ok(())
     }
 
     /// Sends the saved `task` to each of its webhooks, in the background:

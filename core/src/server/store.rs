@@ -361,16 +361,17 @@ impl<L: Locks> TaskStore for MemoryStore<L> {
         std::future::ready(Ok(self.lock().push.get(task_id).cloned()))
     }
 
-    /// Kept until the task is evicted.
+    /// Kept until the task is evicted; a task not stored keeps none.
     #[cfg(feature = "push")]
     fn save_push_configs(
         &self,
         task_id: &str,
         configs: &serde_json::Value,
     ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
-        self.lock()
-            .push
-            .insert(task_id.to_string(), configs.clone());
+        let mut inner = self.lock();
+        if inner.find(task_id).is_some() {
+            inner.push.insert(task_id.to_string(), configs.clone());
+        }
         std::future::ready(Ok(()))
     }
 }
