@@ -337,7 +337,7 @@ async function refreshTasks() {
       (t, i) => `<tr data-task="${esc(t.id)}" data-state="${esc(t.state)}">
         <td><button type="button" class="open-task small" data-index="${i}" aria-label="Open task ${esc(t.id)}">${esc(t.id.slice(0, 8))}</button></td>
         <td class="state-${esc(t.state)}">${esc(t.state)}</td>
-        <td><code>${esc(t.contextId)}</code></td>
+        <td><code title="${esc(t.contextId)}">${esc(t.contextId.length > 13 ? `${t.contextId.slice(0, 12)}…` : t.contextId)}</code></td>
         <td>${esc(when(t.timestamp))}</td>
         <td>${esc(t.agent)}</td></tr>`,
     )

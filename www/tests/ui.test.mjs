@@ -461,7 +461,7 @@ test("recent tasks: the agent's tasks are listed (id, state, context, time) and 
   const cells = await row.locator("td").allInnerTexts();
   assert.equal(cells[0], id.slice(0, 8));
   assert.equal(cells[1], "completed");
-  assert.match(cells[2], /^[0-9a-f-]{36}$/);
+  assert.match(cells[2], /^[0-9a-f-]{12}…$/, "a long context is shortened in the list");
   assert.match(cells[3], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
   assert.equal(cells[4], "e2e-agent");
   // The suite's earlier tasks are there too, newest first.
@@ -473,7 +473,9 @@ test("recent tasks: the agent's tasks are listed (id, state, context, time) and 
   await page.waitForSelector("#task-detail:not([hidden])");
   assert.equal(await text("#task-detail .task-id"), id);
   assert.equal(await page.getAttribute("#task-detail", "data-state"), "completed");
-  assert.equal(await text("#task-detail .task-context"), cells[2]);
+  const context = await text("#task-detail .task-context");
+  assert.match(context, /^[0-9a-f-]{36}$/);
+  assert.equal(`${context.slice(0, 12)}…`, cells[2]);
   assert.equal(await text("#task-detail .task-text"), 'Hello from the stub model! You asked: "Greet the recent tasks view"');
   assert.equal(await page.locator("#task-reply").count(), 0, "a finished task has no reply box");
   await page.locator("#tasks").screenshot({ path: join(OUT, "recent-tasks.png") });
