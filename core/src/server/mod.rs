@@ -568,13 +568,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
         };
         let body = match &outcome {
-            Ok(result) => answer_json(&Envelope {
+            Ok(result) => serde_json::to_vec(&Envelope {
                 jsonrpc: "2.0",
                 id: &id,
                 result: Some(result),
                 error: None,
             }),
-            Err(e) => answer_json(&Envelope {
+            Err(e) => serde_json::to_vec(&Envelope {
                 jsonrpc: "2.0",
                 id: &id,
                 result: None,
@@ -1356,14 +1356,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
     fn unix_ms(&self) -> Option<u64> {
         self.host.unix_ms()
     }
-}
-
-/// A JSON-RPC answer's bytes. Starts with room for a typical answer:
-/// growing from serde_json's 128 bytes took two reallocations per GetTask.
-fn answer_json<T: serde::Serialize>(answer: &T) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(1024);
-    serde_json::to_writer(&mut out, answer)?;
-    Ok(out)
 }
 
 /// The path of a request URL (absolute URLs accepted), without query or fragment.
