@@ -270,20 +270,20 @@ pub fn serve_with(
             };
             at_cap_logged = false;
             let _ = stream.set_nodelay(true);
-            let handler = handler.clone();
-            let stopping = stopped.clone();
-            let opts = options.clone();
             let clock = HeadClock::new();
-            let heads = clock.clone();
+            // Cloned once per connection: a request then clones only this
+            // connection's own Arc, not counters every core shares.
+            let shared = Arc::new(Connection {
+                options: options.clone(),
+                handler: handler.clone(),
+                stopping: stopped.clone(),
+                clock: clock.clone(),
+            });
             let service = service_fn(move |req| {
-                let serving = heads.serving();
-                let handler = handler.clone();
-                let stopping = stopping.clone();
-                let opts = opts.clone();
+                let conn = shared.clone();
                 async move {
-                    Ok::<_, std::convert::Infallible>(
-                        handle(req, &opts, handler, stopping, serving).await,
-                    )
+                    let serving = conn.clock.serving();
+                    Ok::<_, std::convert::Infallible>(handle(req, &conn, serving).await)
                 }
             });
             // The head timeout is kept per connection (head_timeout.rs), not by
@@ -377,13 +377,20 @@ async fn read_body(
     Ok(out)
 }
 
+/// What every request on one connection needs.
+struct Connection {
+    options: Arc<HttpOptions>,
+    handler: StreamHandler,
+    stopping: watch::Receiver<Option<tokio::time::Instant>>,
+    clock: Arc<HeadClock>,
+}
+
 async fn handle(
     req: hyper::Request<Incoming>,
-    options: &HttpOptions,
-    handler: StreamHandler,
-    mut stopping: watch::Receiver<Option<tokio::time::Instant>>,
+    conn: &Connection,
     serving: Serving,
 ) -> hyper::Response<Body> {
+    let options = &*conn.options;
     let (parts, body) = req.into_parts();
     let mut headers = Vec::with_capacity(parts.headers.len());
     headers.extend(
@@ -425,7 +432,7 @@ async fn handle(
                 .path_and_query()
                 .map(|p| p.as_str().to_string())
                 .unwrap_or_else(|| "/".into());
-            handler(HttpRequest {
+            (conn.handler)(HttpRequest {
                 method: parts.method.as_str().to_string(),
                 url,
                 headers,
@@ -446,6 +453,7 @@ async fn handle(
         }
         Reply::Stream { head, body } => {
             // Ends with the server: a stop must not wait on an open stream.
+            let mut stopping = conn.stopping.clone();
             let stop = async move {
                 let _ = stopping.wait_for(|stopped| stopped.is_some()).await;
             };
