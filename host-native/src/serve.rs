@@ -431,7 +431,7 @@ fn start(
     };
     let handler: http_server::StreamHandler = Arc::new(move |req| {
         let server = server.clone();
-        let ui = ui.clone().filter(|_| is_ui_request(&req));
+        let ui = ui.as_ref().filter(|_| is_ui_request(&req)).cloned();
         Box::pin(async move {
             match ui {
                 Some(ui) => Reply::Full(ui.respond(&req.url).await),
