@@ -90,9 +90,7 @@ impl AgentCard {
     /// peer's card costs at most that much memory and output.
     pub fn parse_limited(body: &[u8], max_bytes: u64, max_skills: u64) -> Result<Self, Error> {
         if body.len() as u64 > max_bytes {
-            return Err(Error::Malformed(format!(
-                "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes)"
-            )));
+            return Err(over_limit(max_bytes));
         }
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| Error::Malformed(format!("the Agent Card is not valid JSON: {e}")))?;
@@ -484,9 +482,17 @@ mod tests {
     }
 }
 
+/// The error for a card body past `max_bytes`.
+fn over_limit(max_bytes: u64) -> Error {
+    Error::Malformed(format!(
+        "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes)"
+    ))
+}
+
 /// Fetching and reading an Agent Card, as a machine on the one driver
 /// ([`crate::host::driver::drive`]): one GET, bounded by a deadline, then the
-/// card read leniently. Hosts run it; [`crate::client::toolkit::fetch_card`] is the
+/// card read leniently. The body is read as it arrives and no further than
+/// the size limit: past it the fetch fails and the body is dropped unread. Hosts run it; [`crate::client::toolkit::fetch_card`] is the
 /// usual way.
 #[derive(Debug)]
 pub struct CardMachine {
@@ -496,6 +502,10 @@ pub struct CardMachine {
     timeout_ms: u64,
     /// The largest card and the most skills read ([`AgentCard::parse_limited`]).
     limits: (u64, u64),
+    deadline_ms: u64,
+    /// The answer's status and its body so far.
+    status: u16,
+    body: Vec<u8>,
 }
 
 impl CardMachine {
@@ -513,6 +523,9 @@ impl CardMachine {
                 crate::model::agent::DEFAULT_MAX_CARD_BYTES,
                 crate::model::agent::DEFAULT_MAX_SKILLS,
             ),
+            deadline_ms: 0,
+            status: 0,
+            body: Vec::new(),
         }
     }
 
@@ -528,7 +541,25 @@ impl CardMachine {
         result: Result<AgentCard, Error>,
     ) -> crate::host::driver::Step<Result<AgentCard, Error>> {
         self.request = None;
+        self.body = Vec::new();
         crate::host::driver::Step::Done(result)
+    }
+
+    fn failed(&self, e: crate::error::TransportError) -> Error {
+        Error::Transport(format!("fetching the Agent Card {} failed: {e}", self.url))
+    }
+
+    /// The card in a whole answer.
+    fn read(&self, resp: crate::wire::http::HttpResponse) -> Result<AgentCard, Error> {
+        if !resp.is_success() {
+            return Err(Error::Status {
+                status: resp.status,
+                url: self.url.clone(),
+                body: resp.body_snippet(200),
+            });
+        }
+        AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1)
+            .map_err(|e| Error::Malformed(format!("{} ({})", e, self.url)))
     }
 }
 
@@ -539,10 +570,12 @@ impl crate::host::driver::Machine for CardMachine {
     type Worked = std::convert::Infallible;
 
     fn start(&mut self, now_ms: u64) -> crate::host::driver::Step<Self::Output> {
+        self.deadline_ms = now_ms.saturating_add(self.timeout_ms);
         match self.request.take() {
-            Some(request) => crate::host::driver::Step::Send {
+            // Streamed, so a body past the limit is never read whole.
+            Some(request) => crate::host::driver::Step::Stream {
                 request,
-                deadline_ms: now_ms.saturating_add(self.timeout_ms),
+                deadline_ms: self.deadline_ms,
             },
             None => self.done(Err(Error::Misuse("CardMachine started twice".into()))),
         }
@@ -554,17 +587,8 @@ impl crate::host::driver::Machine for CardMachine {
         response: Result<crate::wire::http::HttpResponse, crate::error::TransportError>,
     ) -> crate::host::driver::Step<Self::Output> {
         let result = match response {
-            Err(e) => Err(Error::Transport(format!(
-                "fetching the Agent Card {} failed: {e}",
-                self.url
-            ))),
-            Ok(resp) if !resp.is_success() => Err(Error::Status {
-                status: resp.status,
-                url: self.url.clone(),
-                body: resp.body_snippet(200),
-            }),
-            Ok(resp) => AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1)
-                .map_err(|e| Error::Malformed(format!("{} ({})", e, self.url))),
+            Err(e) => Err(self.failed(e)),
+            Ok(resp) => self.read(resp),
         };
         self.done(result)
     }
@@ -572,17 +596,52 @@ impl crate::host::driver::Machine for CardMachine {
     fn handle_head(
         &mut self,
         _now_ms: u64,
-        _head: Result<crate::host::driver::ResponseHead, crate::error::TransportError>,
+        head: Result<crate::host::driver::ResponseHead, crate::error::TransportError>,
     ) -> crate::host::driver::Step<Self::Output> {
-        self.done(Err(Error::Misuse("CardMachine reads no streams".into())))
+        match head {
+            Err(e) => {
+                let e = self.failed(e);
+                self.done(Err(e))
+            }
+            Ok(head) => {
+                self.status = head.status;
+                crate::host::driver::Step::Read {
+                    deadline_ms: self.deadline_ms,
+                }
+            }
+        }
     }
 
     fn handle_body(
         &mut self,
         _now_ms: u64,
-        _chunk: Result<Option<Vec<u8>>, crate::error::TransportError>,
+        chunk: Result<Option<Vec<u8>>, crate::error::TransportError>,
     ) -> crate::host::driver::Step<Self::Output> {
-        self.done(Err(Error::Misuse("CardMachine reads no streams".into())))
+        let result = match chunk {
+            Ok(Some(bytes)) if (self.body.len() + bytes.len()) as u64 <= self.limits.0 => {
+                self.body.extend_from_slice(&bytes);
+                return crate::host::driver::Step::Read {
+                    deadline_ms: self.deadline_ms,
+                };
+            }
+            // Past the limit: stop reading (the driver drops the rest).
+            Ok(Some(_)) if (200..300).contains(&self.status) => Err(Error::Malformed(format!(
+                "{} ({})",
+                over_limit(self.limits.0),
+                self.url
+            ))),
+            // A refusal's start is enough to tell it.
+            Ok(Some(_) | None) => {
+                let resp = crate::wire::http::HttpResponse {
+                    status: self.status,
+                    headers: Vec::new(),
+                    body: std::mem::take(&mut self.body),
+                };
+                self.read(resp)
+            }
+            Err(e) => Err(self.failed(e)),
+        };
+        self.done(result)
     }
 
     fn handle_timeout(&mut self, _now_ms: u64) -> crate::host::driver::Step<Self::Output> {
