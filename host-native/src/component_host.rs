@@ -11,7 +11,7 @@
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
-use toolnexus_core::{Agent, Error, ToolResult, ToolSpec};
+use toolnexus_core::{Agent, Error, ToolResult, ToolSource, ToolSpec};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -116,13 +116,13 @@ fn host_error(e: wasmtime::Error) -> Error {
 
 fn error(e: wit::Error) -> Error {
     match e {
-        wit::Error::Transport(m) => Error::Transport(m),
+        wit::Error::Transport(m) => Error::Transport(m.into()),
         wit::Error::Status(s) => Error::Status {
             status: s.status,
             url: s.url,
             body: s.body,
         },
-        wit::Error::Malformed(m) => Error::Malformed(m),
+        wit::Error::Malformed(m) => Error::Malformed(m.into()),
         wit::Error::Rpc(r) => Error::Rpc {
             code: r.code,
             message: r.message,
@@ -194,15 +194,23 @@ impl ComponentHost {
             .await
             .map_err(host_error)?
             .map_err(error)?;
-        Ok(tools
+        tools
             .into_iter()
-            .map(|t| ToolSpec {
-                name: t.name,
-                description: t.description,
-                input_schema: serde_json::from_str(&t.input_schema).unwrap_or(Value::Null),
-                source: t.source,
+            .map(|t| {
+                let source = ToolSource::parse(&t.source).ok_or_else(|| {
+                    Error::malformed(format!(
+                        "the component listed a tool of unknown source {:?}",
+                        t.source
+                    ))
+                })?;
+                Ok(ToolSpec {
+                    name: t.name,
+                    description: t.description,
+                    input_schema: serde_json::from_str(&t.input_schema).unwrap_or(Value::Null),
+                    source,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Runs one tool (by name or skill id) with `task`: `call` in the component.

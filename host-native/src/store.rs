@@ -33,8 +33,9 @@ impl FileStore {
     /// `<dir>/quarantine/`; each is logged as a warning.
     pub fn open(dir: impl Into<PathBuf>) -> Result<(FileStore, Vec<String>), StoreError> {
         let dir = dir.into();
-        let err =
-            |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", dir.display()));
+        let err = |what: &str, e: std::io::Error| {
+            StoreError::with_source(format!("{what} {}: {e}", dir.display()), e)
+        };
         std::fs::create_dir_all(&dir).map_err(|e| err("cannot create the store folder", e))?;
         let store = FileStore { dir: dir.clone() };
         let mut recovered = Vec::new();
@@ -116,17 +117,25 @@ fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError(format!("cannot read {}: {e}", shown(path)))),
+        Err(e) => {
+            return Err(StoreError::with_source(
+                format!("cannot read {}: {e}", shown(path)),
+                e,
+            ))
+        }
     };
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| StoreError(format!("{} is not valid JSON: {e}", shown(path))))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        StoreError::with_source(format!("{} is not valid JSON: {e}", shown(path)), e)
+    })?;
     Task::from_value(&value)
         .map(Some)
-        .ok_or_else(|| StoreError(format!("{} is not a task", shown(path))))
+        .ok_or_else(|| StoreError::new(format!("{} is not a task", shown(path))))
 }
 
 fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
-    let err = |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", shown(path)));
+    let err = |what: &str, e: std::io::Error| {
+        StoreError::with_source(format!("{what} {}: {e}", shown(path)), e)
+    };
     let tmp = path.with_extension(format!("json.tmp-{}", uuid::Uuid::new_v4()));
     let body = task.to_value(task.dialect).to_string();
     let result = (|| {
@@ -150,7 +159,7 @@ fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
 /// not tasks (or vanish while read) are skipped.
 fn list_dir(dir: &Path, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
     let entries = std::fs::read_dir(dir)
-        .map_err(|e| StoreError(format!("cannot read the store folder: {e}")))?;
+        .map_err(|e| StoreError::with_source(format!("cannot read the store folder: {e}"), e))?;
     let mut tasks = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
@@ -180,7 +189,7 @@ impl FileStore {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || list_dir(&dir, &filter))
                 .await
-                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+                .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
         })
     }
 
@@ -195,7 +204,7 @@ impl FileStore {
         Box::pin(async move {
             let read = tokio::task::spawn_blocking(move || read_task(&path))
                 .await
-                .map_err(|e| StoreError(format!("store thread failed: {e}")))??;
+                .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))??;
             // File names are sanitised ids: `a.b` and `a_b` share one. Only
             // the task that really has this id answers.
             Ok(read.filter(|t| t.id == id))
@@ -209,7 +218,7 @@ impl FileStore {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || write_atomically(&path, &task))
                 .await
-                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+                .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
         })
     }
 }
@@ -292,10 +301,10 @@ impl StoreConfig {
             "" | "memory" => Ok(StoreConfig::default()),
             s => match s.strip_prefix("file:") {
                 Some(dir) if !dir.trim().is_empty() => Ok(StoreConfig::File(dir.trim().into())),
-                Some(_) => Err(StoreError(
-                    "the store selector \"file:\" needs a folder: file:<dir>".into(),
+                Some(_) => Err(StoreError::new(
+                    "the store selector \"file:\" needs a folder: file:<dir>",
                 )),
-                None => Err(StoreError(format!(
+                None => Err(StoreError::new(format!(
                     "unknown task store {s:?}: use \"memory\" or \"file:<dir>\""
                 ))),
             },

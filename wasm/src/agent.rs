@@ -140,7 +140,7 @@ impl Tool {
 
     #[wasm_bindgen(getter)]
     pub fn source(&self) -> String {
-        self.inner.spec.source.clone()
+        self.inner.spec.source.as_str().into()
     }
 
     /// `execute({task}, {signal, onEvent}?)`: never rejects; problems come

@@ -1,7 +1,7 @@
 //! The Agent Card, read leniently in all three shapes (toolnexus, A2A 0.3
 //! with `url`, A2A 1.0 with `supportedInterfaces`).
 
-use crate::error::Error;
+use crate::error::{Error, Reason, TransportError};
 use crate::wire::rpc::Dialect;
 use crate::wire::url;
 use serde_json::Value;
@@ -90,18 +90,22 @@ impl AgentCard {
     /// peer's card costs at most that much memory and output.
     pub fn parse_limited(body: &[u8], max_bytes: u64, max_skills: u64) -> Result<Self, Error> {
         if body.len() as u64 > max_bytes {
-            return Err(Error::Malformed(format!(
+            return Err(Error::malformed(format!(
                 "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes)"
             )));
         }
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| Error::Malformed(format!("the Agent Card is not valid JSON: {e}")))?;
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            Error::Malformed(Reason::with_source(
+                format!("the Agent Card is not valid JSON: {e}"),
+                e,
+            ))
+        })?;
         let skills = v
             .get("skills")
             .and_then(Value::as_array)
             .map_or(0, Vec::len) as u64;
         if skills > max_skills {
-            return Err(Error::Malformed(format!(
+            return Err(Error::malformed(format!(
                 "the Agent Card lists {skills} skills, over the limit of {max_skills} (--max-skills, maxSkills)"
             )));
         }
@@ -111,13 +115,10 @@ impl AgentCard {
     /// Reads a card from a JSON value; see [`AgentCard::parse`].
     pub fn from_value(v: &Value) -> Result<Self, Error> {
         if !v.is_object() {
-            return Err(Error::Malformed(
-                "the Agent Card is not a JSON object".into(),
-            ));
+            return Err(Error::malformed("the Agent Card is not a JSON object"));
         }
-        let name = text(v, "name").ok_or_else(|| {
-            Error::Malformed("not an Agent Card: it has no string \"name\"".into())
-        })?;
+        let name = text(v, "name")
+            .ok_or_else(|| Error::malformed("not an Agent Card: it has no string \"name\""))?;
         let skills = v
             .get("skills")
             .and_then(Value::as_array)
@@ -553,19 +554,26 @@ impl crate::host::driver::Machine for CardMachine {
         _now_ms: u64,
         response: Result<crate::wire::http::HttpResponse, crate::error::TransportError>,
     ) -> crate::host::driver::Step<Self::Output> {
-        let result = match response {
-            Err(e) => Err(Error::Transport(format!(
-                "fetching the Agent Card {} failed: {e}",
-                self.url
-            ))),
-            Ok(resp) if !resp.is_success() => Err(Error::Status {
-                status: resp.status,
-                url: self.url.clone(),
-                body: resp.body_snippet(200),
-            }),
-            Ok(resp) => AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1)
-                .map_err(|e| Error::Malformed(format!("{} ({})", e, self.url))),
-        };
+        let result =
+            match response {
+                Err(e) => Err(Error::Transport(TransportError::with_source(
+                    format!("fetching the Agent Card {} failed: {e}", self.url),
+                    e,
+                ))),
+                Ok(resp) if !resp.is_success() => Err(Error::Status {
+                    status: resp.status,
+                    url: self.url.clone(),
+                    body: resp.body_snippet(200),
+                }),
+                Ok(resp) => AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1)
+                    .map_err(|e| match e {
+                        // The reason keeps its cause (the JSON error) with the URL added.
+                        Error::Malformed(r) => {
+                            Error::Malformed(r.map(|m| format!("{m} ({})", self.url), |_| true))
+                        }
+                        e => Error::malformed(format!("{} ({})", e, self.url)),
+                    }),
+            };
         self.done(result)
     }
 
@@ -590,12 +598,12 @@ impl crate::host::driver::Machine for CardMachine {
             "fetching the Agent Card {} timed out after {}ms",
             self.url, self.timeout_ms
         );
-        self.done(Err(Error::Transport(msg)))
+        self.done(Err(Error::transport(msg)))
     }
 
     fn handle_abort(&mut self, _now_ms: u64) -> crate::host::driver::Step<Self::Output> {
         let msg = format!("fetching the Agent Card {} was aborted", self.url);
-        self.done(Err(Error::Transport(msg)))
+        self.done(Err(Error::transport(msg)))
     }
 
     fn poll_event(&mut self) -> Option<Self::Event> {

@@ -483,7 +483,7 @@ impl SkillSet {
                 "required": ["name"],
                 "additionalProperties": false,
             }),
-            source: "skill".into(),
+            source: crate::model::tool::ToolSource::Skill,
         }
     }
 
@@ -882,8 +882,8 @@ mod tests {
         set.add(skill("a", "", ""));
         let spec = set.tool_spec();
         assert_eq!(
-            (spec.name.as_str(), spec.source.as_str()),
-            ("skill", "skill")
+            (spec.name.as_str(), spec.source),
+            ("skill", crate::ToolSource::Skill)
         );
         assert!(spec.description.starts_with(
             "Load a specialized skill when the task at hand matches one of the skills listed in the system prompt.\n\nUse this tool"

@@ -22,7 +22,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use toolnexus_core::{Agent, AgentCard, Error, HttpRequest, HttpResponse, Transport};
+use toolnexus_core::{
+    Agent, AgentCard, Error, HttpRequest, HttpResponse, Transport, TransportError,
+};
 use toolnexus_host_native::NativeTransport;
 
 /// The folder of cached cards.
@@ -188,7 +190,11 @@ pub async fn fetch_card(
         }
     }
     let resp = send(transport, agent, req).await?;
-    let malformed = |e: Error| Error::Malformed(format!("{e} ({shown})"));
+    let malformed = |e: Error| match e {
+        // The reason keeps its cause (the JSON error) with the URL added.
+        Error::Malformed(r) => Error::Malformed(r.map(|m| format!("{m} ({shown})"), |_| true)),
+        e => Error::malformed(format!("{e} ({shown})")),
+    };
     if let (304, Some(mut entry)) = (resp.status, stored) {
         let card = parse(entry.body.as_bytes()).map_err(malformed)?;
         if resp.headers.iter().any(|(k, v)| {
@@ -239,12 +245,13 @@ async fn send(
     let limit = Duration::from_millis(agent.timeout_ms());
     let shown = toolnexus_core::redact_url(&agent.card);
     match tokio::time::timeout(limit, transport.send(req)).await {
-        Err(_) => Err(Error::Transport(format!(
+        Err(_) => Err(Error::transport(format!(
             "fetching the Agent Card {shown} timed out after {}ms",
             agent.timeout_ms()
         ))),
-        Ok(Err(e)) => Err(Error::Transport(format!(
-            "fetching the Agent Card {shown} failed: {e}"
+        Ok(Err(e)) => Err(Error::Transport(TransportError::with_source(
+            format!("fetching the Agent Card {shown} failed: {e}"),
+            e,
         ))),
         Ok(Ok(resp)) => Ok(resp),
     }

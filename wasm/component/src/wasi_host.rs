@@ -71,13 +71,13 @@ fn to_wasi(request: HttpRequest) -> Result<Request<Body>, TransportError> {
             builder = builder.header(k.as_str(), v.as_str());
         }
     }
-    builder
-        .body(Body::from(request.body))
-        .map_err(|e| TransportError(format!("cannot build the request to {}: {e}", request.url)))
+    builder.body(Body::from(request.body)).map_err(|e| {
+        TransportError::new(format!("cannot build the request to {}: {e}", request.url))
+    })
 }
 
 fn error_text(url: &str, e: &wstd::http::Error) -> TransportError {
-    TransportError(format!("request to {url} failed: {e:#}"))
+    TransportError::new(format!("request to {url} failed: {e:#}"))
 }
 
 impl Transport for WasiTransport {
