@@ -1,5 +1,11 @@
 //! Errors, typed by where they come from, each keeping the error that caused
 //! it (`std::error::Error::source`).
+//!
+//! The npm build (`wasm32-unknown-unknown`) keeps no causes: its errors reach
+//! JavaScript as `kind` and `message` only, and the bytes of every cause's
+//! `Debug`/`Display`/`Error` code would ship to browsers for nothing. There
+//! `source()` is `None` and the message alone says what happened, as it does
+//! everywhere.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -21,6 +27,7 @@ macro_rules! message_error {
         #[derive(Clone)]
         pub struct $name {
             message: String,
+            #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
             source: Option<$crate::error::Cause>,
         }
 
@@ -29,18 +36,28 @@ macro_rules! message_error {
             pub fn new(message: impl Into<String>) -> Self {
                 $name {
                     message: message.into(),
+                    #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
                     source: None,
                 }
             }
 
             /// An error caused by `source` (an error, or one already boxed).
+            /// The npm build drops the cause (see the module docs).
             pub fn with_source(
                 message: impl Into<String>,
                 source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
             ) -> Self {
-                $name {
-                    message: message.into(),
-                    source: Some(std::sync::Arc::from(source.into())),
+                #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+                {
+                    let _ = source;
+                    $name::new(message)
+                }
+                #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+                {
+                    $name {
+                        message: message.into(),
+                        source: Some(std::sync::Arc::from(source.into())),
+                    }
                 }
             }
 
@@ -56,9 +73,17 @@ macro_rules! message_error {
                 f: impl FnOnce(String) -> String,
                 keep_source: impl FnOnce(&$crate::error::Cause) -> bool,
             ) -> Self {
-                $name {
-                    message: f(self.message),
-                    source: self.source.filter(keep_source),
+                #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+                {
+                    let _ = keep_source;
+                    $name::new(f(self.message))
+                }
+                #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+                {
+                    $name {
+                        message: f(self.message),
+                        source: self.source.filter(keep_source),
+                    }
                 }
             }
         }
@@ -67,6 +92,7 @@ macro_rules! message_error {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 let mut d = f.debug_tuple(stringify!($name));
                 d.field(&self.message);
+                #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
                 if let Some(source) = &self.source {
                     d.field(source);
                 }
@@ -81,6 +107,7 @@ macro_rules! message_error {
         }
 
         impl std::error::Error for $name {
+            #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
             fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
                 self.source
                     .as_deref()
@@ -109,6 +136,8 @@ macro_rules! message_error {
         }
     };
 }
+// For the server's `StoreError` and the skills' `SkillError`.
+#[cfg_attr(not(feature = "server"), allow(unused_imports))]
 pub(crate) use message_error;
 
 message_error! {
@@ -223,6 +252,9 @@ mod tests {
 
     impl StdError for Refused {}
 
+    /// Whether this build keeps causes (the npm build does not).
+    const KEEPS_CAUSES: bool = !cfg!(all(target_arch = "wasm32", target_os = "unknown"));
+
     #[test]
     fn a_transport_error_keeps_its_cause_and_its_text() {
         let e: Error =
@@ -232,8 +264,12 @@ mod tests {
             e.to_string(),
             "request to http://x/ failed: connection refused"
         );
-        let cause = e.source().expect("the cause is kept");
-        assert!(cause.downcast_ref::<Refused>().is_some());
+        if KEEPS_CAUSES {
+            let cause = e.source().expect("the cause is kept");
+            assert!(cause.downcast_ref::<Refused>().is_some());
+        } else {
+            assert!(e.source().is_none());
+        }
         assert_eq!(
             e,
             Error::transport("request to http://x/ failed: connection refused")
@@ -245,8 +281,10 @@ mod tests {
     fn a_malformed_reply_keeps_the_json_error() {
         let json = serde_json::from_slice::<serde_json::Value>(b"{").expect_err("not JSON");
         let e = Error::Malformed(Reason::with_source(format!("not JSON: {json}"), json));
-        let cause = e.source().expect("the cause is kept");
-        assert!(cause.downcast_ref::<serde_json::Error>().is_some());
+        if KEEPS_CAUSES {
+            let cause = e.source().expect("the cause is kept");
+            assert!(cause.downcast_ref::<serde_json::Error>().is_some());
+        }
         assert!(e.to_string().starts_with("not JSON: EOF"));
     }
 }

@@ -408,6 +408,21 @@ mod tests {
     }
 
     #[test]
+    fn a_card_that_is_not_json_keeps_the_json_error_as_its_source() {
+        let err = AgentCard::parse(b"{\"name\":").expect_err("not JSON");
+        assert!(
+            err.to_string()
+                .starts_with("the Agent Card is not valid JSON: EOF"),
+            "{err}"
+        );
+        // The npm build keeps no causes (see `error.rs`).
+        if !cfg!(all(target_arch = "wasm32", target_os = "unknown")) {
+            let cause = std::error::Error::source(&err).expect("a cause");
+            assert!(cause.downcast_ref::<serde_json::Error>().is_some());
+        }
+    }
+
+    #[test]
     fn rejects_what_is_not_a_card() {
         assert!(matches!(
             AgentCard::parse(b"<html>"),

@@ -451,7 +451,15 @@ mod tests {
             Err(Error::Status { status: 502, .. })
         ));
         let junk = HttpResponse::json(200, b"nope".to_vec());
-        assert!(matches!(parse_reply(&junk, "u"), Err(Error::Malformed(_))));
+        let err = parse_reply(&junk, "u").expect_err("not JSON");
+        assert!(matches!(err, Error::Malformed(_)), "{err:?}");
+        // The cause is kept, but for the npm build (see `error.rs`).
+        let cause = std::error::Error::source(&err);
+        let keeps = !cfg!(all(target_arch = "wasm32", target_os = "unknown"));
+        assert_eq!(
+            cause.is_some_and(|c| c.downcast_ref::<serde_json::Error>().is_some()),
+            keeps
+        );
         let empty = HttpResponse::json(200, b"{}".to_vec());
         assert!(matches!(parse_reply(&empty, "u"), Err(Error::Malformed(_))));
     }
