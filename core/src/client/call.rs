@@ -1045,6 +1045,10 @@ fn peer_text(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[path = "call_test_support.rs"]
+mod test_support;
+
+#[cfg(test)]
 #[path = "call_tests.rs"]
 mod tests;
 
