@@ -16,8 +16,8 @@ use toolnexus_core::server::{
     CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
-use toolnexus_core::BoxFuture;
 use toolnexus_core::Task;
+use toolnexus_core::{BoxFuture, TransportError};
 use toolnexus_core::{HttpRequest, Transport};
 
 /// Who answers the tasks.
@@ -211,35 +211,32 @@ impl ServerHost for NativeHost {
     fn send(
         &self,
         req: HttpRequest,
-    ) -> Option<BoxFuture<'static, Result<toolnexus_core::HttpResponse, String>>> {
+    ) -> Option<BoxFuture<'static, Result<toolnexus_core::HttpResponse, TransportError>>> {
         let allow_private = self.allow_private_webhooks;
         Some(Box::pin(async move {
             if !allow_private {
                 refuse_internal_names(&req.url).await?;
             }
-            NativeTransport::shared()
-                .send(req)
-                .await
-                .map_err(|e| e.to_string())
+            NativeTransport::shared().send(req).await
         }))
     }
 }
 
 /// Core refuses internal addresses written in a webhook URL; a name that
 /// resolves to one is refused here, before anything is sent.
-async fn refuse_internal_names(url: &str) -> Result<(), String> {
+async fn refuse_internal_names(url: &str) -> Result<(), TransportError> {
     let Some(with_port) = toolnexus_core::server::push::webhook_address(url) else {
         return Ok(());
     };
-    let addrs = tokio::net::lookup_host(with_port)
-        .await
-        .map_err(|e| format!("cannot resolve the webhook {url}: {e}"))?;
+    let addrs = tokio::net::lookup_host(with_port).await.map_err(|e| {
+        TransportError::with_source(format!("cannot resolve the webhook {url}: {e}"), e)
+    })?;
     for addr in addrs {
         if toolnexus_core::server::push::is_internal(addr.ip()) {
-            return Err(format!(
+            return Err(TransportError::new(format!(
                 "the webhook {url} resolves to an internal address ({}); refused",
                 addr.ip()
-            ));
+            )));
         }
     }
     Ok(())

@@ -136,7 +136,10 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     /// Sends an HTTP request and reads the whole answer (push notifications
     /// to webhooks). Hosts without one keep the default: they cannot offer
     /// push notifications.
-    fn send(&self, _req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+    fn send(
+        &self,
+        _req: HttpRequest,
+    ) -> Option<BoxFuture<'static, Result<HttpResponse, crate::TransportError>>> {
         None
     }
 }

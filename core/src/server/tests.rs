@@ -82,7 +82,10 @@ impl ServerHost for Arc<TestHost> {
         lock(&self.timers).push((at - self.time.now(), at));
         Some(Box::pin(self.time.sleep_until(at)))
     }
-    fn send(&self, req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+    fn send(
+        &self,
+        req: HttpRequest,
+    ) -> Option<BoxFuture<'static, Result<HttpResponse, crate::TransportError>>> {
         lock(&self.sent).push(req);
         let answer = HttpResponse {
             status: 204,

@@ -345,7 +345,8 @@ async fn serve_component(args: &ServeArgs, component: &std::path::Path) -> Resul
             ))
         }
     }
-    let agent = AgentComponent::load(component, env, preopen).map_err(|e| Fail(1, e))?;
+    let agent =
+        AgentComponent::load(component, env, preopen).map_err(|e| Fail(1, e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .map_err(|e| Fail(1, format!("cannot listen on {}: {e}", args.addr)))?;

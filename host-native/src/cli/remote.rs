@@ -75,7 +75,8 @@ impl Remote {
                 .and_then(|exe| Some(exe.parent()?.join("toolnexus-a2a.wasm")))
                 .ok_or_else(|| Fail(1, "--engine wasm needs --component FILE".into()))?,
         };
-        toolnexus_host_native::component_host::ComponentHost::load(&path).map_err(|e| Fail(1, e))
+        toolnexus_host_native::component_host::ComponentHost::load(&path)
+            .map_err(|e| Fail(1, e.to_string()))
     }
 
     /// The agent's tools, the card taken from the cache when it allows.
