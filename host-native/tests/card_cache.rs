@@ -69,6 +69,15 @@ async fn call(cache: &Path, card: &str, text: &str, extra: &[&str]) {
     assert_eq!(r["output"], text);
 }
 
+/// The one stored entry's inode (a rewrite, temp file + rename, makes a new one).
+fn stored_file(cache: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut files = std::fs::read_dir(cache.join("cards")).expect("cards folder");
+    let entry = files.next().expect("a stored card").expect("entry");
+    assert!(files.next().is_none(), "one stored card");
+    entry.metadata().expect("metadata").ino()
+}
+
 fn card_gets(log: &CardLog) -> Vec<HttpRequest> {
     log.lock().expect("log").clone()
 }
@@ -101,9 +110,15 @@ async fn a_stale_card_is_revalidated_with_its_etag() {
     let (peer, log) = peer(&headers, Some("\"v1\"")).await;
     let card = peer.card_url();
     call(&cache, &card, "one", &[]).await;
+    let stored = stored_file(&cache);
     call(&cache, &card, "two", &[]).await;
     let gets = card_gets(&log);
     assert_eq!(gets.len(), 2, "no-cache: every call asks the server");
+    assert_eq!(
+        stored_file(&cache),
+        stored,
+        "a 304 that changes nothing leaves the stored entry as it was (no rewrite)"
+    );
     assert_eq!(gets[0].header("if-none-match"), None);
     assert_eq!(
         gets[1].header("if-none-match"),

@@ -203,14 +203,19 @@ pub async fn fetch_card(
             cache.remove(&agent.card);
             return Ok(card);
         }
+        let before = (entry.fresh_for, entry.etag.clone());
         if let Some(fresh_for) = freshness(&resp) {
             entry.fresh_for = fresh_for;
         }
         if let Some(etag) = resp.header("etag") {
             entry.etag = Some(etag.to_string());
         }
-        entry.stored_at = unix_now();
-        cache.save(&entry);
+        // Renewed freshness starts now; an entry that is never fresh and
+        // kept its validator is left as it is (no write on every call).
+        if entry.fresh_for > 0 || (entry.fresh_for, entry.etag.clone()) != before {
+            entry.stored_at = unix_now();
+            cache.save(&entry);
+        }
         return Ok(card);
     }
     if !resp.is_success() {
