@@ -18,7 +18,7 @@ pub struct ToolSpec {
 /// Where a tool comes from. Written (JSON, JS, WIT) as its
 /// [`as_str`](ToolSource::as_str) name: `"a2a"`, `"skill"`, `"host"`, `"builtin"`.
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolSource {
     /// A remote A2A agent (or one of its skills).
@@ -52,6 +52,14 @@ impl ToolSource {
         ]
         .into_iter()
         .find(|s| s.as_str() == name)
+    }
+}
+
+/// Written as its wire name, a plain string (smaller in the `.wasm` than a
+/// derived enum serialiser).
+impl Serialize for ToolSource {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
