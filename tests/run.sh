@@ -28,6 +28,8 @@ cargo clippy -p toolnexus-host-native --no-default-features --lib -- -D warnings
 step "core builds for wasm32 without I/O (full, and client-only)"
 cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --all-targets -- -D warnings
 cargo check -p toolnexus-core --target wasm32-unknown-unknown --no-default-features
+# The npm package's optional push feature (off in the published build) keeps compiling.
+cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --features push -- -D warnings
 cargo clippy -p toolnexus-component --target wasm32-wasip2 --all-targets -- -D warnings
 cargo clippy -p toolnexus-component --target wasm32-wasip2 --no-default-features --features agent --all-targets -- -D warnings
 

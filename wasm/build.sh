@@ -55,7 +55,7 @@ fi
 VERSION="$(awk -F'"' '/^\[workspace.package\]/ { w = 1 } w && /^version = / { print $2; exit }' "$ROOT/Cargo.toml")"
 
 # --- the two builds -------------------------------------------------------------
-FULL_NAMES="agent agentTools parseAgentsConfig buildAgentCard createToolkit createClient createA2AHandler sanitize describeCard"
+FULL_NAMES="agent agentTools parseAgentsConfig buildAgentCard createToolkit createClient createA2AHandler sanitize describeCard listTasks"
 CLIENT_NAMES="agent agentTools parseAgentsConfig createToolkit sanitize describeCard"
 
 rm -rf "$PKG"

@@ -14,6 +14,9 @@
 #   node          the seed scenarios through the tarball, Node ESM + CJS
 #   chromium      a page in headless Chromium (Playwright) calling a local agent
 #   workerd       workers in Miniflare serving and calling agents
+#   push          createA2AHandler's push notifications, in a build with the
+#                 `push` feature (not the published package): configs kept by
+#                 a JS store across handlers, delivery to a local webhook
 #
 # Usage: wasm/test.sh [suite ...]     (default: all)
 set -uo pipefail
@@ -24,7 +27,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 . "$ROOT/tests/node-suites.sh"
 TESTS="$HERE/tests"
 export PATH="$HOME/.cargo/bin:$PATH"
-ALL_SUITES="core-wasm32 package node chromium workerd"
+ALL_SUITES="core-wasm32 package node chromium workerd push"
 SUITES="${*:-$ALL_SUITES}"
 say() { printf '\n[test] %s\n' "$*"; }
 die() { printf '[test] FATAL: %s\n' "$*" >&2; exit 1; }
@@ -50,7 +53,7 @@ if wants node || wants workerd; then
   bash "$ROOT/tests/peers/setup.sh" || die "tests/peers/setup.sh failed"
 fi
 
-if wants package || wants node || wants chromium || wants workerd; then
+if wants package || wants node || wants chromium || wants workerd || wants push; then
   say "installing the test packages (npm ci in wasm/tests)"
   if ! cmp -s "$TESTS/package-lock.json" "$TESTS/node_modules/.toolnexus-lock" 2>/dev/null; then
     (cd "$TESTS" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in wasm/tests"
@@ -130,6 +133,19 @@ wants package && run_node_suite package package.test.mjs
 wants node && run_node_suite node node.test.mjs
 wants chromium && run_node_suite chromium browser.test.mjs
 wants workerd && run_node_suite workerd workerd.test.mjs
+if wants push; then
+  say "building the package's push feature (cargo build --features push; not published)"
+  PUSH_BUILD="$ROOT/target/toolnexus-wasm-push"
+  rm -rf "$PUSH_BUILD"
+  if (cd "$ROOT" && cargo build -q -p toolnexus-wasm --target wasm32-unknown-unknown --profile wasm-release --features push) &&
+    wasm-bindgen --target nodejs --no-typescript --out-dir "$PUSH_BUILD" \
+      "$ROOT/target/wasm32-unknown-unknown/wasm-release/toolnexus_wasm.wasm"; then
+    TOOLNEXUS_PUSH_BUILD="$PUSH_BUILD" run_node_suite push push.test.mjs
+  else
+    echo "[test] push: the build failed" >&2
+    suite_record push 0 1
+  fi
+fi
 
 # --- summary ---------------------------------------------------------------------
 say "summary"

@@ -9,15 +9,20 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use toolnexus_core::server::{Admission, BodyRefusal, Reply};
 use toolnexus_core::{HttpRequest, HttpResponse};
+
+use crate::head_timeout::{close_when_head_late, HeadClock, Serving};
 
 /// Turns a request into a response.
 pub type Handler = Arc<dyn Fn(HttpRequest) -> BoxFuture<'static, HttpResponse> + Send + Sync>;
@@ -265,25 +270,32 @@ pub fn serve_with(
             };
             at_cap_logged = false;
             let _ = stream.set_nodelay(true);
-            let handler = handler.clone();
-            let stopping = stopped.clone();
-            let opts = options.clone();
+            let clock = HeadClock::new();
+            // Cloned once per connection: a request then clones only this
+            // connection's own Arc, not counters every core shares.
+            let shared = Arc::new(Connection {
+                options: options.clone(),
+                handler: handler.clone(),
+                stopping: stopped.clone(),
+                clock: clock.clone(),
+            });
             let service = service_fn(move |req| {
-                let handler = handler.clone();
-                let stopping = stopping.clone();
-                let opts = opts.clone();
+                let conn = shared.clone();
                 async move {
-                    Ok::<_, std::convert::Infallible>(handle(req, &opts, handler, stopping).await)
+                    let serving = conn.clock.serving();
+                    Ok::<_, std::convert::Infallible>(handle(req, &conn, serving).await)
                 }
             });
+            // The head timeout is kept per connection (head_timeout.rs), not by
+            // hyper's per-request timer.
             let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(options.head_timeout)
+                .header_read_timeout(None)
                 .serve_connection(TokioIo::new(stream), service);
             let conn = graceful.watch(conn);
+            let head_timeout = options.head_timeout;
             tokio::spawn(async move {
                 let _slot = slot;
-                let _ = conn.await;
+                close_when_head_late(conn, clock, head_timeout).await;
             });
         }
         drop(listener);
@@ -298,6 +310,33 @@ pub fn serve_with(
         stop,
         done,
     })
+}
+
+/// A response body that, once sent (or abandoned), lets its connection
+/// wait for the next request head again.
+struct Answering<B> {
+    body: B,
+    _serving: Serving,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Answering<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Reads and drops what is left of a refused body, bounded in bytes and
@@ -338,25 +377,43 @@ async fn read_body(
     Ok(out)
 }
 
+/// What every request on one connection needs.
+struct Connection {
+    options: Arc<HttpOptions>,
+    handler: StreamHandler,
+    stopping: watch::Receiver<Option<tokio::time::Instant>>,
+    clock: Arc<HeadClock>,
+}
+
 async fn handle(
     req: hyper::Request<Incoming>,
-    options: &HttpOptions,
-    handler: StreamHandler,
-    mut stopping: watch::Receiver<Option<tokio::time::Instant>>,
+    conn: &Connection,
+    serving: Serving,
 ) -> hyper::Response<Body> {
+    let options = &*conn.options;
     let (parts, body) = req.into_parts();
-    let headers: Vec<(String, String)> = parts
-        .headers
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-        .collect();
+    let mut headers = Vec::with_capacity(parts.headers.len());
+    headers.extend(
+        parts
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string()))),
+    );
     let body = match options.policy.admit(&headers) {
         Admission::Refuse(answer) => {
             drain(body, options).await;
             Err(answer)
         }
         Admission::Read { limit } => {
-            match tokio::time::timeout(options.body_timeout, read_body(body, limit)).await {
+            let mut read = std::pin::pin!(read_body(body, limit));
+            // A small body has usually arrived with its head: it is read
+            // without arming (and then removing) a timer.
+            let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+            let read = match first {
+                Poll::Ready(read) => Ok(read),
+                Poll::Pending => tokio::time::timeout(options.body_timeout, read).await,
+            };
+            match read {
                 Ok(Ok(body)) => Ok(body),
                 Ok(Err((why, rest))) => {
                     if let Some(rest) = rest {
@@ -375,7 +432,7 @@ async fn handle(
                 .path_and_query()
                 .map(|p| p.as_str().to_string())
                 .unwrap_or_else(|| "/".into());
-            handler(HttpRequest {
+            (conn.handler)(HttpRequest {
                 method: parts.method.as_str().to_string(),
                 url,
                 headers,
@@ -387,31 +444,51 @@ async fn handle(
     };
     let (head, body): (HttpResponse, Body) = match response {
         Reply::Full(mut r) => {
-            let body = Full::new(Bytes::from(std::mem::take(&mut r.body))).boxed_unsync();
-            (r, body)
+            let body = Full::new(Bytes::from(std::mem::take(&mut r.body)));
+            let body = Answering {
+                body,
+                _serving: serving,
+            };
+            (r, body.boxed_unsync())
         }
         Reply::Stream { head, body } => {
             // Ends with the server: a stop must not wait on an open stream.
+            let mut stopping = conn.stopping.clone();
             let stop = async move {
                 let _ = stopping.wait_for(|stopped| stopped.is_some()).await;
             };
             let frames = body
                 .take_until(stop)
                 .map(|frame| Ok(Frame::data(Bytes::from(frame))));
-            (head, StreamBody::new(frames).boxed_unsync())
+            let body = Answering {
+                body: StreamBody::new(frames).boxed_unsync(),
+                _serving: serving,
+            };
+            (head, body.boxed_unsync())
         }
     };
-    let mut builder = hyper::Response::builder().status(head.status);
-    for (k, v) in &head.headers {
-        builder = builder.header(k.as_str(), v.as_str());
-    }
-    builder.body(body).unwrap_or_else(|_| {
+    with_head(head, body).unwrap_or_else(|| {
         let mut r = hyper::Response::new(
             Full::new(Bytes::from_static(b"invalid response header\n")).boxed_unsync(),
         );
         *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
         r
     })
+}
+
+/// The hyper response with `head`'s status and headers; `None` if one of
+/// them is invalid. Header values move into the response (no copy).
+fn with_head(head: HttpResponse, body: Body) -> Option<hyper::Response<Body>> {
+    let mut r = hyper::Response::new(body);
+    *r.status_mut() = hyper::StatusCode::from_u16(head.status).ok()?;
+    let headers = r.headers_mut();
+    headers.reserve(head.headers.len());
+    for (k, v) in head.headers {
+        let name = hyper::header::HeaderName::from_bytes(k.as_bytes()).ok()?;
+        let value = hyper::header::HeaderValue::from_maybe_shared(Bytes::from(v)).ok()?;
+        headers.append(name, value);
+    }
+    Some(r)
 }
 
 /// 408: the body did not arrive in time; the connection is closed.

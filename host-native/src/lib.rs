@@ -11,6 +11,7 @@
 #[cfg(feature = "component")]
 pub mod component_host;
 pub mod config_file;
+mod head_timeout;
 pub mod http_server;
 pub mod lock;
 pub mod serve;

@@ -100,6 +100,22 @@ impl TaskStore for ObservedStore {
         self.inner.list(filter)
     }
 
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl std::future::Future<Output = Result<Option<serde_json::Value>, StoreError>> + Send
+    {
+        self.inner.get_push_configs(task_id)
+    }
+
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        self.inner.save_push_configs(task_id, configs)
+    }
+
     fn save(
         &self,
         task: &Task,
@@ -459,7 +475,7 @@ fn start(
     };
     let handler: http_server::StreamHandler = Arc::new(move |req| {
         let server = server.clone();
-        let ui = ui.clone().filter(|_| is_ui_request(&req));
+        let ui = ui.as_ref().filter(|_| is_ui_request(&req)).cloned();
         Box::pin(async move {
             match ui {
                 Some(ui) => Reply::Full(ui.respond(&req.url).await),

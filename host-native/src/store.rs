@@ -69,6 +69,9 @@ impl FileStore {
                     continue;
                 }
             };
+            // Stores from before the index, or a marker a crash lost: every
+            // task read here is indexed again.
+            index_task(&dir, &task)?;
             if mark_interrupted(&mut task, unix_ms()) {
                 write_atomically(&store.path(&task.id), &task)?;
                 recovered.push(task.id);
@@ -133,14 +136,20 @@ fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
 }
 
 fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
+    write_bytes_atomically(path, task.to_value(task.dialect).to_string().as_bytes())
+}
+
+/// Writes `body` to a temp file beside `path`, fsyncs it and renames it
+/// into place (then fsyncs the folder), so a crash leaves the old file or
+/// the new one, never a torn one.
+fn write_bytes_atomically(path: &Path, body: &[u8]) -> Result<(), StoreError> {
     let err = |what: &str, e: std::io::Error| {
         StoreError::with_source(format!("{what} {}: {e}", shown(path)), e)
     };
     let tmp = path.with_extension(format!("json.tmp-{}", uuid::Uuid::new_v4()));
-    let body = task.to_value(task.dialect).to_string();
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(body.as_bytes())?;
+        f.write_all(body)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
         // Make the rename itself durable.
@@ -155,9 +164,78 @@ fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
     result.map_err(|e| err("cannot write", e))
 }
 
+/// The folder, inside the store's, that indexes the tasks by context:
+/// `contexts/<sanitized context id>/<sanitized task id>`, one empty marker
+/// file per task, so a context's tasks are found without reading every task
+/// file. Rebuilt by [`FileStore::open`] from the task files; a marker whose
+/// task is gone (or is another context's) is skipped when listed.
+pub const CONTEXTS: &str = "contexts";
+
+/// The index folder of a context; `None` when its id cannot name a folder
+/// (empty, or too long): that context is listed by reading every task.
+fn context_dir(dir: &Path, context_id: &str) -> Option<PathBuf> {
+    let name = sanitize(context_id);
+    (!name.is_empty() && name.len() <= MAX_FILE_NAME).then(|| dir.join(CONTEXTS).join(name))
+}
+
+/// Makes sure `task` is indexed under its context. Done before its task
+/// file is written, so a crash leaves at worst a marker without a task
+/// (skipped when listed); a lost marker is made again on the next open.
+fn index_task(dir: &Path, task: &Task) -> Result<(), StoreError> {
+    let Some(folder) = context_dir(dir, &task.context_id) else {
+        return Ok(());
+    };
+    let marker = folder.join(sanitize(&task.id));
+    if marker.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&folder)
+        .and_then(|()| std::fs::File::create(&marker).map(drop))
+        .map_err(|e| {
+            StoreError::with_source(format!("cannot index {} by context: {e}", task.id), e)
+        })
+}
+
+/// The tasks a context's index names that pass `filter`; `None` when the
+/// context has no index folder name (then every task is read).
+fn list_context(dir: &Path, filter: &TaskFilter) -> Option<Result<Vec<Task>, StoreError>> {
+    let folder = context_dir(dir, filter.context_id.as_deref()?)?;
+    let entries = match std::fs::read_dir(&folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Ok(Vec::new())),
+        Err(e) => {
+            return Some(Err(StoreError::with_source(
+                format!("cannot read a context index: {e}"),
+                e,
+            )))
+        }
+    };
+    let mut tasks = Vec::new();
+    for entry in entries.flatten() {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let path = dir.join(format!("{name}.json"));
+        // Only a regular file is read (never a FIFO or a link put there).
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if let Ok(Some(task)) = read_task(&path) {
+            if filter.matches(&task) {
+                tasks.push(task);
+            }
+        }
+    }
+    Some(Ok(tasks))
+}
+
 /// Every readable task file in `dir` that passes `filter`; files that are
-/// not tasks (or vanish while read) are skipped.
+/// not tasks (or vanish while read) are skipped. A context's tasks are
+/// found through its index ([`CONTEXTS`]).
 fn list_dir(dir: &Path, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+    if let Some(listed) = list_context(dir, filter) {
+        return listed;
+    }
     let entries = std::fs::read_dir(dir)
         .map_err(|e| StoreError::with_source(format!("cannot read the store folder: {e}"), e))?;
     let mut tasks = Vec::new();
@@ -179,7 +257,80 @@ fn list_dir(dir: &Path, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
     Ok(tasks)
 }
 
+/// The folder, inside the store's, of the tasks' push-notification configs
+/// (`<sanitized task id>.json`: `{"taskId", "configs"}`).
+pub const PUSH_CONFIGS: &str = "push";
+
+/// The configs stored for `task_id` in `path`; `None` when there are none
+/// (or the file is another task's: ids share sanitized names). A damaged
+/// file is an error, not a panic.
+fn read_push_configs(path: &Path, task_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(StoreError::with_source(
+                format!("cannot read {}: {e}", shown(path)),
+                e,
+            ))
+        }
+    };
+    let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        StoreError::with_source(format!("{} is not valid JSON: {e}", shown(path)), e)
+    })?;
+    if value.get("taskId").and_then(|t| t.as_str()) != Some(task_id) {
+        return Ok(None);
+    }
+    Ok(value.get_mut("configs").map(serde_json::Value::take))
+}
+
 impl FileStore {
+    fn push_path(&self, task_id: &str) -> PathBuf {
+        self.dir.join(PUSH_CONFIGS).join(file_name(task_id))
+    }
+
+    /// Reads a task's push-notification configs on the blocking pool.
+    pub fn get_push_owned(
+        &self,
+        task_id: &str,
+    ) -> BoxFuture<'static, Result<Option<serde_json::Value>, StoreError>> {
+        if file_name(task_id).len() > MAX_FILE_NAME {
+            return Box::pin(std::future::ready(Ok(None)));
+        }
+        let (path, id) = (self.push_path(task_id), task_id.to_string());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || read_push_configs(&path, &id))
+                .await
+                .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
+        })
+    }
+
+    /// Writes a task's push-notification configs on the blocking pool,
+    /// atomically, beside its task file.
+    pub fn save_push_owned(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> BoxFuture<'static, Result<(), StoreError>> {
+        let path = self.push_path(task_id);
+        let body = serde_json::json!({"taskId": task_id, "configs": configs}).to_string();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                if let Some(folder) = path.parent() {
+                    std::fs::create_dir_all(folder).map_err(|e| {
+                        StoreError::with_source(
+                            format!("cannot create the {PUSH_CONFIGS} folder: {e}"),
+                            e,
+                        )
+                    })?;
+                }
+                write_bytes_atomically(&path, body.as_bytes())
+            })
+            .await
+            .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
+        })
+    }
+
     /// The tasks that pass `filter`, read on the blocking pool.
     pub fn list_owned(
         &self,
@@ -214,11 +365,15 @@ impl FileStore {
     /// Writes a task on the blocking pool; the future borrows nothing.
     pub fn save_owned(&self, task: &Task) -> BoxFuture<'static, Result<(), StoreError>> {
         let path = self.path(&task.id);
+        let dir = self.dir.clone();
         let task = task.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || write_atomically(&path, &task))
-                .await
-                .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
+            tokio::task::spawn_blocking(move || {
+                index_task(&dir, &task)?;
+                write_atomically(&path, &task)
+            })
+            .await
+            .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
         })
     }
 }
@@ -239,6 +394,21 @@ impl TaskStore for FileStore {
         let listed = self.list_owned(filter);
         async move { listed.await.map(Some) }
     }
+
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
+        self.get_push_owned(task_id)
+    }
+
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        self.save_push_owned(task_id, configs)
+    }
 }
 
 /// A task store as a trait object: what [`StoreConfig::Custom`] takes
@@ -254,6 +424,25 @@ pub trait SharedStore: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<Option<Vec<Task>>, StoreError>> {
         let _ = filter;
         Box::pin(std::future::ready(Ok(None)))
+    }
+    /// A task's push-notification configs ([`TaskStore::get_push_configs`]);
+    /// the default keeps none.
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> BoxFuture<'static, Result<Option<serde_json::Value>, StoreError>> {
+        let _ = task_id;
+        Box::pin(std::future::ready(Ok(None)))
+    }
+    /// Stores a task's push-notification configs
+    /// ([`TaskStore::save_push_configs`]); the default keeps none.
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> BoxFuture<'static, Result<(), StoreError>> {
+        let _ = (task_id, configs);
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 
@@ -378,5 +567,28 @@ impl TaskStore for AnyStore {
             AnyStore::Custom(c) => Either::Right(c.list(filter)),
         };
         listed
+    }
+
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
+        match self {
+            AnyStore::Memory(m) => Either::Left(m.get_push_configs(task_id)),
+            AnyStore::File(f) => Either::Right(f.get_push_owned(task_id)),
+            AnyStore::Custom(c) => Either::Right(c.get_push_configs(task_id)),
+        }
+    }
+
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        match self {
+            AnyStore::Memory(m) => Either::Left(m.save_push_configs(task_id, configs)),
+            AnyStore::File(f) => Either::Right(f.save_push_owned(task_id, configs)),
+            AnyStore::Custom(c) => Either::Right(c.save_push_configs(task_id, configs)),
+        }
     }
 }

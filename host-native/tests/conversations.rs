@@ -143,6 +143,142 @@ async fn a_question_is_answered_on_the_same_task_and_a_file_store_keeps_the_conv
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+async fn serve_asks_with_push(store: &str) -> ServeHandle {
+    let tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    let mut options = ServeOptions::new(Arc::new(tk), Model::Custom(Arc::new(Asks)));
+    options.store = StoreConfig::parse(store).expect("store selector");
+    // The webhook is on 127.0.0.1: private, so allowed explicitly.
+    options.push = Some(toolnexus_host_native::PushOptions {
+        allow_private_webhooks: true,
+    });
+    serve("127.0.0.1:0", options).await.expect("serve")
+}
+
+async fn rpc(handle: &ServeHandle, method: &str, params: Value) -> Value {
+    use toolnexus_core::Transport;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let req = toolnexus_core::HttpRequest::post_json(
+        format!("{}/", handle.url),
+        body.to_string().into_bytes(),
+    )
+    .with_header("A2A-Version", "1.0");
+    let resp = NativeTransport::shared().send(req).await.expect(method);
+    serde_json::from_slice(&resp.body).expect("JSON-RPC answer")
+}
+
+#[tokio::test]
+async fn a_file_store_keeps_push_configs_across_a_restart_and_delivery_continues() {
+    use std::sync::Mutex;
+    let dir = std::env::temp_dir().join(format!(
+        "toolnexus-push-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+    ));
+    let store = format!("file:{}", dir.display());
+    let hits: Arc<Mutex<Vec<toolnexus_core::HttpRequest>>> = Arc::default();
+    let seen = hits.clone();
+    let hook = common::Stub::start(move |req| {
+        seen.lock().expect("hits").push(req);
+        toolnexus_core::HttpResponse {
+            status: 204,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    })
+    .await;
+    let webhook = format!("{}/hook", hook.url());
+
+    let handle = serve_asks_with_push(&store).await;
+    let asked = rpc(
+        &handle,
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "ask me"}]}}),
+    )
+    .await;
+    let task = &asked["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let id = task["id"].as_str().expect("id").to_string();
+    let set = rpc(
+        &handle,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": webhook, "token": "tk",
+               "authentication": {"scheme": "Bearer", "credentials": "s3cret"}}),
+    )
+    .await;
+    let cid = set["result"]["id"].as_str().expect("config id").to_string();
+    handle.stop().await;
+
+    // A new process on the same folder: the config is still there.
+    let handle = serve_asks_with_push(&store).await;
+    let got = rpc(
+        &handle,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": cid}),
+    )
+    .await;
+    assert_eq!(got["result"]["url"], webhook.as_str(), "{got}");
+    assert!(!got.to_string().contains("s3cret"), "{got}");
+    let listed = rpc(
+        &handle,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    )
+    .await;
+    assert_eq!(
+        listed["result"]["configs"][0]["id"],
+        cid.as_str(),
+        "{listed}"
+    );
+
+    // The answer resumes the task, and its states reach the webhook.
+    let done = rpc(
+        &handle,
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": id,
+                           "parts": [{"text": "Paris"}]}}),
+    )
+    .await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    // Delivery runs in the background: wait (bounded) for the completed state.
+    let mut states = Vec::new();
+    for _ in 0..300 {
+        states = hits
+            .lock()
+            .expect("hits")
+            .iter()
+            .map(|r| {
+                assert_eq!(r.header("Authorization"), Some("Bearer s3cret"));
+                assert_eq!(r.header("X-A2A-Notification-Token"), Some("tk"));
+                let v: Value = serde_json::from_slice(&r.body).expect("json");
+                v["task"]["status"]["state"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect::<Vec<_>>();
+        if states.last().map(String::as_str) == Some("TASK_STATE_COMPLETED") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED"),
+        "{states:?}"
+    );
+    handle.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Waits (a bounded number of GetTask reads) until the stored task is in `state`.
 async fn stored_state(handle: &ServeHandle, id: &str, state: &str) {
     use toolnexus_core::Transport;

@@ -311,6 +311,37 @@ async fn slow_idle_and_flooding_connections_are_closed() {
     server.stop().await;
 }
 
+/// §5: the head timeout bounds only the wait for a request head: a request
+/// whose body takes longer than it to arrive is still answered, and the
+/// connection, idle afterwards, is then closed.
+#[tokio::test]
+async fn the_head_timeout_does_not_cut_a_request_being_served() {
+    let mut o = options(Model::Echo);
+    quick_http(&mut o);
+    let server = start(o).await;
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}})
+        .to_string();
+    let mut s = TcpStream::connect(&addr).await.expect("connect");
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.expect("head");
+    // Three pieces 250 ms apart: the body takes over twice the 300 ms head timeout.
+    for piece in body.as_bytes().chunks(body.len() / 3 + 1) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        s.write_all(piece).await.expect("a piece of the body");
+    }
+    let answer = read_until_closed(&mut s, Duration::from_secs(20))
+        .await
+        .expect("the idle connection is closed after the answer");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("-32001"), "{answer}");
+    server.stop().await;
+}
+
 /// §5: past the connection cap, a new client waits (in the backlog) until
 /// a connection closes, then is served.
 #[tokio::test]

@@ -50,6 +50,51 @@ async fn a_16_mib_card_of_tiny_skills_is_refused_at_once_with_nothing_printed() 
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
+/// 14 MiB of a card (one long description): under the 16 MiB any answer
+/// was once read to, and more than loopback buffers take in.
+fn big_card_peer_body() -> Vec<u8> {
+    let mut body = String::from(r#"{"name":"big","url":"http://127.0.0.1:9/","description":""#);
+    body.push_str(&"x".repeat(14 * 1024 * 1024));
+    body.push_str(r#"","skills":[{"id":"s"}]}"#);
+    body.into_bytes()
+}
+
+#[tokio::test]
+async fn a_card_past_its_size_limit_is_not_read_to_its_end() {
+    let body = std::sync::Arc::new(big_card_peer_body());
+    let peer =
+        Hostile::start(move |_, _| Answer::bytes(200, "application/json", body.as_ref().clone()))
+            .await;
+    // Without the card cache (the core's card fetch), then with it (the CLI's own).
+    for (i, cache) in [true, false].into_iter().enumerate() {
+        let mut args = vec!["tools", "--max-card-bytes", "65536"];
+        let url = peer.card_url();
+        args.push(&url);
+        if !cache {
+            args.push("--no-cache");
+        }
+        let (code, stdout, stderr) = toolnexus(&args).await;
+        assert_eq!(code, 1, "{stderr}");
+        assert!(stdout.is_empty(), "{} bytes printed", stdout.len());
+        assert!(
+            stderr.contains("over the limit of 65536 bytes (--max-card-bytes"),
+            "{stderr}"
+        );
+        // The client stopped reading at the limit and closed the
+        // connection: the peer could not write its 14 MiB. (The peer
+        // learns it once the client has exited; the wait is bounded.)
+        let mut seen = peer.written_and_cut();
+        for _ in 0..300 {
+            if seen.0 + seen.1 > i {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            seen = peer.written_and_cut();
+        }
+        assert_eq!(seen, (0, i + 1), "(written, cut): the whole card was read");
+    }
+}
+
 #[tokio::test]
 async fn a_card_with_too_many_skills_is_refused_and_the_limits_are_flags() {
     let skills: Vec<Value> = (0..5_000).map(|i| json!({"id": format!("s{i}")})).collect();

@@ -2,6 +2,29 @@
 // ---------------------------------------------------------------------------
 // The server half (full entry "toolnexus-wasm" only).
 
+/** One task as `listTasks` gives it. */
+export interface TaskSummary {
+  id: string;
+  contextId: string;
+  state: TaskStateName;
+  /** When its status last changed (RFC 3339), when the agent says. */
+  timestamp?: string;
+  /** A completed task's answer, else its status message (a question, an error); may be empty. */
+  text: string;
+}
+
+/**
+ * (Full entry only: it would add about 3 KB to the client-only `.wasm`.)
+ * The agent's tasks (A2A 1.0 ListTasks, every page up to 20 of 100), newest
+ * status change first, optionally of one context or in one state. Bounded by
+ * the agent's timeout. Rejects with a `ToolnexusError` (an agent without
+ * ListTasks: kind "rpc").
+ */
+export declare function listTasks(
+  agent: AgentLike,
+  filter?: { contextId?: string; status?: TaskStateName },
+): Promise<{ tasks: TaskSummary[]; totalSize?: number; truncated: boolean }>;
+
 /** A skill as data. */
 export interface Skill {
   name: string;
@@ -128,6 +151,13 @@ export interface TaskStore {
    * is fine: the handler filters, orders and pages. Without it ListTasks is -32004.
    */
   list?(hint: { contextId?: string; status?: TaskStateName; statusTimestampAfter?: string }): Promise<A2ATask[]> | A2ATask[];
+  /**
+   * Push notifications (only in a build with the `push` feature): the configs
+   * last given to `savePushConfigs` for this task, or null. They hold the
+   * webhooks' credentials: keep them as private as the tasks.
+   */
+  getPushConfigs?(taskId: string): Promise<JsonValue[] | null | undefined> | JsonValue[] | null | undefined;
+  savePushConfigs?(taskId: string, configs: JsonValue[]): Promise<void> | void;
 }
 
 /** A task reached a terminal state. */
@@ -229,6 +259,12 @@ export interface A2AHandlerOptions {
    * memory store; `0`, `false` or `null`: never.
    */
   interruptedAfterMs?: number | false | null;
+  /**
+   * Push notifications to webhooks: only in a build with the `push` feature
+   * (not the published one; there the card says `pushNotifications: false`
+   * and the config methods answer -32003). `true`: public webhooks only.
+   */
+  push?: boolean | { allowPrivateWebhooks?: boolean };
 }
 
 /** What keeps a worker alive after the response (workerd's `ExecutionContext`). */

@@ -101,6 +101,67 @@ pub async fn agent_tools(agent: JsValue) -> Result<JsValue, JsValue> {
         .into())
 }
 
+/// `listTasks(agent, {contextId?, status?}?)`: the agent's tasks (A2A 1.0
+/// ListTasks, page by page), newest status change first, as
+/// `{tasks: [{id, contextId, state, timestamp?, text}], totalSize?, truncated}`
+/// (`text`: a completed task's answer, else its status message). Bounded by
+/// the agent's timeout; rejects with a kinded `Error` (an agent that cannot
+/// list answers `rpc`).
+#[cfg(feature = "server")]
+#[wasm_bindgen(js_name = listTasks)]
+pub async fn list_tasks(agent: JsValue, filter: JsValue) -> Result<JsValue, JsValue> {
+    use futures_util::future::{select, Either};
+    use toolnexus_core::{ListFilter, TaskState};
+    let agent = agent_from_js(&agent)?;
+    let mut wanted = ListFilter {
+        context_id: get(&filter, "contextId").as_string(),
+        status: None,
+    };
+    if let Some(s) = get(&filter, "status").as_string() {
+        match TaskState::parse(&s) {
+            TaskState::Unknown => return Err(misuse(format!("listTasks: unknown status {s:?}"))),
+            state => wanted.status = Some(state),
+        }
+    }
+    let work = Box::pin(async {
+        let card = toolnexus_core::fetch_card(&JsTransport, &agent).await?;
+        toolnexus_core::list_tasks(&JsTransport, &agent, &card, &wanted).await
+    });
+    let ms = agent.timeout_ms();
+    let deadline = crate::transport::timer_until(crate::transport::now_ms().saturating_add(ms));
+    let list = match select(work, deadline).await {
+        Either::Left((listed, _)) => listed.map_err(|e| core_error(&e))?,
+        Either::Right(_) => {
+            return Err(core_error(&toolnexus_core::Error::transport(format!(
+                "ListTasks timed out after {ms}ms"
+            ))))
+        }
+    };
+    let tasks = Array::new();
+    for t in &list.tasks {
+        let o: JsValue = Object::new().into();
+        set(&o, "id", &t.id.as_str().into());
+        set(&o, "contextId", &t.context_id.as_str().into());
+        set(&o, "state", &t.state.as_str().into());
+        if let Some(ms) = t.updated_ms {
+            set(&o, "timestamp", &toolnexus_core::format_rfc3339(ms).into());
+        }
+        let text = match t.state {
+            TaskState::Completed => t.output_text(),
+            _ => t.status_text().unwrap_or_default(),
+        };
+        set(&o, "text", &text.into());
+        tasks.push(&o);
+    }
+    let out: JsValue = Object::new().into();
+    set(&out, "tasks", &tasks);
+    if let Some(n) = list.total_size {
+        set(&out, "totalSize", &(n as f64).into());
+    }
+    set(&out, "truncated", &list.truncated.into());
+    Ok(out)
+}
+
 /// `describeCard(card, cardUrl)`: what a UI shows of a card (as JSON text
 /// or an object) fetched from `cardUrl`: identity, skills, and how a call will
 /// talk to it (`dialect`, `endpoint`, `follow`: stream, block or poll), decided

@@ -178,6 +178,14 @@ impl ServerHost for WasmHost {
     fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {
         Some(Box::pin(crate::transport::timer_until(at_ms)))
     }
+
+    /// `fetch`, as the client's requests: push notifications.
+    #[cfg(feature = "push")]
+    fn send(&self, req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+        Some(Box::pin(async move {
+            crate::transport::send(req).await.map_err(|e| e.0)
+        }))
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -322,6 +330,8 @@ struct Parts {
     cors: Option<CorsOrigin>,
     heartbeat: Option<Duration>,
     interrupted_after: Option<Duration>,
+    #[cfg(feature = "push")]
+    push: Option<toolnexus_core::server::PushOptions>,
 }
 
 /// How long a task in a JS store may go without a status change, while no
@@ -358,7 +368,14 @@ impl HandlerState {
     fn new(p: Parts) -> Self {
         // A worker learns its own origin only from requests: without a
         // configured `url`, the card advertises each request's origin.
-        let card = p.a2a.map(|config| match &p.url {
+        #[cfg(feature = "push")]
+        let a2a = p.a2a.map(|mut config| {
+            config.push_notifications = p.push.is_some();
+            config
+        });
+        #[cfg(not(feature = "push"))]
+        let a2a = p.a2a;
+        let card = a2a.map(|config| match &p.url {
             Some(url) => CardSpec::Fixed(build_agent_card(&config, &p.skills, url)),
             None => CardSpec::RequestOrigin {
                 config,
@@ -375,6 +392,8 @@ impl HandlerState {
                 cors_origin: p.cors,
                 heartbeat: p.heartbeat,
                 interrupted_after: p.interrupted_after,
+                #[cfg(feature = "push")]
+                push: p.push,
                 ..Default::default()
             },
             store,
@@ -600,6 +619,8 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
         cors,
         heartbeat,
         interrupted_after,
+        #[cfg(feature = "push")]
+        push: push_options(&get(&options, "push"))?,
     }));
     let handler = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> Promise>::new(
         move |request, second, third| state.clone().handle(request, second, third),
@@ -607,4 +628,24 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     // The handler lives as long as the JS function does; wasm-bindgen frees
     // the closure with it.
     Ok(handler.into_js_value())
+}
+
+/// `options.push`: absent, `false` or `null` ⇒ none (the config methods
+/// answer -32003); `true` ⇒ public webhooks only; `{allowPrivateWebhooks}`.
+#[cfg(feature = "push")]
+fn push_options(v: &JsValue) -> Result<Option<toolnexus_core::server::PushOptions>, JsValue> {
+    if is_absent(v) || v.as_bool() == Some(false) {
+        return Ok(None);
+    }
+    if v.as_bool() == Some(true) {
+        return Ok(Some(Default::default()));
+    }
+    if !v.is_object() {
+        return Err(misuse(
+            "createA2AHandler options.push must be true, false or {allowPrivateWebhooks?}",
+        ));
+    }
+    Ok(Some(toolnexus_core::server::PushOptions {
+        allow_private_webhooks: get(v, "allowPrivateWebhooks").as_bool() == Some(true),
+    }))
 }

@@ -106,7 +106,69 @@ async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>
     Ok(Some(items.iter().filter_map(Task::from_value).collect()))
 }
 
+/// `store.getPushConfigs(taskId)`, when the store has it: the array last
+/// given to `savePushConfigs` (or null). Without it, none are stored.
+#[cfg(feature = "push")]
+async fn js_get_push(
+    store: JsValue,
+    task_id: String,
+) -> Result<Option<serde_json::Value>, StoreError> {
+    if !get(&store, "getPushConfigs").is_function() {
+        return Ok(None);
+    }
+    let v = call_store(store, "getPushConfigs", task_id.as_str().into()).await?;
+    if is_absent(&v) {
+        return Ok(None);
+    }
+    to_json(&v, "the stored push configs")
+        .map(Some)
+        .map_err(|e| StoreError::new(error_text(&e)))
+}
+
+/// `store.savePushConfigs(taskId, configs)`, when the store has it.
+#[cfg(feature = "push")]
+async fn js_save_push(store: JsValue, task_id: String, configs: JsValue) -> Result<(), StoreError> {
+    let f = get(&store, "savePushConfigs");
+    let Some(f) = f.dyn_ref::<Function>() else {
+        return Ok(());
+    };
+    let returned = f
+        .call2(&store, &task_id.as_str().into(), &configs)
+        .map_err(|e| StoreError::new(error_text(&e)))?;
+    JsFuture::from(Promise::resolve(&returned))
+        .await
+        .map(|_| ())
+        .map_err(|e| StoreError::new(error_text(&e)))
+}
+
 impl TaskStore for HandlerStore {
+    #[cfg(feature = "push")]
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
+        match self {
+            HandlerStore::Memory(m) => Either::Left(m.get_push_configs(task_id)),
+            HandlerStore::Js(s) => Either::Right(js_get_push(s.clone(), task_id.to_string())),
+        }
+    }
+
+    #[cfg(feature = "push")]
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        match self {
+            HandlerStore::Memory(m) => Either::Left(m.save_push_configs(task_id, configs)),
+            HandlerStore::Js(s) => Either::Right(js_save_push(
+                s.clone(),
+                task_id.to_string(),
+                ser_to_js(configs),
+            )),
+        }
+    }
+
     fn list(
         &self,
         filter: &TaskFilter,

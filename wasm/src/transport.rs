@@ -220,7 +220,7 @@ async fn send_streaming(req: HttpRequest) -> Result<StreamingResponse, Transport
     })
 }
 
-async fn send(req: HttpRequest) -> Result<HttpResponse, TransportError> {
+pub(crate) async fn send(req: HttpRequest) -> Result<HttpResponse, TransportError> {
     let (resp, mut guard) = fetch_head(req).await?;
     let status = resp.status();
     let headers = crate::convert::header_pairs(&resp.headers());

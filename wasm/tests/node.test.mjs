@@ -35,7 +35,7 @@ async function rejectsWithKind(promise, kind, pattern) {
 describe('imports', () => {
   test('ESM and CommonJS entries expose the same API', async () => {
     const cjs = await importShim('cjs.cjs');
-    const names = ['agent', 'agentTools', 'parseAgentsConfig', 'buildAgentCard', 'createToolkit', 'createClient', 'createA2AHandler', 'sanitize', 'describeCard'];
+    const names = ['agent', 'agentTools', 'parseAgentsConfig', 'buildAgentCard', 'createToolkit', 'createClient', 'createA2AHandler', 'sanitize', 'describeCard', 'listTasks'];
     for (const n of names) {
       assert.equal(typeof tn[n], 'function', `ESM ${n}`);
       assert.equal(typeof cjs[n], 'function', `CJS ${n}`);
@@ -486,6 +486,34 @@ describe('inbound: serve skills and resolve them', () => {
 
     const getOnly = tn.createA2AHandler({ client: 'echo', store: { get: async () => null, save: async () => {} } });
     assert.equal((await call(getOnly, 'ListTasks', {})).error.code, -32004);
+  });
+
+  test('listTasks: a served agent\'s tasks (id, state, context, time, text), by context; an agent without ListTasks rejects as rpc', async () => {
+    const handler = tn.createA2AHandler({ client: 'echo', skills: [{ name: 'echo', description: 'Echoes the task' }] });
+    const server = await serveFetch((req) => handler(req));
+    closers.push(server.close);
+    const card = `${server.url}/.well-known/agent-card.json`;
+    const [tool] = await tn.agentTools(card);
+    for (const [task, contextId] of [['first', 'ctx-a'], ['second', 'ctx-b'], ['third', 'ctx-a']]) {
+      const r = await tool.execute({ task, contextId });
+      assert.equal(r.output, task, JSON.stringify(r));
+    }
+    const all = await tn.listTasks(card);
+    assert.equal(all.totalSize, 3);
+    assert.equal(all.truncated, false);
+    assert.deepEqual(all.tasks.map((t) => t.text).sort(), ['first', 'second', 'third']);
+    for (const t of all.tasks) {
+      assert.equal(t.state, 'completed');
+      assert.match(t.id, /^[0-9a-f-]{36}$/);
+      assert.match(t.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+    }
+    const a = await tn.listTasks({ card, timeout: 5000 }, { contextId: 'ctx-a' });
+    assert.deepEqual(a.tasks.map((t) => t.text).sort(), ['first', 'third']);
+    assert.ok(a.tasks.every((t) => t.contextId === 'ctx-a'));
+    assert.equal((await tn.listTasks(card, { status: 'failed' })).tasks.length, 0);
+    await rejectsWithKind(tn.listTasks(card, { status: 'sleeping' }), 'misuse', /unknown status/);
+    const p = await peer({ name: 'no-list' });
+    await rejectsWithKind(tn.listTasks(p.cardUrl), 'rpc');
   });
 
   test('a JS store: a task an instance abandoned mid-work is failed when read, one still fresh is not', async () => {

@@ -50,6 +50,8 @@ async function outbound(signal: AbortSignal): Promise<string> {
   const summary: CardSummary = describeCard({ name: "x" }, "http://h/.well-known/agent-card.json");
   const follow: "stream" | "block" | "poll" = summary.follow;
   const seen: string[] = [follow, summary.endpoint];
+  const page = await listTasks(a, { contextId: "c", status: "input-required" });
+  seen.push(...page.tasks.map((t) => [t.id, t.state, t.contextId, t.timestamp ?? "", t.text].join(" ")));
   const call: CallStream = tools[0].stream({ task: "t" }, { signal });
   for await (const e of call) seen.push(e.kind);
   const streamed: ToolResult = await call.result;
@@ -105,7 +107,7 @@ void createToolkitC({ skills: [] });
 `;
   const typeNames = 'Agent, Tool, ToolResult, Toolkit, ToolSpec, OpenAITool, AnthropicTool, GeminiFunctionDeclaration, AgentFailure, ErrorKind, ToolnexusError, CallEvent, CardSummary, CallStream';
   const serverNames = 'Client, TaskStore, A2ATask, A2AHandler, TaskEvent, AgentCard, RunResult';
-  const fns = 'agent, agentTools, parseAgentsConfig, createToolkit, sanitize, describeCard, createClient, createA2AHandler, buildAgentCard';
+  const fns = 'agent, agentTools, parseAgentsConfig, createToolkit, sanitize, describeCard, listTasks, createClient, createA2AHandler, buildAgentCard';
   writeFileSync(join(dir, 'check.mts'),
     `import { ${fns} } from "toolnexus-wasm";\nimport type { ${typeNames}, ${serverNames} } from "toolnexus-wasm";\n` +
     `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${body}${server}${clientBody}\nexport { outbound, inbound, kindOf };\n`);

@@ -35,6 +35,11 @@ const el = {
   eventLog: $("event-log"),
   result: $("result"),
   about: $("about"),
+  tasks: $("tasks"),
+  tasksRefresh: $("tasks-refresh"),
+  tasksStatus: $("tasks-status"),
+  taskList: $("task-list"),
+  taskDetail: $("task-detail"),
 };
 
 let pkg = null; // the toolnexus-wasm module
@@ -43,6 +48,9 @@ let tools = []; // [{name, description, agent}] in <select> order
 let timeouts = new Map(); // tool name -> the timeout its agent was resolved with
 let follows = new Map(); // tool name -> how calls follow its agent's tasks ("stream" | "block" | "poll")
 let current = null; // the running task, if any
+let listed = []; // the connected agents whose tasks the Recent tasks view lists: [{name, desc, tools}]
+let recent = []; // the tasks last listed: [{...TaskSummary, agent, tool}]
+let listing = 0; // the latest listing's number (an older one's answer is dropped)
 
 // --- defaults -------------------------------------------------------------------
 
@@ -281,6 +289,101 @@ function renderAgents(peers) {
   el.agents.hidden = false;
   renderToolSelect(peers);
   el.run.hidden = tools.length === 0;
+  listed = peers
+    .filter((p) => !p.failure)
+    .map((p) => ({ name: p.info?.name ?? p.id ?? p.desc.card, desc: p.desc, tools: p.tools ?? [] }));
+  el.tasks.hidden = listed.length === 0;
+  el.taskDetail.hidden = true;
+  refreshTasks();
+}
+
+// --- recent tasks ---------------------------------------------------------------------
+
+/** "2026-12-02T05:00:00.123Z" -> "2026-12-02 05:00:00" (UTC, as the agent wrote it). */
+function when(timestamp) {
+  return typeof timestamp === "string" ? timestamp.replace("T", " ").slice(0, 19) : "";
+}
+
+/** Lists the connected agents' tasks (the package's listTasks) into the table, newest first. */
+async function refreshTasks() {
+  if (listed.length === 0) return;
+  const mine = ++listing;
+  el.tasksRefresh.disabled = true;
+  el.tasks.setAttribute("aria-busy", "true");
+  el.tasksStatus.textContent = "Listing tasks…";
+  el.tasksStatus.dataset.tone = "";
+  const answers = await Promise.all(
+    listed.map((a) =>
+      pkg.listTasks(a.desc).then(
+        (list) => ({ a, list }),
+        (error) => ({ a, error }),
+      ),
+    ),
+  );
+  if (mine !== listing) return;
+  el.tasksRefresh.disabled = false;
+  el.tasks.removeAttribute("aria-busy");
+  recent = answers
+    .flatMap(({ a, list }) => (list?.tasks ?? []).map((t) => ({ ...t, agent: a.name, tool: a.tools[0]?.name ?? null })))
+    .sort((x, y) => String(y.timestamp ?? "").localeCompare(String(x.timestamp ?? "")));
+  const failed = answers.filter((x) => x.error);
+  const notes = failed.map(
+    ({ a, error }) => `${a.name} does not list its tasks (${error.kind === "rpc" ? `JSON-RPC error ${error.code}` : error.kind}: ${error.message})`,
+  );
+  el.tasksStatus.textContent = [`${plural(recent.length, "task")}.`, ...notes].join(" ");
+  el.tasksStatus.dataset.tone = failed.length ? "warn" : "ok";
+  el.taskList.querySelector("tbody").innerHTML = recent
+    .map(
+      (t, i) => `<tr data-task="${esc(t.id)}" data-state="${esc(t.state)}">
+        <td><button type="button" class="open-task small" data-index="${i}" aria-label="Open task ${esc(t.id)}">${esc(t.id.slice(0, 8))}</button></td>
+        <td class="state-${esc(t.state)}">${esc(t.state)}</td>
+        <td><code title="${esc(t.contextId)}">${esc(t.contextId.length > 13 ? `${t.contextId.slice(0, 12)}…` : t.contextId)}</code></td>
+        <td>${esc(when(t.timestamp))}</td>
+        <td>${esc(t.agent)}</td></tr>`,
+    )
+    .join("");
+  el.taskList.hidden = recent.length === 0;
+  const open = el.taskDetail.dataset.task;
+  if (open && !el.taskDetail.hidden) {
+    const i = recent.findIndex((t) => t.id === open);
+    if (i >= 0) openTask(i, { focus: false });
+  }
+}
+
+/** Shows task `recent[i]`: its facts and text; a task waiting for input gets a reply box. */
+function openTask(i, { focus = true } = {}) {
+  const t = recent[i];
+  if (!t) return;
+  for (const tr of el.taskList.querySelectorAll("tbody tr")) tr.classList.toggle("open", tr.dataset.task === t.id);
+  const waits = t.state === "input-required" || t.state === "auth-required";
+  const label = t.state === "completed" ? "Answer" : waits ? "The agent asks" : "Status message";
+  el.taskDetail.dataset.task = t.id;
+  el.taskDetail.dataset.state = t.state;
+  el.taskDetail.innerHTML = `<h3 tabindex="-1">Task <code class="task-id">${esc(t.id)}</code></h3>
+    <dl class="facts">
+      ${row("State", `<span class="state-${esc(t.state)}">${esc(t.state)}</span>`)}
+      ${row("Context", `<code class="task-context">${esc(t.contextId)}</code>`)}
+      ${row("Time", esc(when(t.timestamp)) || "(not given)")}
+      ${row("Agent", esc(t.agent))}
+    </dl>
+    ${t.text ? `<h4>${esc(label)}</h4><pre class="task-text">${esc(t.text)}</pre>` : ""}
+    ${
+      waits && t.tool
+        ? `<form class="reply" id="task-reply-form"><label for="task-reply">Your answer</label>
+      <textarea id="task-reply" rows="2"></textarea>
+      <button type="submit" class="primary" id="task-reply-btn">Answer</button></form>`
+        : ""
+    }`;
+  el.taskDetail.hidden = false;
+  const form = document.getElementById("task-reply-form");
+  form?.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = document.getElementById("task-reply").value.trim();
+    if (!text) return;
+    el.run.scrollIntoView({ behavior: "smooth", block: "start" });
+    run({ text, taskId: t.id, contextId: t.contextId, tool: t.tool });
+  });
+  if (focus) el.taskDetail.querySelector("h3").focus({ preventScroll: true });
 }
 
 function row(label, value) {
@@ -437,6 +540,7 @@ async function run(answer) {
   el.cancelBtn.textContent = "Cancel";
   renderRun(r);
   renderResult(r);
+  refreshTasks();
 }
 
 function cancel() {
@@ -630,6 +734,11 @@ function wireUp() {
     run();
   });
   el.cancelBtn.addEventListener("click", cancel);
+  el.tasksRefresh.addEventListener("click", refreshTasks);
+  el.taskList.addEventListener("click", (e) => {
+    const open = e.target.closest("button.open-task");
+    if (open) openTask(Number(open.dataset.index));
+  });
   el.tool.addEventListener("change", showToolDesc);
   el.task.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {

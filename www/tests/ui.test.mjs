@@ -449,6 +449,62 @@ test("a question from the agent shows with a reply box; the answer continues the
   await page.locator("#run").screenshot({ path: join(OUT, "question.png") });
 });
 
+test("recent tasks: the agent's tasks are listed (id, state, context, time) and one opens", async () => {
+  await open();
+  await connectCard(cardOf(agent.url));
+  assert.equal(await runTask("e2e-agent_hello-world", "Greet the recent tasks view"), "completed");
+  const id = await page.locator("#clock code").innerText();
+  // The list is read again after each run, through the package's listTasks.
+  const row = page.locator(`#task-list tbody tr[data-task="${id}"]`);
+  await row.waitFor({ timeout: 10_000 });
+  assert.equal(await row.getAttribute("data-state"), "completed");
+  const cells = await row.locator("td").allInnerTexts();
+  assert.equal(cells[0], id.slice(0, 8));
+  assert.equal(cells[1], "completed");
+  assert.match(cells[2], /^[0-9a-f-]{12}…$/, "a long context is shortened in the list");
+  assert.match(cells[3], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+  assert.equal(cells[4], "e2e-agent");
+  // The suite's earlier tasks are there too, newest first.
+  const times = await page.locator("#task-list tbody td:nth-child(4)").allInnerTexts();
+  assert.ok(times.length > 1, `${times.length} tasks`);
+  assert.deepEqual([...times].sort().reverse(), times);
+  assert.match(await text("#tasks-status"), /^\d+ tasks\.$/);
+  await row.locator("button.open-task").click();
+  await page.waitForSelector("#task-detail:not([hidden])");
+  assert.equal(await text("#task-detail .task-id"), id);
+  assert.equal(await page.getAttribute("#task-detail", "data-state"), "completed");
+  const context = await text("#task-detail .task-context");
+  assert.match(context, /^[0-9a-f-]{36}$/);
+  assert.equal(`${context.slice(0, 12)}…`, cells[2]);
+  assert.equal(await text("#task-detail .task-text"), 'Hello from the stub model! You asked: "Greet the recent tasks view"');
+  assert.equal(await page.locator("#task-reply").count(), 0, "a finished task has no reply box");
+  await page.locator("#tasks").screenshot({ path: join(OUT, "recent-tasks.png") });
+});
+
+test("recent tasks: a task waiting for input opens with its question and is answered from there", async () => {
+  await open();
+  await connectCard(sdk.cardUrl);
+  assert.equal(await runTask("js-agent_echo", "ask for a trip", { within: 10_000 }), "input-required");
+  const id = await page.locator("#clock code").innerText();
+  const row = page.locator(`#task-list tbody tr[data-task="${id}"]`);
+  await row.waitFor({ timeout: 10_000 });
+  assert.equal(await row.getAttribute("data-state"), "input-required");
+  await row.locator("button.open-task").click();
+  assert.equal(await text("#task-detail .task-text"), "Which city?");
+  await page.fill("#task-reply", "Rome");
+  await page.click("#task-reply-btn");
+  await page.waitForFunction(() => document.getElementById("result").dataset.state === "completed", null, { timeout: 10_000 });
+  assert.equal(await text("#output"), "booked for Rome");
+  assert.equal(await page.locator("#clock code").innerText(), id, "the same task");
+  // The list follows: the opened task is now completed.
+  await page.waitForFunction(
+    (task) => document.querySelector(`#task-list tbody tr[data-task="${task}"]`)?.dataset.state === "completed",
+    id,
+    { timeout: 10_000 },
+  );
+  assert.equal(await page.getAttribute("#task-detail", "data-state"), "completed");
+});
+
 test("no uncaught errors in the page", () => {
   assert.deepEqual(pageErrors, []);
 });

@@ -90,9 +90,7 @@ impl AgentCard {
     /// peer's card costs at most that much memory and output.
     pub fn parse_limited(body: &[u8], max_bytes: u64, max_skills: u64) -> Result<Self, Error> {
         if body.len() as u64 > max_bytes {
-            return Err(Error::malformed(format!(
-                "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes)"
-            )));
+            return Err(over_limit(max_bytes));
         }
         let v: Value = serde_json::from_slice(body).map_err(|e| {
             Error::Malformed(Reason::with_source(
@@ -500,9 +498,17 @@ mod tests {
     }
 }
 
+/// The error for a card body past `max_bytes`.
+fn over_limit(max_bytes: u64) -> Error {
+    Error::malformed(format!(
+        "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes)"
+    ))
+}
+
 /// Fetching and reading an Agent Card, as a machine on the one driver
 /// ([`crate::host::driver::drive`]): one GET, bounded by a deadline, then the
-/// card read leniently. Hosts run it; [`crate::client::toolkit::fetch_card`] is the
+/// card read leniently. The body is read as it arrives and no further than
+/// the size limit: past it the fetch fails and the body is dropped unread. Hosts run it; [`crate::client::toolkit::fetch_card`] is the
 /// usual way.
 #[derive(Debug)]
 pub struct CardMachine {
@@ -512,6 +518,10 @@ pub struct CardMachine {
     timeout_ms: u64,
     /// The largest card and the most skills read ([`AgentCard::parse_limited`]).
     limits: (u64, u64),
+    deadline_ms: u64,
+    /// The answer's status and its body so far.
+    status: u16,
+    body: Vec<u8>,
 }
 
 impl CardMachine {
@@ -529,6 +539,9 @@ impl CardMachine {
                 crate::model::agent::DEFAULT_MAX_CARD_BYTES,
                 crate::model::agent::DEFAULT_MAX_SKILLS,
             ),
+            deadline_ms: 0,
+            status: 0,
+            body: Vec::new(),
         }
     }
 
@@ -544,7 +557,33 @@ impl CardMachine {
         result: Result<AgentCard, Error>,
     ) -> crate::host::driver::Step<Result<AgentCard, Error>> {
         self.request = None;
+        self.body = Vec::new();
         crate::host::driver::Step::Done(result)
+    }
+
+    fn failed(&self, e: crate::error::TransportError) -> Error {
+        Error::Transport(TransportError::with_source(
+            format!("fetching the Agent Card {} failed: {e}", self.url),
+            e,
+        ))
+    }
+
+    /// The card in a whole answer.
+    fn read(&self, resp: crate::wire::http::HttpResponse) -> Result<AgentCard, Error> {
+        if !resp.is_success() {
+            return Err(Error::Status {
+                status: resp.status,
+                url: self.url.clone(),
+                body: resp.body_snippet(200),
+            });
+        }
+        AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1).map_err(|e| match e {
+            // The reason keeps its cause (the JSON error) with the URL added.
+            Error::Malformed(r) => {
+                Error::Malformed(r.map(|m| format!("{m} ({})", self.url), |_| true))
+            }
+            e => Error::malformed(format!("{} ({})", e, self.url)),
+        })
     }
 }
 
@@ -555,10 +594,12 @@ impl crate::host::driver::Machine for CardMachine {
     type Worked = std::convert::Infallible;
 
     fn start(&mut self, now_ms: u64) -> crate::host::driver::Step<Self::Output> {
+        self.deadline_ms = now_ms.saturating_add(self.timeout_ms);
         match self.request.take() {
-            Some(request) => crate::host::driver::Step::Send {
+            // Streamed, so a body past the limit is never read whole.
+            Some(request) => crate::host::driver::Step::Stream {
                 request,
-                deadline_ms: now_ms.saturating_add(self.timeout_ms),
+                deadline_ms: self.deadline_ms,
             },
             None => self.done(Err(Error::Misuse("CardMachine started twice".into()))),
         }
@@ -569,43 +610,62 @@ impl crate::host::driver::Machine for CardMachine {
         _now_ms: u64,
         response: Result<crate::wire::http::HttpResponse, crate::error::TransportError>,
     ) -> crate::host::driver::Step<Self::Output> {
-        let result =
-            match response {
-                Err(e) => Err(Error::Transport(TransportError::with_source(
-                    format!("fetching the Agent Card {} failed: {e}", self.url),
-                    e,
-                ))),
-                Ok(resp) if !resp.is_success() => Err(Error::Status {
-                    status: resp.status,
-                    url: self.url.clone(),
-                    body: resp.body_snippet(200),
-                }),
-                Ok(resp) => AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1)
-                    .map_err(|e| match e {
-                        // The reason keeps its cause (the JSON error) with the URL added.
-                        Error::Malformed(r) => {
-                            Error::Malformed(r.map(|m| format!("{m} ({})", self.url), |_| true))
-                        }
-                        e => Error::malformed(format!("{} ({})", e, self.url)),
-                    }),
-            };
+        let result = match response {
+            Err(e) => Err(self.failed(e)),
+            Ok(resp) => self.read(resp),
+        };
         self.done(result)
     }
 
     fn handle_head(
         &mut self,
         _now_ms: u64,
-        _head: Result<crate::host::driver::ResponseHead, crate::error::TransportError>,
+        head: Result<crate::host::driver::ResponseHead, crate::error::TransportError>,
     ) -> crate::host::driver::Step<Self::Output> {
-        self.done(Err(Error::Misuse("CardMachine reads no streams".into())))
+        match head {
+            Err(e) => {
+                let e = self.failed(e);
+                self.done(Err(e))
+            }
+            Ok(head) => {
+                self.status = head.status;
+                crate::host::driver::Step::Read {
+                    deadline_ms: self.deadline_ms,
+                }
+            }
+        }
     }
 
     fn handle_body(
         &mut self,
         _now_ms: u64,
-        _chunk: Result<Option<Vec<u8>>, crate::error::TransportError>,
+        chunk: Result<Option<Vec<u8>>, crate::error::TransportError>,
     ) -> crate::host::driver::Step<Self::Output> {
-        self.done(Err(Error::Misuse("CardMachine reads no streams".into())))
+        let result = match chunk {
+            Ok(Some(bytes)) if (self.body.len() + bytes.len()) as u64 <= self.limits.0 => {
+                self.body.extend_from_slice(&bytes);
+                return crate::host::driver::Step::Read {
+                    deadline_ms: self.deadline_ms,
+                };
+            }
+            // Past the limit: stop reading (the driver drops the rest).
+            Ok(Some(_)) if (200..300).contains(&self.status) => Err(Error::malformed(format!(
+                "{} ({})",
+                over_limit(self.limits.0),
+                self.url
+            ))),
+            // A refusal's start is enough to tell it.
+            Ok(Some(_) | None) => {
+                let resp = crate::wire::http::HttpResponse {
+                    status: self.status,
+                    headers: Vec::new(),
+                    body: std::mem::take(&mut self.body),
+                };
+                self.read(resp)
+            }
+            Err(e) => Err(self.failed(e)),
+        };
+        self.done(result)
     }
 
     fn handle_timeout(&mut self, _now_ms: u64) -> crate::host::driver::Step<Self::Output> {

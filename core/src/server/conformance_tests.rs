@@ -503,3 +503,159 @@ fn a_send_with_a_webhook_gets_each_state_in_its_dialect() {
     );
     assert_eq!(v["error"]["code"], -32003, "{v}");
 }
+
+/// A push fixture over `store`: a server as a restart makes it, with
+/// nothing in memory but what the store kept.
+#[cfg(feature = "push")]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+fn push_fixture_on(store: Arc<Recording>) -> Fixture {
+    let host = Arc::new(TestHost::default());
+    let options = ServerOptions {
+        card: Some(card().into()),
+        push: Some(PushOptions::default()),
+        ..Default::default()
+    };
+    Fixture {
+        server: A2aServer::new(options, store.clone(), host.clone(), Rules),
+        host,
+        store,
+    }
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn push_configs_are_stored_with_the_task_and_outlive_a_restart() {
+    let f = push_fixture();
+    let asked = f.send(Some("1.0"), "SendMessage", "ask for a trip", true);
+    let task = &asked["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let id = task["id"].as_str().expect("id").to_string();
+    let set = f.rpc(
+        Some("1.0"),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "https://hooks.example/a2a", "token": "tk",
+            "authentication": {"scheme": "Bearer", "credentials": "s3cret"}}),
+    );
+    let cid = set["result"]["id"].as_str().expect("config id").to_string();
+    // 0.3 names too: a second webhook, delivered in 0.3 shapes.
+    f.rpc(
+        None,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"id": "w03", "url": "https://hooks.example/03"}}),
+    );
+
+    // The restart: a new server on the same store, nothing else kept.
+    let g = push_fixture_on(f.store.clone());
+    drop(f);
+    let got = g.rpc(
+        Some("1.0"),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": cid}),
+    );
+    assert_eq!(got["result"]["url"], "https://hooks.example/a2a", "{got}");
+    assert!(!got.to_string().contains("s3cret"), "{got}");
+    let listed = g.rpc(None, "tasks/pushNotificationConfig/list", json!({"id": id}));
+    let ids: Vec<&str> = listed["result"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|c| c["pushNotificationConfig"]["id"].as_str())
+        .collect();
+    assert_eq!(ids, [cid.as_str(), "w03"], "{listed}");
+
+    // The answer resumes the task: each state goes to both webhooks, in order,
+    // with the stored credentials.
+    let mut answer = json!({"message": {"role": "ROLE_USER", "messageId": "m2",
+        "parts": [{"text": "Paris"}], "taskId": id}});
+    answer["configuration"] = json!({"returnImmediately": false});
+    let done = g.rpc(Some("1.0"), "SendMessage", answer);
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    g.settle();
+    let sent = lock(&g.host.sent).clone();
+    let to =
+        |url: &str| -> Vec<HttpRequest> { sent.iter().filter(|r| r.url == url).cloned().collect() };
+    let v10 = to("https://hooks.example/a2a");
+    assert!(!v10.is_empty(), "delivery continues after the restart");
+    assert!(v10
+        .iter()
+        .all(|r| r.header("Authorization") == Some("Bearer s3cret")));
+    assert!(v10
+        .iter()
+        .all(|r| r.header("X-A2A-Notification-Token") == Some("tk")));
+    let last: Value = serde_json::from_slice(&v10[v10.len() - 1].body).expect("json");
+    assert_eq!(last["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let v03 = to("https://hooks.example/03");
+    let last: Value = serde_json::from_slice(&v03[v03.len() - 1].body).expect("json");
+    assert_eq!(
+        last["status"]["state"], "completed",
+        "0.3 webhooks get the bare 0.3 task"
+    );
+
+    // A delete is stored too: a second restart no longer has it.
+    g.rpc(
+        Some("1.0"),
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "w03"}),
+    );
+    let h = push_fixture_on(g.store.clone());
+    let listed = h.rpc(
+        Some("1.0"),
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    );
+    assert_eq!(
+        listed["result"]["configs"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn a_webhook_set_on_send_is_stored_once_the_task_is() {
+    let f = push_fixture();
+    let v = f.rpc(
+        None,
+        "message/send",
+        json!({"message": msg_03("ask for a trip"),
+            "configuration": {"pushNotificationConfig": {"id": "w", "url": "https://hooks.example/03"}}}),
+    );
+    assert_eq!(v["result"]["status"]["state"], "input-required", "{v}");
+    let id = v["result"]["id"].as_str().expect("id").to_string();
+    let g = push_fixture_on(f.store.clone());
+    let listed = g.rpc(None, "tasks/pushNotificationConfig/list", json!({"id": id}));
+    assert_eq!(
+        listed["result"][0]["pushNotificationConfig"]["id"], "w",
+        "{listed}"
+    );
+    // A send whose task is never stored leaves no webhook behind.
+    *lock(&f.store.refuse) = Some(TaskState::Submitted);
+    let refused = f.rpc(
+        None,
+        "message/send",
+        json!({"message": msg_03("ask again"),
+            "configuration": {"pushNotificationConfig": {"url": "https://hooks.example/03"}}}),
+    );
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert_eq!(
+        f.store.inner.list_now(&TaskFilter::default()).len(),
+        1,
+        "only the first task is stored"
+    );
+    let kept: Vec<String> = (1..=20)
+        .map(|i| format!("id{i}"))
+        .filter(|t| {
+            crate::testing::block_on(f.store.inner.get_push_configs(t))
+                .ok()
+                .flatten()
+                .is_some()
+        })
+        .collect();
+    assert_eq!(kept, [id], "webhooks are kept for the stored task only");
+}

@@ -935,6 +935,18 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 dialect: shape,
             },
         };
+        #[cfg(feature = "push")]
+        {
+            // A task continued after a restart delivers to the webhooks
+            // stored with it.
+            let continued = task.state != TaskState::Submitted;
+            if continued {
+                self.load_push(&task.id).await?;
+            }
+            self.push_on_send(params, &task.id, shape, continued)
+                .await?;
+        }
+        #[cfg(not(feature = "push"))]
         self.push_on_send(params, &task.id, shape)?;
         let history = self.conversation(&task, read_context).await;
         let request = FulfilRequest {
@@ -1018,6 +1030,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             )));
         }
         self.save_worked();
+        // A new task's webhooks (set on its SendMessage) are stored once the
+        // task is: a send refused before it leaves nothing behind.
+        #[cfg(feature = "push")]
+        if task.state == TaskState::Submitted {
+            if let Err(e) = self.store_new_push(&id).await {
+                self.host.report(&format!("task {id}: {}", e.message));
+            }
+        }
         let admitted = {
             let mut tasks = self.tasks();
             // A continued task is stored working already.

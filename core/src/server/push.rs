@@ -90,6 +90,32 @@ impl PushConfig {
         }
     }
 
+    /// The config as a store keeps it: the 1.0 shape with its credentials,
+    /// and the dialect it was set in (read back by [`PushConfig::from_stored`]).
+    pub fn to_stored(&self) -> Value {
+        let mut v = json!({"id": self.id, "url": self.url,
+            "dialect": if self.shape == Shape::V03 { "0.3" } else { "1.0" }});
+        if let Some(t) = &self.token {
+            v["token"] = t.as_str().into();
+        }
+        if self.scheme.is_some() || self.credentials.is_some() {
+            v["authentication"] = json!({"scheme": self.scheme, "credentials": self.credentials});
+        }
+        v
+    }
+
+    /// A config a store kept ([`PushConfig::to_stored`]); `None` when it is
+    /// not one (a damaged or foreign record is skipped, never a panic).
+    pub fn from_stored(v: &Value, task_id: &str) -> Option<PushConfig> {
+        let shape = match v.get("dialect").and_then(Value::as_str) {
+            Some("0.3") => Shape::V03,
+            _ => Shape::V10,
+        };
+        PushConfig::from_value(v, task_id, shape)
+            .ok()
+            .filter(|c| !c.id.is_empty())
+    }
+
     /// The POST of `task` to this webhook.
     pub fn request(&self, task: &Task) -> HttpRequest {
         let body = match self.shape {
@@ -196,10 +222,14 @@ pub fn is_internal(ip: std::net::IpAddr) -> bool {
     }
 }
 
-/// The configs of every task (in memory: they live as long as the server),
-/// and the notifications waiting to be delivered, in order, per task.
+/// The configs of the tasks this server has seen (the store keeps them:
+/// [`TaskStore::save_push_configs`]; a task absent here is read from it
+/// before use), and the notifications waiting to be delivered, in order,
+/// per task.
 #[derive(Debug, Default)]
 pub(crate) struct PushConfigs {
+    /// A task present here has exactly these configs; a task absent was
+    /// never set on or read by this server.
     by_task: HashMap<String, Vec<PushConfig>>,
     /// Per task: the requests not yet delivered; present while a delivery job runs.
     queues: HashMap<String, std::collections::VecDeque<(String, HttpRequest)>>,
@@ -227,6 +257,27 @@ impl PushConfigs {
             None => list.push(config.clone()),
         }
         Ok(config)
+    }
+
+    /// Whether `task_id`'s configs are here (set or read from the store).
+    pub(crate) fn is_loaded(&self, task_id: &str) -> bool {
+        self.by_task.contains_key(task_id)
+    }
+
+    /// Takes `task_id`'s configs as the store keeps them, unless they are
+    /// here already (a set that raced the read is newer).
+    pub(crate) fn load(&mut self, task_id: &str, configs: Vec<PushConfig>) {
+        self.by_task.entry(task_id.to_string()).or_insert(configs);
+    }
+
+    /// `task_id`'s configs as a store keeps them.
+    pub(crate) fn stored(&self, task_id: &str) -> Value {
+        Value::Array(
+            self.by_task
+                .get(task_id)
+                .map(|l| l.iter().map(PushConfig::to_stored).collect())
+                .unwrap_or_default(),
+        )
     }
 
     pub(crate) fn list(&self, task_id: &str) -> Vec<PushConfig> {
@@ -315,6 +366,50 @@ pub(crate) async fn deliver(
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
+    /// Reads `task_id`'s configs from the store, unless this server has
+    /// them already: after a restart, before they are read, changed or used.
+    pub(super) async fn load_push(&self, task_id: &str) -> Result<(), RpcError> {
+        let Some((_, configs)) = &self.push else {
+            return Ok(());
+        };
+        if configs.lock().is_loaded(task_id) {
+            return Ok(());
+        }
+        let stored = self
+            .store
+            .get_push_configs(task_id)
+            .await
+            .map_err(|e| RpcError::internal(format!("the task store failed: {e}")))?;
+        let list = stored
+            .as_ref()
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|c| PushConfig::from_stored(c, task_id))
+                    .take(MAX_CONFIGS_PER_TASK)
+                    .collect()
+            })
+            .unwrap_or_default();
+        configs.lock().load(task_id, list);
+        Ok(())
+    }
+
+    /// Writes `task_id`'s configs (as they are now) to the store.
+    async fn store_push(&self, task_id: &str) -> Result<(), RpcError> {
+        let Some((_, configs)) = &self.push else {
+            return Ok(());
+        };
+        let stored = configs.lock().stored(task_id);
+        self.store
+            .save_push_configs(task_id, &stored)
+            .await
+            .map_err(|e| {
+                RpcError::internal(format!(
+                    "the push notification config could not be stored: {e}"
+                ))
+            })
+    }
+
     /// The four config methods, in either dialect's names and shapes.
     pub(super) async fn push_config(&self, call: &RpcRequest) -> Result<Value, RpcError> {
         let Some((options, configs)) = &self.push else {
@@ -331,6 +426,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         };
         // The task must exist (and is the caller's to watch).
         self.stored(&task).await?;
+        self.load_push(&task).await?;
         let lock = || configs.lock();
         let config_id = if v03 {
             text("pushNotificationConfigId")
@@ -351,6 +447,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 check_webhook_url(&config.url, options.allow_private_webhooks)
                     .map_err(|e| RpcError::invalid_field("pushNotificationConfig.url", &e))?;
                 let set = lock().set(config, || self.host.new_id())?;
+                self.store_push(&task).await?;
                 Ok(set.to_value(shape))
             }
             (_, "tasks/pushNotificationConfig/get" | "GetTaskPushNotificationConfig") => {
@@ -365,7 +462,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             (_, "tasks/pushNotificationConfig/delete" | "DeleteTaskPushNotificationConfig") => {
                 let id = config_id
                     .ok_or_else(|| RpcError::invalid_field("id", "is required (a string)"))?;
-                lock().delete(&task, id);
+                if lock().delete(&task, id) {
+                    self.store_push(&task).await?;
+                }
                 Ok(if v03 { Value::Null } else { json!({}) })
             }
             _ => {
@@ -384,12 +483,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     /// A SendMessage's `configuration.taskPushNotificationConfig` (0.3:
-    /// `pushNotificationConfig`): registered for the new task.
-    pub(super) fn push_on_send(
+    /// `pushNotificationConfig`): registered for the new (or continued)
+    /// task, and stored with it when the task is (`stored`: a continued one).
+    pub(super) async fn push_on_send(
         &self,
         params: &Value,
         task: &str,
         shape: Shape,
+        stored: bool,
     ) -> Result<(), RpcError> {
         let config = params.get("configuration").and_then(|c| {
             c.get("taskPushNotificationConfig")
@@ -404,8 +505,24 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let config = PushConfig::from_value(config, task, shape)?;
         check_webhook_url(&config.url, options.allow_private_webhooks)
             .map_err(|e| RpcError::invalid_field("configuration.pushNotificationConfig.url", &e))?;
-        let mut configs = configs.lock();
-        configs.set(config, || self.host.new_id()).map(|_| ())
+        configs.lock().set(config, || self.host.new_id())?;
+        // A new task's are stored after its first save ([`Self::store_new_push`]).
+        if stored {
+            self.store_push(task).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores the webhooks a new task was sent with, if any.
+    pub(super) async fn store_new_push(&self, task_id: &str) -> Result<(), RpcError> {
+        let any = self
+            .push
+            .as_ref()
+            .is_some_and(|(_, c)| !c.lock().list(task_id).is_empty());
+        if any {
+            self.store_push(task_id).await?;
+        }
+        Ok(())
     }
 
     /// Sends the saved `task` to each of its webhooks, in the background:

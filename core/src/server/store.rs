@@ -56,6 +56,29 @@ pub trait TaskStore:
         let _ = filter;
         std::future::ready(Ok(None))
     }
+    /// The push-notification configs stored with task `task_id` (feature
+    /// `push`): the JSON array last given to
+    /// [`save_push_configs`](TaskStore::save_push_configs), `Ok(None)` when
+    /// none is stored. The default stores none: configs then last only as
+    /// long as the server.
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
+        let _ = task_id;
+        std::future::ready(Ok(None))
+    }
+    /// Stores task `task_id`'s push-notification configs (a JSON array that
+    /// replaces the previous one), durably when it returns. It holds the
+    /// webhooks' credentials: keep it as private as the tasks.
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        let _ = (task_id, configs);
+        std::future::ready(Ok(()))
+    }
 }
 
 /// The default cap on tasks kept by [`MemoryStore`].
@@ -113,6 +136,10 @@ struct Inner {
     finished: VecDeque<u32>,
     hasher: DefaultHashBuilder,
     len: usize,
+    /// The push-notification configs of stored tasks, by task id: dropped
+    /// with their task.
+    #[cfg(feature = "push")]
+    push: hashbrown::HashMap<String, serde_json::Value>,
 }
 
 impl Inner {
@@ -133,6 +160,10 @@ impl Inner {
         let hash = self.hasher.hash_one(task.id.as_str());
         if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
             entry.remove();
+        }
+        #[cfg(feature = "push")]
+        if !self.push.is_empty() {
+            self.push.remove(task.id.as_str());
         }
         self.free.push(slot);
         self.len -= 1;
@@ -181,6 +212,8 @@ impl<L: Locks> MemoryStore<L> {
                 finished: VecDeque::new(),
                 hasher: DefaultHashBuilder::default(),
                 len: 0,
+                #[cfg(feature = "push")]
+                push: hashbrown::HashMap::new(),
             }),
         }
     }
@@ -314,6 +347,28 @@ impl<L: Locks> TaskStore for MemoryStore<L> {
         filter: &TaskFilter,
     ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
         std::future::ready(Ok(Some(self.list_now(filter))))
+    }
+
+    #[cfg(feature = "push")]
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
+        std::future::ready(Ok(self.lock().push.get(task_id).cloned()))
+    }
+
+    /// Kept until the task is evicted; a task not stored keeps none.
+    #[cfg(feature = "push")]
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        let mut inner = self.lock();
+        if inner.find(task_id).is_some() {
+            inner.push.insert(task_id.to_string(), configs.clone());
+        }
+        std::future::ready(Ok(()))
     }
 }
 

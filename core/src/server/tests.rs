@@ -167,6 +167,19 @@ impl TaskStore for Arc<Recording> {
     ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
         self.inner.list(filter)
     }
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<Value>, StoreError>> + MaybeSend {
+        self.inner.get_push_configs(task_id)
+    }
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &Value,
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        self.inner.save_push_configs(task_id, configs)
+    }
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         lock(&self.saves).push((task.id.clone(), task.state));
         let (this, task) = (self.clone(), task.clone());

@@ -19,6 +19,7 @@
 //! `~/Library/Caches/toolnexus`, `%LOCALAPPDATA%\toolnexus`), written
 //! atomically. Any trouble with the folder just means no caching.
 
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -242,23 +243,50 @@ pub async fn fetch_card(
 
 /// Sends the card request within the agent's time limit, with the same
 /// error texts as the uncached fetch.
+/// Sends the card request; its body is read no further than the agent's
+/// card size limit (past it the fetch fails and the rest is never read).
 async fn send(
     transport: &NativeTransport,
     agent: &Agent,
     req: HttpRequest,
 ) -> Result<HttpResponse, Error> {
     let limit = Duration::from_millis(agent.timeout_ms());
+    let (max_bytes, _) = agent.card_limits();
     let shown = toolnexus_core::redact_url(&agent.card);
-    match tokio::time::timeout(limit, transport.send(req)).await {
+    let failed = |e: TransportError| {
+        Error::Transport(TransportError::with_source(
+            format!("fetching the Agent Card {shown} failed: {e}"),
+            e,
+        ))
+    };
+    let fetch = async {
+        let mut resp = transport.send_streaming(req).await.map_err(failed)?;
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.body.next().await {
+            let chunk = chunk.map_err(failed)?;
+            if (body.len() + chunk.len()) as u64 > max_bytes {
+                if (200..300).contains(&resp.status) {
+                    return Err(Error::malformed(format!(
+                        "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes) ({shown})"
+                    )));
+                }
+                // A refusal's start is enough to tell it.
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(HttpResponse {
+            status: resp.status,
+            headers: resp.headers,
+            body,
+        })
+    };
+    match tokio::time::timeout(limit, fetch).await {
         Err(_) => Err(Error::transport(format!(
             "fetching the Agent Card {shown} timed out after {}ms",
             agent.timeout_ms()
         ))),
-        Ok(Err(e)) => Err(Error::Transport(TransportError::with_source(
-            format!("fetching the Agent Card {shown} failed: {e}"),
-            e,
-        ))),
-        Ok(Ok(resp)) => Ok(resp),
+        Ok(answer) => answer,
     }
 }
 

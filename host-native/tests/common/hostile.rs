@@ -5,6 +5,7 @@
 //! before) to an [`Answer`]; every request is logged.
 
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -91,6 +92,9 @@ type Script = dyn Fn(&Seen, usize) -> Answer + Send + Sync;
 pub struct Hostile {
     pub url: String,
     log: Arc<Mutex<Vec<Seen>>>,
+    /// Answers written whole, and answers the client closed the connection
+    /// under before all was written.
+    done: Arc<[AtomicUsize; 2]>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -110,12 +114,19 @@ impl Hostile {
         let log: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let script: Arc<Script> = Arc::new(script);
         let seen = log.clone();
+        let done: Arc<[AtomicUsize; 2]> = Arc::default();
+        let dones = done.clone();
         let accept = tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                tokio::spawn(serve(socket, script.clone(), seen.clone()));
+                tokio::spawn(serve(socket, script.clone(), seen.clone(), dones.clone()));
             }
         });
-        Hostile { url, log, accept }
+        Hostile {
+            url,
+            log,
+            done,
+            accept,
+        }
     }
 
     pub fn card_url(&self) -> String {
@@ -127,6 +138,14 @@ impl Hostile {
         self.log.lock().expect("log").clone()
     }
 
+    /// How many answers were written whole, and how many the client
+    /// stopped reading (the connection closed before the peer had written
+    /// them whole).
+    pub fn written_and_cut(&self) -> (usize, usize) {
+        let [written, cut] = &*self.done;
+        (written.load(Ordering::SeqCst), cut.load(Ordering::SeqCst))
+    }
+
     /// The requests with this JSON-RPC method.
     pub fn calls(&self, rpc: &str) -> Vec<Seen> {
         self.seen().into_iter().filter(|s| s.rpc() == rpc).collect()
@@ -134,7 +153,12 @@ impl Hostile {
 }
 
 /// Serves one keep-alive connection until the client closes it.
-async fn serve(mut socket: TcpStream, script: Arc<Script>, log: Arc<Mutex<Vec<Seen>>>) {
+async fn serve(
+    mut socket: TcpStream,
+    script: Arc<Script>,
+    log: Arc<Mutex<Vec<Seen>>>,
+    done: Arc<[AtomicUsize; 2]>,
+) {
     let mut buf = Vec::new();
     loop {
         let head_end = loop {
@@ -204,7 +228,9 @@ async fn serve(mut socket: TcpStream, script: Arc<Script>, log: Arc<Mutex<Vec<Se
         out.push_str("\r\n");
         let mut bytes = out.into_bytes();
         bytes.extend_from_slice(&answer.body);
-        if socket.write_all(&bytes).await.is_err() {
+        let written = socket.write_all(&bytes).await.is_ok();
+        done[usize::from(!written)].fetch_add(1, Ordering::SeqCst);
+        if !written {
             return;
         }
     }
