@@ -59,24 +59,24 @@ pub use client::toolkit::{
     agent_tools, card_tools, fetch_card, find_tool, find_tool_by, A2aTool, AgentFailure, HostFn,
     Toolkit,
 };
-pub use error::{Error, TransportError};
+pub use error::{Cause, Error, Reason, TransportError};
 pub use host::driver::{drive, drive_with_events, drive_with_work, Machine, ResponseHead, Step};
 pub use host::transport::{
     BodyStream, BoxFuture, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport,
 };
 pub use model::agent::{
-    expand_env, headers_may_go_to, millis, Agent, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_SKILLS,
+    expand_env, headers_may_go_to, Agent, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_SKILLS,
     DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS,
 };
 pub use model::event::{ArtifactUpdate, ShapedEvent, StatusUpdate, StreamEvent};
 pub use model::part::Part;
 pub use model::task::{Artifact, Message, Role, SendResult, Shape, Task, TaskState};
-pub use model::time::{format_rfc3339, parse_rfc3339};
-pub use model::tool::{ToolResult, ToolSpec};
+pub use model::time::{format_rfc3339, millis, parse_rfc3339};
+pub use model::tool::{ToolResult, ToolSource, ToolSpec};
 pub use wire::http::{HttpRequest, HttpResponse};
 pub use wire::json::text as json_text;
 pub use wire::rpc::{Dialect, MessageRefs};
-pub use wire::url::redact as redact_url;
+pub use wire::url::{origin as url_origin, redact as redact_url};
 
 /// The JSON-RPC and A2A error codes, one table for both halves: the client
 /// reads them in a peer's error (`Error::Rpc`), the server sends them.

@@ -398,7 +398,7 @@ impl ScriptedPeer {
                     .collect(),
                 body: Vec::new(),
             }),
-            Reply::Unreachable => Err(TransportError("connection refused".into())),
+            Reply::Unreachable => Err(TransportError::new("connection refused")),
             Reply::Stream(events) | Reply::StreamBroken(events) => {
                 // Sent whole (by `send`): every event at once.
                 let mut body = Vec::new();
@@ -471,7 +471,7 @@ impl Transport for ScriptedPeer {
                     Some(_) => Poll::Ready(chunks.pop_front().map(|(_, b)| Ok(b))),
                     None if broken => {
                         broken = false;
-                        Poll::Ready(Some(Err(TransportError("connection reset".into()))))
+                        Poll::Ready(Some(Err(TransportError::new("connection reset"))))
                     }
                     None => Poll::Ready(None),
                 });

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
-use toolnexus_core::{Agent, Error, MessageRefs, ToolResult, ToolSpec};
+use toolnexus_core::{Agent, Error, MessageRefs, ToolResult, ToolSource, ToolSpec};
 use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -84,9 +84,48 @@ impl WasiHttpView for State {
     }
 }
 
+/// Why a component could not be loaded, or could not answer a request; the
+/// error underneath (wasmtime's, WASI's) is its [`source`](std::error::Error::source).
+#[derive(Debug)]
+pub struct ComponentError {
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ComponentError {
+    fn new(message: impl Into<String>) -> Self {
+        ComponentError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// `context` and the error's text (with its causes), over the error.
+    fn caused(context: impl std::fmt::Display, e: wasmtime::Error) -> Self {
+        ComponentError {
+            message: format!("{context}: {e:#}"),
+            source: Some(e.into()),
+        }
+    }
+}
+
+impl std::fmt::Display for ComponentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ComponentError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
 /// The engine: async (host HTTP is tokio), compiled code cached on disk so
 /// a short-lived process does not recompile the component each time.
-fn engine(pooling: bool) -> Result<Engine, String> {
+fn engine(pooling: bool) -> Result<Engine, ComponentError> {
     let mut config = Config::new();
     if let Ok(cache) = wasmtime::Cache::new(wasmtime::CacheConfig::new()) {
         config.cache(Some(cache));
@@ -99,7 +138,7 @@ fn engine(pooling: bool) -> Result<Engine, String> {
             .max_memory_size(256 << 20);
         config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
     }
-    Engine::new(&config).map_err(|e| format!("cannot start wasmtime: {e:#}"))
+    Engine::new(&config).map_err(|e| ComponentError::caused("cannot start wasmtime", e))
 }
 
 /// The host side of a `call-listener` (`call-live`): where the task's
@@ -146,7 +185,8 @@ impl bindings::toolnexus::a2a::call_host::HostCallListener for State {
         listener: Resource<CallListener>,
         tools: Vec<wit::Tool>,
     ) -> wasmtime::Result<()> {
-        (self.table.get_mut(&listener)?.on_tools)(tools.into_iter().map(component_tool).collect());
+        let tools = tools.into_iter().filter_map(|t| component_tool(t).ok());
+        (self.table.get_mut(&listener)?.on_tools)(tools.collect());
         Ok(())
     }
 
@@ -174,9 +214,13 @@ impl bindings::toolnexus::a2a::call_host::HostCallListener for State {
     }
 }
 
-fn load(engine: &Engine, path: &Path) -> Result<(Component, Linker<State>), String> {
-    let component = Component::from_file(engine, path)
-        .map_err(|e| format!("cannot load the component {}: {e:#}", path.display()))?;
+fn load(engine: &Engine, path: &Path) -> Result<(Component, Linker<State>), ComponentError> {
+    let component = Component::from_file(engine, path).map_err(|e| {
+        ComponentError::caused(
+            format_args!("cannot load the component {}", path.display()),
+            e,
+        )
+    })?;
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
@@ -186,7 +230,7 @@ fn load(engine: &Engine, path: &Path) -> Result<(Component, Linker<State>), Stri
                 |state| state,
             )
         })
-        .map_err(|e| format!("cannot link WASI: {e:#}"))?;
+        .map_err(|e| ComponentError::caused("cannot link WASI", e))?;
     // `toolnexus:a2a/types` has types only: an empty instance satisfies it.
     let _ = linker.instance("toolnexus:a2a/types@0.1.0");
     Ok((component, linker))
@@ -207,13 +251,13 @@ fn host_error(e: wasmtime::Error) -> Error {
 
 fn error(e: wit::Error) -> Error {
     match e {
-        wit::Error::Transport(m) => Error::Transport(m),
+        wit::Error::Transport(m) => Error::Transport(m.into()),
         wit::Error::Status(s) => Error::Status {
             status: s.status,
             url: s.url,
             body: s.body,
         },
-        wit::Error::Malformed(m) => Error::Malformed(m),
+        wit::Error::Malformed(m) => Error::Malformed(m.into()),
         wit::Error::Rpc(r) => Error::Rpc {
             code: r.code,
             message: r.message,
@@ -243,17 +287,23 @@ fn tool_result(r: wit::ToolResult) -> ToolResult {
     }
 }
 
-fn component_tool(t: wit::Tool) -> ComponentTool {
-    ComponentTool {
+fn component_tool(t: wit::Tool) -> Result<ComponentTool, Error> {
+    let source = ToolSource::parse(&t.source).ok_or_else(|| {
+        Error::malformed(format!(
+            "the component listed a tool of unknown source {:?}",
+            t.source
+        ))
+    })?;
+    Ok(ComponentTool {
         spec: ToolSpec {
             name: t.name,
             description: t.description,
             input_schema: serde_json::from_str(&t.input_schema).unwrap_or(Value::Null),
-            source: t.source,
+            source,
         },
         skill: t.skill,
         clash: t.clash,
-    }
+    })
 }
 
 /// One tool as the component lists it: its spec, the skill it runs, and the
@@ -275,22 +325,23 @@ pub struct CallOutcome {
 
 impl ComponentHost {
     /// Compiles (or takes from wasmtime's cache) and links the library component.
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, String> {
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ComponentError> {
         Self::load_with(path, false)
     }
 
     /// [`ComponentHost::load`] with instances from wasmtime's pooling
     /// allocator (memories reserved up front and reused) when `pooling`.
-    pub fn load_with(path: impl AsRef<Path>, pooling: bool) -> Result<Self, String> {
+    pub fn load_with(path: impl AsRef<Path>, pooling: bool) -> Result<Self, ComponentError> {
         let engine = engine(pooling)?;
         let (component, linker) = load(&engine, path.as_ref())?;
         let pre = linker
             .instantiate_pre(&component)
             .and_then(bindings::LibraryPre::new)
             .map_err(|e| {
-                format!(
-                    "{} is not a toolnexus:a2a library component: {e:#}",
-                    path.as_ref().display()
+                let what = path.as_ref().display();
+                ComponentError::caused(
+                    format_args!("{what} is not a toolnexus:a2a library component"),
+                    e,
                 )
             })?;
         Ok(ComponentHost { pre, cards: None })
@@ -351,7 +402,7 @@ impl ComponentHost {
             .await
             .map_err(host_error)?
             .map_err(error)?;
-        Ok(tools.into_iter().map(component_tool).collect())
+        tools.into_iter().map(component_tool).collect()
     }
 
     /// Runs one tool (by name or skill id) with `task`: `call` in the component.
@@ -453,17 +504,15 @@ impl AgentComponent {
         path: impl AsRef<Path>,
         env: Vec<(String, String)>,
         store_dir: Option<std::path::PathBuf>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ComponentError> {
         let engine = engine(true).or_else(|_| engine(false))?;
         let (component, linker) = load(&engine, path.as_ref())?;
         let pre = linker
             .instantiate_pre(&component)
             .and_then(wasmtime_wasi_http::p2::bindings::ProxyPre::new)
             .map_err(|e| {
-                format!(
-                    "{} is not a wasi:http/proxy component: {e:#}",
-                    path.as_ref().display()
-                )
+                let what = path.as_ref().display();
+                ComponentError::caused(format_args!("{what} is not a wasi:http/proxy component"), e)
             })?;
         Ok(AgentComponent {
             pre,
@@ -476,13 +525,19 @@ impl AgentComponent {
     pub async fn handle(
         &self,
         req: hyper::Request<hyper::body::Incoming>,
-    ) -> Result<hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>, String> {
+    ) -> Result<hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>, ComponentError>
+    {
         use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
         let mut wasi = WasiCtx::builder();
         wasi.envs(&self.env).inherit_stderr();
         if let Some(dir) = &self.store_dir {
             wasi.preopened_dir(dir, "/tasks", wasmtime_wasi::FsPerms::ReadWrite)
-                .map_err(|e| format!("cannot open the store folder {}: {e:#}", dir.display()))?;
+                .map_err(|e| {
+                    ComponentError::caused(
+                        format_args!("cannot open the store folder {}", dir.display()),
+                        e,
+                    )
+                })?;
         }
         let mut store = Store::new(self.pre.engine(), State::new(wasi.build()));
         let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -490,12 +545,18 @@ impl AgentComponent {
             .data_mut()
             .http()
             .new_incoming_request(Scheme::Http, req)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ComponentError {
+                message: e.to_string(),
+                source: Some(e.into()),
+            })?;
         let out = store
             .data_mut()
             .http()
             .new_response_outparam(sender)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ComponentError {
+                message: e.to_string(),
+                source: Some(e.into()),
+            })?;
         let pre = self.pre.clone();
         // The instance may go on after the response head (a streamed body,
         // background work), so it runs on its own task.
@@ -508,11 +569,16 @@ impl AgentComponent {
         });
         match receiver.await {
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(format!("the agent failed the request: {e:?}")),
+            Ok(Err(e)) => Err(ComponentError::new(format!(
+                "the agent failed the request: {e:?}"
+            ))),
             Err(_) => Err(match task.await {
-                Ok(Ok(())) => "the agent sent no response".to_string(),
-                Ok(Err(e)) => format!("the agent failed: {e:#}"),
-                Err(e) => format!("the agent failed: {e}"),
+                Ok(Ok(())) => ComponentError::new("the agent sent no response"),
+                Ok(Err(e)) => ComponentError::caused("the agent failed", e),
+                Err(e) => ComponentError {
+                    message: format!("the agent failed: {e}"),
+                    source: Some(e.into()),
+                },
             }),
         }
     }
@@ -547,9 +613,11 @@ pub async fn serve_agent(
                         Ok(resp) => resp,
                         Err(problem) => {
                             tracing::warn!("{problem}");
-                            let body = http_body_util::Full::new(hyper::body::Bytes::from(problem))
-                                .map_err(|never| match never {})
-                                .boxed_unsync();
+                            let body = http_body_util::Full::new(hyper::body::Bytes::from(
+                                problem.to_string(),
+                            ))
+                            .map_err(|never| match never {})
+                            .boxed_unsync();
                             let mut resp = hyper::Response::new(body);
                             *resp.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
                             resp

@@ -41,38 +41,127 @@ pub struct ConfigFile {
     pub llm: Option<LlmBlock>,
 }
 
+/// Why a config file was refused. Each variant keeps the error underneath
+/// ([`source`](std::error::Error::source)); `Display` is one line naming the
+/// problem (and the file, when it came from one).
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum ConfigError {
+    /// The file could not be read.
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// The document is not JSON, or a block (`"a2a"`, `"llm"`) does not
+    /// have its shape.
+    Json {
+        path: Option<String>,
+        block: Option<&'static str>,
+        source: serde_json::Error,
+    },
+    /// The document is JSON of the wrong shape.
+    Shape {
+        path: Option<String>,
+        problem: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The same error, naming the file it came from.
+    fn in_file(self, file: &str) -> Self {
+        match self {
+            ConfigError::Json { block, source, .. } => ConfigError::Json {
+                path: Some(file.to_string()),
+                block,
+                source,
+            },
+            ConfigError::Shape { problem, .. } => ConfigError::Shape {
+                path: Some(file.to_string()),
+                problem,
+            },
+            read => read,
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (path, what) = match self {
+            ConfigError::Read { path, source } => {
+                return write!(f, "cannot read the config file {path}: {source}")
+            }
+            ConfigError::Json { path, .. } | ConfigError::Shape { path, .. } => (path, self),
+        };
+        if let Some(path) = path {
+            write!(f, "the config file {path} ")?;
+        }
+        match what {
+            ConfigError::Json {
+                block: None,
+                source,
+                ..
+            } => write!(f, "is not valid JSON: {source}"),
+            ConfigError::Json {
+                block: Some(block),
+                source,
+                ..
+            } => write!(f, "has a bad \"{block}\" block: {source}"),
+            ConfigError::Shape { problem, .. } => f.write_str(problem),
+            ConfigError::Read { .. } => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Read { source, .. } => Some(source),
+            ConfigError::Json { source, .. } => Some(source),
+            ConfigError::Shape { .. } => None,
+        }
+    }
+}
+
 impl ConfigFile {
-    /// Reads and checks a config file; the error is one line naming the problem.
-    pub fn load(path: &str) -> Result<ConfigFile, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the config file {path}: {e}"))?;
-        Self::parse(&text).map_err(|e| format!("the config file {path} {e}"))
+    /// Reads and checks a config file; the error names the file and the problem.
+    pub fn load(path: &str) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_string(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| e.in_file(path))
     }
 
     /// Parses a config document.
-    pub fn parse(text: &str) -> Result<ConfigFile, String> {
-        let raw: Value =
-            serde_json::from_str(text).map_err(|e| format!("is not valid JSON: {e}"))?;
+    pub fn parse(text: &str) -> Result<ConfigFile, ConfigError> {
+        let json = |block: Option<&'static str>| {
+            move |source| ConfigError::Json {
+                path: None,
+                block,
+                source,
+            }
+        };
+        let shape = |problem| ConfigError::Shape {
+            path: None,
+            problem,
+        };
+        let raw: Value = serde_json::from_str(text).map_err(json(None))?;
         if !raw.is_object() {
-            return Err("must be a JSON object with agents, a2a and llm keys".into());
+            return Err(shape("must be a JSON object with agents, a2a and llm keys"));
         }
         if raw
             .get("agents")
             .is_some_and(|a| !a.is_object() && !a.is_null())
         {
-            return Err("has an \"agents\" key that is not an object".into());
+            return Err(shape("has an \"agents\" key that is not an object"));
         }
         let block = |key: &str| raw.get(key).filter(|v| !v.is_null()).cloned();
         let a2a = match block("a2a") {
-            Some(v) => {
-                serde_json::from_value(v).map_err(|e| format!("has a bad \"a2a\" block: {e}"))?
-            }
+            Some(v) => serde_json::from_value(v).map_err(json(Some("a2a")))?,
             None => A2aBlock::default(),
         };
         let llm = match block("llm") {
-            Some(v) => Some(
-                serde_json::from_value(v).map_err(|e| format!("has a bad \"llm\" block: {e}"))?,
-            ),
+            Some(v) => Some(serde_json::from_value(v).map_err(json(Some("llm")))?),
             None => None,
         };
         Ok(ConfigFile { raw, a2a, llm })
@@ -108,23 +197,62 @@ mod tests {
         );
     }
 
+    fn error_text(text: &str) -> String {
+        ConfigFile::parse(text).unwrap_err().to_string()
+    }
+
     #[test]
     fn bad_documents_are_one_clear_error() {
-        assert!(ConfigFile::parse("nope")
-            .unwrap_err()
-            .contains("not valid JSON"));
-        assert!(ConfigFile::parse("[1]")
-            .unwrap_err()
-            .contains("JSON object"));
-        assert!(ConfigFile::parse(r#"{"a2a": {"name": 5}}"#)
-            .unwrap_err()
-            .contains("\"a2a\""));
-        assert!(ConfigFile::parse(r#"{"llm": {"maxTurns": "x"}}"#)
-            .unwrap_err()
-            .contains("\"llm\""));
-        assert!(ConfigFile::parse(r#"{"agents": [1]}"#)
-            .unwrap_err()
-            .contains("agents"));
+        assert!(error_text("nope").contains("not valid JSON"));
+        assert!(error_text("[1]").contains("JSON object"));
+        assert!(error_text(r#"{"a2a": {"name": 5}}"#).contains("\"a2a\""));
+        assert!(error_text(r#"{"llm": {"maxTurns": "x"}}"#).contains("\"llm\""));
+        assert!(error_text(r#"{"agents": [1]}"#).contains("agents"));
         assert!(ConfigFile::parse("{}").is_ok());
+    }
+
+    #[test]
+    fn errors_keep_the_json_and_io_errors_under_them() {
+        use std::error::Error as _;
+        let err = ConfigFile::parse(r#"{"llm": {"maxTurns": "x"}}"#).unwrap_err();
+        let cause = err.source().expect("the JSON error");
+        assert!(cause.downcast_ref::<serde_json::Error>().is_some());
+        assert!(ConfigFile::parse("[1]").unwrap_err().source().is_none());
+
+        let missing = std::env::temp_dir().join(format!("no-such-config-{}", std::process::id()));
+        let path = missing.display().to_string();
+        let err = ConfigFile::load(&path).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot read the config file {path}: ")),
+            "{err}"
+        );
+        let io = err
+            .source()
+            .and_then(|c| c.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
+    }
+
+    #[test]
+    fn a_file_error_names_the_file_before_the_problem() {
+        let dir = std::env::temp_dir().join(format!("config-error-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("bad.json");
+        std::fs::write(&file, r#"{"a2a": {"name": 5}}"#).expect("write");
+        let path = file.display().to_string();
+        let err = ConfigFile::load(&path).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("the config file {path} has a bad \"a2a\" block: ")),
+            "{err}"
+        );
+        std::fs::write(&file, "[1]").expect("write");
+        assert_eq!(
+            ConfigFile::load(&path).unwrap_err().to_string(),
+            format!("the config file {path} must be a JSON object with agents, a2a and llm keys")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

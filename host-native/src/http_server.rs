@@ -516,15 +516,15 @@ pub struct StaticFiles {
 }
 
 impl StaticFiles {
-    /// Opens `dir`; fails (with the folder's name in the message) unless it
-    /// is an existing folder.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Self, String> {
-        let dir = dir.as_ref();
-        let root = dir
-            .canonicalize()
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    /// Opens `dir`; fails unless it is an existing folder (`NotADirectory`
+    /// when it is something else).
+    pub fn open(dir: impl AsRef<Path>) -> std::io::Result<Self> {
+        let root = dir.as_ref().canonicalize()?;
         if !root.is_dir() {
-            return Err(format!("{}: not a directory", dir.display()));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                "not a directory",
+            ));
         }
         Ok(StaticFiles { root })
     }

@@ -16,8 +16,8 @@ use toolnexus_core::server::{
     CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
-use toolnexus_core::BoxFuture;
 use toolnexus_core::Task;
+use toolnexus_core::{BoxFuture, TransportError};
 use toolnexus_core::{HttpRequest, Transport};
 
 /// Who answers the tasks.
@@ -227,35 +227,32 @@ impl ServerHost for NativeHost {
     fn send(
         &self,
         req: HttpRequest,
-    ) -> Option<BoxFuture<'static, Result<toolnexus_core::HttpResponse, String>>> {
+    ) -> Option<BoxFuture<'static, Result<toolnexus_core::HttpResponse, TransportError>>> {
         let allow_private = self.allow_private_webhooks;
         Some(Box::pin(async move {
             if !allow_private {
                 refuse_internal_names(&req.url).await?;
             }
-            NativeTransport::shared()
-                .send(req)
-                .await
-                .map_err(|e| e.to_string())
+            NativeTransport::shared().send(req).await
         }))
     }
 }
 
 /// Core refuses internal addresses written in a webhook URL; a name that
 /// resolves to one is refused here, before anything is sent.
-async fn refuse_internal_names(url: &str) -> Result<(), String> {
+async fn refuse_internal_names(url: &str) -> Result<(), TransportError> {
     let Some(with_port) = toolnexus_core::server::push::webhook_address(url) else {
         return Ok(());
     };
-    let addrs = tokio::net::lookup_host(with_port)
-        .await
-        .map_err(|e| format!("cannot resolve the webhook {url}: {e}"))?;
+    let addrs = tokio::net::lookup_host(with_port).await.map_err(|e| {
+        TransportError::with_source(format!("cannot resolve the webhook {url}: {e}"), e)
+    })?;
     for addr in addrs {
         if toolnexus_core::server::push::is_internal(addr.ip()) {
-            return Err(format!(
+            return Err(TransportError::new(format!(
                 "the webhook {url} resolves to an internal address ({}); refused",
                 addr.ip()
-            ));
+            )));
         }
     }
     Ok(())
@@ -307,12 +304,52 @@ impl ServeHandle {
     }
 }
 
+/// Why [`serve`] could not start. Each variant keeps the error underneath
+/// ([`source`](std::error::Error::source)).
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum ServeError {
+    /// The task store could not be opened.
+    Store(StoreError),
+    /// The `ui_dir` folder cannot be served (missing, or not a folder).
+    Ui {
+        dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The address cannot be listened on (`on` is the address, or "the given socket").
+    Listen { on: String, source: std::io::Error },
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Store(e) => write!(f, "{e}"),
+            ServeError::Ui { dir, source } => {
+                write!(f, "cannot serve the UI folder {}: {source}", dir.display())
+            }
+            ServeError::Listen { on, source } => write!(f, "cannot listen on {on}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServeError::Store(e) => Some(e),
+            ServeError::Ui { source, .. } | ServeError::Listen { source, .. } => Some(source),
+        }
+    }
+}
+
 /// Serves `options` on `addr` (`HOST:PORT`; port 0 picks a free one).
-pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, String> {
+pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, ServeError> {
     let opened = Opened::open(&options)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        .map_err(|source| ServeError::Listen {
+            on: addr.to_string(),
+            source,
+        })?;
     start(listener, options, opened)
 }
 
@@ -322,11 +359,9 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Str
 pub async fn serve_on(
     listener: impl http_server::Listener,
     options: ServeOptions,
-) -> Result<ServeHandle, String> {
+) -> Result<ServeHandle, ServeError> {
     let opened = Opened::open(&options)?;
-    let listener = listener
-        .into_tokio()
-        .map_err(|e| format!("cannot listen on the given socket: {e}"))?;
+    let listener = listener.into_tokio().map_err(given_socket)?;
     start(listener, options, opened)
 }
 
@@ -338,14 +373,25 @@ struct Opened {
     ui: Option<Arc<StaticFiles>>,
 }
 
+/// The listener a caller gave could not be used.
+fn given_socket(source: std::io::Error) -> ServeError {
+    ServeError::Listen {
+        on: "the given socket".into(),
+        source,
+    }
+}
+
 impl Opened {
-    fn open(options: &ServeOptions) -> Result<Opened, String> {
+    fn open(options: &ServeOptions) -> Result<Opened, ServeError> {
         let (store, recovered) =
-            AnyStore::open_config(&options.store).map_err(|e| e.to_string())?;
+            AnyStore::open_config(&options.store).map_err(ServeError::Store)?;
         let ui = match &options.ui_dir {
-            Some(dir) => Some(Arc::new(
-                StaticFiles::open(dir).map_err(|e| format!("cannot serve the UI folder {e}"))?,
-            )),
+            Some(dir) => Some(Arc::new(StaticFiles::open(dir).map_err(|source| {
+                ServeError::Ui {
+                    dir: dir.clone(),
+                    source,
+                }
+            })?)),
             None => None,
         };
         Ok(Opened {
@@ -360,16 +406,14 @@ fn start(
     listener: tokio::net::TcpListener,
     options: ServeOptions,
     opened: Opened,
-) -> Result<ServeHandle, String> {
+) -> Result<ServeHandle, ServeError> {
     let Opened {
         store,
         recovered,
         ui,
     } = opened;
     // The listener is bound: the card can name its real port.
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("cannot listen on the given socket: {e}"))?;
+    let addr = listener.local_addr().map_err(given_socket)?;
     let card_url = match &options.public_url {
         Some(u) => format!("{}/", u.trim_end_matches('/')),
         None if addr.ip().is_unspecified() => format!("http://127.0.0.1:{}/", addr.port()),
@@ -443,8 +487,12 @@ fn start(
         policy,
         ..options.http
     };
-    let http = http_server::serve_with(listener, http_options, handler)
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let http = http_server::serve_with(listener, http_options, handler).map_err(|source| {
+        ServeError::Listen {
+            on: addr.to_string(),
+            source,
+        }
+    })?;
     Ok(ServeHandle {
         url: http.url.clone(),
         card_url,

@@ -4,18 +4,29 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use toolnexus_core::skills::SkillSet;
 
+/// A skills folder that is not there (or is not a folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingSkillDir {
+    pub dir: PathBuf,
+}
+
+impl std::fmt::Display for MissingSkillDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the skills folder {} does not exist", self.dir.display())
+    }
+}
+
+impl std::error::Error for MissingSkillDir {}
+
 /// Loads every `**/SKILL.md` under `dirs`, in sorted path order, following
 /// symlinks (a folder reached twice is read once, so link cycles end).
 /// A missing folder is an error; a malformed SKILL.md is skipped with a reason.
-pub fn load_skill_dirs(dirs: &[PathBuf]) -> Result<SkillSet, String> {
+pub fn load_skill_dirs(dirs: &[PathBuf]) -> Result<SkillSet, MissingSkillDir> {
     let mut files = Vec::new();
     let mut seen = HashSet::new();
     for dir in dirs {
         if !dir.is_dir() {
-            return Err(format!(
-                "the skills folder {} does not exist",
-                dir.display()
-            ));
+            return Err(MissingSkillDir { dir: dir.clone() });
         }
         // Absolute, as the `skill` tool's base directory (`file:///…`) must be.
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());

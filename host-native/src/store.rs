@@ -33,8 +33,9 @@ impl FileStore {
     /// `<dir>/quarantine/`; each is logged as a warning.
     pub fn open(dir: impl Into<PathBuf>) -> Result<(FileStore, Vec<String>), StoreError> {
         let dir = dir.into();
-        let err =
-            |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", dir.display()));
+        let err = |what: &str, e: std::io::Error| {
+            StoreError::with_source(format!("{what} {}: {e}", dir.display()), e)
+        };
         std::fs::create_dir_all(&dir).map_err(|e| err("cannot create the store folder", e))?;
         let store = FileStore { dir: dir.clone() };
         let mut recovered = Vec::new();
@@ -119,13 +120,19 @@ fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError(format!("cannot read {}: {e}", shown(path)))),
+        Err(e) => {
+            return Err(StoreError::with_source(
+                format!("cannot read {}: {e}", shown(path)),
+                e,
+            ))
+        }
     };
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| StoreError(format!("{} is not valid JSON: {e}", shown(path))))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        StoreError::with_source(format!("{} is not valid JSON: {e}", shown(path)), e)
+    })?;
     Task::from_value(&value)
         .map(Some)
-        .ok_or_else(|| StoreError(format!("{} is not a task", shown(path))))
+        .ok_or_else(|| StoreError::new(format!("{} is not a task", shown(path))))
 }
 
 fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
@@ -136,7 +143,9 @@ fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
 /// into place (then fsyncs the folder), so a crash leaves the old file or
 /// the new one, never a torn one.
 fn write_bytes_atomically(path: &Path, body: &[u8]) -> Result<(), StoreError> {
-    let err = |what: &str, e: std::io::Error| StoreError(format!("{what} {}: {e}", shown(path)));
+    let err = |what: &str, e: std::io::Error| {
+        StoreError::with_source(format!("{what} {}: {e}", shown(path)), e)
+    };
     let tmp = path.with_extension(format!("json.tmp-{}", uuid::Uuid::new_v4()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -182,7 +191,9 @@ fn index_task(dir: &Path, task: &Task) -> Result<(), StoreError> {
     }
     std::fs::create_dir_all(&folder)
         .and_then(|()| std::fs::File::create(&marker).map(drop))
-        .map_err(|e| StoreError(format!("cannot index {} by context: {e}", task.id)))
+        .map_err(|e| {
+            StoreError::with_source(format!("cannot index {} by context: {e}", task.id), e)
+        })
 }
 
 /// The tasks a context's index names that pass `filter`; `None` when the
@@ -192,7 +203,12 @@ fn list_context(dir: &Path, filter: &TaskFilter) -> Option<Result<Vec<Task>, Sto
     let entries = match std::fs::read_dir(&folder) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Ok(Vec::new())),
-        Err(e) => return Some(Err(StoreError(format!("cannot read a context index: {e}")))),
+        Err(e) => {
+            return Some(Err(StoreError::with_source(
+                format!("cannot read a context index: {e}"),
+                e,
+            )))
+        }
     };
     let mut tasks = Vec::new();
     for entry in entries.flatten() {
@@ -221,7 +237,7 @@ fn list_dir(dir: &Path, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
         return listed;
     }
     let entries = std::fs::read_dir(dir)
-        .map_err(|e| StoreError(format!("cannot read the store folder: {e}")))?;
+        .map_err(|e| StoreError::with_source(format!("cannot read the store folder: {e}"), e))?;
     let mut tasks = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
@@ -252,10 +268,16 @@ fn read_push_configs(path: &Path, task_id: &str) -> Result<Option<serde_json::Va
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError(format!("cannot read {}: {e}", shown(path)))),
+        Err(e) => {
+            return Err(StoreError::with_source(
+                format!("cannot read {}: {e}", shown(path)),
+                e,
+            ))
+        }
     };
-    let mut value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| StoreError(format!("{} is not valid JSON: {e}", shown(path))))?;
+    let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        StoreError::with_source(format!("{} is not valid JSON: {e}", shown(path)), e)
+    })?;
     if value.get("taskId").and_then(|t| t.as_str()) != Some(task_id) {
         return Ok(None);
     }
@@ -279,7 +301,7 @@ impl FileStore {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || read_push_configs(&path, &id))
                 .await
-                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+                .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
         })
     }
 
@@ -296,13 +318,16 @@ impl FileStore {
             tokio::task::spawn_blocking(move || {
                 if let Some(folder) = path.parent() {
                     std::fs::create_dir_all(folder).map_err(|e| {
-                        StoreError(format!("cannot create the {PUSH_CONFIGS} folder: {e}"))
+                        StoreError::with_source(
+                            format!("cannot create the {PUSH_CONFIGS} folder: {e}"),
+                            e,
+                        )
                     })?;
                 }
                 write_bytes_atomically(&path, body.as_bytes())
             })
             .await
-            .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+            .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
         })
     }
 
@@ -315,7 +340,7 @@ impl FileStore {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || list_dir(&dir, &filter))
                 .await
-                .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+                .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
         })
     }
 
@@ -330,7 +355,7 @@ impl FileStore {
         Box::pin(async move {
             let read = tokio::task::spawn_blocking(move || read_task(&path))
                 .await
-                .map_err(|e| StoreError(format!("store thread failed: {e}")))??;
+                .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))??;
             // File names are sanitised ids: `a.b` and `a_b` share one. Only
             // the task that really has this id answers.
             Ok(read.filter(|t| t.id == id))
@@ -348,7 +373,7 @@ impl FileStore {
                 write_atomically(&path, &task)
             })
             .await
-            .map_err(|e| StoreError(format!("store thread failed: {e}")))?
+            .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
         })
     }
 }
@@ -465,10 +490,10 @@ impl StoreConfig {
             "" | "memory" => Ok(StoreConfig::default()),
             s => match s.strip_prefix("file:") {
                 Some(dir) if !dir.trim().is_empty() => Ok(StoreConfig::File(dir.trim().into())),
-                Some(_) => Err(StoreError(
-                    "the store selector \"file:\" needs a folder: file:<dir>".into(),
+                Some(_) => Err(StoreError::new(
+                    "the store selector \"file:\" needs a folder: file:<dir>",
                 )),
-                None => Err(StoreError(format!(
+                None => Err(StoreError::new(format!(
                     "unknown task store {s:?}: use \"memory\" or \"file:<dir>\""
                 ))),
             },

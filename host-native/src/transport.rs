@@ -111,10 +111,9 @@ impl PerHost {
 
     /// A place for a request to `url`'s host, once one is free.
     async fn place(&self, url: &str) -> Option<OwnedSemaphorePermit> {
-        let host = url.split_once("://").map_or(url, |(scheme, rest)| {
-            let end = scheme.len() + 3 + rest.find(['/', '?', '#']).unwrap_or(rest.len());
-            &url[..end]
-        });
+        // Keyed by origin (`scheme://authority`), as the pool keys its
+        // connections; a URL without one is its own key.
+        let host = toolnexus_core::url_origin(url).unwrap_or(url);
         let places = {
             let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
             if hosts.len() >= Self::REMEMBERED && !hosts.contains_key(host) {
@@ -190,7 +189,9 @@ impl NativeTransport {
         let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
             .collect()
             .await
-            .map_err(|e| TransportError(format!("reading the answer from {url} failed: {e}")))?
+            .map_err(|e| {
+                TransportError::with_source(format!("reading the answer from {url} failed: {e}"), e)
+            })?
             .to_bytes()
             .to_vec();
         Ok(HttpResponse {
@@ -215,9 +216,9 @@ impl NativeTransport {
             place,
         }
         .map(move |frame| {
-            frame
-                .map(|bytes| bytes.to_vec())
-                .map_err(|e| TransportError(format!("reading the answer from {url} failed: {e}")))
+            frame.map(|bytes| bytes.to_vec()).map_err(|e| {
+                TransportError::with_source(format!("reading the answer from {url} failed: {e}"), e)
+            })
         });
         Ok(StreamingResponse {
             status,
@@ -238,7 +239,7 @@ impl NativeTransport {
             let valid = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
                 && hyper::header::HeaderValue::from_str(value).is_ok();
             if !valid {
-                return Err(TransportError(format!(
+                return Err(TransportError::new(format!(
                     "the header {name:?} has an invalid name or value"
                 )));
             }
@@ -247,10 +248,11 @@ impl NativeTransport {
         let request = builder
             .body(Full::new(Bytes::from(req.body)))
             .map_err(|e| {
-                TransportError(format!(
+                let text = format!(
                     "cannot send to {}: {e}",
                     toolnexus_core::redact_url(&req.url)
-                ))
+                );
+                TransportError::with_source(text, e)
             })?;
         self.client.request(request).await.map_err(|e| {
             // hyper-util's error text alone ("client error (Connect)") hides the cause.
@@ -260,7 +262,7 @@ impl NativeTransport {
                 text = format!("{text}: {s}");
                 source = s.source();
             }
-            TransportError(text)
+            TransportError::with_source(text, e)
         })
     }
 }

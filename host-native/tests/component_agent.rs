@@ -8,7 +8,8 @@
 
 mod common;
 
-use common::{free_port, repo_root, run_to_end};
+use common::sdk::{official_client, Sdk, CLIENT_MODES};
+use common::{free_port, repo_root};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use toolnexus_core::{HttpRequest, Transport};
@@ -108,38 +109,6 @@ pub async fn wasmtime_serve(extra_env: &[(&str, &str)]) -> WasmtimeServe {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Sdk {
-    Python,
-    Js,
-}
-
-async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
-    let peers = repo_root().join("tests/peers");
-    let python = peers.join(".venv/bin/python");
-    assert!(
-        python.exists() && peers.join("js/node_modules/@a2a-js/sdk").exists(),
-        "the official SDK peers are not installed: run `bash tests/peers/setup.sh`"
-    );
-    let (program, script) = match sdk {
-        Sdk::Python => (python, peers.join("py_client.py")),
-        Sdk::Js => (PathBuf::from("node"), peers.join("js/client.mjs")),
-    };
-    let mut args = vec![
-        script.display().to_string(),
-        card.to_string(),
-        text.to_string(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, stdout, stderr) = run_to_end(&program, &args).await;
-    (
-        code,
-        serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
-        stderr,
-    )
-}
-
 /// A JSON-RPC call straight to the agent, through the native client.
 async fn rpc(url: &str, method: &str, params: Value, version: Option<&str>) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
@@ -155,14 +124,7 @@ async fn rpc(url: &str, method: &str, params: Value, version: Option<&str>) -> V
 async fn sdk_clients_complete_tasks(sdk: Sdk) {
     let agent = wasmtime_serve(&[("TOOLNEXUS_NAME", "wasm-agent")]).await;
     let card = format!("{}/.well-known/agent-card.json", agent.url);
-    for mode in [
-        &[][..],
-        &["--non-blocking"],
-        &["--legacy"],
-        &["--legacy", "--non-blocking"],
-        &["--stream"],
-        &["--legacy", "--stream"],
-    ] {
+    for mode in CLIENT_MODES {
         let text = format!("hello from {sdk:?} {mode:?}");
         let (code, v, stderr) = official_client(sdk, &card, &text, mode).await;
         assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");

@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::sdk::{official_client, Sdk, CLIENT_MODES};
 use common::{repo_root, run_to_end, start_listening, toolnexus_bin};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -114,33 +115,6 @@ async fn the_library_component_gives_what_the_native_client_gives() {
     peer.stop().await;
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Sdk {
-    Python,
-    Js,
-}
-
-async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
-    let peers = repo_root().join("tests/peers");
-    let (program, script) = match sdk {
-        Sdk::Python => (peers.join(".venv/bin/python"), peers.join("py_client.py")),
-        Sdk::Js => (PathBuf::from("node"), peers.join("js/client.mjs")),
-    };
-    let mut args = vec![
-        script.display().to_string(),
-        card.to_string(),
-        text.to_string(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, stdout, stderr) = run_to_end(&program, &args).await;
-    (
-        code,
-        serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
-        stderr,
-    )
-}
-
 /// `toolnexus serve --component toolnexus-agent.wasm`: an instance per
 /// request, tasks in a file store they share; the official clients complete
 /// tasks in every mode.
@@ -176,14 +150,7 @@ async fn serve_component_serves_the_agent_world_to_the_official_clients() {
     let card_json: Value = serde_json::from_slice(&card_body.body).expect("card JSON");
     assert_eq!(card_json["name"], "wasm-served");
     for sdk in [Sdk::Python, Sdk::Js] {
-        for mode in [
-            &[][..],
-            &["--non-blocking"],
-            &["--legacy"],
-            &["--legacy", "--non-blocking"],
-            &["--stream"],
-            &["--legacy", "--stream"],
-        ] {
+        for mode in CLIENT_MODES {
             let text = format!("hello from {sdk:?} {mode:?}");
             let (code, v, stderr) = official_client(sdk, &card, &text, mode).await;
             assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");

@@ -6,11 +6,9 @@
 
 mod common;
 
-use common::{
-    free_port, openai_stub, repo_root, run_to_end, say, start_listening, toolnexus_bin, Proc,
-};
+use common::sdk::{official_client, official_server, Sdk};
+use common::{openai_stub, run_to_end, say, start_listening, toolnexus_bin, Proc};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::sync::Arc;
 use toolnexus_core::server::{FulfilRequest, Fulfiller, Progress};
 use toolnexus_core::BoxFuture;
@@ -304,28 +302,6 @@ async fn stored_state(handle: &ServeHandle, id: &str, state: &str) {
 // ---------------------------------------------------------------------------
 // The official SDKs
 
-fn peers() -> PathBuf {
-    repo_root().join("tests/peers")
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Sdk {
-    Python,
-    Js,
-}
-
-fn peer_command(sdk: Sdk, py: &str, js: &str) -> (PathBuf, Vec<String>) {
-    let python = peers().join(".venv/bin/python");
-    assert!(
-        python.exists() && peers().join("js/node_modules/@a2a-js/sdk").exists(),
-        "the official SDK peers are not installed: run `bash tests/peers/setup.sh`"
-    );
-    match sdk {
-        Sdk::Python => (python, vec![peers().join(py).display().to_string()]),
-        Sdk::Js => ("node".into(), vec![peers().join(js).display().to_string()]),
-    }
-}
-
 /// `toolnexus serve` whose model (an OpenAI stub) asks the caller with the
 /// built-in question tool, then books what the caller answered.
 async fn serve_asking_model() -> (Proc, common::Stub) {
@@ -361,19 +337,6 @@ async fn serve_asking_model() -> (Proc, common::Stub) {
     (server, stub)
 }
 
-async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
-    let (program, mut args) = peer_command(sdk, "py_client.py", "js/client.mjs");
-    args.extend([card.to_string(), text.to_string()]);
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, stdout, stderr) = run_to_end(&program, &args).await;
-    (
-        code,
-        serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
-        stderr,
-    )
-}
-
 async fn sdk_clients_answer_serve(sdk: Sdk) {
     let (server, _model) = serve_asking_model().await;
     let card = format!("{}/.well-known/agent-card.json", server.url);
@@ -403,16 +366,6 @@ async fn the_python_sdk_client_answers_a_question_from_serve() {
 #[tokio::test]
 async fn the_js_sdk_client_answers_a_question_from_serve() {
     sdk_clients_answer_serve(Sdk::Js).await;
-}
-
-async fn official_server(sdk: Sdk, compat_03: bool) -> Proc {
-    let (program, mut args) = peer_command(sdk, "py_server.py", "js/server.mjs");
-    args.extend(["--port".to_string(), free_port().to_string()]);
-    if compat_03 {
-        args.push("--compat-03".into());
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    start_listening(&program, &args).await
 }
 
 async fn call(args: &[&str]) -> (i32, Value, String) {

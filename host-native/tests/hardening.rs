@@ -81,9 +81,9 @@ impl SharedStore for Faulty {
     fn save(&self, task: &Task) -> BoxFuture<'static, Result<(), StoreError>> {
         let refused = *self.refuse_state.lock().unwrap() == Some(task.state);
         let result = if self.read_only.load(Ordering::SeqCst) {
-            Err(StoreError("read-only file system".into()))
+            Err(StoreError::new("read-only file system"))
         } else if refused {
-            Err(StoreError("no space left on device".into()))
+            Err(StoreError::new("no space left on device"))
         } else {
             self.inner.save_now(task)
         };

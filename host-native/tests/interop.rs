@@ -8,52 +8,9 @@
 
 mod common;
 
-use common::{free_port, repo_root, run_to_end, start_listening, toolnexus_bin, Proc, Steps};
+use common::sdk::{official_client, official_server, Sdk, CLIENT_MODES};
+use common::{repo_root, run_to_end, start_listening, toolnexus_bin, Proc, Steps};
 use serde_json::{json, Value};
-use std::path::PathBuf;
-
-fn peers() -> PathBuf {
-    repo_root().join("tests/peers")
-}
-
-fn python() -> PathBuf {
-    let py = peers().join(".venv/bin/python");
-    assert!(
-        py.exists() && peers().join("js/node_modules/@a2a-js/sdk").exists(),
-        "the official SDK peers are not installed: run `bash tests/peers/setup.sh` (the README test command does)"
-    );
-    py
-}
-
-fn node() -> PathBuf {
-    PathBuf::from("node")
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sdk {
-    Python,
-    Js,
-}
-
-/// The program and leading arguments that run one of the peer scripts:
-/// `tests/peers/<py>` under the venv's Python, or `tests/peers/<js>` under Node.
-fn peer_command(sdk: Sdk, py: &str, js: &str) -> (PathBuf, Vec<String>) {
-    let python = python(); // also checks that the peers are installed
-    match sdk {
-        Sdk::Python => (python, vec![peers().join(py).display().to_string()]),
-        Sdk::Js => (node(), vec![peers().join(js).display().to_string()]),
-    }
-}
-
-async fn official_server(sdk: Sdk, compat_03: bool) -> Proc {
-    let (program, mut args) = peer_command(sdk, "py_server.py", "js/server.mjs");
-    args.extend(["--port".to_string(), free_port().to_string()]);
-    if compat_03 {
-        args.push("--compat-03".into());
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    start_listening(&program, &args).await
-}
 
 async fn call(card: &str, tool: &str, task: &str) -> (i32, Value, String) {
     let (code, stdout, stderr) = run_to_end(
@@ -215,30 +172,10 @@ async fn our_server() -> Proc {
     .await
 }
 
-async fn official_client(sdk: Sdk, card: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
-    let (program, mut args) = peer_command(sdk, "py_client.py", "js/client.mjs");
-    args.extend([card.to_string(), text.to_string()]);
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, stdout, stderr) = run_to_end(&program, &args).await;
-    (
-        code,
-        serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
-        stderr,
-    )
-}
-
 async fn served_to(sdk: Sdk) {
     let server = our_server().await;
     let card = format!("{}/.well-known/agent-card.json", server.url);
-    for mode in [
-        &[][..],
-        &["--non-blocking"],
-        &["--legacy"],
-        &["--legacy", "--non-blocking"],
-        &["--stream"],
-        &["--legacy", "--stream"],
-    ] {
+    for mode in CLIENT_MODES {
         let text = format!("hello from {sdk:?} {mode:?}");
         let (code, v, stderr) = official_client(sdk, &card, &text, mode).await;
         assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");

@@ -467,9 +467,11 @@ async fn the_file_store_round_trips_across_a_restart() {
     .await;
     let id = v["result"]["id"].as_str().expect("id").to_string();
     handle.stop().await;
+    // Files only: the store also keeps its index by context in `contexts/`.
     let files: Vec<_> = std::fs::read_dir(&dir)
         .expect("dir")
         .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .collect();
     assert_eq!(files.len(), 1, "one file per task, no temp files left");
     let handle = serve_with(options).await;

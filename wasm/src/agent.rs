@@ -132,7 +132,7 @@ pub async fn list_tasks(agent: JsValue, filter: JsValue) -> Result<JsValue, JsVa
     let list = match select(work, deadline).await {
         Either::Left((listed, _)) => listed.map_err(|e| core_error(&e))?,
         Either::Right(_) => {
-            return Err(core_error(&toolnexus_core::Error::Transport(format!(
+            return Err(core_error(&toolnexus_core::Error::transport(format!(
                 "ListTasks timed out after {ms}ms"
             ))))
         }
@@ -201,7 +201,7 @@ impl Tool {
 
     #[wasm_bindgen(getter)]
     pub fn source(&self) -> String {
-        self.inner.spec.source.clone()
+        self.inner.spec.source.as_str().into()
     }
 
     /// `execute({task}, {signal, onEvent}?)`: never rejects; problems come

@@ -53,13 +53,13 @@ async fn call_store(
 ) -> Result<JsValue, StoreError> {
     let f = get(&store, method)
         .dyn_into::<Function>()
-        .map_err(|_| StoreError(format!("the store has no {method} function")))?;
+        .map_err(|_| StoreError::new(format!("the store has no {method} function")))?;
     let returned = f
         .call1(&store, &arg)
-        .map_err(|e| StoreError(error_text(&e)))?;
+        .map_err(|e| StoreError::new(error_text(&e)))?;
     JsFuture::from(Promise::resolve(&returned))
         .await
-        .map_err(|e| StoreError(error_text(&e)))
+        .map_err(|e| StoreError::new(error_text(&e)))
 }
 
 async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> {
@@ -67,9 +67,9 @@ async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> 
     if is_absent(&v) {
         return Ok(None);
     }
-    let value = to_json(&v, "the stored task").map_err(|e| StoreError(error_text(&e)))?;
+    let value = to_json(&v, "the stored task").map_err(|e| StoreError::new(error_text(&e)))?;
     Task::from_value(&value).map(Some).ok_or_else(|| {
-        StoreError(format!(
+        StoreError::new(format!(
             "the store returned something that is not a task for {id}"
         ))
     })
@@ -98,10 +98,11 @@ async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>
         status_timestamp_after: filter.updated_after_ms.map(toolnexus_core::format_rfc3339),
     };
     let listed = call_store(store, "list", ser_to_js(&hint)).await?;
-    let value = to_json(&listed, "the listed tasks").map_err(|e| StoreError(error_text(&e)))?;
+    let value =
+        to_json(&listed, "the listed tasks").map_err(|e| StoreError::new(error_text(&e)))?;
     let items = value
         .as_array()
-        .ok_or_else(|| StoreError("the store's list() must give an array of tasks".into()))?;
+        .ok_or_else(|| StoreError::new("the store's list() must give an array of tasks"))?;
     Ok(Some(items.iter().filter_map(Task::from_value).collect()))
 }
 
@@ -121,7 +122,7 @@ async fn js_get_push(
     }
     to_json(&v, "the stored push configs")
         .map(Some)
-        .map_err(|e| StoreError(error_text(&e)))
+        .map_err(|e| StoreError::new(error_text(&e)))
 }
 
 /// `store.savePushConfigs(taskId, configs)`, when the store has it.
@@ -133,11 +134,11 @@ async fn js_save_push(store: JsValue, task_id: String, configs: JsValue) -> Resu
     };
     let returned = f
         .call2(&store, &task_id.as_str().into(), &configs)
-        .map_err(|e| StoreError(error_text(&e)))?;
+        .map_err(|e| StoreError::new(error_text(&e)))?;
     JsFuture::from(Promise::resolve(&returned))
         .await
         .map(|_| ())
-        .map_err(|e| StoreError(error_text(&e)))
+        .map_err(|e| StoreError::new(error_text(&e)))
 }
 
 impl TaskStore for HandlerStore {

@@ -83,7 +83,7 @@ fn host_tool(v: &JsValue, i: usize) -> Result<(ToolSpec, HostFn), JsValue> {
         name,
         description,
         input_schema,
-        source: "host".into(),
+        source: toolnexus_core::ToolSource::Host,
     };
     Ok((spec, host))
 }

@@ -86,7 +86,7 @@ fn check_header(name: &str, value: &str) -> Result<(), TransportError> {
     if name_ok && value_ok {
         Ok(())
     } else {
-        Err(TransportError(format!(
+        Err(TransportError::new(format!(
             "the header {name:?} has an invalid name or value"
         )))
     }
@@ -107,10 +107,10 @@ async fn fetch_head(req: HttpRequest) -> Result<(FetchResponse, AbortOnDrop), Tr
     if let Some(c) = &guard.0 {
         set(&init, "signal", &c.signal());
     }
-    let promise = global_fetch(&req.url, &init).map_err(|e| TransportError(error_text(&e)))?;
+    let promise = global_fetch(&req.url, &init).map_err(|e| TransportError::new(error_text(&e)))?;
     let resp: FetchResponse = JsFuture::from(promise)
         .await
-        .map_err(|e| TransportError(error_text(&e)))?
+        .map_err(|e| TransportError::new(error_text(&e)))?
         .unchecked_into();
     Ok((resp, guard))
 }
@@ -184,7 +184,7 @@ async fn send_streaming(req: HttpRequest) -> Result<StreamingResponse, Transport
         Some(
             stream
                 .get_reader()
-                .map_err(|e| TransportError(error_text(&e)))?,
+                .map_err(|e| TransportError::new(error_text(&e)))?,
         )
     };
     let state = Reader { reader, guard };
@@ -197,7 +197,8 @@ async fn send_streaming(req: HttpRequest) -> Result<StreamingResponse, Transport
         match read {
             Err(e) => {
                 state.reader = None;
-                let err = TransportError(format!("reading the answer failed: {}", error_text(&e)));
+                let err =
+                    TransportError::new(format!("reading the answer failed: {}", error_text(&e)));
                 Some((Err(err), state))
             }
             Ok(chunk) if get(&chunk, "done").is_truthy() => {
@@ -228,7 +229,7 @@ pub(crate) async fn send(req: HttpRequest) -> Result<HttpResponse, TransportErro
         .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
         .and_then(|(_, v)| v.trim().parse::<usize>().ok());
     let too_large = || {
-        TransportError(format!(
+        TransportError::new(format!(
             "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
         ))
     };
@@ -237,10 +238,10 @@ pub(crate) async fn send(req: HttpRequest) -> Result<HttpResponse, TransportErro
     }
     let read = resp
         .array_buffer()
-        .map_err(|e| TransportError(error_text(&e)))?;
-    let buffer = JsFuture::from(read)
-        .await
-        .map_err(|e| TransportError(format!("reading the answer failed: {}", error_text(&e))))?;
+        .map_err(|e| TransportError::new(error_text(&e)))?;
+    let buffer = JsFuture::from(read).await.map_err(|e| {
+        TransportError::new(format!("reading the answer failed: {}", error_text(&e)))
+    })?;
     let body = Uint8Array::new(&buffer).to_vec();
     if body.len() > MAX_RESPONSE_BYTES {
         return Err(too_large());

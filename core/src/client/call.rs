@@ -30,7 +30,7 @@
 //! a settled task reaches the caller within a round trip. Other peers get the
 //! interval above (and never see the header, which browsers would preflight).
 
-use crate::error::{Error, TransportError};
+use crate::error::{Error, Reason, TransportError};
 use crate::host::driver::{Machine, ResponseHead, Step};
 use crate::model::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
 use crate::model::task::{SendResult, Task, TaskState};
@@ -315,7 +315,7 @@ impl CallMachine {
     }
 
     fn foreign_task(&self, now_ms: u64, what: &str, id: &str) -> Step<ToolResult> {
-        let err = Error::Malformed(format!(
+        let err = Error::malformed(format!(
             "protocol error: the answer is about task {}, not {}",
             crate::wire::http::snippet(id, 200),
             self.task_label()
@@ -446,7 +446,7 @@ impl CallMachine {
                 }
                 Some(SendResult::Message(m)) => self.on_message(now_ms, m),
                 None => {
-                    let err = Error::Malformed(format!(
+                    let err = Error::malformed(format!(
                         "the reply is neither a task nor a message: {}",
                         crate::wire::http::snippet(&crate::wire::json::text(&v), 200)
                     ));
@@ -475,7 +475,10 @@ impl CallMachine {
             let event = match next {
                 Ok(event) => event,
                 Err(e) => {
-                    let err = Error::Malformed(format!("the event stream broke off: {e}"));
+                    let err = Error::Malformed(Reason::with_source(
+                        format!("the event stream broke off: {e}"),
+                        e,
+                    ));
                     return Some(self.fail(now_ms, "streaming", &err));
                 }
             };
@@ -483,12 +486,18 @@ impl CallMachine {
                 continue;
             }
             // from_slice: the one JSON reader the rest of the client already uses.
-            let Ok(value) = serde_json::from_slice::<Value>(event.data.as_bytes()) else {
-                let err = Error::Malformed(format!(
-                    "a stream event is not JSON: {}",
-                    crate::wire::http::snippet(&event.data, 200)
-                ));
-                return Some(self.fail(now_ms, "streaming", &err));
+            let value = match serde_json::from_slice::<Value>(event.data.as_bytes()) {
+                Ok(value) => value,
+                Err(e) => {
+                    let err = Error::Malformed(Reason::with_source(
+                        format!(
+                            "a stream event is not JSON: {}",
+                            crate::wire::http::snippet(&event.data, 200)
+                        ),
+                        e,
+                    ));
+                    return Some(self.fail(now_ms, "streaming", &err));
+                }
             };
             let result = match parse_response_value(value) {
                 Ok(result) => result,
@@ -500,7 +509,7 @@ impl CallMachine {
                 Err(e) => return Some(self.fail(now_ms, "streaming", &e)),
             };
             let Some(event) = StreamEvent::from_value(&result) else {
-                let err = Error::Malformed(format!(
+                let err = Error::malformed(format!(
                     "a stream event is none of task, message, status or artifact: {}",
                     crate::wire::http::snippet(&crate::wire::json::text(&result), 200)
                 ));
@@ -579,9 +588,7 @@ impl CallMachine {
         if self.task_id.is_none() {
             let err = match why {
                 Some(e) => e.into(),
-                None => {
-                    Error::Malformed("the event stream ended before the task was created".into())
-                }
+                None => Error::malformed("the event stream ended before the task was created"),
             };
             return self.fail(
                 now_ms,
@@ -851,7 +858,7 @@ impl Machine for CallMachine {
                                         self.on_task(now_ms, task)
                                     }
                                     None => {
-                                        let err = Error::Malformed(format!(
+                                        let err = Error::malformed(format!(
                                             "the reply is not a task: {}",
                                             crate::wire::http::snippet(
                                                 &crate::wire::json::text(&v),
@@ -885,7 +892,7 @@ impl Machine for CallMachine {
         }
         let head = match head {
             Ok(head) if retryable(head.status) && self.resubscribing => {
-                let refused = TransportError(format!("HTTP {}", head.status));
+                let refused = TransportError::new(format!("HTTP {}", head.status));
                 return self.stream_ended(now_ms, Some(refused));
             }
             Ok(head) if retryable(head.status) => {
@@ -938,7 +945,7 @@ impl Machine for CallMachine {
             }
             (Phase::Collecting, Ok(Some(bytes))) => {
                 if self.plain.len() + bytes.len() > MAX_PLAIN_BODY {
-                    let err = Error::Malformed(format!(
+                    let err = Error::malformed(format!(
                         "the answer is over the {MAX_PLAIN_BODY}-byte limit"
                     ));
                     return self.fail(now_ms, "streaming", &err);
@@ -1036,6 +1043,10 @@ fn retry_after(headers: &[(String, String)]) -> Option<u64> {
 fn peer_text(text: &str) -> String {
     crate::wire::http::snippet(text, crate::wire::http::MAX_PEER_TEXT)
 }
+
+#[cfg(test)]
+#[path = "call_test_support.rs"]
+mod test_support;
 
 #[cfg(test)]
 #[path = "call_tests.rs"]

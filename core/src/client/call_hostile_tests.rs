@@ -3,44 +3,12 @@
 //! deadline for the whole call, megabytes of peer text.
 
 use super::*;
-use crate::host::driver::drive;
-use crate::testing::{block_on, completed, task, task_with_message, Reply, ScriptedPeer};
+use crate::testing::{completed, task, task_with_message, Reply, ScriptedPeer};
 use serde_json::{json, Value};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-fn spec(dialect: Dialect) -> CallSpec {
-    CallSpec {
-        agent: "planner".into(),
-        endpoint: "http://peer/".into(),
-        dialect,
-        headers: vec![],
-        timeout_ms: 5_000,
-        poll_every_ms: 100,
-        message_id: "m1".into(),
-        text: "ship the release".into(),
-        long_poll: false,
-        streaming: false,
-        started_ms: None,
-        jitter_seed: 7,
-    }
-}
-
-fn run_with(peer: &ScriptedPeer, spec: CallSpec) -> ToolResult {
-    block_on(drive(
-        &mut CallMachine::new(spec),
-        peer,
-        std::future::pending(),
-    ))
-}
-
-fn ok(v: Value) -> Reply {
-    Reply::Result(v)
-}
-
-fn meta(r: &ToolResult) -> &Value {
-    r.metadata.as_ref().expect("metadata on every result")
-}
+use super::test_support::{meta, ok, run_with, spec};
 
 /// When each request with this JSON-RPC method was sent.
 fn times(peer: &ScriptedPeer, method: &str) -> Vec<u64> {

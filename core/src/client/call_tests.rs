@@ -8,41 +8,19 @@ use serde_json::{json, Value};
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+use super::test_support::{meta, ok, run_with};
+
+/// The shared `test_support::spec`, with a header to carry and fast polls.
 fn spec(dialect: Dialect) -> CallSpec {
     CallSpec {
-        agent: "planner".into(),
-        endpoint: "http://peer/".into(),
-        dialect,
         headers: vec![("X-Trace".into(), "abc".into())],
-        timeout_ms: 5_000,
         poll_every_ms: 10,
-        message_id: "m1".into(),
-        text: "ship the release".into(),
-        long_poll: false,
-        streaming: false,
-        started_ms: None,
-        jitter_seed: 7,
+        ..super::test_support::spec(dialect)
     }
-}
-
-fn run_with(peer: &ScriptedPeer, spec: CallSpec) -> ToolResult {
-    block_on(drive(
-        &mut CallMachine::new(spec),
-        peer,
-        std::future::pending(),
-    ))
 }
 
 fn run(peer: &ScriptedPeer) -> ToolResult {
     run_with(peer, spec(Dialect::Toolnexus))
-}
-
-fn meta(r: &ToolResult) -> &Value {
-    r.metadata.as_ref().expect("metadata on every result")
-}
-
-fn ok(v: Value) -> Reply {
-    Reply::Result(v)
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The Agent Card, read leniently in all three shapes (toolnexus, A2A 0.3
 //! with `url`, A2A 1.0 with `supportedInterfaces`).
 
-use crate::error::Error;
+use crate::error::{Error, Reason, TransportError};
 use crate::wire::rpc::Dialect;
 use crate::wire::url;
 use serde_json::Value;
@@ -92,14 +92,18 @@ impl AgentCard {
         if body.len() as u64 > max_bytes {
             return Err(over_limit(max_bytes));
         }
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| Error::Malformed(format!("the Agent Card is not valid JSON: {e}")))?;
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            Error::Malformed(Reason::with_source(
+                format!("the Agent Card is not valid JSON: {e}"),
+                e,
+            ))
+        })?;
         let skills = v
             .get("skills")
             .and_then(Value::as_array)
             .map_or(0, Vec::len) as u64;
         if skills > max_skills {
-            return Err(Error::Malformed(format!(
+            return Err(Error::malformed(format!(
                 "the Agent Card lists {skills} skills, over the limit of {max_skills} (--max-skills, maxSkills)"
             )));
         }
@@ -109,13 +113,10 @@ impl AgentCard {
     /// Reads a card from a JSON value; see [`AgentCard::parse`].
     pub fn from_value(v: &Value) -> Result<Self, Error> {
         if !v.is_object() {
-            return Err(Error::Malformed(
-                "the Agent Card is not a JSON object".into(),
-            ));
+            return Err(Error::malformed("the Agent Card is not a JSON object"));
         }
-        let name = text(v, "name").ok_or_else(|| {
-            Error::Malformed("not an Agent Card: it has no string \"name\"".into())
-        })?;
+        let name = text(v, "name")
+            .ok_or_else(|| Error::malformed("not an Agent Card: it has no string \"name\""))?;
         let skills = v
             .get("skills")
             .and_then(Value::as_array)
@@ -405,6 +406,21 @@ mod tests {
     }
 
     #[test]
+    fn a_card_that_is_not_json_keeps_the_json_error_as_its_source() {
+        let err = AgentCard::parse(b"{\"name\":").expect_err("not JSON");
+        assert!(
+            err.to_string()
+                .starts_with("the Agent Card is not valid JSON: EOF"),
+            "{err}"
+        );
+        // The npm build keeps no causes (see `error.rs`).
+        if !cfg!(all(target_arch = "wasm32", target_os = "unknown")) {
+            let cause = std::error::Error::source(&err).expect("a cause");
+            assert!(cause.downcast_ref::<serde_json::Error>().is_some());
+        }
+    }
+
+    #[test]
     fn rejects_what_is_not_a_card() {
         assert!(matches!(
             AgentCard::parse(b"<html>"),
@@ -484,7 +500,7 @@ mod tests {
 
 /// The error for a card body past `max_bytes`.
 fn over_limit(max_bytes: u64) -> Error {
-    Error::Malformed(format!(
+    Error::malformed(format!(
         "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes)"
     ))
 }
@@ -546,7 +562,10 @@ impl CardMachine {
     }
 
     fn failed(&self, e: crate::error::TransportError) -> Error {
-        Error::Transport(format!("fetching the Agent Card {} failed: {e}", self.url))
+        Error::Transport(TransportError::with_source(
+            format!("fetching the Agent Card {} failed: {e}", self.url),
+            e,
+        ))
     }
 
     /// The card in a whole answer.
@@ -558,8 +577,13 @@ impl CardMachine {
                 body: resp.body_snippet(200),
             });
         }
-        AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1)
-            .map_err(|e| Error::Malformed(format!("{} ({})", e, self.url)))
+        AgentCard::parse_limited(&resp.body, self.limits.0, self.limits.1).map_err(|e| match e {
+            // The reason keeps its cause (the JSON error) with the URL added.
+            Error::Malformed(r) => {
+                Error::Malformed(r.map(|m| format!("{m} ({})", self.url), |_| true))
+            }
+            e => Error::malformed(format!("{} ({})", e, self.url)),
+        })
     }
 }
 
@@ -625,7 +649,7 @@ impl crate::host::driver::Machine for CardMachine {
                 };
             }
             // Past the limit: stop reading (the driver drops the rest).
-            Ok(Some(_)) if (200..300).contains(&self.status) => Err(Error::Malformed(format!(
+            Ok(Some(_)) if (200..300).contains(&self.status) => Err(Error::malformed(format!(
                 "{} ({})",
                 over_limit(self.limits.0),
                 self.url
@@ -649,12 +673,12 @@ impl crate::host::driver::Machine for CardMachine {
             "fetching the Agent Card {} timed out after {}ms",
             self.url, self.timeout_ms
         );
-        self.done(Err(Error::Transport(msg)))
+        self.done(Err(Error::transport(msg)))
     }
 
     fn handle_abort(&mut self, _now_ms: u64) -> crate::host::driver::Step<Self::Output> {
         let msg = format!("fetching the Agent Card {} was aborted", self.url);
-        self.done(Err(Error::Transport(msg)))
+        self.done(Err(Error::transport(msg)))
     }
 
     fn poll_event(&mut self) -> Option<Self::Event> {

@@ -84,7 +84,7 @@ pub async fn list_tasks<T: Transport>(
         let resp = transport.send(req).await?;
         let result = parse_reply(&resp, &endpoint)?;
         let (tasks, next, total) = read_page(&result).ok_or_else(|| {
-            Error::Malformed(format!(
+            Error::malformed(format!(
                 "the ListTasks answer has no tasks: {}",
                 crate::wire::json::text(&result)
             ))

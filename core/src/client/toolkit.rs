@@ -10,7 +10,7 @@ use crate::host::transport::{BoxFuture, MaybeSend, Transport};
 use crate::model::agent::Agent;
 use crate::model::event::StreamEvent;
 use crate::model::tool::{
-    a2a_input_schema, to_anthropic, to_gemini, to_openai, ToolResult, ToolSpec,
+    a2a_input_schema, to_anthropic, to_gemini, to_openai, ToolResult, ToolSource, ToolSpec,
 };
 use crate::wire::rpc::Dialect;
 use serde_json::Value;
@@ -140,10 +140,10 @@ type DynListener<'a> = &'a mut dyn FnMut(StreamEvent);
 /// What [`Toolkit::run_llm_reporting`] calls before each tool call (`Sync` on
 /// native targets, so the run stays `Send`).
 #[cfg(all(feature = "server", not(target_arch = "wasm32")))]
-pub type ToolCallHook<'a> = &'a (dyn Fn(&crate::llm::ToolCall, Option<&str>) + Sync);
+pub type ToolCallHook<'a> = &'a (dyn Fn(&crate::llm::ToolCall, Option<ToolSource>) + Sync);
 /// What [`Toolkit::run_llm_reporting`] calls before each tool call.
 #[cfg(all(feature = "server", target_arch = "wasm32"))]
-pub type ToolCallHook<'a> = &'a dyn Fn(&crate::llm::ToolCall, Option<&str>);
+pub type ToolCallHook<'a> = &'a dyn Fn(&crate::llm::ToolCall, Option<ToolSource>);
 
 /// GETs and parses the agent's card (bounded by the agent's timeout).
 pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<AgentCard, Error> {
@@ -190,7 +190,7 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
                         a2a_input_schema(&description)
                     },
                     description,
-                    source: "a2a".into(),
+                    source: ToolSource::A2a,
                 },
                 agent: agent.clone(),
                 agent_name: card.name.clone(),
@@ -432,7 +432,7 @@ impl<T: Transport> Toolkit<T> {
     }
 
     /// [`Toolkit::run_llm`] that tells `before_call` of every tool call, with
-    /// the tool's source (`"a2a"`, `"skill"`, …, `None` if unknown), before it runs.
+    /// the tool's [`ToolSource`] (`None` if unknown), before it runs.
     #[cfg(feature = "server")]
     pub async fn run_llm_reporting(
         &self,
@@ -471,10 +471,7 @@ impl<T: Transport> Toolkit<T> {
             tools.push(crate::llm::question::spec());
         }
         let execute = |call: crate::llm::ToolCall| {
-            let source = tools
-                .iter()
-                .find(|t| t.name == call.name)
-                .map(|t| t.source.as_str());
+            let source = tools.iter().find(|t| t.name == call.name).map(|t| t.source);
             before_call(&call, source);
             let asks = builtin_question && call.name == crate::llm::question::NAME;
             async move {

@@ -17,7 +17,7 @@
 
 pub mod question;
 
-use crate::error::{Error, TransportError};
+use crate::error::{Error, Reason, TransportError};
 use crate::host::driver::{Machine, ResponseHead, Step};
 use crate::host::transport::Transport;
 use crate::model::task::{Message, Role};
@@ -204,10 +204,20 @@ impl LlmConfig {
             .fold(text, |text, secret| text.replace(secret.as_str(), REDACTED))
     }
 
+    /// Whether an error's cause may be kept: its text holds no secret.
+    fn may_keep(&self, cause: &crate::error::Cause) -> bool {
+        let text = cause.to_string();
+        self.redact(text.clone()) == text
+    }
+
     fn redact_error(&self, e: Error) -> Error {
         match e {
-            Error::Transport(m) => Error::Transport(self.redact(m)),
-            Error::Malformed(m) => Error::Malformed(self.redact(m)),
+            Error::Transport(e) => {
+                Error::Transport(e.map(|m| self.redact(m), |c| self.may_keep(c)))
+            }
+            Error::Malformed(r) => {
+                Error::Malformed(r.map(|m| self.redact(m), |c| self.may_keep(c)))
+            }
             Error::Misuse(m) => Error::Misuse(self.redact(m)),
             Error::Status { status, url, body } => Error::Status {
                 status,
@@ -448,8 +458,9 @@ impl RunMachine {
         let resp = match response {
             Ok(resp) => resp,
             Err(e) => {
-                return self.fail(Error::Transport(format!(
-                    "LLM request to {url} failed: {e}"
+                return self.fail(Error::Transport(TransportError::with_source(
+                    format!("LLM request to {url} failed: {e}"),
+                    e,
                 )))
             }
         };
@@ -461,11 +472,15 @@ impl RunMachine {
                 body,
             });
         }
-        let Ok(reply) = serde_json::from_slice::<Value>(&resp.body) else {
-            let snippet = resp.body_snippet(SNIPPET_CHARS);
-            return self.fail(Error::Malformed(format!(
-                "LLM reply from {url} is not JSON: {snippet}"
-            )));
+        let reply = match serde_json::from_slice::<Value>(&resp.body) {
+            Ok(reply) => reply,
+            Err(e) => {
+                let snippet = resp.body_snippet(SNIPPET_CHARS);
+                return self.fail(Error::Malformed(Reason::with_source(
+                    format!("LLM reply from {url} is not JSON: {snippet}"),
+                    e,
+                )));
+            }
         };
         let parsed = match self.cfg.style {
             LlmStyle::OpenAi => parse_openai(&reply, self.turns),
@@ -473,7 +488,7 @@ impl RunMachine {
         };
         let turn = match parsed {
             Ok(turn) => turn,
-            Err(what) => return self.fail(Error::Malformed(malformed(&url, &reply, &what))),
+            Err(what) => return self.fail(Error::malformed(malformed(&url, &reply, &what))),
         };
         self.usage.add(&turn.usage);
         if turn.model.is_some() {
@@ -507,9 +522,9 @@ impl RunMachine {
         let msg = format!(
             "LLM request to {} timed out after {}ms",
             self.url,
-            crate::model::agent::millis(self.cfg.timeout)
+            crate::model::time::millis(self.cfg.timeout)
         );
-        self.fail(Error::Transport(msg))
+        self.fail(Error::transport(msg))
     }
 
     /// The results of the last `CallTools`, in the same order as its list.
@@ -572,7 +587,7 @@ impl RunMachine {
     fn send_model(&mut self, now_ms: u64) -> LlmStep {
         self.turns += 1;
         self.phase = Phase::Model;
-        let deadline_ms = now_ms.saturating_add(crate::model::agent::millis(self.cfg.timeout));
+        let deadline_ms = now_ms.saturating_add(crate::model::time::millis(self.cfg.timeout));
         LlmStep::Send {
             request: self.request(),
             deadline_ms,
@@ -939,7 +954,7 @@ impl Machine for RunMachine {
             return LlmStep::Done(result.clone());
         }
         let turns = self.turns;
-        self.fail(Error::Transport(format!(
+        self.fail(Error::transport(format!(
             "the LLM run was aborted (model calls made: {turns})"
         )))
     }

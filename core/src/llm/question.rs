@@ -23,7 +23,7 @@ pub fn spec() -> ToolSpec {
         description: DESCRIPTION.into(),
         // A constant that parses: the test below says so.
         input_schema: serde_json::from_slice(SCHEMA.as_bytes()).unwrap_or_default(),
-        source: "builtin".into(),
+        source: crate::model::tool::ToolSource::Builtin,
     }
 }
 

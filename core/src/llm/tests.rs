@@ -64,9 +64,9 @@ impl Transport for ModelEndpoint {
                 headers: vec![],
                 body: text.as_bytes().to_vec(),
             })),
-            Some(Canned::Fail(e)) => Some(Err(TransportError(e))),
+            Some(Canned::Fail(e)) => Some(Err(TransportError::new(e))),
             Some(Canned::Hang) => None,
-            None => Some(Err(TransportError("no reply scripted".into()))),
+            None => Some(Err(TransportError::new("no reply scripted"))),
         };
         std::future::poll_fn(move |_| match out.take() {
             Some(r) => Poll::Ready(r),
@@ -106,7 +106,7 @@ fn lookup_tool() -> ToolSpec {
         name: "lookup".into(),
         description: "Look something up".into(),
         input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
-        source: "host".into(),
+        source: crate::ToolSource::Host,
     }
 }
 
@@ -697,8 +697,8 @@ fn timeout_fails_the_run() {
     let err = go(&endpoint, &cfg, vec![]).expect_err("no answer");
     assert_eq!(
         err,
-        Error::Transport(
-            "LLM request to http://llm.test/v1/chat/completions timed out after 5000ms".into()
+        Error::transport(
+            "LLM request to http://llm.test/v1/chat/completions timed out after 5000ms"
         )
     );
     assert_eq!(endpoint.now_ms(), 5_000);
@@ -734,8 +734,8 @@ fn transport_failure_fails_the_run() {
     let err = go(&endpoint, &openai(), vec![]).expect_err("no answer");
     assert_eq!(
         err,
-        Error::Transport(
-            "LLM request to http://llm.test/v1/chat/completions failed: connection refused".into()
+        Error::transport(
+            "LLM request to http://llm.test/v1/chat/completions failed: connection refused"
         )
     );
 }
@@ -898,8 +898,8 @@ fn the_run_is_a_machine_on_the_one_driver_and_an_abort_fails_it() {
     ));
     assert_eq!(
         aborted,
-        Err(Error::Transport(
-            "the LLM run was aborted (model calls made: 1)".into()
+        Err(Error::transport(
+            "the LLM run was aborted (model calls made: 1)"
         ))
     );
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::model::time::millis;
+
 /// Default overall time limit of one call, in ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 /// Default upper bound of the interval between two GetTask polls, in ms.
@@ -151,14 +153,6 @@ impl Agent {
             .map(|(k, v)| (k.clone(), expand_env(v, &lookup)))
             .collect()
     }
-}
-
-/// Whole milliseconds, saturating (a `Duration` may exceed `u64` ms).
-/// Without `as_millis`: its `u128` arithmetic costs the wasm build.
-pub fn millis(d: Duration) -> u64 {
-    d.as_secs()
-        .saturating_mul(1000)
-        .saturating_add(u64::from(d.subsec_millis()))
 }
 
 /// Expands every `${NAME}` (`NAME` of `[A-Za-z0-9_]+`) through `lookup`; an

@@ -105,6 +105,12 @@ impl TaskState {
     pub fn is_interrupted(self) -> bool {
         matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
     }
+
+    /// Submitted or working: the agent is still on it (a fulfilment should be
+    /// running somewhere).
+    pub fn is_active(self) -> bool {
+        matches!(self, TaskState::Submitted | TaskState::Working)
+    }
 }
 
 /// Who wrote a message.

@@ -1,6 +1,17 @@
 //! Wall-clock instants as A2A writes them: RFC 3339 / ISO 8601 UTC strings
 //! (`2026-12-01T22:50:00.123Z`), kept as Unix milliseconds. Core reads no
-//! clock; hosts hand it the time.
+//! clock; hosts hand it the time. Also how a `Duration` becomes the
+//! milliseconds the machines count in.
+
+use std::time::Duration;
+
+/// Whole milliseconds, saturating (a `Duration` may exceed `u64` ms).
+/// Without `as_millis`: its `u128` arithmetic costs the wasm build.
+pub fn millis(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(d.subsec_millis()))
+}
 
 /// Days since 1970-01-01 of a proleptic Gregorian date.
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {

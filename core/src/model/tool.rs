@@ -11,8 +11,75 @@ pub struct ToolSpec {
     pub description: String,
     #[serde(rename = "inputSchema")]
     pub input_schema: Value,
-    /// Where the tool comes from: `"a2a"`, `"skill"` or `"host"`.
-    pub source: String,
+    /// Where the tool comes from.
+    pub source: ToolSource,
+}
+
+/// Where a tool comes from. Written (JSON, JS, WIT) as its
+/// [`as_str`](ToolSource::as_str) name: `"a2a"`, `"skill"`, `"host"`, `"builtin"`.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSource {
+    /// A remote A2A agent (or one of its skills).
+    A2a,
+    /// The `skill` tool of a skill set.
+    Skill,
+    /// A function of the host (Rust, JS).
+    Host,
+    /// Built into the LLM run (the `question` tool).
+    Builtin,
+}
+
+impl ToolSource {
+    /// The wire name: `"a2a"`, `"skill"`, `"host"` or `"builtin"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolSource::A2a => "a2a",
+            ToolSource::Skill => "skill",
+            ToolSource::Host => "host",
+            ToolSource::Builtin => "builtin",
+        }
+    }
+
+    /// Reads a wire name; `None` for any other text.
+    pub fn parse(name: &str) -> Option<ToolSource> {
+        [
+            ToolSource::A2a,
+            ToolSource::Skill,
+            ToolSource::Host,
+            ToolSource::Builtin,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+}
+
+/// Written as its wire name, a plain string (smaller in the `.wasm` than a
+/// derived enum serialiser).
+impl Serialize for ToolSource {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// Compares with the wire name: `source == "a2a"`.
+impl PartialEq<str> for ToolSource {
+    fn eq(&self, name: &str) -> bool {
+        self.as_str() == name
+    }
+}
+
+impl PartialEq<&str> for ToolSource {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
+
+impl std::fmt::Display for ToolSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The outcome of running a tool. Tools report failure here rather than by
@@ -129,7 +196,7 @@ mod tests {
             description: "Review some code".into(),
             input_schema: json!({"type": "object", "additionalProperties": false,
                                  "properties": {"task": {"type": "string"}}, "required": ["task"]}),
-            source: "a2a".into(),
+            source: ToolSource::A2a,
         }
     }
 
@@ -145,6 +212,21 @@ mod tests {
         let g = &to_gemini(&s)[0];
         assert_eq!(g["parameters"]["properties"]["task"]["type"], "string");
         assert!(g["parameters"].get("additionalProperties").is_none());
+    }
+
+    #[test]
+    fn tool_sources_keep_their_wire_names() {
+        let names = ["a2a", "skill", "host", "builtin"];
+        for name in names {
+            let source = ToolSource::parse(name).expect(name);
+            assert_eq!(source.as_str(), name);
+            assert_eq!(serde_json::to_value(source).expect("json"), json!(name));
+            let read: ToolSource = serde_json::from_value(json!(name)).expect("read");
+            assert_eq!(read, source);
+        }
+        assert_eq!(ToolSource::parse("A2A"), None);
+        assert!(ToolSource::Skill == "skill" && ToolSource::Skill != "a2a");
+        assert_eq!(serde_json::to_value(spec()).expect("json")["source"], "a2a");
     }
 
     #[test]

@@ -393,7 +393,7 @@ impl crate::Transport for ScriptedModel {
         let reply = lock(&self.replies).pop_front();
         std::future::ready(match reply {
             Some(v) => Ok(HttpResponse::json(200, v.to_string().into_bytes())),
-            None => Err(crate::TransportError("no reply scripted".into())),
+            None => Err(crate::TransportError::new("no reply scripted")),
         })
     }
     fn sleep_until(&self, _at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
@@ -509,7 +509,7 @@ fn a_suspending_host_tool_stops_the_task_in_auth_required_never_completed() {
             name: "calendar".into(),
             description: "Reads the calendar".into(),
             input_schema: json!({"type": "object"}),
-            source: "host".into(),
+            source: crate::ToolSource::Host,
         };
         tk.add_host_tool(
             spec,

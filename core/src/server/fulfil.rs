@@ -4,6 +4,7 @@ use super::{FulfilRequest, Fulfiller, Progress};
 use crate::client::toolkit::Toolkit;
 use crate::host::transport::{BoxFuture, Transport};
 use crate::llm::{LlmConfig, RunResult, ToolCall};
+use crate::model::tool::ToolSource;
 use crate::Error;
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ impl<T: Transport + 'static> Fulfiller for LlmFulfiller<T> {
         let toolkit = self.toolkit.clone();
         let llm = self.llm.clone();
         Box::pin(async move {
-            let report = |call: &ToolCall, source: Option<&str>| {
+            let report = |call: &ToolCall, source: Option<ToolSource>| {
                 progress.status(tool_call_status(call, source));
             };
             let run = toolkit
@@ -68,10 +69,10 @@ fn model_failure(e: &Error, llm: &LlmConfig) -> String {
 }
 
 /// What a working status says when the model calls `call` (a tool from `source`).
-pub fn tool_call_status(call: &ToolCall, source: Option<&str>) -> String {
+pub fn tool_call_status(call: &ToolCall, source: Option<ToolSource>) -> String {
     match source {
-        Some("a2a") => format!("Asking the A2A agent tool {}", call.name),
-        Some("skill") => match call.arguments.get("name").and_then(|n| n.as_str()) {
+        Some(ToolSource::A2a) => format!("Asking the A2A agent tool {}", call.name),
+        Some(ToolSource::Skill) => match call.arguments.get("name").and_then(|n| n.as_str()) {
             Some(skill) => format!("Loading the skill {skill}"),
             None => format!("Calling the tool {}", call.name),
         },
@@ -87,7 +88,7 @@ pub async fn run_reporting<T: Transport>(
     prompt: &str,
     progress: &Progress,
 ) -> Result<RunResult, Error> {
-    let report = |call: &ToolCall, source: Option<&str>| {
+    let report = |call: &ToolCall, source: Option<ToolSource>| {
         progress.status(tool_call_status(call, source));
     };
     toolkit.run_llm_reporting(cfg, prompt, &report).await
@@ -129,7 +130,7 @@ mod tests {
     fn a_model_failure_never_names_the_model_url() {
         let llm = LlmConfig::new("http://10.0.0.7:11434/v1/", LlmStyle::OpenAi, "m");
         let errors = [
-            Error::Transport(format!(
+            Error::transport(format!(
                 "LLM request to {} failed: connection refused",
                 llm.endpoint()
             )),
@@ -138,7 +139,7 @@ mod tests {
                 url: llm.endpoint(),
                 body: "bad gateway".into(),
             },
-            Error::Malformed("the reply from http://10.0.0.7:11434/v1 is not JSON".into()),
+            Error::malformed("the reply from http://10.0.0.7:11434/v1 is not JSON"),
         ];
         for e in errors {
             let text = model_failure(&e, &llm);

@@ -136,7 +136,10 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     /// Sends an HTTP request and reads the whole answer (push notifications
     /// to webhooks). Hosts without one keep the default: they cannot offer
     /// push notifications.
-    fn send(&self, _req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+    fn send(
+        &self,
+        _req: HttpRequest,
+    ) -> Option<BoxFuture<'static, Result<HttpResponse, crate::TransportError>>> {
         None
     }
 }
@@ -364,8 +367,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             body_limit: options.body_limit,
             heartbeat_ms: options
                 .heartbeat
-                .map(|d| crate::model::agent::millis(d).max(1)),
-            interrupted_after_ms: options.interrupted_after.map(crate::model::agent::millis),
+                .map(|d| crate::model::time::millis(d).max(1)),
+            interrupted_after_ms: options.interrupted_after.map(crate::model::time::millis),
             card_cache_control: match options.card_max_age {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
@@ -809,7 +812,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         ) else {
             return false;
         };
-        matches!(task.state, TaskState::Submitted | TaskState::Working)
+        task.state.is_active()
             && now.saturating_sub(updated) >= after_ms
             && !self.tasks().is_running(&task.id)
     }
@@ -822,7 +825,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             self.host.unix_ms().unwrap_or(u).saturating_sub(u) / 1000
         });
         mark_interrupted(&mut task, self.host.unix_ms());
-        self.store.save(&task).await.map_err(|e| not_stored(&e.0))?;
+        self.store
+            .save(&task)
+            .await
+            .map_err(|e| not_stored(e.message()))?;
         self.host.report(&format!(
             "task {} made no progress for {silent_s} s and is not running here; marked failed",
             task.id
@@ -1139,7 +1145,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 task.updated_ms = self.host.unix_ms().or(task.updated_ms);
                 if let Err(e) = self.store.save(&task).await {
                     self.save_failed(&format!("task {id}: saving state canceled failed: {e}"));
-                    return Err(not_stored(&e.0));
+                    return Err(not_stored(e.message()));
                 }
                 self.save_worked();
                 self.notify(&task);
@@ -1206,7 +1212,7 @@ pub const INTERRUPTED: &str = "the server stopped before this task finished; sen
 /// when it opens; [`ServerOptions::interrupted_after`] when a task is read).
 /// `unix_ms` stamps the change. Whether it changed the task.
 pub fn mark_interrupted(task: &mut Task, unix_ms: Option<u64>) -> bool {
-    if !matches!(task.state, TaskState::Submitted | TaskState::Working) {
+    if !task.state.is_active() {
         return false;
     }
     task.state = TaskState::Failed;
@@ -1281,7 +1287,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                         server.save_worked();
                         server.notify(&task);
                     }
-                    let mut after = server.tasks().saved(task, result.map_err(|e| e.0));
+                    let mut after = server
+                        .tasks()
+                        .saved(task, result.map_err(|e| e.to_string()));
                     if let Some(n) = after.retry.take() {
                         let at = server
                             .host

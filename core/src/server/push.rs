@@ -6,6 +6,7 @@
 
 use super::rpc::RpcError;
 use super::{push_not_supported, A2aServer, Fulfiller, RpcRequest, ServerHost, TaskStore};
+use crate::error::TransportError;
 use crate::host::lock::Lock;
 use crate::host::transport::BoxFuture;
 use crate::model::task::{Shape, Task};
@@ -334,7 +335,7 @@ impl PushConfigs {
 /// [`RETRY_BACKOFF_MS`]. `send` and `sleep(ms)` are the host's.
 pub(crate) async fn deliver(
     req: HttpRequest,
-    send: impl Fn(HttpRequest) -> BoxFuture<'static, Result<HttpResponse, String>>,
+    send: impl Fn(HttpRequest) -> BoxFuture<'static, Result<HttpResponse, TransportError>>,
     sleep: impl Fn(u64) -> Option<BoxFuture<'static, ()>>,
 ) -> Result<u32, String> {
     use futures_util::future::{select, Either};
@@ -349,14 +350,16 @@ pub(crate) async fn deliver(
         let outcome = match sleep(DELIVERY_TIMEOUT_MS) {
             Some(timer) => match select(sent, timer).await {
                 Either::Left((r, _)) => r,
-                Either::Right(_) => Err(format!("no answer within {DELIVERY_TIMEOUT_MS} ms")),
+                Either::Right(_) => Err(TransportError::new(format!(
+                    "no answer within {DELIVERY_TIMEOUT_MS} ms"
+                ))),
             },
             None => sent.await,
         };
         match outcome {
             Ok(resp) if (200..300).contains(&resp.status) => return Ok(attempt as u32 + 1),
             Ok(resp) => last = format!("HTTP {}", resp.status),
-            Err(e) => last = e,
+            Err(e) => last = e.to_string(),
         }
     }
     Err(last)
@@ -538,7 +541,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let host = &server.host;
             let send = |r: HttpRequest| {
                 host.send(r).unwrap_or_else(|| {
-                    Box::pin(std::future::ready(Err("this host cannot send".to_string())))
+                    Box::pin(std::future::ready(Err(TransportError::new(
+                        "this host cannot send",
+                    ))))
                 })
             };
             let sleep = |ms: u64| host.sleep_until(host.now_ms().saturating_add(ms));
@@ -651,16 +656,17 @@ mod tests {
             headers: Vec::new(),
             body: Vec::new(),
         };
-        let send = move |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, String>> {
-            let mut n = s.lock().unwrap();
-            *n += 1;
-            let r = if *n < 3 {
-                Ok(answer(503))
-            } else {
-                Ok(answer(204))
+        let send =
+            move |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, TransportError>> {
+                let mut n = s.lock().unwrap();
+                *n += 1;
+                let r = if *n < 3 {
+                    Ok(answer(503))
+                } else {
+                    Ok(answer(204))
+                };
+                Box::pin(std::future::ready(r))
             };
-            Box::pin(std::future::ready(r))
-        };
         let sleep = move |ms: u64| -> Option<BoxFuture<'static, ()>> {
             z.lock().unwrap().push(ms);
             // Timeouts never fire here; the pauses pass at once.
@@ -681,9 +687,10 @@ mod tests {
             .filter(|ms| *ms != DELIVERY_TIMEOUT_MS)
             .collect();
         assert_eq!(pauses, [500, 2_000]);
-        let never = |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, String>> {
-            Box::pin(std::future::ready(Err("refused".to_string())))
-        };
+        let never =
+            |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, TransportError>> {
+                Box::pin(std::future::ready(Err(TransportError::new("refused"))))
+            };
         let got = crate::testing::block_on(deliver(req, never, sleep));
         assert_eq!(got, Err("refused".into()), "four attempts, then given up");
     }

@@ -9,14 +9,10 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::hash::BuildHasher;
 
-/// A store failure (disk full, a KV error, the memory store at capacity).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError(pub String);
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+crate::error::message_error! {
+    /// A store failure (disk full, a KV error, the memory store at capacity),
+    /// and the error underneath (an I/O or JSON error) when there is one.
+    StoreError
 }
 
 /// Which tasks ListTasks asks for.
@@ -290,7 +286,7 @@ impl<L: Locks> MemoryStore<L> {
         }
         while inner.len >= self.max_tasks || inner.bytes + size > self.max_bytes {
             let Some(old) = inner.finished.pop_front() else {
-                return Err(StoreError(format!(
+                return Err(StoreError::new(format!(
                     "the task store is full: {} unfinished tasks, {} bytes",
                     inner.len, inner.bytes
                 )));

@@ -3,6 +3,7 @@
 use super::*;
 use crate::skills::Skill;
 use crate::testing::{run_with_jobs, Jobs, TestLocks, VirtualTime};
+use crate::ToolSource;
 use serde_json::json;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,7 +82,10 @@ impl ServerHost for Arc<TestHost> {
         lock(&self.timers).push((at - self.time.now(), at));
         Some(Box::pin(self.time.sleep_until(at)))
     }
-    fn send(&self, req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
+    fn send(
+        &self,
+        req: HttpRequest,
+    ) -> Option<BoxFuture<'static, Result<HttpResponse, crate::TransportError>>> {
         lock(&self.sent).push(req);
         let answer = HttpResponse {
             status: 204,
@@ -184,7 +188,7 @@ impl TaskStore for Arc<Recording> {
                 yield_once().await;
             }
             if *lock(&this.refuse) == Some(task.state) {
-                return Err(StoreError("no space left on device".into()));
+                return Err(StoreError::new("no space left on device"));
             }
             this.inner.save_now(&task)
         }
@@ -1558,15 +1562,21 @@ fn tool_calls_are_reported_naming_the_tool_and_its_kind() {
         arguments: args,
     };
     assert_eq!(
-        tool_call_status(&call("planner_plan", json!({"task": "x"})), Some("a2a")),
+        tool_call_status(
+            &call("planner_plan", json!({"task": "x"})),
+            Some(ToolSource::A2a)
+        ),
         "Asking the A2A agent tool planner_plan"
     );
     assert_eq!(
-        tool_call_status(&call("skill", json!({"name": "greet"})), Some("skill")),
+        tool_call_status(
+            &call("skill", json!({"name": "greet"})),
+            Some(ToolSource::Skill)
+        ),
         "Loading the skill greet"
     );
     assert_eq!(
-        tool_call_status(&call("search", json!({})), Some("host")),
+        tool_call_status(&call("search", json!({})), Some(ToolSource::Host)),
         "Calling the tool search"
     );
     assert_eq!(

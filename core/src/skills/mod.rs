@@ -38,6 +38,12 @@ pub struct SkippedSkill {
     pub reason: String,
 }
 
+crate::error::message_error! {
+    /// Why a SKILL.md was refused, and the YAML parser's error when that was
+    /// the problem.
+    SkillError
+}
+
 /// Parses one SKILL.md: YAML frontmatter between a first line `---` and the
 /// next `---` line, then the Markdown body.
 ///
@@ -50,16 +56,18 @@ pub struct SkippedSkill {
 /// mapping, a missing, empty or non-string `name`, a `description` that is a
 /// sequence or mapping) is an `Err` with a reason to show the operator. Never
 /// panics, and never expands YAML aliases.
-pub fn parse_skill_md(text: &str) -> Result<Skill, String> {
+pub fn parse_skill_md(text: &str) -> Result<Skill, SkillError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let text = text.replace("\r\n", "\n");
-    let (yaml, body) = split_frontmatter(&text)?;
+    let (yaml, body) = split_frontmatter(&text).map_err(SkillError::new)?;
     let fields = read_frontmatter(yaml)?;
 
     let name = match fields.name {
         None => return Err("missing `name` in frontmatter".into()),
         Some(Node::Scalar(text, ScalarKind::Str)) => text.trim().to_string(),
-        Some(other) => return Err(format!("`name` must be a string, found {}", other.kind())),
+        Some(other) => {
+            return Err(format!("`name` must be a string, found {}", other.kind()).into())
+        }
     };
     if name.is_empty() {
         return Err("`name` is empty".into());
@@ -68,10 +76,7 @@ pub fn parse_skill_md(text: &str) -> Result<Skill, String> {
         None | Some(Node::Scalar(_, ScalarKind::Null)) => String::new(),
         Some(Node::Scalar(text, _)) => text.trim().to_string(),
         Some(other) => {
-            return Err(format!(
-                "`description` must be a string, found {}",
-                other.kind()
-            ))
+            return Err(format!("`description` must be a string, found {}", other.kind()).into())
         }
     };
     Ok(Skill {
@@ -218,7 +223,7 @@ struct Frontmatter {
 /// nested values are skipped without being stored, and aliases are never
 /// expanded, so neither deep nesting nor an alias bomb can exhaust the
 /// stack or memory of a wasm instance.
-fn read_frontmatter(yaml: &str) -> Result<Frontmatter, String> {
+fn read_frontmatter(yaml: &str) -> Result<Frontmatter, SkillError> {
     let mut parser = Parser::new_from_str(yaml);
     let mut fields = Frontmatter::default();
     // Anchored nodes by anchor id, so `name: *alias` resolves to its scalar.
@@ -236,12 +241,13 @@ fn read_frontmatter(yaml: &str) -> Result<Frontmatter, String> {
             // Marker lines count from 1 within the frontmatter, which starts
             // on the file's second line; columns count from 0.
             let m = e.marker();
-            format!(
+            let text = format!(
                 "invalid YAML in frontmatter (line {}, column {}): {}",
                 m.line() + 1,
                 m.col() + 1,
                 e.info()
-            )
+            );
+            SkillError::with_source(text, e)
         })?;
         // `opens` marks a collection start: its node completes at its end.
         let (node, opens) = match event {
@@ -311,7 +317,7 @@ fn read_frontmatter(yaml: &str) -> Result<Frontmatter, String> {
             };
             if let Some((field, slot)) = slot {
                 if slot.is_some() {
-                    return Err(format!("duplicate key `{field}` in frontmatter"));
+                    return Err(format!("duplicate key `{field}` in frontmatter").into());
                 }
                 *slot = Some(node);
             }
@@ -324,7 +330,7 @@ fn read_frontmatter(yaml: &str) -> Result<Frontmatter, String> {
     match root {
         Some("a mapping") => Ok(fields),
         None => Err("frontmatter is empty: it must be a mapping with a `name`".into()),
-        Some(kind) => Err(format!("frontmatter must be a mapping, found {kind}")),
+        Some(kind) => Err(format!("frontmatter must be a mapping, found {kind}").into()),
     }
 }
 
@@ -359,7 +365,10 @@ impl SkillSet {
                 Ok(skill) => {
                     set.insert(skill, path);
                 }
-                Err(reason) => set.skipped.push(SkippedSkill { path, reason }),
+                Err(reason) => set.skipped.push(SkippedSkill {
+                    path,
+                    reason: reason.to_string(),
+                }),
             }
         }
         set
@@ -483,7 +492,7 @@ impl SkillSet {
                 "required": ["name"],
                 "additionalProperties": false,
             }),
-            source: "skill".into(),
+            source: crate::model::tool::ToolSource::Skill,
         }
     }
 
@@ -627,7 +636,7 @@ mod tests {
         match parse_skill_md(text) {
             Ok(s) => panic!("expected an error containing {expected:?}, parsed {s:?}"),
             Err(reason) => assert!(
-                reason.contains(expected),
+                reason.message().contains(expected),
                 "reason {reason:?} does not contain {expected:?}"
             ),
         }
@@ -724,6 +733,21 @@ mod tests {
                 assert_eq!(core_schema_kind(text), *kind, "{text:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_yaml_error_is_kept_as_the_source() {
+        let err = parse_skill_md("---\nname: [unclosed\n---\n").expect_err("bad YAML");
+        let cause = std::error::Error::source(&err);
+        // The npm build keeps no causes (see `error.rs`).
+        let keeps = !cfg!(all(target_arch = "wasm32", target_os = "unknown"));
+        assert_eq!(
+            cause.is_some_and(|c| c.downcast_ref::<yaml_rust2::ScanError>().is_some()),
+            keeps,
+            "{err:?}"
+        );
+        let err = parse_skill_md("---\nname: x\n").expect_err("unclosed");
+        assert!(std::error::Error::source(&err).is_none());
     }
 
     #[test]
@@ -882,8 +906,8 @@ mod tests {
         set.add(skill("a", "", ""));
         let spec = set.tool_spec();
         assert_eq!(
-            (spec.name.as_str(), spec.source.as_str()),
-            ("skill", "skill")
+            (spec.name.as_str(), spec.source),
+            ("skill", crate::ToolSource::Skill)
         );
         assert!(spec.description.starts_with(
             "Load a specialized skill when the task at hand matches one of the skills listed in the system prompt.\n\nUse this tool"

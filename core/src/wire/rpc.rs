@@ -1,6 +1,6 @@
 //! JSON-RPC envelopes in the three dialects a peer may speak.
 
-use crate::error::Error;
+use crate::error::{Error, Reason};
 use crate::wire::http::{HttpRequest, HttpResponse};
 use crate::wire::json::{text, with};
 use serde_json::{json, Value};
@@ -304,7 +304,7 @@ pub fn parse_response_value(mut v: Value) -> Result<Value, Error> {
     }
     match v.get_mut("result") {
         Some(result) => Ok(result.take()),
-        None => Err(Error::Malformed(format!(
+        None => Err(Error::malformed(format!(
             "a stream event is not a JSON-RPC response: {}",
             crate::wire::http::snippet(&text(&v), 200)
         ))),
@@ -332,14 +332,18 @@ pub fn parse_reply(resp: &HttpResponse, url: &str) -> Result<Value, Error> {
         url: url.to_string(),
         body: resp.body_snippet(200),
     };
-    let Ok(mut v) = serde_json::from_slice::<Value>(&resp.body) else {
-        if !resp.is_success() {
-            return Err(status_error());
+    let mut v = match serde_json::from_slice::<Value>(&resp.body) {
+        Ok(v) => v,
+        Err(_) if !resp.is_success() => return Err(status_error()),
+        Err(e) => {
+            return Err(Error::Malformed(Reason::with_source(
+                format!(
+                    "the reply from {url} is not JSON: {}",
+                    resp.body_snippet(200)
+                ),
+                e,
+            )))
         }
-        return Err(Error::Malformed(format!(
-            "the reply from {url} is not JSON: {}",
-            resp.body_snippet(200)
-        )));
     };
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(rpc_error(err));
@@ -349,7 +353,7 @@ pub fn parse_reply(resp: &HttpResponse, url: &str) -> Result<Value, Error> {
     }
     match v.get_mut("result") {
         Some(result) => Ok(result.take()),
-        None => Err(Error::Malformed(format!(
+        None => Err(Error::malformed(format!(
             "the reply from {url} is not a JSON-RPC response: {}",
             resp.body_snippet(200)
         ))),
@@ -447,7 +451,15 @@ mod tests {
             Err(Error::Status { status: 502, .. })
         ));
         let junk = HttpResponse::json(200, b"nope".to_vec());
-        assert!(matches!(parse_reply(&junk, "u"), Err(Error::Malformed(_))));
+        let err = parse_reply(&junk, "u").expect_err("not JSON");
+        assert!(matches!(err, Error::Malformed(_)), "{err:?}");
+        // The cause is kept, but for the npm build (see `error.rs`).
+        let cause = std::error::Error::source(&err);
+        let keeps = !cfg!(all(target_arch = "wasm32", target_os = "unknown"));
+        assert_eq!(
+            cause.is_some_and(|c| c.downcast_ref::<serde_json::Error>().is_some()),
+            keeps
+        );
         let empty = HttpResponse::json(200, b"{}".to_vec());
         assert!(matches!(parse_reply(&empty, "u"), Err(Error::Malformed(_))));
     }

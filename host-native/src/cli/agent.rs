@@ -111,7 +111,7 @@ struct Resolved {
 impl Identity {
     fn resolve(&self) -> Result<Resolved, Fail> {
         let config = match &self.config {
-            Some(path) => ConfigFile::load(path).map_err(|e| Fail(1, e))?,
+            Some(path) => ConfigFile::load(path).map_err(|e| Fail(1, e.to_string()))?,
             None => ConfigFile::default(),
         };
         let mut card = config.a2a.card.clone();
@@ -132,7 +132,7 @@ impl Identity {
         if !self.expose.is_empty() {
             card.skills = Some(self.expose.clone());
         }
-        let skills = load_skill_dirs(&self.skills).map_err(|e| Fail(1, e))?;
+        let skills = load_skill_dirs(&self.skills).map_err(|e| Fail(1, e.to_string()))?;
         for s in skills.skipped() {
             eprintln!("toolnexus: skill {} skipped: {}", s.path, s.reason);
         }
@@ -281,7 +281,7 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     }));
     let handle = serve_agent(&args.addr, options)
         .await
-        .map_err(|e| Fail(1, e))?;
+        .map_err(|e| Fail(1, e.to_string()))?;
     // Listen for the stop signals before saying we are up.
     let stop = super::remote::interrupted();
     println!("listening on {}", handle.url);
@@ -345,7 +345,8 @@ async fn serve_component(args: &ServeArgs, component: &std::path::Path) -> Resul
             ))
         }
     }
-    let agent = AgentComponent::load(component, env, preopen).map_err(|e| Fail(1, e))?;
+    let agent =
+        AgentComponent::load(component, env, preopen).map_err(|e| Fail(1, e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .map_err(|e| Fail(1, format!("cannot listen on {}: {e}", args.addr)))?;

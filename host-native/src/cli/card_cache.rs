@@ -23,7 +23,9 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use toolnexus_core::{Agent, AgentCard, Error, HttpRequest, HttpResponse, Transport};
+use toolnexus_core::{
+    Agent, AgentCard, Error, HttpRequest, HttpResponse, Transport, TransportError,
+};
 use toolnexus_host_native::NativeTransport;
 
 /// The folder of cached cards.
@@ -275,7 +277,11 @@ pub async fn fetch_card(
         req = req.with_header(&name, &value);
     }
     let resp = send(transport, agent, req).await?;
-    let malformed = |e: Error| Error::Malformed(format!("{e} ({shown})"));
+    let malformed = |e: Error| match e {
+        // The reason keeps its cause (the JSON error) with the URL added.
+        Error::Malformed(r) => Error::Malformed(r.map(|m| format!("{m} ({shown})"), |_| true)),
+        e => Error::malformed(format!("{e} ({shown})")),
+    };
     if resp.status == 304 {
         if let Some(stored) = cache.update(&agent.card, &resp) {
             return parse(&stored).map_err(malformed);
@@ -305,7 +311,12 @@ async fn send(
     let limit = Duration::from_millis(agent.timeout_ms());
     let (max_bytes, _) = agent.card_limits();
     let shown = toolnexus_core::redact_url(&agent.card);
-    let failed = |e| Error::Transport(format!("fetching the Agent Card {shown} failed: {e}"));
+    let failed = |e: TransportError| {
+        Error::Transport(TransportError::with_source(
+            format!("fetching the Agent Card {shown} failed: {e}"),
+            e,
+        ))
+    };
     let fetch = async {
         let mut resp = transport.send_streaming(req).await.map_err(failed)?;
         let mut body = Vec::new();
@@ -313,7 +324,7 @@ async fn send(
             let chunk = chunk.map_err(failed)?;
             if (body.len() + chunk.len()) as u64 > max_bytes {
                 if (200..300).contains(&resp.status) {
-                    return Err(Error::Malformed(format!(
+                    return Err(Error::malformed(format!(
                         "the Agent Card is over the limit of {max_bytes} bytes (--max-card-bytes, maxCardBytes) ({shown})"
                     )));
                 }
@@ -329,7 +340,7 @@ async fn send(
         })
     };
     match tokio::time::timeout(limit, fetch).await {
-        Err(_) => Err(Error::Transport(format!(
+        Err(_) => Err(Error::transport(format!(
             "fetching the Agent Card {shown} timed out after {}ms",
             agent.timeout_ms()
         ))),

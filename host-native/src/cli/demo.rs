@@ -47,7 +47,7 @@ pub async fn run() -> Result<i32, Fail> {
     }));
     let handle = serve("127.0.0.1:0", options)
         .await
-        .map_err(|e| fail("cannot start the agent", e))?;
+        .map_err(|e| fail("cannot start the agent", e.to_string()))?;
     println!("toolnexus demo: an A2A agent and its caller on this machine, offline.");
     println!(
         "Serving the example skills at {} with the echo model (it answers with the task's text).\n",

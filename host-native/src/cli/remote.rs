@@ -100,7 +100,7 @@ impl Remote {
                 .ok_or_else(|| Fail(1, "--engine wasm needs --component FILE".into()))?,
         };
         let host = toolnexus_host_native::component_host::ComponentHost::load(&path)
-            .map_err(|e| Fail(1, e))?;
+            .map_err(|e| Fail(1, e.to_string()))?;
         Ok(match (self.no_cache, CardCache::open()) {
             (false, Some(cache)) => {
                 host.with_card_cache(std::sync::Arc::new(card_cache::AgentCards {

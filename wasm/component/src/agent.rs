@@ -44,10 +44,16 @@ impl TaskStore for AgentStore {
                 let bytes = match std::fs::read(task_file(dir, id)) {
                     Ok(b) => b,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(e) => return Err(StoreError(format!("cannot read task {id}: {e}"))),
+                    Err(e) => {
+                        return Err(StoreError::with_source(
+                            format!("cannot read task {id}: {e}"),
+                            e,
+                        ))
+                    }
                 };
-                let value: serde_json::Value = serde_json::from_slice(&bytes)
-                    .map_err(|e| StoreError(format!("task {id} is not valid JSON: {e}")))?;
+                let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+                    StoreError::with_source(format!("task {id} is not valid JSON: {e}"), e)
+                })?;
                 Ok(Task::from_value(&value))
             }
         }
@@ -64,7 +70,7 @@ impl TaskStore for AgentStore {
                     .and_then(|()| std::fs::rename(&tmp, &path))
                     .map_err(|e| {
                         let _ = std::fs::remove_file(&tmp);
-                        StoreError(format!("cannot write task {}: {e}", task.id))
+                        StoreError::with_source(format!("cannot write task {}: {e}", task.id), e)
                     })
             }
         }

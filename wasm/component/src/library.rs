@@ -77,11 +77,11 @@ fn dialect_named(name: &str) -> wit::Dialect {
 fn error(e: toolnexus_core::Error) -> wit::Error {
     use toolnexus_core::Error as E;
     match e {
-        E::Transport(m) => wit::Error::Transport(m),
+        E::Transport(m) => wit::Error::Transport(m.to_string()),
         E::Status { status, url, body } => {
             wit::Error::Status(wit::HttpStatusError { status, url, body })
         }
-        E::Malformed(m) => wit::Error::Malformed(m),
+        E::Malformed(m) => wit::Error::Malformed(m.to_string()),
         E::Rpc { code, message } => wit::Error::Rpc(wit::RpcError { code, message }),
         E::Misuse(m) => wit::Error::Misuse(m),
         other => wit::Error::Misuse(other.to_string()),
@@ -93,7 +93,7 @@ fn tool(t: &toolnexus_core::A2aTool) -> wit::Tool {
         name: t.spec.name.clone(),
         description: t.spec.description.clone(),
         input_schema: t.spec.input_schema.to_string(),
-        source: t.spec.source.clone(),
+        source: t.spec.source.as_str().into(),
         agent_name: t.agent_name.clone(),
         skill: t.skill.clone(),
         endpoint: t.endpoint.clone(),

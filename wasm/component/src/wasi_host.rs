@@ -78,14 +78,14 @@ fn to_wasi(request: HttpRequest) -> Result<Request<Body>, TransportError> {
     }
     builder.body(Body::from(request.body)).map_err(|e| {
         let url = toolnexus_core::redact_url(&request.url);
-        TransportError(format!("cannot build the request to {url}: {e}"))
+        TransportError::new(format!("cannot build the request to {url}: {e}"))
     })
 }
 
 fn error_text(url: &str, e: &wstd::http::Error) -> TransportError {
     // The URL may hold credentials (user:password@, ?token=): never shown.
     let url = toolnexus_core::redact_url(url);
-    TransportError(format!("request to {url} failed: {e:#}"))
+    TransportError::new(format!("request to {url} failed: {e:#}"))
 }
 
 impl Transport for WasiTransport {
