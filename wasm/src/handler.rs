@@ -181,10 +181,11 @@ impl ServerHost for WasmHost {
 
     /// `fetch`, as the client's requests: push notifications.
     #[cfg(feature = "push")]
-    fn send(&self, req: HttpRequest) -> Option<BoxFuture<'static, Result<HttpResponse, String>>> {
-        Some(Box::pin(async move {
-            crate::transport::send(req).await.map_err(|e| e.0)
-        }))
+    fn send(
+        &self,
+        req: HttpRequest,
+    ) -> Option<BoxFuture<'static, Result<HttpResponse, toolnexus_core::TransportError>>> {
+        Some(Box::pin(crate::transport::send(req)))
     }
 }
 
