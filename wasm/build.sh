@@ -56,7 +56,7 @@ VERSION="$(awk -F'"' '/^\[workspace.package\]/ { w = 1 } w && /^version = / { pr
 
 # --- the two builds -------------------------------------------------------------
 FULL_NAMES="agent agentTools parseAgentsConfig buildAgentCard createToolkit createClient createA2AHandler sanitize describeCard listTasks"
-CLIENT_NAMES="agent agentTools parseAgentsConfig createToolkit sanitize describeCard"
+CLIENT_NAMES="agent agentTools parseAgentsConfig createToolkit sanitize describeCard listTasks"
 
 rm -rf "$PKG"
 mkdir -p "$PKG/dist"

@@ -333,6 +333,28 @@ export declare function agent(descriptor: AgentLike): Agent;
 /** Fetches the card: one `Tool` per skill. Rejects with a `ToolnexusError`. */
 export declare function agentTools(agent: AgentLike): Promise<Tool[]>;
 
+/** One task as `listTasks` gives it. */
+export interface TaskSummary {
+  id: string;
+  contextId: string;
+  state: TaskStateName;
+  /** When its status last changed (RFC 3339), when the agent says. */
+  timestamp?: string;
+  /** A completed task's answer, else its status message (a question, an error); may be empty. */
+  text: string;
+}
+
+/**
+ * The agent's tasks (A2A 1.0 ListTasks, every page up to 20 of 100), newest
+ * status change first, optionally of one context or in one state. Bounded by
+ * the agent's timeout. Rejects with a `ToolnexusError` (an agent without
+ * ListTasks: kind "rpc").
+ */
+export declare function listTasks(
+  agent: AgentLike,
+  filter?: { contextId?: string; status?: TaskStateName },
+): Promise<{ tasks: TaskSummary[]; totalSize?: number; truncated: boolean }>;
+
 /** The enabled agents of an `agents` block (`null` gives `[]`). */
 export declare function parseAgentsConfig(block: AgentsConfig | null | undefined): Agent[];
 

@@ -2,29 +2,6 @@
 // ---------------------------------------------------------------------------
 // The server half (full entry "toolnexus-wasm" only).
 
-/** One task as `listTasks` gives it. */
-export interface TaskSummary {
-  id: string;
-  contextId: string;
-  state: TaskStateName;
-  /** When its status last changed (RFC 3339), when the agent says. */
-  timestamp?: string;
-  /** A completed task's answer, else its status message (a question, an error); may be empty. */
-  text: string;
-}
-
-/**
- * (Full entry only: it would add about 3 KB to the client-only `.wasm`.)
- * The agent's tasks (A2A 1.0 ListTasks, every page up to 20 of 100), newest
- * status change first, optionally of one context or in one state. Bounded by
- * the agent's timeout. Rejects with a `ToolnexusError` (an agent without
- * ListTasks: kind "rpc").
- */
-export declare function listTasks(
-  agent: AgentLike,
-  filter?: { contextId?: string; status?: TaskStateName },
-): Promise<{ tasks: TaskSummary[]; totalSize?: number; truncated: boolean }>;
-
 /** A skill as data. */
 export interface Skill {
   name: string;

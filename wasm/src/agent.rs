@@ -107,7 +107,6 @@ pub async fn agent_tools(agent: JsValue) -> Result<JsValue, JsValue> {
 /// (`text`: a completed task's answer, else its status message). Bounded by
 /// the agent's timeout; rejects with a kinded `Error` (an agent that cannot
 /// list answers `rpc`).
-#[cfg(feature = "server")]
 #[wasm_bindgen(js_name = listTasks)]
 pub async fn list_tasks(agent: JsValue, filter: JsValue) -> Result<JsValue, JsValue> {
     use futures_util::future::{select, Either};

@@ -49,7 +49,7 @@ describe('imports', () => {
     const esm = await importShim('client.mjs');
     const cjs = await importShim('client.cjs');
     for (const m of [esm, cjs]) {
-      assert.deepEqual(Object.keys(m).sort(), ['agent', 'agentTools', 'createToolkit', 'describeCard', 'parseAgentsConfig', 'sanitize']);
+      assert.deepEqual(Object.keys(m).sort(), ['agent', 'agentTools', 'createToolkit', 'describeCard', 'listTasks', 'parseAgentsConfig', 'sanitize']);
     }
     await rejectsWithKind(esm.createToolkit({ skills: [{ name: 'x' }] }), 'misuse', /full build/);
   });

@@ -273,7 +273,7 @@ export default {
   const got = await (await w.mf.dispatchFetch(w.url)).json();
   const firstMs = performance.now() - t0;
   assert.deepEqual(got.full, ['agent', 'agentTools', 'buildAgentCard', 'createA2AHandler', 'createClient', 'createToolkit', 'describeCard', 'listTasks', 'parseAgentsConfig', 'sanitize']);
-  assert.deepEqual(got.client, ['agent', 'agentTools', 'createToolkit', 'describeCard', 'parseAgentsConfig', 'sanitize']);
+  assert.deepEqual(got.client, ['agent', 'agentTools', 'createToolkit', 'describeCard', 'listTasks', 'parseAgentsConfig', 'sanitize']);
   assert.equal(got.s, 'a_b');
   // A handler's first request (card), on a fresh instance: instantiation
   // (both .wasm files compiled at startup) plus building the server.
