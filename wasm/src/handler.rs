@@ -123,7 +123,7 @@ fn report(problem: &str) {
 }
 
 impl ServerHost for WasmHost {
-    type Locks = crate::store::WasmLocks;
+    type Locks = toolnexus_core::server::CellLocks;
     fn new_id(&self) -> String {
         new_id()
     }

@@ -4,9 +4,8 @@
 use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
 use futures_util::future::Either;
 use js_sys::{Function, Promise};
-use std::cell::{RefCell, RefMut};
 use std::future::Future;
-use toolnexus_core::server::{Lock, Locks, MemoryStore, StoreError, TaskFilter, TaskStore};
+use toolnexus_core::server::{CellLocks, MemoryStore, StoreError, TaskFilter, TaskStore};
 use toolnexus_core::MaybeSend;
 use toolnexus_core::Task;
 use wasm_bindgen::prelude::*;
@@ -16,34 +15,8 @@ use wasm_bindgen_futures::JsFuture;
 /// The memory store, or a JS object `{get(id), save(task)}` returning
 /// promises (KV, Durable Objects, …). Tasks cross as A2A 0.3 task objects.
 pub enum HandlerStore {
-    Memory(MemoryStore<WasmLocks>),
+    Memory(MemoryStore<CellLocks>),
     Js(JsValue),
-}
-
-/// A wasm instance runs one thread: shared server state needs only a
-/// `RefCell` (core never holds it across an `.await`).
-pub struct WasmLocks;
-
-/// The lock of [`WasmLocks`].
-pub struct WasmLock<T>(RefCell<T>);
-
-impl<T> Lock<T> for WasmLock<T> {
-    type Guard<'a>
-        = RefMut<'a, T>
-    where
-        T: 'a;
-
-    fn new(value: T) -> Self {
-        WasmLock(RefCell::new(value))
-    }
-
-    fn lock(&self) -> RefMut<'_, T> {
-        self.0.borrow_mut()
-    }
-}
-
-impl Locks for WasmLocks {
-    type Lock<T: MaybeSend> = WasmLock<T>;
 }
 
 async fn call_store(

@@ -33,3 +33,35 @@ pub trait Locks: 'static {
     /// The host's lock around a `T`.
     type Lock<T: MaybeSend>: Lock<T>;
 }
+
+/// The [`Locks`] of a host that runs on one thread (wasm32: a browser, a
+/// worker, a WASI component): a `RefCell`, since core never holds a lock
+/// across an `.await`. Natively a server is shared between threads, so
+/// this exists on wasm32 only.
+#[cfg(target_arch = "wasm32")]
+pub struct CellLocks;
+
+/// The lock of [`CellLocks`].
+#[cfg(target_arch = "wasm32")]
+pub struct CellLock<T>(std::cell::RefCell<T>);
+
+#[cfg(target_arch = "wasm32")]
+impl<T> Lock<T> for CellLock<T> {
+    type Guard<'a>
+        = std::cell::RefMut<'a, T>
+    where
+        T: 'a;
+
+    fn new(value: T) -> Self {
+        CellLock(std::cell::RefCell::new(value))
+    }
+
+    fn lock(&self) -> std::cell::RefMut<'_, T> {
+        self.0.borrow_mut()
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Locks for CellLocks {
+    type Lock<T: MaybeSend> = CellLock<T>;
+}

@@ -19,6 +19,8 @@ mod store;
 mod stream;
 mod validate;
 
+#[cfg(target_arch = "wasm32")]
+pub use crate::host::lock::{CellLock, CellLocks};
 pub use crate::host::lock::{Lock, Locks};
 pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
 pub use conversation::{context_turns, MAX_CONTEXT_MESSAGES};

@@ -3,10 +3,8 @@
 //! wasi:random for ids. Conversions only.
 
 use futures_util::StreamExt;
-use std::cell::{RefCell, RefMut};
 use std::future::Future;
-use toolnexus_core::server::{Lock, Locks};
-use toolnexus_core::{BoxFuture, MaybeSend};
+use toolnexus_core::BoxFuture;
 use toolnexus_core::{HttpRequest, HttpResponse, StreamingResponse, Transport, TransportError};
 use wstd::http::{Body, BodyExt, Client, Request};
 
@@ -164,37 +162,11 @@ pub fn header_pairs(headers: &wstd::http::HeaderMap) -> Vec<(String, String)> {
 #[derive(Clone, Copy, Default)]
 pub struct WasiHost;
 
-/// A component runs one thread: the server's shared state needs only a
-/// `RefCell` (core never holds it across an `.await`).
-pub struct WasiLocks;
-
-/// The lock of [`WasiLocks`].
-pub struct WasiLock<T>(RefCell<T>);
-
-impl<T> Lock<T> for WasiLock<T> {
-    type Guard<'a>
-        = RefMut<'a, T>
-    where
-        T: 'a;
-
-    fn new(value: T) -> Self {
-        WasiLock(RefCell::new(value))
-    }
-
-    fn lock(&self) -> RefMut<'_, T> {
-        self.0.borrow_mut()
-    }
-}
-
-impl Locks for WasiLocks {
-    type Lock<T: MaybeSend> = WasiLock<T>;
-}
-
 /// The memory store of a component.
-pub type MemoryStore = toolnexus_core::server::MemoryStore<WasiLocks>;
+pub type MemoryStore = toolnexus_core::server::MemoryStore<toolnexus_core::server::CellLocks>;
 
 impl toolnexus_core::server::ServerHost for WasiHost {
-    type Locks = WasiLocks;
+    type Locks = toolnexus_core::server::CellLocks;
 
     fn new_id(&self) -> String {
         new_id()
