@@ -2,6 +2,9 @@
 //! follow-up reads only its context's tasks, whatever else is stored; the
 //! index survives a restart and is rebuilt when missing or stale.
 
+mod common;
+
+use common::temp_dir;
 use toolnexus_core::server::{TaskFilter, TaskStore};
 use toolnexus_core::{Message, Role, Task, TaskState};
 use toolnexus_host_native::store::{FileStore, CONTEXTS};
@@ -23,17 +26,6 @@ fn task(id: &str, context: &str) -> Task {
         }],
         dialect: toolnexus_core::Shape::V03,
     }
-}
-
-fn temp_dir(what: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!(
-        "toolnexus-{what}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-    ))
 }
 
 async fn ids_in(store: &FileStore, context: &str) -> Vec<String> {

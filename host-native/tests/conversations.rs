@@ -82,14 +82,7 @@ async fn tool_of(handle: &ServeHandle) -> toolnexus_host_native::RemoteTool {
 #[tokio::test]
 async fn a_question_is_answered_on_the_same_task_and_a_file_store_keeps_the_conversation_across_a_restart(
 ) {
-    let dir = std::env::temp_dir().join(format!(
-        "toolnexus-conv-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-    ));
+    let dir = common::temp_dir("conv");
     let store = format!("file:{}", dir.display());
     let handle = serve_asks(&store).await;
     let tool = tool_of(&handle).await;
@@ -168,27 +161,9 @@ async fn rpc(handle: &ServeHandle, method: &str, params: Value) -> Value {
 
 #[tokio::test]
 async fn a_file_store_keeps_push_configs_across_a_restart_and_delivery_continues() {
-    use std::sync::Mutex;
-    let dir = std::env::temp_dir().join(format!(
-        "toolnexus-push-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-    ));
+    let dir = common::temp_dir("push");
     let store = format!("file:{}", dir.display());
-    let hits: Arc<Mutex<Vec<toolnexus_core::HttpRequest>>> = Arc::default();
-    let seen = hits.clone();
-    let hook = common::Stub::start(move |req| {
-        seen.lock().expect("hits").push(req);
-        toolnexus_core::HttpResponse {
-            status: 204,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
-    })
-    .await;
+    let (hook, hits) = common::Stub::webhook().await;
     let webhook = format!("{}/hook", hook.url());
 
     let handle = serve_asks_with_push(&store).await;

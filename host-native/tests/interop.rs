@@ -313,18 +313,7 @@ async fn the_js_sdk_client_lists_tasks_from_serve() {
 /// and with the four config methods) and the webhook gets the task's states
 /// with the config's Authorization.
 async fn pushes_to(sdk: Sdk) {
-    use std::sync::{Arc, Mutex};
-    let hits: Arc<Mutex<Vec<toolnexus_core::HttpRequest>>> = Arc::default();
-    let seen = hits.clone();
-    let hook = common::Stub::start(move |req| {
-        seen.lock().expect("hits").push(req);
-        toolnexus_core::HttpResponse {
-            status: 204,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
-    })
-    .await;
+    let (hook, hits) = common::Stub::webhook().await;
     let skills = repo_root().join("examples/skills").display().to_string();
     let server = start_listening(
         &toolnexus_bin(),

@@ -453,7 +453,7 @@ async fn an_unknown_store_selector_is_an_error() {
 /// The file store keeps tasks across a restart of the server.
 #[tokio::test]
 async fn the_file_store_round_trips_across_a_restart() {
-    let dir = std::env::temp_dir().join(format!("toolnexus-store-{}", uuid_like()));
+    let dir = common::temp_dir("store");
     let mut options = ServeOptions::new(toolkit_with(SkillSet::new()), Model::Echo);
     options.store = StoreConfig::File(dir.clone());
     let handle = serve_with(options.clone()).await;
@@ -516,17 +516,6 @@ async fn the_file_store_round_trips_across_a_restart() {
     }
     handle.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn uuid_like() -> String {
-    format!(
-        "{}-{:?}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-    )
 }
 
 /// A fulfiller that takes `ms` before answering "slow done".
@@ -697,7 +686,7 @@ impl toolnexus_core::server::Fulfiller for Chatty {
 /// with it, and a CancelTask that said "canceled" is what is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancels_racing_progress_on_the_file_store_stay_consistent() {
-    let dir = std::env::temp_dir().join(format!("toolnexus-race-{}", uuid_like()));
+    let dir = common::temp_dir("race");
     let tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
     let mut options = ServeOptions::new(Arc::new(tk), Model::Custom(Arc::new(Chatty)));
     options.store = StoreConfig::File(dir.clone());

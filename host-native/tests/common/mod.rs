@@ -54,6 +54,22 @@ impl Stub {
         .await
     }
 
+    /// A webhook on 127.0.0.1 that answers 204 and records every request.
+    pub async fn webhook() -> (Stub, Arc<std::sync::Mutex<Vec<HttpRequest>>>) {
+        let hits: Arc<std::sync::Mutex<Vec<HttpRequest>>> = Arc::default();
+        let seen = hits.clone();
+        let stub = Stub::start(move |req| {
+            seen.lock().expect("hits").push(req);
+            HttpResponse {
+                status: 204,
+                headers: Vec::new(),
+                body: Vec::new(),
+            }
+        })
+        .await;
+        (stub, hits)
+    }
+
     pub fn url(&self) -> &str {
         &self.handle.url
     }
@@ -234,4 +250,17 @@ impl toolnexus_core::server::Fulfiller for Steps {
             Ok(String::new())
         })
     }
+}
+
+/// A folder name under the system temp dir no other test or run uses
+/// (`toolnexus-WHAT-PID-NANOS`); not created.
+pub fn temp_dir(what: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "toolnexus-{what}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+    ))
 }
