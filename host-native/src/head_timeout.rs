@@ -7,7 +7,9 @@
 //! share of a GetTask's cost. Here each connection notes when it started
 //! waiting for a head (opened, or its last answer sent) in two plain
 //! atomics, and one timer, re-armed only when it fires, closes the
-//! connection once it has waited longer than the timeout.
+//! connection once it has waited longer than the timeout. The accept loop
+//! reads the same clock at the connection cap to close the connection that
+//! has waited longest ([`HeadClock::waiting_for`], [`HeadClock::evict`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +17,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Whether a connection waits for a request head, and since when.
@@ -26,6 +29,8 @@ pub(crate) struct HeadClock {
     /// When the connection last started waiting for a head, in
     /// milliseconds since `opened`.
     waiting_since_ms: AtomicU64,
+    /// Asks the connection to close if it is still waiting for a head.
+    evict: Notify,
 }
 
 impl HeadClock {
@@ -35,6 +40,7 @@ impl HeadClock {
             opened: Instant::now(),
             serving: AtomicUsize::new(0),
             waiting_since_ms: AtomicU64::new(0),
+            evict: Notify::new(),
         })
     }
 
@@ -42,7 +48,8 @@ impl HeadClock {
     /// guard is dropped (when its answer has been sent, or abandoned).
     pub(crate) fn serving(self: &Arc<Self>) -> Serving {
         // Relaxed: a connection's requests, answers and watchdog run in one
-        // task, so these are never touched concurrently.
+        // task, so these are never written concurrently (the accept loop
+        // only reads them, for a choice that may be a moment stale).
         self.serving.fetch_add(1, Ordering::Relaxed);
         Serving(self.clone())
     }
@@ -55,6 +62,19 @@ impl HeadClock {
         }
         let since = Duration::from_millis(self.waiting_since_ms.load(Ordering::Relaxed));
         Some(self.opened + since + timeout)
+    }
+
+    /// How long the connection has waited for a request head so far, or
+    /// `None` while it is serving a request.
+    pub(crate) fn waiting_for(&self, now: Instant) -> Option<Duration> {
+        let deadline = self.head_deadline(Duration::ZERO)?;
+        Some(now.saturating_duration_since(deadline))
+    }
+
+    /// Closes the connection if it is still waiting for a head when it
+    /// hears of this; a connection serving a request by then ignores it.
+    pub(crate) fn evict(&self) {
+        self.evict.notify_one();
     }
 }
 
@@ -71,8 +91,9 @@ impl Drop for Serving {
 }
 
 /// Runs `conn` (a connection being served) and drops it, which closes
-/// it, once it has waited `timeout` for a request head: slow senders of
-/// a head and idle keep-alive connections alike.
+/// it, once it has waited `timeout` for a request head (slow senders of
+/// a head and idle keep-alive connections alike), or when evicted while
+/// waiting for one.
 pub(crate) async fn close_when_head_late<C: Future>(
     conn: C,
     clock: Arc<HeadClock>,
@@ -80,9 +101,16 @@ pub(crate) async fn close_when_head_late<C: Future>(
 ) {
     let mut conn = std::pin::pin!(conn);
     let mut timer = std::pin::pin!(tokio::time::sleep_until(clock.opened + timeout));
+    let mut evicted = std::pin::pin!(clock.evict.notified());
     std::future::poll_fn(|cx: &mut Context<'_>| {
         if conn.as_mut().poll(cx).is_ready() {
             return Poll::Ready(());
+        }
+        while evicted.as_mut().poll(cx).is_ready() {
+            if clock.head_deadline(timeout).is_some() {
+                return Poll::Ready(());
+            }
+            evicted.set(clock.evict.notified());
         }
         // The timer is re-armed only when it fires: a connection that keeps
         // answering costs no timer work per request.

@@ -68,8 +68,10 @@ pub struct HttpOptions {
     pub head_timeout: Duration,
     /// The longest a request body may take to arrive (else 408). Default 30 s.
     pub body_timeout: Duration,
-    /// Connections served at once; past it the server stops accepting
-    /// (new clients wait in the listen backlog) until one closes. Default 512.
+    /// Connections served at once. At the cap the connection that has
+    /// waited longest for a request head (at least [`EVICT_AFTER`]: an idle
+    /// keep-alive or a slow sender) is closed to make room; while none
+    /// has, new clients wait in the listen backlog. Default 512.
     pub max_connections: usize,
     /// A refused body (413, 400) is read and dropped up to this many bytes
     /// and [`HttpOptions::drain_time`] before the connection closes, so
@@ -201,6 +203,49 @@ pub fn serve_streaming_on(
     serve_with(listener, HttpOptions::with_body_limit(body_limit), handler)
 }
 
+/// At the connection cap (or out of descriptors) a connection that has
+/// waited this long for a request head may be closed to let a new client
+/// in; one that sends its requests promptly is never closed for this.
+pub const EVICT_AFTER: Duration = Duration::from_secs(1);
+
+/// How often the accept loop, at the cap, looks again for a connection to close.
+const EVICT_RETRY: Duration = Duration::from_millis(100);
+
+/// The connections being served, as the accept loop sees them.
+struct Live {
+    clocks: Vec<std::sync::Weak<HeadClock>>,
+    max: usize,
+}
+
+impl Live {
+    fn add(&mut self, clock: &Arc<HeadClock>) {
+        // Forget closed connections now and then, so the list stays
+        // within twice the cap without a scan per connection.
+        if self.clocks.len() >= 2 * self.max {
+            self.clocks.retain(|c| c.strong_count() > 0);
+        }
+        self.clocks.push(Arc::downgrade(clock));
+    }
+
+    /// Asks the connection that has waited longest for a request head, if
+    /// at least [`EVICT_AFTER`], to close. Asking the same one again
+    /// before it has closed changes nothing.
+    fn evict_longest_waiting(&mut self) {
+        self.clocks.retain(|c| c.strong_count() > 0);
+        let now = tokio::time::Instant::now();
+        let longest = self
+            .clocks
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter_map(|c| Some((c.waiting_for(now)?, c)))
+            .filter(|(waited, _)| *waited >= EVICT_AFTER)
+            .max_by_key(|(waited, _)| *waited);
+        if let Some((_, clock)) = longest {
+            clock.evict();
+        }
+    }
+}
+
 /// The first wait after a failed accept; it doubles up to [`ACCEPT_BACKOFF_MAX`].
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -221,25 +266,36 @@ pub fn serve_with(
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut backoff = ACCEPT_BACKOFF_MIN;
         let mut at_cap_logged = false;
-        loop {
+        let mut live = Live {
+            clocks: Vec::new(),
+            max: options.max_connections.max(1),
+        };
+        'accept: loop {
             // A free connection slot first: at the cap, new clients wait
-            // in the kernel's backlog instead of costing a descriptor here.
+            // in the kernel's backlog instead of costing a descriptor here,
+            // and the connection idle longest is closed to make room (else
+            // a flood of idle connections would lock every client out
+            // until the head timeout).
             let slot = match slots.clone().try_acquire_owned() {
                 Ok(slot) => slot,
                 Err(_) => {
                     if !at_cap_logged {
                         tracing::warn!(
-                            "at the connection cap ({}): new connections wait until one closes",
+                            "at the connection cap ({}): closing the longest idle connections to make room",
                             options.max_connections
                         );
                         at_cap_logged = true;
                     }
-                    tokio::select! {
-                        slot = slots.clone().acquire_owned() => match slot {
-                            Ok(slot) => slot,
-                            Err(_) => break,
-                        },
-                        _ = stopped.changed() => break,
+                    loop {
+                        live.evict_longest_waiting();
+                        tokio::select! {
+                            slot = slots.clone().acquire_owned() => match slot {
+                                Ok(slot) => break slot,
+                                Err(_) => break 'accept,
+                            },
+                            _ = tokio::time::sleep(EVICT_RETRY) => {}
+                            _ = stopped.changed() => break 'accept,
+                        }
                     }
                 }
             };
@@ -260,6 +316,8 @@ pub fn serve_with(
                         tracing::warn!("accepting a connection failed: {e}; backing off");
                     }
                     drop(slot);
+                    // Out of descriptors, an idle connection's is the one to free.
+                    live.evict_longest_waiting();
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
                         _ = stopped.changed() => break,
@@ -271,6 +329,7 @@ pub fn serve_with(
             at_cap_logged = false;
             let _ = stream.set_nodelay(true);
             let clock = HeadClock::new();
+            live.add(&clock);
             // Cloned once per connection: a request then clones only this
             // connection's own Arc, not counters every core shares.
             let shared = Arc::new(Connection {
