@@ -2,6 +2,7 @@
 //! `ulimit -n`, connections past what it can accept wait in the listen
 //! backlog while every accept fails (EMFILE). The accept loop must back
 //! off instead of spinning, and serve again once descriptors are freed.
+//! (Idle connections would be closed to make room; these are busy.)
 //!
 //! CPU time is read from /proc/PID/stat as a count of clock ticks over a
 //! window, with a generous bound: a spinning loop burns a whole core.
@@ -73,10 +74,16 @@ async fn out_of_descriptors_the_accept_loop_backs_off_and_serves_again() {
     );
 
     // 64 descriptors take about 50 connections; the rest wait in the
-    // backlog (std's 128, so no connect waits for a retried SYN).
+    // backlog (std's 128, so no connect waits for a retried SYN). Each
+    // sends a request head and holds back its body: a connection being
+    // served is never closed to make room, so descriptors stay short.
     let mut held = Vec::new();
     for _ in 0..100 {
-        held.push(TcpStream::connect(&addr).await.expect("connect"));
+        let mut c = TcpStream::connect(&addr).await.expect("connect");
+        c.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+            .await
+            .expect("head");
+        held.push(c);
     }
     // Let the server take what it can and meet EMFILE.
     tokio::time::sleep(Duration::from_millis(500)).await;
