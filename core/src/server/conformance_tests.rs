@@ -926,6 +926,11 @@ fn history_length_keeps_the_latest_messages_on_send_message_and_get_task() {
         "configuration": {"historyLength": 1}});
     let done = f.rpc(Some("1.0"), "SendMessage", answer);
     assert_eq!(texts(&done["result"]["task"]), ["Paris"], "{done}");
+    // §3.4.3: the context is the task's when only the taskId is given.
+    assert_eq!(
+        done["result"]["task"]["contextId"],
+        asked["result"]["task"]["contextId"]
+    );
     let got = f.rpc(
         Some("1.0"),
         "GetTask",
@@ -940,4 +945,62 @@ fn history_length_keeps_the_latest_messages_on_send_message_and_get_task() {
     assert_eq!(texts(&got["result"]), ["Paris"], "{got}");
     let all = f.rpc(None, "tasks/get", json!({"id": id}));
     assert_eq!(texts(&all["result"]).len(), 3, "{all}");
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn a_webhook_that_never_answers_times_out_on_each_attempt_then_is_given_up() {
+    // A2A 1.0 §4.3.3 / §13.2 (SHOULD): a timeout on webhook requests
+    // (recommended 10-30 s) and retries with exponential backoff.
+    use crate::server::push::{deliver, DELIVERY_TIMEOUT_MS};
+    use crate::TransportError;
+    let sleeps = Arc::new(Mutex::new(Vec::new()));
+    let z = sleeps.clone();
+    let silent = |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, TransportError>> {
+        Box::pin(std::future::pending())
+    };
+    // Every timer fires at once: each attempt times out, each pause passes.
+    let sleep = move |ms: u64| -> Option<BoxFuture<'static, ()>> {
+        lock(&z).push(ms);
+        Some(Box::pin(std::future::ready(())))
+    };
+    let req = HttpRequest::post_json("https://hooks.example/a2a", b"{}".to_vec());
+    let got = crate::testing::block_on(deliver(req, silent, sleep));
+    assert_eq!(
+        got,
+        Err(format!("no answer within {DELIVERY_TIMEOUT_MS} ms"))
+    );
+    assert_eq!(DELIVERY_TIMEOUT_MS, 10_000);
+    assert_eq!(
+        *lock(&sleeps),
+        [10_000, 500, 10_000, 2_000, 10_000, 8_000, 10_000],
+        "four attempts, each bounded, with growing pauses between"
+    );
+}
+
+#[test]
+fn a_send_naming_a_webhook_is_push_not_supported_on_an_agent_without_push() {
+    // A2A 1.0 §3.3.4: pushNotifications false ⇒ PushNotificationNotSupportedError.
+    // Runs with and without the `push` feature (the npm package has it off).
+    let f = fixture();
+    assert_eq!(card()["capabilities"]["pushNotifications"], false);
+    let v = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("x"),
+            "configuration": {"taskPushNotificationConfig": {"url": "https://hooks.example/x"}}}),
+    );
+    assert_eq!(v["error"]["code"], -32003, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"],
+        "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    );
+    let v = f.rpc(
+        None,
+        "message/send",
+        json!({"message": msg_03("x"),
+            "configuration": {"pushNotificationConfig": {"url": "https://hooks.example/x"}}}),
+    );
+    assert_eq!(v["error"]["code"], -32003, "{v}");
+    assert!(lock(&f.store.saves).is_empty(), "no task was made");
 }
