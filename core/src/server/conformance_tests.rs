@@ -1004,3 +1004,25 @@ fn a_send_naming_a_webhook_is_push_not_supported_on_an_agent_without_push() {
     assert_eq!(v["error"]["code"], -32003, "{v}");
     assert!(lock(&f.store.saves).is_empty(), "no task was made");
 }
+
+#[test]
+fn auth_required_in_10_is_a_task_state_with_a_message_saying_why() {
+    // A2A 1.0 §7.6.1: the agent "MUST use a Task", "MUST transition the
+    // TaskState to TASK_STATE_AUTH_REQUIRED", "MUST include a TaskStatus
+    // message explaining the required authorization"; a blocking send ends there.
+    use super::conversation_tests::SIGN_IN;
+    let f = fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "login to the calendar", true);
+    let task = &v["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_AUTH_REQUIRED", "{v}");
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], SIGN_IN);
+    let answer = json!({"message": {"role": "ROLE_USER", "messageId": "m2",
+        "taskId": task["id"], "parts": [{"text": "done"}]}});
+    let done = f.rpc(Some("1.0"), "SendMessage", answer);
+    assert_eq!(done["result"]["task"]["id"], task["id"], "{done}");
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
