@@ -373,3 +373,126 @@ async fn a_message_naming_a_task_is_checked_against_it_over_http() {
     );
     handle.stop().await;
 }
+
+/// Asks to sign in (auth-required) unless the message answers that request.
+struct SignInFirst;
+
+const SIGN_IN: &str = "Sign in at https://auth.example/login, then say done";
+
+impl toolnexus_core::server::Fulfiller for SignInFirst {
+    fn fulfil(
+        &self,
+        request: toolnexus_core::server::FulfilRequest,
+        progress: toolnexus_core::server::Progress,
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
+        let answering = request
+            .history
+            .last()
+            .is_some_and(|m| m.role == toolnexus_core::Role::Agent && m.text() == SIGN_IN);
+        Box::pin(async move {
+            if answering {
+                Ok(format!("signed in: {}", request.text))
+            } else {
+                progress.auth_required(SIGN_IN);
+                Ok(String::new())
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn auth_required_and_list_pages_over_http() {
+    let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    tk.add_skills(SkillSet::new());
+    let options = ServeOptions::new(
+        Arc::new(tk),
+        toolnexus_host_native::Model::Custom(Arc::new(SignInFirst)),
+    );
+    let handle = serve("127.0.0.1:0", options).await.expect("serve");
+    let url = handle.url.clone();
+    // A2A 1.0 §7.6.1: a Task, in TASK_STATE_AUTH_REQUIRED, with a status
+    // message saying why; a blocking send ends there (§3.2.2).
+    let asked = rpc(
+        &url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "my calendar"}]}}),
+    )
+    .await;
+    let task = asked["result"]["task"].clone();
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+        "{asked}"
+    );
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], SIGN_IN);
+    // The answer names the task only: §3.4.3, the context is inferred.
+    let done = rpc(
+        &url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": task["id"],
+            "parts": [{"text": "done"}]}}),
+    )
+    .await;
+    let finished = &done["result"]["task"];
+    assert_eq!(finished["id"], task["id"], "{done}");
+    assert_eq!(finished["contextId"], task["contextId"]);
+    assert_eq!(finished["status"]["state"], "TASK_STATE_COMPLETED");
+    // 0.3 names and shapes too.
+    let v = rpc(
+        &url,
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m3", "parts": [{"kind": "text", "text": "mail"}]}}),
+    )
+    .await;
+    assert_eq!(v["result"]["status"]["state"], "auth-required", "{v}");
+    assert_eq!(
+        v["result"]["status"]["message"]["parts"][0]["text"],
+        SIGN_IN
+    );
+
+    // ListTasks in pages of one, following the opaque tokens (§3.1.4): every
+    // task once, artifacts omitted unless asked for.
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    for _ in 0..4 {
+        let page = rpc(
+            &url,
+            Some("1.0"),
+            "ListTasks",
+            json!({"pageSize": 1, "pageToken": token}),
+        )
+        .await;
+        let page = &page["result"];
+        assert_eq!(page["totalSize"], 2, "{page}");
+        assert_eq!(page["pageSize"], 1);
+        assert!(page["tasks"][0].get("artifacts").is_none(), "{page}");
+        seen.push(page["tasks"][0]["id"].clone());
+        token = page["nextPageToken"]
+            .as_str()
+            .expect("nextPageToken is always there")
+            .to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    // (Both may carry the same millisecond, so their order is not asserted here.)
+    let mut want = vec![v["result"]["id"].to_string(), task["id"].to_string()];
+    let mut seen: Vec<String> = seen.iter().map(Value::to_string).collect();
+    want.sort();
+    seen.sort();
+    assert_eq!(seen, want, "every task once");
+    let with = rpc(
+        &url,
+        Some("1.0"),
+        "ListTasks",
+        json!({"includeArtifacts": true, "status": "TASK_STATE_COMPLETED"}),
+    )
+    .await;
+    assert_eq!(
+        with["result"]["tasks"][0]["artifacts"][0]["parts"][0]["text"], "signed in: done",
+        "{with}"
+    );
+    handle.stop().await;
+}
