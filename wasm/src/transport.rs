@@ -86,8 +86,9 @@ fn check_header(name: &str, value: &str) -> Result<(), TransportError> {
     if name_ok && value_ok {
         Ok(())
     } else {
+        let name = toolnexus_core::quoted(name);
         Err(TransportError::new(format!(
-            "the header {name:?} has an invalid name or value"
+            "the header {name} has an invalid name or value"
         )))
     }
 }
