@@ -97,7 +97,8 @@ pub fn error_text(e: &JsValue) -> String {
             break;
         }
         let more = one(&cause);
-        if !more.is_empty() && !text.contains(&more) {
+        // (`find_str`, not `contains(&str)`: see toolnexus_core::find_str.)
+        if !more.is_empty() && toolnexus_core::find_str(&text, &more).is_none() {
             text = format!("{text}: {more}");
         }
         cause = get(&cause, "cause");

@@ -832,7 +832,7 @@ impl Machine for CallMachine {
                         self.poll_failures = 0;
                         let long_polled = resp
                             .header("Preference-Applied")
-                            .is_some_and(|p| p.contains("wait"));
+                            .is_some_and(|p| crate::wire::http::find_str(p, "wait").is_some());
                         match parse_reply(&resp, &endpoint) {
                             Err(e) => self.fail(now_ms, &what, &e),
                             Ok(v) => {

@@ -27,9 +27,22 @@ pub const MAX_PEER_TEXT: usize = 1_000;
 /// Peer text for an error message: cut to `max` chars, with `…` if cut.
 pub(crate) fn snippet(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
+        Some((cut, _)) => format!("{}…", text.get(..cut).unwrap_or_default()),
         None => text.to_string(),
     }
+}
+
+/// Where `needle` (non-empty) first occurs in `haystack`: `str::find` for a
+/// `&str` pattern, by bytes. The client path neither slices a `str` with
+/// `[..]` nor searches one for a `&str` (use this and `str::get`): either
+/// brings the panic message that quotes a `char` with Rust's escaping and
+/// Unicode tables into the `.wasm`.
+pub fn find_str(haystack: &str, needle: &str) -> Option<usize> {
+    let needle = needle.as_bytes();
+    haystack
+        .as_bytes()
+        .windows(needle.len().max(1))
+        .position(|w| w == needle)
 }
 
 /// Appends `bytes` as UTF-8 text, each invalid sequence as one U+FFFD: what
@@ -125,6 +138,21 @@ mod tests {
     use super::*;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn find_str_is_str_find() {
+        for (hay, needle) in [
+            ("http://x/y", "://"),
+            ("a${B}${C}", "${"),
+            ("no", "://"),
+            ("", "x"),
+            ("x", "xy"),
+            ("wait=30, wait", "wait"),
+            ("é://", "://"),
+        ] {
+            assert_eq!(find_str(hay, needle), hay.find(needle), "{hay} {needle}");
+        }
+    }
 
     #[test]
     fn push_lossy_is_from_utf8_lossy() {
