@@ -23,7 +23,7 @@
 //! | `client/` | the Agent Card, the call machine, `agent_tools`, the `Toolkit` |
 //! | `host/` | the `Transport` trait and the driver |
 //! | [`llm`] | the OpenAI/Anthropic tool loop (feature `server`) |
-//! | [`skills`] | SKILL.md skills and the `skill` tool (feature `server`) |
+//! | [`skills`] | skills and the `skill` tool (feature `server`); SKILL.md texts (feature `skill-md`) |
 //! | [`server`] | the server function, its task machine and stores (feature `server`) |
 
 mod client;

@@ -10,6 +10,7 @@ import {
 } from './helpers.mjs';
 
 const tn = await importShim('esm.mjs');
+const { parseSkillMd } = await importShim('skills.mjs');
 const closers = [];
 after(async () => {
   await Promise.all(closers.map((c) => c()));
@@ -52,6 +53,29 @@ describe('imports', () => {
       assert.deepEqual(Object.keys(m).sort(), ['agent', 'agentTools', 'createToolkit', 'describeCard', 'listTasks', 'parseAgentsConfig', 'sanitize']);
     }
     await rejectsWithKind(esm.createToolkit({ skills: [{ name: 'x' }] }), 'misuse', /full build/);
+  });
+
+  test('the skills entry loads under ESM and CommonJS: parseSkillMd with a real YAML parser', async () => {
+    const esm = await importShim('skills.mjs');
+    const cjs = await importShim('skills.cjs');
+    for (const m of [esm, cjs]) {
+      assert.deepEqual(Object.keys(m), ['parseSkillMd']);
+      assert.deepEqual(m.parseSkillMd('\ufeff---\r\nname: "  q  "\r\ndescription: >\r\n  folded\r\n  text\r\n---\r\n\r\nBody.\r\n'), {
+        name: 'q', description: 'folded text', content: 'Body.',
+      });
+    }
+    // YAML, not line matching: an anchor and alias, a block scalar, a flow mapping.
+    assert.deepEqual(esm.parseSkillMd('---\nbase: &n shared\nname: *n\ndescription: |\n  two\n  lines\nmeta: {a: 1}\n---\nx'), {
+      name: 'shared', description: 'two\nlines', content: 'x',
+    });
+    for (const [text, why] of [
+      ['no frontmatter', /no frontmatter/],
+      ['---\nname: [broken\n---\nbody', /invalid YAML in frontmatter/],
+      ['---\ndescription: d\n---\n', /missing `name`/],
+      ['---\nname: 5\n---\n', /`name` must be a string, found a number/],
+    ]) {
+      assert.throws(() => esm.parseSkillMd(text), (e) => e.kind === 'misuse' && why.test(e.message), text);
+    }
   });
 });
 
@@ -346,9 +370,9 @@ describe('config and toolkit', () => {
     await rejectsWithKind(tn.createToolkit({ tools: [{ name: 'x' }] }), 'misuse', /execute/);
   });
 
-  test('skills in a toolkit: the skill tool loads a skill; a malformed SKILL.md is skipped', async () => {
+  test('skills in a toolkit: the skill tool loads a skill; a SKILL.md text goes through parseSkillMd', async () => {
     const tk = await tn.createToolkit({
-      skills: [{ name: 'hello-world', description: 'Greets', content: 'Say hello.' }, '---\nname: [broken\n---\nbody', '---\nname: md\n---\nFrom markdown.'],
+      skills: [{ name: 'hello-world', description: 'Greets', content: 'Say hello.' }, parseSkillMd('---\nname: md\n---\nFrom markdown.')],
     });
     const skill = tk.get('skill');
     assert.equal(skill.source, 'skill');
@@ -365,6 +389,9 @@ describe('config and toolkit', () => {
     const nope = await tk.execute('skill', { name: 'nope' });
     assert.deepEqual([nope.isError, nope.output], [true, 'Skill "nope" not found. Available skills: hello-world, md']);
     await rejectsWithKind(tn.createToolkit({ skills: [{ description: 'no name' }] }), 'misuse');
+    // The text itself is refused with a pointer to the skills entry, never dropped.
+    await rejectsWithKind(tn.createToolkit({ skills: ['---\nname: md\n---\nx'] }), 'misuse', /skills\[0\] is a SKILL\.md text: .*parseSkillMd from "toolnexus-wasm\/skills"/);
+    assert.throws(() => tn.createA2AHandler({ client: 'echo', skills: [{ name: 'ok' }, '---\nname: md\n---\nx'] }), (e) => e.kind === 'misuse' && /skills\[1\] is a SKILL\.md text/.test(e.message));
   });
 
   test('addAgent adds tools at run time and the abort signal reaches them', async () => {
@@ -393,7 +420,7 @@ describe('config and toolkit', () => {
 describe('inbound: serve skills and resolve them', () => {
   const skills = [
     { name: 'hello-world', description: 'Greets people', content: 'Say hello warmly.\nThen stop.' },
-    '---\nname: summarize\ndescription: Summarizes text\n---\nSummarize in one line.\n',
+    parseSkillMd('---\nname: summarize\ndescription: Summarizes text\n---\nSummarize in one line.\n'),
   ];
 
   test('buildAgentCard: defaults, allowlist, provider', () => {

@@ -36,7 +36,7 @@ function workerModules(source) {
   const root = '/worker';
   const pkg = JSON.parse(readFileSync(join(pkgDir(), 'package.json'), 'utf8'));
   const modules = [{ type: 'ESModule', path: `${root}/worker.js`, contents: source }];
-  for (const [specifier, subpath] of [['toolnexus-wasm', '.'], ['toolnexus-wasm/client', './client']]) {
+  for (const [specifier, subpath] of [['toolnexus-wasm', '.'], ['toolnexus-wasm/client', './client'], ['toolnexus-wasm/skills', './skills']]) {
     const target = posix.join('node_modules/toolnexus-wasm', pkg.exports[subpath].workerd.default);
     let rel = posix.relative(posix.dirname(specifier), target);
     if (!rel.startsWith('.')) rel = `./${rel}`;
@@ -70,10 +70,12 @@ async function startWorker(source, bindings = {}) {
 
 const SERVING_WORKER = `
 import { createA2AHandler, createClient } from "toolnexus-wasm";
+import { parseSkillMd } from "toolnexus-wasm/skills";
 
+// One skill as data, one from a SKILL.md text (the skills entry's own .wasm).
 const skills = [
   { name: "hello-world", description: "Greets people", content: "Say hello warmly.\\nThen stop." },
-  { name: "summarize", description: "Summarizes text", content: "One line only." },
+  parseSkillMd("---\\nname: summarize\\ndescription: Summarizes text\\n---\\nOne line only.\\n"),
 ];
 let handler;
 
