@@ -73,6 +73,8 @@ if wants package || wants node || wants chromium || wants workerd || wants push;
   printf 'export * from "toolnexus-wasm/client";\n' >"$APP/client.mjs"
   printf 'module.exports = require("toolnexus-wasm");\n' >"$APP/cjs.cjs"
   printf 'module.exports = require("toolnexus-wasm/client");\n' >"$APP/client.cjs"
+  printf 'export * from "toolnexus-wasm/skills";\n' >"$APP/skills.mjs"
+  printf 'module.exports = require("toolnexus-wasm/skills");\n' >"$APP/skills.cjs"
   export TOOLNEXUS_WASM_APP="$APP"
 fi
 

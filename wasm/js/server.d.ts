@@ -10,8 +10,12 @@ export interface Skill {
   content?: string;
 }
 
-/** A skill as data, or the text of a SKILL.md (YAML frontmatter with `name`). */
-export type SkillLike = Skill | string;
+/**
+ * A skill as data. A SKILL.md text is turned into one with `parseSkillMd`
+ * from "toolnexus-wasm/skills" (the YAML parser has its own .wasm); passing
+ * the text itself throws an Error of kind "misuse".
+ */
+export type SkillLike = Skill;
 
 export interface ToolkitOptions {
   /** Skills: offered to a model through the `skill` tool. */

@@ -283,17 +283,17 @@ impl Buffers {
         };
         match name {
             b"data" => {
-                self.data.push_str(&String::from_utf8_lossy(value));
+                crate::wire::http::push_lossy(&mut self.data, value);
                 self.data.push('\n');
             }
             b"event" => {
                 self.event_type.clear();
-                self.event_type.push_str(&String::from_utf8_lossy(value));
+                crate::wire::http::push_lossy(&mut self.event_type, value);
             }
             // NUL is ASCII, so it cannot hide inside a multi-byte character.
             b"id" if !value.contains(&0) => {
                 self.last_event_id.clear();
-                self.last_event_id.push_str(&String::from_utf8_lossy(value));
+                crate::wire::http::push_lossy(&mut self.last_event_id, value);
             }
             b"retry" => {
                 if let Some(ms) = parse_digits(value) {
