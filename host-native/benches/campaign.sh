@@ -12,6 +12,9 @@
 # util-linux (prlimit, unshare, nsenter) and /usr/bin/time; item 2 needs root
 # (it mounts a small tmpfs in a private mount namespace to make a real full
 # disk and a real read-only store). Exit status 1 when an item does not hold.
+# campaign.out.txt is a run on this tree; campaign.before.txt the same script
+# against 6be1333, the tree before the first issue 11 fix (item 10 left out
+# there: it took 6.5 GiB).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN="${TOOLNEXUS_BIN:-}"
@@ -21,7 +24,7 @@ if [[ -z "$BIN" ]]; then
 fi
 # 5,000 idle connections and 1,500 clients need descriptors on this side.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-echo "# issue 11 campaign, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $("$BIN" --version)"
+echo "# issue 11 campaign, $(date -u '+%Y-%m-%d %H:%M UTC'), binary $BIN ($("$BIN" --version)), tree $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "# uptime: $(uptime)"
 echo "# $(nproc) cores; fd limit of this shell $(ulimit -n)"
 exec python3 host-native/benches/campaign.py "$BIN" "$@"
