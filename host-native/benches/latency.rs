@@ -15,7 +15,8 @@
 //! `cargo bench -p toolnexus-host-native --bench latency -- [serve] [calls] [lag]`
 //! runs only those parts (default: all three); `TOOLNEXUS_BENCH_SAMPLES=1`
 //! prints every lag sample of the SDK servers on stderr (epoch ms of the
-//! peer's settled timestamp and of the result).
+//! peer's settled timestamp and of the result); `TOOLNEXUS_BENCH_BIN=PATH`
+//! measures another `toolnexus` binary.
 
 #[path = "sdk_peers.rs"]
 mod sdk_peers;

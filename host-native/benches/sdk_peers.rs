@@ -139,7 +139,7 @@ fn settled_at(event: &Value) -> Option<f64> {
 async fn cli_lag(card: &str, task: &str) -> (f64, f64) {
     let (card, task) = (card.to_string(), task.to_string());
     let (out, done) = tokio::task::spawn_blocking(move || {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolnexus"));
+        let mut cmd = std::process::Command::new(toolnexus_bin());
         cmd.env("TOOLNEXUS_CACHE_DIR", bench_cache_dir());
         let out = cmd
             .args(["call", "--events", &card, "echo", &task])
@@ -215,8 +215,16 @@ fn bench_cache_dir() -> PathBuf {
     std::env::temp_dir().join(format!("toolnexus-bench-cache-{}", std::process::id()))
 }
 
+/// The `toolnexus` binary measured: this build's, or `$TOOLNEXUS_BENCH_BIN`
+/// (another build, for an A/B on the same peers).
+fn toolnexus_bin() -> PathBuf {
+    std::env::var_os("TOOLNEXUS_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_toolnexus")))
+}
+
 fn toolnexus() -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolnexus"));
+    let mut cmd = tokio::process::Command::new(toolnexus_bin());
     cmd.env("TOOLNEXUS_CACHE_DIR", bench_cache_dir());
     cmd
 }
@@ -345,7 +353,7 @@ async fn per_call(root: &Path, node: &Path, python: &Path, js_url: &str, py_url:
         let mut ms = Vec::new();
         for _ in 0..30 {
             let started = Instant::now();
-            let _ = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolnexus"))
+            let _ = tokio::process::Command::new(toolnexus_bin())
                 .arg("--version")
                 .stdout(Stdio::null())
                 .status()
