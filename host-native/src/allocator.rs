@@ -4,9 +4,12 @@
 //! a quarter of a GetTask's instructions, and cross-thread frees go through
 //! its arena locks; host-native/benches/get_task_ab.sh measures the
 //! difference). A one-shot command (`call`, `tools`, `--version`, ...)
-//! allocates little and exits: there mimalloc's start-up (its arena's
-//! bitmaps and a fresh page per size class, ~100 more page faults) cost
-//! about 0.3 ms of a 3 ms `toolnexus call`, so those use the system's.
+//! allocates little and exits: there mimalloc's start-up cost more than it
+//! saves, so those use the system's. Measured on a `toolnexus call` (about
+//! 3 ms): its 1 GiB arena is reserved with `MADV_HUGEPAGE`, and each 2 MiB
+//! region first touched was a huge-page clear (three per call, ~0.7 ms of
+//! CPU); without huge pages, its arena's bitmaps and a fresh page per size
+//! class were still ~100 more page faults and ~0.3 ms than the system's.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
