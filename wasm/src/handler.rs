@@ -60,7 +60,7 @@ fn a2a_config(v: &JsValue) -> Result<Option<A2aConfig>, JsValue> {
         return Ok(None);
     }
     let value = to_json(v, "a2a")?;
-    serde_json::from_value(value).map(Some).map_err(|e| {
+    A2aConfig::from_value(&value).map(Some).map_err(|e| {
         misuse(format!(
             "a2a must be {{name?, description?, version?, provider?, skills?}}: {e}"
         ))

@@ -11,7 +11,8 @@ use crate::host::lock::Lock;
 use crate::host::transport::BoxFuture;
 use crate::model::task::{Shape, Task};
 use crate::wire::http::{HttpRequest, HttpResponse};
-use serde_json::{json, Value};
+use crate::wire::json::{object, quoted, with};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -70,36 +71,53 @@ impl PushConfig {
     /// The config as the dialect answers it: 1.0 `TaskPushNotificationConfig`,
     /// 0.3 `{taskId, pushNotificationConfig}`.
     pub fn to_value(&self, shape: Shape) -> Value {
-        let mut config = json!({"id": self.id, "url": self.url});
+        let mut config = object([
+            ("id", self.id.as_str().into()),
+            ("url", self.url.as_str().into()),
+        ]);
         if let Some(t) = &self.token {
-            config["token"] = t.as_str().into();
+            config = with(config, "token", t.as_str().into());
         }
         if let Some(s) = &self.scheme {
             // The credentials are the caller's secret: never echoed.
-            config["authentication"] = match shape {
-                Shape::V10 => json!({"scheme": s}),
-                Shape::V03 => json!({"schemes": [s]}),
+            let auth = match shape {
+                Shape::V10 => object([("scheme", s.as_str().into())]),
+                Shape::V03 => object([("schemes", Value::Array(vec![s.as_str().into()]))]),
             };
+            config = with(config, "authentication", auth);
         }
         match shape {
-            Shape::V10 => {
-                config["taskId"] = self.task_id.as_str().into();
-                config
-            }
-            Shape::V03 => json!({"taskId": self.task_id, "pushNotificationConfig": config}),
+            Shape::V10 => with(config, "taskId", self.task_id.as_str().into()),
+            Shape::V03 => object([
+                ("taskId", self.task_id.as_str().into()),
+                ("pushNotificationConfig", config),
+            ]),
         }
     }
 
     /// The config as a store keeps it: the 1.0 shape with its credentials,
     /// and the dialect it was set in (read back by [`PushConfig::from_stored`]).
     pub fn to_stored(&self) -> Value {
-        let mut v = json!({"id": self.id, "url": self.url,
-            "dialect": if self.shape == Shape::V03 { "0.3" } else { "1.0" }});
+        let dialect = if self.shape == Shape::V03 {
+            "0.3"
+        } else {
+            "1.0"
+        };
+        let mut v = object([
+            ("id", self.id.as_str().into()),
+            ("url", self.url.as_str().into()),
+            ("dialect", dialect.into()),
+        ]);
         if let Some(t) = &self.token {
-            v["token"] = t.as_str().into();
+            v = with(v, "token", t.as_str().into());
         }
         if self.scheme.is_some() || self.credentials.is_some() {
-            v["authentication"] = json!({"scheme": self.scheme, "credentials": self.credentials});
+            let text = |o: &Option<String>| o.as_deref().map_or(Value::Null, Value::from);
+            let auth = object([
+                ("scheme", text(&self.scheme)),
+                ("credentials", text(&self.credentials)),
+            ]);
+            v = with(v, "authentication", auth);
         }
         v
     }
@@ -119,7 +137,7 @@ impl PushConfig {
     /// The POST of `task` to this webhook.
     pub fn request(&self, task: &Task) -> HttpRequest {
         let body = match self.shape {
-            Shape::V10 => json!({"task": task.to_value(Shape::V10)}),
+            Shape::V10 => object([("task", task.to_value(Shape::V10))]),
             Shape::V03 => task.to_value(Shape::V03),
         };
         let mut req =
@@ -143,7 +161,7 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| format!("webhook {url:?} is not an http(s) URL"))?;
+        .ok_or_else(|| format!("webhook {} is not an http(s) URL", quoted(url)))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = authority.rsplit('@').next().unwrap_or_default();
     let host = match host.strip_prefix('[') {
@@ -151,7 +169,7 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
         None => host.split(':').next().unwrap_or_default(),
     };
     if host.is_empty() {
-        return Err(format!("webhook {url:?} has no host"));
+        return Err(format!("webhook {} has no host", quoted(url)));
     }
     if allow_private {
         return Ok(());
@@ -168,8 +186,9 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
     };
     if internal {
         return Err(format!(
-            "webhook {url:?} points at a loopback, private, link-local or metadata address; \
-             the agent's operator must allow private webhooks"
+            "webhook {} points at a loopback, private, link-local or metadata address; \
+             the agent's operator must allow private webhooks",
+            quoted(url)
         ));
     }
     Ok(())
@@ -185,8 +204,10 @@ pub fn webhook_address(url: &str) -> Option<String> {
     let authority = rest.split(['/', '?', '#']).next()?;
     let host_port = authority.rsplit('@').next()?;
     let has_port = match host_port.rfind(']') {
-        Some(end) => host_port[end..].contains(':'),
-        None => host_port.contains(':'),
+        Some(end) => host_port
+            .get(end..)
+            .is_some_and(|r| r.as_bytes().contains(&b':')),
+        None => host_port.as_bytes().contains(&b':'),
     };
     Some(if has_port {
         host_port.to_string()
@@ -416,7 +437,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             return Err(push_not_supported());
         };
         let p = &call.params;
-        let v03 = call.method.contains('/');
+        let v03 = call.method.as_bytes().contains(&b'/');
         let shape = if v03 { Shape::V03 } else { Shape::V10 };
         let text = |k: &str| p.get(k).and_then(Value::as_str);
         // 1.0 names the task `taskId`; 0.3 `taskId` to set, `id` otherwise.
@@ -465,7 +486,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 if lock().delete(&task, id) {
                     self.store_push(&task).await?;
                 }
-                Ok(if v03 { Value::Null } else { json!({}) })
+                Ok(if v03 { Value::Null } else { object([]) })
             }
             _ => {
                 let list: Vec<Value> = lock()
@@ -476,7 +497,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(if v03 {
                     Value::Array(list)
                 } else {
-                    json!({"configs": list, "nextPageToken": ""})
+                    object([
+                        ("configs", Value::Array(list)),
+                        ("nextPageToken", "".into()),
+                    ])
                 })
             }
         }
@@ -565,6 +589,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
