@@ -175,9 +175,9 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
         return Ok(());
     }
     let host = host.to_ascii_lowercase();
-    let internal = match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => is_internal(ip),
-        Err(_) => {
+    let internal = match parse_ip(&host) {
+        Some(ip) => is_internal(ip),
+        None => {
             host == "localhost"
                 || host.ends_with(".localhost")
                 || host == "metadata.google.internal"
@@ -192,6 +192,122 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `text` as an IP address: what `text.parse::<IpAddr>().ok()` gives (the
+/// tests compare them), in a few lines instead of std's parser, which is
+/// kilobytes of the npm `.wasm`. Its steps follow std's `core::net::parser`.
+fn parse_ip(text: &str) -> Option<std::net::IpAddr> {
+    let mut p = IpParser(text.as_bytes());
+    let ip = match p.v4() {
+        Some(v4) => std::net::IpAddr::V4(v4),
+        None => std::net::IpAddr::V6(p.v6()?),
+    };
+    p.0.is_empty().then_some(ip)
+}
+
+/// The rest of the text being read; each reader leaves it as it was when it fails.
+struct IpParser<'a>(&'a [u8]);
+
+impl IpParser<'_> {
+    fn atomically<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        let start = self.0;
+        let got = read(self);
+        if got.is_none() {
+            self.0 = start;
+        }
+        got
+    }
+
+    fn given(&mut self, c: u8) -> Option<()> {
+        let (&first, rest) = self.0.split_first()?;
+        (first == c).then(|| self.0 = rest)
+    }
+
+    /// Up to `max` digits of `radix` (more is a failure), no leading zero
+    /// unless `zero_prefix` (or the number is `0`), within `limit`.
+    fn number(&mut self, radix: u32, max: usize, zero_prefix: bool, limit: u32) -> Option<u32> {
+        self.atomically(|p| {
+            let leading_zero = p.0.first() == Some(&b'0');
+            let (mut n, mut count) = (0u32, 0);
+            while let Some(d) = p.0.first().and_then(|&c| char::from(c).to_digit(radix)) {
+                p.0 = p.0.get(1..).unwrap_or_default();
+                n = n * radix + d;
+                count += 1;
+                if count > max || n > limit {
+                    return None;
+                }
+            }
+            (count > 0 && (zero_prefix || !leading_zero || count == 1)).then_some(n)
+        })
+    }
+
+    fn v4(&mut self) -> Option<std::net::Ipv4Addr> {
+        self.atomically(|p| {
+            let mut octets = [0u8; 4];
+            for (i, o) in octets.iter_mut().enumerate() {
+                if i > 0 {
+                    p.given(b'.')?;
+                }
+                *o = p.number(10, 3, false, 255)? as u8;
+            }
+            Some(octets.into())
+        })
+    }
+
+    /// Groups separated by `:` into `groups`, the last two maybe an IPv4
+    /// address: how many, and whether an IPv4 address ended them.
+    fn groups(&mut self, groups: &mut [u16]) -> (usize, bool) {
+        let limit = groups.len();
+        for i in 0..limit {
+            if i + 1 < limit {
+                let v4 = self.atomically(|p| {
+                    if i > 0 {
+                        p.given(b':')?;
+                    }
+                    p.v4()
+                });
+                if let Some(v4) = v4 {
+                    let [a, b, c, d] = v4.octets();
+                    groups[i] = u16::from_be_bytes([a, b]);
+                    groups[i + 1] = u16::from_be_bytes([c, d]);
+                    return (i + 2, true);
+                }
+            }
+            let group = self.atomically(|p| {
+                if i > 0 {
+                    p.given(b':')?;
+                }
+                p.number(16, 4, true, 0xffff)
+            });
+            match group {
+                Some(g) => groups[i] = g as u16,
+                None => return (i, false),
+            }
+        }
+        (limit, false)
+    }
+
+    fn v6(&mut self) -> Option<std::net::Ipv6Addr> {
+        self.atomically(|p| {
+            let mut head = [0u16; 8];
+            let (head_size, head_v4) = p.groups(&mut head);
+            if head_size == 8 {
+                return Some(head.into());
+            }
+            if head_v4 {
+                return None;
+            }
+            p.given(b':')?;
+            p.given(b':')?;
+            // `::` stands for at least one group of zeros.
+            let mut tail = [0u16; 7];
+            let (tail_size, _) = p.groups(tail.get_mut(..7 - head_size)?);
+            head.get_mut(8 - tail_size..)?
+                .copy_from_slice(tail.get(..tail_size)?);
+            Some(head.into())
+        })
+    }
 }
 
 /// `host:port` of a webhook URL, for a host to resolve (the port is the
@@ -592,6 +708,96 @@ mod tests {
     use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn parse_ip_is_std_parse() {
+        let mut cases: Vec<String> = [
+            "127.0.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "256.1.1.1",
+            "01.2.3.4",
+            "1.2.3",
+            "1.2.3.4.5",
+            "1.2.3.4:80",
+            "1..2.3",
+            "1.2.3.0004",
+            "1.2.3.000",
+            "",
+            ".",
+            ":",
+            "::",
+            ":::",
+            "::1",
+            "1::",
+            "1:2:3:4:5:6:7:8",
+            "1:2:3:4:5:6:7:8:9",
+            "1:2:3:4:5:6:7::",
+            "::1:2:3:4:5:6:7",
+            "::1:2:3:4:5:6:7:8",
+            "1:2:3:4:5:6:7::8",
+            "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "1:2:3:4:5:6:1.2.3.4",
+            "1:2:3:4:5:6:7:1.2.3.4",
+            "1.2.3.4::",
+            "::1.2.3.4:5",
+            "fe80::1",
+            "FD00::",
+            "12345::",
+            "1:2::3::4",
+            "::ffff:1.2.3",
+            "0:0:0:0:0:0:0:0",
+            "00000::",
+            "g::",
+            "1:2:3:4:5:6::1.2.3.4",
+            "::0.0.0.0",
+        ]
+        .map(String::from)
+        .to_vec();
+        // A seeded generator over the characters an address is made of.
+        let alphabet = b"0123456789afAF:.:.::1g ";
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..40_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 24) as usize;
+            let text: String = (0..len)
+                .map(|i| {
+                    char::from(alphabet[((seed >> (i * 2 % 60)) as usize + i * 7) % alphabet.len()])
+                })
+                .collect();
+            cases.push(text);
+        }
+        // And texts made of the pieces of addresses.
+        let pieces = [
+            "0", "1", "00", "7f", "ff", "FFFF", "fffff", "255", "256", "01", "1.2.3.4", ":", "::",
+            ".", ":", ".",
+        ];
+        for _ in 0..40_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = 1 + (seed % 16) as usize;
+            let text: String = (0..len)
+                .map(|i| pieces[((seed >> (i * 4 % 60)) as usize + i) % pieces.len()])
+                .collect();
+            cases.push(text);
+        }
+        for text in &cases {
+            assert_eq!(
+                parse_ip(text),
+                text.parse::<std::net::IpAddr>().ok(),
+                "{text:?}"
+            );
+        }
+        let parsed = cases.iter().filter(|t| parse_ip(t).is_some()).count();
+        assert!(
+            parsed > 1_000,
+            "the generators should make addresses too ({parsed})"
+        );
+    }
 
     #[test]
     fn internal_webhooks_are_refused_unless_allowed() {
