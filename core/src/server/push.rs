@@ -136,12 +136,14 @@ impl PushConfig {
 
     /// The POST of `task` to this webhook.
     pub fn request(&self, task: &Task) -> HttpRequest {
+        // Straight to JSON text, as a store's save is: no `Value` (whose
+        // serializer would compile every task shape a second time).
+        let task = serde_json::to_vec(&task.shaped(self.shape, None)).unwrap_or_default();
         let body = match self.shape {
-            Shape::V10 => object([("task", task.to_value(Shape::V10))]),
-            Shape::V03 => task.to_value(Shape::V03),
+            Shape::V10 => [&b"{\"task\":"[..], &task, b"}"].concat(),
+            Shape::V03 => task,
         };
-        let mut req =
-            HttpRequest::post_json(&self.url, crate::wire::json::text(&body).into_bytes());
+        let mut req = HttpRequest::post_json(&self.url, body);
         if let Some(scheme) = &self.scheme {
             let credentials = self.credentials.as_deref().unwrap_or_default();
             req = req.with_header("Authorization", format!("{scheme} {credentials}"));
@@ -848,6 +850,37 @@ mod tests {
             Some("[::1]:80")
         );
         assert_eq!(webhook_address("ftp://h/"), None);
+    }
+
+    #[test]
+    fn the_notification_body_is_the_task_value_as_text() {
+        let task = Task::from_value(&json!({
+            "id": "t1", "contextId": "c1", "kind": "task",
+            "status": {"state": "input-required", "timestamp": "2026-01-02T03:04:05.678Z",
+                "message": {"role": "agent", "messageId": "m2", "parts": [{"kind": "text", "text": "which?"}]}},
+            "history": [{"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "q \"1\""},
+                {"kind": "data", "data": {"n": 1.5, "k": [null, true]}}]}],
+            "artifacts": [{"artifactId": "a1", "parts": [{"kind": "text", "text": "é"}]}],
+            "metadata": {"z": 1, "a": {"b": 2}}
+        }))
+        .expect("task");
+        for shape in [Shape::V10, Shape::V03] {
+            let config = PushConfig {
+                id: "p".into(),
+                task_id: "t1".into(),
+                url: "https://h/x".into(),
+                token: None,
+                scheme: None,
+                credentials: None,
+                shape,
+            };
+            let expected = match shape {
+                Shape::V10 => json!({"task": task.to_value(Shape::V10)}),
+                Shape::V03 => task.to_value(Shape::V03),
+            };
+            let body = String::from_utf8(config.request(&task).body).expect("utf-8");
+            assert_eq!(body, crate::wire::json::text(&expected));
+        }
     }
 
     #[test]
