@@ -40,6 +40,9 @@ cargo clippy -p toolnexus-component --target wasm32-wasip2 --no-default-features
 
 step "Rust tests (core units, host scenarios, CLI, interop with the official SDKs)"
 cargo test --workspace
+# The core as the npm full entry compiles it: the server without SKILL.md
+# texts (no YAML parser) and without push.
+cargo test -p toolnexus-core --no-default-features --features server --lib
 
 step "the component in wasmtime: the CLI contract and interop suites through --engine wasm, serve --component"
 # One build of wasmtime (feature component), then the same CLI suites with

@@ -199,6 +199,50 @@ test('a worker asks (a JS fulfiller returns {inputRequired}); the SDK client and
   assert.equal(r.metadata.taskId, q.metadata.taskId);
 });
 
+const ECHO_WORKER = `
+import { createA2AHandler } from "toolnexus-wasm";
+
+let handler;
+export default {
+  fetch(request, env, ctx) {
+    handler ??= createA2AHandler({ client: "echo", skills: [{ name: "echo", description: "Echoes the task" }] });
+    return handler(request, env, ctx);
+  },
+};
+`;
+
+test('a worker answers A2A strictly (fields, versions, details, extended card, ETag, parts), and the SDK client lists its tasks', async () => {
+  const w = await startWorker(ECHO_WORKER);
+  const rpc = async (method, params, { version = '1.0', query = '' } = {}) => {
+    const headers = { 'content-type': 'application/json' };
+    if (version) headers['A2A-Version'] = version;
+    const resp = await fetch(`${w.url}/${query}`, {
+      method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    });
+    return resp.json();
+  };
+  const noId = await rpc('SendMessage', { message: { role: 'ROLE_USER', parts: [{ text: 'x' }] } });
+  assert.equal(noId.error.code, -32602, JSON.stringify(noId));
+  assert.equal(noId.error.data[1].fieldViolations[0].field, 'message.messageId');
+  const v03 = { role: 'user', messageId: 'm03', parts: [{ kind: 'text', text: 'hi' }] };
+  assert.equal((await rpc('SendMessage', { message: v03 }, { version: null, query: '?A2A-Version=1.0' })).result.task.status.state, 'TASK_STATE_COMPLETED');
+  assert.equal((await rpc('SendMessage', { message: v03 }, { version: '2.0' })).error.code, -32009);
+  assert.equal((await rpc('GetExtendedAgentCard', {})).error.code, -32004);
+  const parts = [{ text: 'look' }, { url: 'https://files.example/r.pdf', mediaType: 'application/pdf', filename: 'r.pdf' }, { data: { k: [1, 2] } }];
+  const sent = await rpc('SendMessage', { message: { role: 'ROLE_USER', messageId: 'm10', parts } });
+  assert.deepEqual((await rpc('GetTask', { id: sent.result.task.id })).result.history[0].parts, parts);
+  const cardUrl = `${w.url}/.well-known/agent-card.json`;
+  const etag = (await fetch(cardUrl)).headers.get('etag');
+  assert.ok(etag, 'an ETag');
+  assert.equal((await fetch(cardUrl, { headers: { 'If-None-Match': etag } })).status, 304);
+
+  const { code, stdout, stderr } = await run(process.execPath, [SDK_CLIENT, cardUrl, 'list me', '--list'], { timeout: 30_000 });
+  assert.equal(code, 0, stderr + stdout);
+  const r = JSON.parse(stdout.trim().split('\n').pop());
+  assert.equal(r.totalSize, 1, stdout);
+  assert.deepEqual(r.listed.map((t) => [t.state, t.text]), [['completed', 'list me']], stdout);
+});
+
 test('concurrent callers of one worker each get their own answer', async () => {
   const w = await servingWorker();
   const texts = ['one', 'two', 'three', 'four'];

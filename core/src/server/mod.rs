@@ -742,8 +742,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .map(|v| Answered::Value(Box::new(v))),
             // The card says pushNotifications: false.
             Some(Method::PushConfig) => Err(push_not_supported()),
+            // The card does not declare `extendedAgentCard`: -32004, not
+            // -32007 (that one is for a declared card not configured).
             Some(Method::ExtendedCard) => Err(RpcError::new(
-                rpc::EXTENDED_CARD_NOT_CONFIGURED,
+                rpc::UNSUPPORTED_OPERATION,
                 "This agent has no extended agent card",
             )),
             // Streaming methods are answered before dispatch.
