@@ -47,7 +47,7 @@ impl PushConfig {
         let url = text(v, "url").ok_or_else(|| {
             RpcError::invalid_field("pushNotificationConfig.url", "is required (a string)")
         })?;
-        let auth = v.get("authentication");
+        let auth = v.get("authentication").filter(|a| !a.is_null());
         let scheme = auth.and_then(|a| {
             text(a, "scheme").or_else(|| {
                 a.get("schemes")?
@@ -57,6 +57,14 @@ impl PushConfig {
                     .map(str::to_string)
             })
         });
+        // An `authentication` must say its scheme (1.0 `scheme`, 0.3 `schemes`).
+        if auth.is_some() && scheme.is_none() {
+            let field = match shape {
+                Shape::V10 => "pushNotificationConfig.authentication.scheme",
+                Shape::V03 => "pushNotificationConfig.authentication.schemes",
+            };
+            return Err(RpcError::invalid_field(field, "is required (a string)"));
+        }
         Ok(PushConfig {
             id: text(v, "id").filter(|i| !i.is_empty()).unwrap_or_default(),
             task_id: task_id.to_string(),
@@ -590,6 +598,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(set.to_value(shape))
             }
             (_, "tasks/pushNotificationConfig/get" | "GetTaskPushNotificationConfig") => {
+                // 1.0 names the config; 0.3 also takes the bare task id.
+                if !v03 && config_id.is_none() {
+                    return Err(RpcError::invalid_field("id", "is required (a string)"));
+                }
                 match lock().get(&task, config_id) {
                     Some(c) => Ok(c.to_value(shape)),
                     None => Err(RpcError::new(
