@@ -97,12 +97,14 @@ thread_local! {
 /// Makes `ctx` the current request context while `fut` is polled, so a job
 /// the core spawns during that poll is handed to that request's `waitUntil`.
 /// Requests interleave at await points; this keeps each job with its own request.
-struct WithCtx<F> {
+/// Jobs run under their request's `ctx` too, so what a job spawns (a push
+/// delivery after the fulfilment saved a state) is kept alive as well.
+struct WithCtx<F: ?Sized> {
     ctx: Option<JsValue>,
     fut: Pin<Box<F>>,
 }
 
-impl<F: Future> Future for WithCtx<F> {
+impl<F: Future + ?Sized> Future for WithCtx<F> {
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.get_mut();
@@ -132,6 +134,10 @@ impl ServerHost for WasmHost {
         let ctx = CURRENT_CTX.with(|c| c.borrow().clone());
         match ctx {
             Some(ctx) => {
+                let job = WithCtx {
+                    ctx: Some(ctx.clone()),
+                    fut: job,
+                };
                 let done = promise(Box::pin(async move {
                     job.await;
                     Ok(JsValue::UNDEFINED)
