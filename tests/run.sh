@@ -28,13 +28,22 @@ cargo clippy -p toolnexus-host-native --no-default-features --lib -- -D warnings
 step "core builds for wasm32 without I/O (full, and client-only)"
 cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --all-targets -- -D warnings
 cargo check -p toolnexus-core --target wasm32-unknown-unknown --no-default-features
-# The npm package's optional push feature (off in the published build) keeps compiling.
-cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --features push -- -D warnings
+# The server without SKILL.md texts (the npm full entry's core: no YAML parser).
+cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --no-default-features --features server -- -D warnings
+# The npm package's three entries: client, full (default) and skills.
+cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --no-default-features --features client -- -D warnings
+cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --no-default-features --features skill-md -- -D warnings
+# The npm full entry (default features: with push) and the server without push.
+cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --no-default-features --features server -- -D warnings
 cargo clippy -p toolnexus-component --target wasm32-wasip2 --all-targets -- -D warnings
 cargo clippy -p toolnexus-component --target wasm32-wasip2 --no-default-features --features agent --all-targets -- -D warnings
 
 step "Rust tests (core units, host scenarios, CLI, interop with the official SDKs)"
 cargo test --workspace
+# The core as the npm full entry compiles it: the server without SKILL.md
+# texts (no YAML parser) and without push.
+cargo test -p toolnexus-core --no-default-features --features server --lib
 
 step "the component in wasmtime: the CLI contract and interop suites through --engine wasm, serve --component"
 # One build of wasmtime (feature component), then the same CLI suites with

@@ -7,8 +7,10 @@
 #     transitive versions),
 #   - wasm-opt from the npm package binaryen (wasm/tools; never Debian's).
 #
-# Two builds of the crate: "full" (default features) and "client" (no server
-# feature: agents, tools and toolkits only). Each gets one optimised .wasm
+# Three builds of the crate: "full" (default features), "client" (feature
+# `client`: agents, tools and toolkits only) and "skills" (feature `skill-md`:
+# parseSkillMd, the YAML parser kept out of the other two). Each gets one
+# optimised .wasm
 # shared by two glues from wasm-bindgen: --target web (browsers, bundlers,
 # workerd) and --target nodejs (Node, CommonJS; ESM wraps it).
 #
@@ -54,45 +56,53 @@ fi
 
 VERSION="$(awk -F'"' '/^\[workspace.package\]/ { w = 1 } w && /^version = / { print $2; exit }' "$ROOT/Cargo.toml")"
 
-# --- the two builds -------------------------------------------------------------
+# --- the three builds -----------------------------------------------------------
 FULL_NAMES="agent agentTools parseAgentsConfig buildAgentCard createToolkit createClient createA2AHandler sanitize describeCard listTasks"
 CLIENT_NAMES="agent agentTools parseAgentsConfig createToolkit sanitize describeCard listTasks"
+SKILLS_NAMES="parseSkillMd"
 
 rm -rf "$PKG"
 mkdir -p "$PKG/dist"
 WORK="$ROOT/target/toolnexus-wasm-build"
 rm -rf "$WORK"
 
-# entries DIR "NAMES": the runtime entry points around the two glues.
+# entries DIR "NAMES" [STREAM]: the runtime entry points around the two
+# glues; STREAM=no for an entry without the Tool and Toolkit classes (skills).
 entries() {
-  local dir="$1" names="$2" list cjs
+  local dir="$1" names="$2" stream="${3:-yes}" list cjs imports="" install="" require="" esm=""
   list="$(printf '%s, ' $names)"; list="${list%, }"
   cjs="$(for n in $names; do printf '  %s: glue.%s,\n' "$n" "$n"; done)"
+  if [ "$stream" = yes ]; then
+    # tool.stream / toolkit.stream (wasm/js/stream.js), once as ESM and once as CommonJS.
+    { cat "$HERE/js/stream.js"; echo 'export { installStream };'; } >"$dir/stream.js"
+    { echo '"use strict";'; cat "$HERE/js/stream.js"; echo 'module.exports = { installStream };'; } >"$dir/stream.cjs"
+    imports=", Tool, Toolkit"
+    esm='import { installStream } from "./stream.js";'
+    install="installStream(Tool, Toolkit);"
+    require='require("./stream.cjs").installStream(glue.Tool, glue.Toolkit);'
+  fi
   # Browsers and bundlers: fetch and instantiate the .wasm next to the glue.
-  # tool.stream / toolkit.stream (wasm/js/stream.js), once as ESM and once as CommonJS.
-  { cat "$HERE/js/stream.js"; echo 'export { installStream };'; } >"$dir/stream.js"
-  { echo '"use strict";'; cat "$HERE/js/stream.js"; echo 'module.exports = { installStream };'; } >"$dir/stream.cjs"
   cat >"$dir/browser.js" <<EOF
-import init, { $list, Tool, Toolkit } from "./$CRATE.js";
-import { installStream } from "./stream.js";
+import init, { $list$imports } from "./$CRATE.js";
+$esm
 await init({ module_or_path: new URL("./${CRATE}_bg.wasm", import.meta.url) });
-installStream(Tool, Toolkit);
+$install
 export { $list };
 EOF
   # workerd: the .wasm is imported as a CompiledWasm module, then initSync.
   cat >"$dir/workerd.js" <<EOF
 import wasmModule from "./${CRATE}_bg.wasm";
-import { initSync, $list, Tool, Toolkit } from "./$CRATE.js";
-import { installStream } from "./stream.js";
+import { initSync, $list$imports } from "./$CRATE.js";
+$esm
 initSync({ module: wasmModule });
-installStream(Tool, Toolkit);
+$install
 export { $list };
 EOF
   # Node, CommonJS: wasm-bindgen's nodejs glue loads the .wasm synchronously.
   cat >"$dir/node.cjs" <<EOF
 "use strict";
 const glue = require("./$CRATE.cjs");
-require("./stream.cjs").installStream(glue.Tool, glue.Toolkit);
+$require
 module.exports = {
 $cjs
 };
@@ -120,7 +130,7 @@ flags="$flags --remap-path-prefix=$ROOT/="
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS-$flags}"
 
 build() {
-  local variant="$1" names="$2"; shift 2
+  local variant="$1" names="$2" stream="$3"; shift 3
   say "cargo build ($variant)"
   (cd "$ROOT" && cargo build -p toolnexus-wasm --target "$TARGET" --profile "$PROFILE" "$@")
   local raw="$ROOT/target/$TARGET/$PROFILE/$CRATE.wasm" out="$PKG/dist/$variant"
@@ -142,20 +152,23 @@ build() {
     "$WORK/$variant/web/${CRATE}_bg.wasm" -o "$out/${CRATE}_bg.wasm"
   cp "$WORK/$variant/web/$CRATE.js" "$out/$CRATE.js"
   cp "$WORK/$variant/node/$CRATE.js" "$out/$CRATE.cjs"
-  entries "$out" "$names"
+  entries "$out" "$names" "$stream"
 }
 
-build full "$FULL_NAMES"
-build client "$CLIENT_NAMES" --no-default-features
+build full "$FULL_NAMES" yes
+build client "$CLIENT_NAMES" yes --no-default-features --features client
+build skills "$SKILLS_NAMES" no --no-default-features --features skill-md
 
 # --- the package ------------------------------------------------------------------
 say "assembling $PKG"
 sed "s/\"version\": \"0.0.0\"/\"version\": \"$VERSION\"/" "$HERE/js/package.json" >"$PKG/package.json"
 cat "$HERE/js/client.d.ts" "$HERE/js/server.d.ts" >"$PKG/index.d.ts"
 cp "$HERE/js/client.d.ts" "$PKG/client.d.ts"
+cp "$HERE/js/skills.d.ts" "$PKG/skills.d.ts"
 # CommonJS consumers get the same declarations as .d.cts.
 cp "$PKG/index.d.ts" "$PKG/index.d.cts"
 cp "$PKG/client.d.ts" "$PKG/client.d.cts"
+cp "$PKG/skills.d.ts" "$PKG/skills.d.cts"
 cp "$HERE/README.md" "$PKG/README.md"
 
 rm -f "$HERE"/toolnexus-wasm-*.tgz
@@ -163,7 +176,7 @@ TARBALL="$(cd "$PKG" && npm pack --silent --pack-destination "$HERE")"
 say "packed $HERE/$TARBALL"
 
 # --- figures ------------------------------------------------------------------------
-for variant in full client; do
+for variant in full client skills; do
   f="$PKG/dist/$variant/${CRATE}_bg.wasm"
   say "$variant .wasm: $(wc -c <"$f") bytes raw, $(gzip -9 -c "$f" | wc -c) bytes gzip -9"
 done

@@ -382,14 +382,14 @@ fn fuzz_the_sse_parser_gives_the_same_events_however_the_bytes_are_split() {
     }
 }
 
-#[cfg(feature = "server")]
+#[cfg(feature = "skill-md")]
 const SKILLS: &[&[u8]] = &[
     b"---\nname: review\ndescription: Reviews a diff\n---\n\n# Review\nRead it.\n",
     b"\xef\xbb\xbf---\r\nname: \"q\"\r\ndescription: 5\r\nx: &a [*a]\r\n---\r\nbody",
     b"---\nname: a\ndescription: |\n  multi\n  line\ntags: [x, y]\n---\n",
 ];
 
-#[cfg(feature = "server")]
+#[cfg(feature = "skill-md")]
 #[test]
 fn fuzz_the_skill_md_frontmatter_reader_never_panics() {
     let mut rng = Rng::new(5);

@@ -23,7 +23,7 @@
 //! | `client/` | the Agent Card, the call machine, `agent_tools`, the `Toolkit` |
 //! | `host/` | the `Transport` trait and the driver |
 //! | [`llm`] | the OpenAI/Anthropic tool loop (feature `server`) |
-//! | [`skills`] | SKILL.md skills and the `skill` tool (feature `server`) |
+//! | [`skills`] | skills and the `skill` tool (feature `server`); SKILL.md texts (feature `skill-md`) |
 //! | [`server`] | the server function, its task machine and stores (feature `server`) |
 
 mod client;
@@ -73,8 +73,8 @@ pub use model::part::Part;
 pub use model::task::{Artifact, Message, Role, SendResult, Shape, Task, TaskState};
 pub use model::time::{format_rfc3339, millis, parse_rfc3339};
 pub use model::tool::{ToolResult, ToolSource, ToolSpec};
-pub use wire::http::{HttpRequest, HttpResponse};
-pub use wire::json::text as json_text;
+pub use wire::http::{find_str, HttpRequest, HttpResponse};
+pub use wire::json::{object as json_object, quoted, text as json_text};
 pub use wire::rpc::{Dialect, MessageRefs};
 pub use wire::url::{origin as url_origin, redact as redact_url};
 

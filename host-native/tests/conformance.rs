@@ -271,3 +271,228 @@ async fn push_is_advertised_only_when_enabled_and_private_webhooks_are_refused()
     );
     handle.stop().await;
 }
+
+#[tokio::test]
+async fn the_version_query_the_extended_card_and_card_revalidation_over_http() {
+    let handle = serve("127.0.0.1:0", options()).await.expect("serve");
+    let url = handle.url.clone();
+    // A2A 1.0 §3.6.1: the version may come as a request parameter.
+    let post = |query: &'static str, method: &'static str, params: Value| {
+        let url = url.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+            let req =
+                HttpRequest::post_json(format!("{url}/{query}"), body.to_string().into_bytes());
+            let resp = NativeTransport::shared()
+                .send(req)
+                .await
+                .expect("an HTTP answer");
+            serde_json::from_slice::<Value>(&resp.body).expect("a JSON-RPC body")
+        }
+    };
+    let hello = json!({"message": {"role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "hi"}]}});
+    let v = post("?A2A-Version=1.0", "SendMessage", hello.clone()).await;
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "the query names 1.0 for a 0.3-shaped message: {v}"
+    );
+    let v = post("?A2A-Version=2.0", "SendMessage", hello).await;
+    assert_eq!(v["error"]["code"], -32009, "{v}");
+    // §3.3.4: the card does not declare extendedAgentCard ⇒ -32004.
+    for method in ["GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"] {
+        let v = post("", method, json!({})).await;
+        assert_eq!(v["error"]["code"], -32004, "{method}: {v}");
+    }
+    // §8.6.1: the card's ETag, and a 304 for a matching If-None-Match.
+    let card_url = format!("{url}/.well-known/agent-card.json");
+    let first = NativeTransport::shared()
+        .send(HttpRequest::get(card_url.clone()))
+        .await
+        .expect("card");
+    assert_eq!(first.status, 200);
+    let etag = first.header("etag").expect("an ETag").to_string();
+    assert!(first.header("cache-control").is_some());
+    let again = NativeTransport::shared()
+        .send(HttpRequest::get(card_url).with_header("If-None-Match", &etag))
+        .await
+        .expect("card again");
+    assert_eq!(again.status, 304);
+    assert!(again.body.is_empty());
+    handle.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_naming_a_task_is_checked_against_it_over_http() {
+    // A2A 1.0 §3.4.2 and §3.4.3, and the terminal-task error of §3.1.1, in
+    // both dialects: never a new task made instead.
+    let handle = serve("127.0.0.1:0", options()).await.expect("serve");
+    let url = handle.url.clone();
+    let v = rpc(
+        &url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}]}}),
+    )
+    .await;
+    let task = &v["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+    let (id, ctx) = (task["id"].clone(), task["contextId"].clone());
+    let v10 = |task_id: &Value, context: Option<&Value>| {
+        let mut m = json!({"role": "ROLE_USER", "messageId": "m2", "taskId": task_id,
+            "parts": [{"text": "more"}]});
+        if let Some(c) = context {
+            m["contextId"] = c.clone();
+        }
+        json!({"message": m})
+    };
+    let v03 = |task_id: &Value, context: Option<&Value>| {
+        let mut m = json!({"role": "user", "messageId": "m3", "taskId": task_id,
+            "parts": [{"kind": "text", "text": "more"}]});
+        if let Some(c) = context {
+            m["contextId"] = c.clone();
+        }
+        json!({"message": m})
+    };
+    let nope = json!("nope");
+    let other = json!("other");
+    for (version, method, params, code) in [
+        (Some("1.0"), "SendMessage", v10(&nope, None), -32001),
+        (None, "message/send", v03(&nope, None), -32001),
+        (Some("1.0"), "SendMessage", v10(&id, Some(&other)), -32602),
+        (None, "message/send", v03(&id, Some(&other)), -32602),
+        (Some("1.0"), "SendMessage", v10(&id, Some(&ctx)), -32004),
+        (None, "message/send", v03(&id, None), -32004),
+    ] {
+        let v = rpc(&url, version, method, params).await;
+        assert_eq!(v["error"]["code"], code, "{method}: {v}");
+    }
+    let listed = rpc(&url, Some("1.0"), "ListTasks", json!({})).await;
+    assert_eq!(
+        listed["result"]["totalSize"], 1,
+        "no task was made: {listed}"
+    );
+    handle.stop().await;
+}
+
+/// Asks to sign in (auth-required) unless the message answers that request.
+struct SignInFirst;
+
+const SIGN_IN: &str = "Sign in at https://auth.example/login, then say done";
+
+impl toolnexus_core::server::Fulfiller for SignInFirst {
+    fn fulfil(
+        &self,
+        request: toolnexus_core::server::FulfilRequest,
+        progress: toolnexus_core::server::Progress,
+    ) -> toolnexus_core::BoxFuture<'static, Result<String, String>> {
+        let answering = request
+            .history
+            .last()
+            .is_some_and(|m| m.role == toolnexus_core::Role::Agent && m.text() == SIGN_IN);
+        Box::pin(async move {
+            if answering {
+                Ok(format!("signed in: {}", request.text))
+            } else {
+                progress.auth_required(SIGN_IN);
+                Ok(String::new())
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn auth_required_and_list_pages_over_http() {
+    let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
+    tk.add_skills(SkillSet::new());
+    let options = ServeOptions::new(
+        Arc::new(tk),
+        toolnexus_host_native::Model::Custom(Arc::new(SignInFirst)),
+    );
+    let handle = serve("127.0.0.1:0", options).await.expect("serve");
+    let url = handle.url.clone();
+    // A2A 1.0 §7.6.1: a Task, in TASK_STATE_AUTH_REQUIRED, with a status
+    // message saying why; a blocking send ends there (§3.2.2).
+    let asked = rpc(
+        &url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "my calendar"}]}}),
+    )
+    .await;
+    let task = asked["result"]["task"].clone();
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+        "{asked}"
+    );
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], SIGN_IN);
+    // The answer names the task only: §3.4.3, the context is inferred.
+    let done = rpc(
+        &url,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": task["id"],
+            "parts": [{"text": "done"}]}}),
+    )
+    .await;
+    let finished = &done["result"]["task"];
+    assert_eq!(finished["id"], task["id"], "{done}");
+    assert_eq!(finished["contextId"], task["contextId"]);
+    assert_eq!(finished["status"]["state"], "TASK_STATE_COMPLETED");
+    // 0.3 names and shapes too.
+    let v = rpc(
+        &url,
+        None,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m3", "parts": [{"kind": "text", "text": "mail"}]}}),
+    )
+    .await;
+    assert_eq!(v["result"]["status"]["state"], "auth-required", "{v}");
+    assert_eq!(
+        v["result"]["status"]["message"]["parts"][0]["text"],
+        SIGN_IN
+    );
+
+    // ListTasks in pages of one, following the opaque tokens (§3.1.4): every
+    // task once, artifacts omitted unless asked for.
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    for _ in 0..4 {
+        let page = rpc(
+            &url,
+            Some("1.0"),
+            "ListTasks",
+            json!({"pageSize": 1, "pageToken": token}),
+        )
+        .await;
+        let page = &page["result"];
+        assert_eq!(page["totalSize"], 2, "{page}");
+        assert_eq!(page["pageSize"], 1);
+        assert!(page["tasks"][0].get("artifacts").is_none(), "{page}");
+        seen.push(page["tasks"][0]["id"].clone());
+        token = page["nextPageToken"]
+            .as_str()
+            .expect("nextPageToken is always there")
+            .to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    // (Both may carry the same millisecond, so their order is not asserted here.)
+    let mut want = vec![v["result"]["id"].to_string(), task["id"].to_string()];
+    let mut seen: Vec<String> = seen.iter().map(Value::to_string).collect();
+    want.sort();
+    seen.sort();
+    assert_eq!(seen, want, "every task once");
+    let with = rpc(
+        &url,
+        Some("1.0"),
+        "ListTasks",
+        json!({"includeArtifacts": true, "status": "TASK_STATE_COMPLETED"}),
+    )
+    .await;
+    assert_eq!(
+        with["result"]["tasks"][0]["artifacts"][0]["parts"][0]["text"], "signed in: done",
+        "{with}"
+    );
+    handle.stop().await;
+}

@@ -311,8 +311,9 @@ async fn the_js_sdk_client_lists_tasks_from_serve() {
 
 /// The official clients set webhooks on `toolnexus serve` (on the message,
 /// and with the four config methods) and the webhook gets the task's states
-/// with the config's Authorization.
-async fn pushes_to(sdk: Sdk) {
+/// with the config's Authorization: in 1.0 (`{"task": …}`) and, with
+/// `--legacy`, in 0.3 (`tasks/pushNotificationConfig/*`, the bare task).
+async fn pushes_to(sdk: Sdk, legacy: bool) {
     let (hook, hits) = common::Stub::webhook().await;
     let skills = repo_root().join("examples/skills").display().to_string();
     let server = start_listening(
@@ -333,7 +334,11 @@ async fn pushes_to(sdk: Sdk) {
     let card = format!("{}/.well-known/agent-card.json", server.url);
     let webhook = format!("{}/hook", hook.url());
     let text = format!("push me, {sdk:?}");
-    let (code, v, stderr) = official_client(sdk, &card, &text, &["--push", &webhook]).await;
+    let mut args = vec!["--push", webhook.as_str()];
+    if legacy {
+        args.push("--legacy");
+    }
+    let (code, v, stderr) = official_client(sdk, &card, &text, &args).await;
     assert_eq!(code, 0, "{sdk:?}: {v} {stderr}");
     let push = &v["push"];
     assert_eq!(
@@ -361,31 +366,42 @@ async fn pushes_to(sdk: Sdk) {
                     Some(format!("Bearer {secret}").as_str())
                 );
                 let body: Value = serde_json::from_slice(&r.body).expect("a JSON body");
-                assert_eq!(body["task"]["id"], task_id.as_str(), "{body}");
-                body["task"]["status"]["state"]
+                let task = if legacy { &body } else { &body["task"] };
+                assert_eq!(task["id"], task_id.as_str(), "{body}");
+                task["status"]["state"]
                     .as_str()
                     .unwrap_or_default()
                     .to_string()
             })
             .collect();
-        if states.last().map(String::as_str) == Some("TASK_STATE_COMPLETED") {
+        if states
+            .last()
+            .is_some_and(|s| s == "TASK_STATE_COMPLETED" || s == "completed")
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
+    let completed = if legacy {
+        "completed"
+    } else {
+        "TASK_STATE_COMPLETED"
+    };
     assert_eq!(
         states.last().map(String::as_str),
-        Some("TASK_STATE_COMPLETED"),
+        Some(completed),
         "{states:?}"
     );
 }
 
 #[tokio::test]
 async fn the_python_sdk_client_gets_push_notifications_from_serve() {
-    pushes_to(Sdk::Python).await;
+    pushes_to(Sdk::Python, false).await;
+    pushes_to(Sdk::Python, true).await;
 }
 
 #[tokio::test]
 async fn the_js_sdk_client_gets_push_notifications_from_serve() {
-    pushes_to(Sdk::Js).await;
+    pushes_to(Sdk::Js, false).await;
+    pushes_to(Sdk::Js, true).await;
 }

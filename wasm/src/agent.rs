@@ -2,8 +2,8 @@
 
 use crate::abort::Abort;
 use crate::convert::{
-    core_error, error_text, event_sink, get, is_absent, misuse, opt_u64, result_to_js, set,
-    spec_to_js, string_pairs, to_js, to_json,
+    core_error, error_text, event_sink, get, is_absent, misuse, opt_u64, promise, result_to_js,
+    set, spec_to_js, string_pairs, to_js, to_json,
 };
 use crate::transport::JsTransport;
 use js_sys::{Array, Object, Promise};
@@ -11,7 +11,6 @@ use std::rc::Rc;
 use std::time::Duration;
 use toolnexus_core::{millis, A2aTool, Agent, ToolResult};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
 
 /// Reads an agent descriptor `{card, headers?, timeout?, pollEvery?}`, or a
 /// bare card URL string.
@@ -89,16 +88,18 @@ pub fn parse_agents_config(block: JsValue) -> Result<JsValue, JsValue> {
 /// `agentTools(agent)`: fetches the card, one `Tool` per skill. Rejects
 /// with a kinded `Error` (transport, status, malformed, misuse).
 #[wasm_bindgen(js_name = agentTools)]
-pub async fn agent_tools(agent: JsValue) -> Result<JsValue, JsValue> {
-    let agent = agent_from_js(&agent)?;
-    let tools = toolnexus_core::agent_tools(&JsTransport, &agent)
-        .await
-        .map_err(|e| core_error(&e))?;
-    Ok(tools
-        .into_iter()
-        .map(|t| JsValue::from(Tool { inner: Rc::new(t) }))
-        .collect::<Array>()
-        .into())
+pub fn agent_tools(agent: JsValue) -> Promise {
+    promise(Box::pin(async move {
+        let agent = agent_from_js(&agent)?;
+        let tools = toolnexus_core::agent_tools(&JsTransport, &agent)
+            .await
+            .map_err(|e| core_error(&e))?;
+        Ok(tools
+            .into_iter()
+            .map(|t| JsValue::from(Tool { inner: Rc::new(t) }))
+            .collect::<Array>()
+            .into())
+    }))
 }
 
 /// `listTasks(agent, {contextId?, status?}?)`: the agent's tasks (A2A 1.0
@@ -108,7 +109,11 @@ pub async fn agent_tools(agent: JsValue) -> Result<JsValue, JsValue> {
 /// the agent's timeout; rejects with a kinded `Error` (an agent that cannot
 /// list answers `rpc`).
 #[wasm_bindgen(js_name = listTasks)]
-pub async fn list_tasks(agent: JsValue, filter: JsValue) -> Result<JsValue, JsValue> {
+pub fn list_tasks(agent: JsValue, filter: JsValue) -> Promise {
+    promise(Box::pin(list_tasks_of(agent, filter)))
+}
+
+async fn list_tasks_of(agent: JsValue, filter: JsValue) -> Result<JsValue, JsValue> {
     use futures_util::future::{select, Either};
     use toolnexus_core::{ListFilter, TaskState};
     let agent = agent_from_js(&agent)?;
@@ -118,7 +123,10 @@ pub async fn list_tasks(agent: JsValue, filter: JsValue) -> Result<JsValue, JsVa
     };
     if let Some(s) = get(&filter, "status").as_string() {
         match TaskState::parse(&s) {
-            TaskState::Unknown => return Err(misuse(format!("listTasks: unknown status {s:?}"))),
+            TaskState::Unknown => {
+                let s = toolnexus_core::quoted(&s);
+                return Err(misuse(format!("listTasks: unknown status {s}")));
+            }
             state => wanted.status = Some(state),
         }
     }
@@ -210,7 +218,7 @@ impl Tool {
         let args = to_json(&args, "args");
         let abort = Abort::from_options(&options);
         let sink = event_sink(&options, "options");
-        future_to_promise(async move {
+        promise(Box::pin(async move {
             let result = match (args, abort, sink) {
                 (Ok(args), Ok(abort), Ok(sink)) => {
                     tool.execute_with_events(&JsTransport, &args, abort, sink)
@@ -221,7 +229,7 @@ impl Tool {
                 }
             };
             Ok(result_to_js(&result))
-        })
+        }))
     }
 
     /// The spec as plain data (what `JSON.stringify(tool)` shows).

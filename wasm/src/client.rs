@@ -10,7 +10,6 @@ use js_sys::Promise;
 use std::rc::Rc;
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
 
 /// `createClient({baseUrl, style, model, apiKey?, headers?, systemPrompt?,
 /// maxTurns?, maxTokens?, timeout?})`.
@@ -91,13 +90,13 @@ impl Client {
         let prompt = prompt
             .as_string()
             .ok_or_else(|| misuse("run(prompt): prompt must be a string"));
-        future_to_promise(async move {
+        crate::convert::promise(Box::pin(async move {
             let (toolkit, prompt) = (toolkit?, prompt?);
             let result = toolkit
                 .run_llm(&cfg, &prompt)
                 .await
                 .map_err(|e| core_error(&e))?;
             Ok(ser_to_js(&result))
-        })
+        }))
     }
 }

@@ -21,6 +21,17 @@ extern "C" {
     fn js_string(v: &JsValue) -> Result<String, JsValue>;
 }
 
+/// What an exported async method resolves to (`Ok`) or rejects with (`Err`).
+pub type JsResultFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>>;
+
+/// `future` as a JS `Promise`. Every export goes through this one boxed
+/// type, so the `.wasm` holds one copy of wasm-bindgen's promise glue
+/// instead of one per export (an `async fn` export instantiates its own).
+pub fn promise(future: JsResultFuture) -> js_sys::Promise {
+    wasm_bindgen_futures::future_to_promise(future)
+}
+
 /// A JS `Error` with `message` and a `kind` property.
 pub fn error(kind: &str, message: &str) -> JsValue {
     let e: JsValue = js_sys::Error::new(message).into();
@@ -86,7 +97,8 @@ pub fn error_text(e: &JsValue) -> String {
             break;
         }
         let more = one(&cause);
-        if !more.is_empty() && !text.contains(&more) {
+        // (`find_str`, not `contains(&str)`: see toolnexus_core::find_str.)
+        if !more.is_empty() && toolnexus_core::find_str(&text, &more).is_none() {
             text = format!("{text}: {more}");
         }
         cause = get(&cause, "cause");

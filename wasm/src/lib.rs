@@ -15,26 +15,37 @@
 //! - [`toolkit`]: `createToolkit` and the `Toolkit` class.
 //! - [`client`], [`handler`], [`store`], [`skills`] (feature `server`):
 //!   `createClient`, `createA2AHandler`, `buildAgentCard`.
+//! - [`skill_md`] (feature `skill-md`, the `toolnexus-wasm/skills` entry):
+//!   `parseSkillMd`.
 //!
 //! The whole crate is empty on non-wasm targets, so workspace-wide native
 //! builds never compile the bindings.
 #![cfg(target_arch = "wasm32")]
 
+#[cfg(feature = "client")]
 mod abort;
+#[cfg(feature = "client")]
 mod agent;
 #[cfg(feature = "server")]
 mod client;
+// The skills entry alone uses only its error constructor.
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 mod convert;
 #[cfg(feature = "server")]
 mod handler;
 // Only the full build looks handles up (`run({toolkit})`, `createA2AHandler`).
+#[cfg(feature = "client")]
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 mod handles;
+#[cfg(feature = "skill-md")]
+mod skill_md;
 #[cfg(feature = "server")]
 mod skills;
 #[cfg(feature = "server")]
 mod store;
+#[cfg(feature = "client")]
 mod toolkit;
+#[cfg(feature = "client")]
 mod transport;
 
 use wasm_bindgen::prelude::*;
@@ -56,6 +67,7 @@ fn start() {
 }
 
 /// `sanitize(s)`: every character outside `[a-zA-Z0-9_-]` becomes `_`.
+#[cfg(feature = "client")]
 #[wasm_bindgen]
 pub fn sanitize(s: &str) -> String {
     toolnexus_core::sanitize(s)

@@ -1,14 +1,14 @@
-//! Skills from JS: `{name, description?, content?}` objects or SKILL.md texts.
+//! Skills from JS: `{name, description?, content?}` objects.
 
 use crate::convert::{console_warn, is_absent, misuse, to_json};
 use js_sys::Array;
-use toolnexus_core::skills::{parse_skill_md, Skill, SkillSet};
+use toolnexus_core::skills::{Skill, SkillSet};
 use wasm_bindgen::JsValue;
 
-/// Reads `skills`: an array whose items are skill objects (a missing or
-/// empty `name` is an error) or SKILL.md texts (a malformed one is logged
-/// and skipped, as the native host does with files). Later duplicates of a
-/// name are logged and skipped: the first wins.
+/// Reads `skills`: an array of skill objects (a missing or empty `name` is
+/// an error). A SKILL.md text is an error that names `parseSkillMd`: the
+/// YAML parser is in its own entry (`toolnexus-wasm/skills`). Later
+/// duplicates of a name are logged and skipped: the first wins.
 pub fn skill_set(v: &JsValue, what: &str) -> Result<SkillSet, JsValue> {
     let mut set = SkillSet::new();
     if is_absent(v) {
@@ -16,31 +16,24 @@ pub fn skill_set(v: &JsValue, what: &str) -> Result<SkillSet, JsValue> {
     }
     if !Array::is_array(v) {
         return Err(misuse(format!(
-            "{what} must be an array of {{name, description, content}} objects or SKILL.md texts"
+            "{what} must be an array of {{name, description, content}} objects"
         )));
     }
     for (i, item) in Array::from(v).iter().enumerate() {
-        let skill = match item.as_string() {
-            Some(text) => match parse_skill_md(&text) {
-                Ok(skill) => skill,
-                Err(reason) => {
-                    console_warn(&format!("toolnexus: skill {what}[{i}] skipped: {reason}"));
-                    continue;
-                }
-            },
-            None => {
-                let value = to_json(&item, &format!("{what}[{i}]"))?;
-                let skill: Skill = serde_json::from_value(value).map_err(|e| {
-                    misuse(format!(
-                        "{what}[{i}] must be {{name, description?, content?}}: {e}"
-                    ))
-                })?;
-                if skill.name.trim().is_empty() {
-                    return Err(misuse(format!("{what}[{i}].name must not be empty")));
-                }
-                skill
-            }
-        };
+        if item.is_string() {
+            return Err(misuse(format!(
+                "{what}[{i}] is a SKILL.md text: turn it into a skill with parseSkillMd from \"toolnexus-wasm/skills\" (the YAML parser is in that entry's own .wasm)"
+            )));
+        }
+        let value = to_json(&item, &format!("{what}[{i}]"))?;
+        let skill = Skill::from_value(&value).map_err(|e| {
+            misuse(format!(
+                "{what}[{i}] must be {{name, description?, content?}}: {e}"
+            ))
+        })?;
+        if skill.name.trim().is_empty() {
+            return Err(misuse(format!("{what}[{i}].name must not be empty")));
+        }
         let name = skill.name.clone();
         if !set.add(skill) {
             console_warn(&format!(

@@ -9,13 +9,13 @@
 use crate::abort::Abort;
 use crate::agent::{agent_from_js, agents_from_js};
 use crate::convert::{
-    console_warn, core_error, error_text, event_sink, get, is_absent, misuse, opt_string,
+    console_warn, core_error, error_text, event_sink, get, is_absent, misuse, opt_string, promise,
     result_to_js, spec_to_js, specs_to_js, to_js, to_json, values_to_js,
 };
 use crate::handles::{self, Handle};
 use crate::transport::JsTransport;
 use js_sys::{Array, Function, Object, Promise};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use toolnexus_core::HostFn;
 use toolnexus_core::{agent_tools, A2aTool, Agent, Error, ToolResult, ToolSpec};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
+use wasm_bindgen_futures::JsFuture;
 
 /// The core toolkit over the JS transport.
 pub type CoreToolkit = toolnexus_core::Toolkit<JsTransport>;
@@ -65,7 +65,10 @@ fn host_tool(v: &JsValue, i: usize) -> Result<(ToolSpec, HostFn), JsValue> {
     let description = opt_string(v, "description", &what)?.unwrap_or_default();
     let schema = get(v, "inputSchema");
     let input_schema = if is_absent(&schema) {
-        json!({"type": "object", "properties": {}})
+        toolnexus_core::json_object([
+            ("type", "object".into()),
+            ("properties", Value::Object(Default::default())),
+        ])
     } else {
         to_json(&schema, &format!("{what}.inputSchema"))?
     };
@@ -188,7 +191,11 @@ fn warn_failures(tk: &CoreToolkit) {
 /// (and the config's `agents` block) concurrently; a failing agent is logged
 /// and skipped, never fatal.
 #[wasm_bindgen(js_name = createToolkit)]
-pub async fn create_toolkit(options: JsValue) -> Result<Toolkit, JsValue> {
+pub fn create_toolkit(options: JsValue) -> Promise {
+    promise(Box::pin(async move { Ok(create(options).await?.into()) }))
+}
+
+async fn create(options: JsValue) -> Result<Toolkit, JsValue> {
     let opts = ToolkitOptions::from_js(&options)?;
     let mut tk = CoreToolkit::new(JsTransport);
     tk.add_agents(&opts.agents).await;
@@ -267,7 +274,7 @@ impl Toolkit {
         let args = to_json(&args, "args");
         let abort = Abort::from_options(&options);
         let sink = event_sink(&options, "options");
-        future_to_promise(async move {
+        promise(Box::pin(async move {
             let result = match (args, abort, sink) {
                 (Ok(args), Ok(abort), Ok(sink)) => {
                     tk.execute_with_events(&name, args, abort, sink).await
@@ -277,7 +284,7 @@ impl Toolkit {
                 }
             };
             Ok(result_to_js(&result))
-        })
+        }))
     }
 
     /// `addAgent(agentOrCardUrl)`: resolves one agent now; the names of the
@@ -287,7 +294,7 @@ impl Toolkit {
     pub fn add_agent(&self, agent: JsValue) -> Promise {
         let shared = self.shared.clone();
         let agent = agent_from_js(&agent);
-        future_to_promise(async move {
+        promise(Box::pin(async move {
             let agent = agent?;
             let resolved = agent_tools(&JsTransport, &agent).await;
             let names = shared
@@ -295,7 +302,7 @@ impl Toolkit {
                 .map_err(|e| core_error(&e))?;
             let added: Array = names.iter().map(|n| JsValue::from(n.as_str())).collect();
             Ok(added.into())
-        })
+        }))
     }
 
     /// The tools as OpenAI `tools` entries.

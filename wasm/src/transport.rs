@@ -86,8 +86,9 @@ fn check_header(name: &str, value: &str) -> Result<(), TransportError> {
     if name_ok && value_ok {
         Ok(())
     } else {
+        let name = toolnexus_core::quoted(name);
         Err(TransportError::new(format!(
-            "the header {name:?} has an invalid name or value"
+            "the header {name} has an invalid name or value"
         )))
     }
 }
@@ -279,15 +280,16 @@ pub fn new_id() -> String {
         }
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
-        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..]
-        )
+        let mut id = String::with_capacity(36);
+        for (i, x) in b.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                id.push('-');
+            }
+            for nibble in [x >> 4, x & 0xf] {
+                id.push(char::from(b"0123456789abcdef"[usize::from(nibble)]));
+            }
+        }
+        id
     })
 }
 

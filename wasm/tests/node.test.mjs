@@ -10,6 +10,7 @@ import {
 } from './helpers.mjs';
 
 const tn = await importShim('esm.mjs');
+const { parseSkillMd } = await importShim('skills.mjs');
 const closers = [];
 after(async () => {
   await Promise.all(closers.map((c) => c()));
@@ -52,6 +53,29 @@ describe('imports', () => {
       assert.deepEqual(Object.keys(m).sort(), ['agent', 'agentTools', 'createToolkit', 'describeCard', 'listTasks', 'parseAgentsConfig', 'sanitize']);
     }
     await rejectsWithKind(esm.createToolkit({ skills: [{ name: 'x' }] }), 'misuse', /full build/);
+  });
+
+  test('the skills entry loads under ESM and CommonJS: parseSkillMd with a real YAML parser', async () => {
+    const esm = await importShim('skills.mjs');
+    const cjs = await importShim('skills.cjs');
+    for (const m of [esm, cjs]) {
+      assert.deepEqual(Object.keys(m), ['parseSkillMd']);
+      assert.deepEqual(m.parseSkillMd('\ufeff---\r\nname: "  q  "\r\ndescription: >\r\n  folded\r\n  text\r\n---\r\n\r\nBody.\r\n'), {
+        name: 'q', description: 'folded text', content: 'Body.',
+      });
+    }
+    // YAML, not line matching: an anchor and alias, a block scalar, a flow mapping.
+    assert.deepEqual(esm.parseSkillMd('---\nbase: &n shared\nname: *n\ndescription: |\n  two\n  lines\nmeta: {a: 1}\n---\nx'), {
+      name: 'shared', description: 'two\nlines', content: 'x',
+    });
+    for (const [text, why] of [
+      ['no frontmatter', /no frontmatter/],
+      ['---\nname: [broken\n---\nbody', /invalid YAML in frontmatter/],
+      ['---\ndescription: d\n---\n', /missing `name`/],
+      ['---\nname: 5\n---\n', /`name` must be a string, found a number/],
+    ]) {
+      assert.throws(() => esm.parseSkillMd(text), (e) => e.kind === 'misuse' && why.test(e.message), text);
+    }
   });
 });
 
@@ -346,9 +370,9 @@ describe('config and toolkit', () => {
     await rejectsWithKind(tn.createToolkit({ tools: [{ name: 'x' }] }), 'misuse', /execute/);
   });
 
-  test('skills in a toolkit: the skill tool loads a skill; a malformed SKILL.md is skipped', async () => {
+  test('skills in a toolkit: the skill tool loads a skill; a SKILL.md text goes through parseSkillMd', async () => {
     const tk = await tn.createToolkit({
-      skills: [{ name: 'hello-world', description: 'Greets', content: 'Say hello.' }, '---\nname: [broken\n---\nbody', '---\nname: md\n---\nFrom markdown.'],
+      skills: [{ name: 'hello-world', description: 'Greets', content: 'Say hello.' }, parseSkillMd('---\nname: md\n---\nFrom markdown.')],
     });
     const skill = tk.get('skill');
     assert.equal(skill.source, 'skill');
@@ -365,6 +389,9 @@ describe('config and toolkit', () => {
     const nope = await tk.execute('skill', { name: 'nope' });
     assert.deepEqual([nope.isError, nope.output], [true, 'Skill "nope" not found. Available skills: hello-world, md']);
     await rejectsWithKind(tn.createToolkit({ skills: [{ description: 'no name' }] }), 'misuse');
+    // The text itself is refused with a pointer to the skills entry, never dropped.
+    await rejectsWithKind(tn.createToolkit({ skills: ['---\nname: md\n---\nx'] }), 'misuse', /skills\[0\] is a SKILL\.md text: .*parseSkillMd from "toolnexus-wasm\/skills"/);
+    assert.throws(() => tn.createA2AHandler({ client: 'echo', skills: [{ name: 'ok' }, '---\nname: md\n---\nx'] }), (e) => e.kind === 'misuse' && /skills\[1\] is a SKILL\.md text/.test(e.message));
   });
 
   test('addAgent adds tools at run time and the abort signal reaches them', async () => {
@@ -393,7 +420,7 @@ describe('config and toolkit', () => {
 describe('inbound: serve skills and resolve them', () => {
   const skills = [
     { name: 'hello-world', description: 'Greets people', content: 'Say hello warmly.\nThen stop.' },
-    '---\nname: summarize\ndescription: Summarizes text\n---\nSummarize in one line.\n',
+    parseSkillMd('---\nname: summarize\ndescription: Summarizes text\n---\nSummarize in one line.\n'),
   ];
 
   test('buildAgentCard: defaults, allowlist, provider', () => {
@@ -626,6 +653,102 @@ describe('inbound: serve skills and resolve them', () => {
     const again = await plain.execute({ task: 'Rome', taskId });
     assert.equal(again.isError, true);
     assert.match(again.output, /-32004.*terminal/);
+  });
+
+  test('A2A strictness through the handler: required fields, versions, error details, extended card, ETag, parts, historyLength, taskId checks, no push', async () => {
+    // The rows of CONFORMANCE.md that core tests cover, here through the published build.
+    const handler = tn.createA2AHandler({ skills, client: 'echo' });
+    const rpc = async (method, params, { version = '1.0', query = '' } = {}) => {
+      const headers = { 'content-type': 'application/json' };
+      if (version) headers['A2A-Version'] = version;
+      const resp = await handler(new Request(`http://edge.test/${query}`, {
+        method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+      }));
+      return resp.json();
+    };
+    const msg = (extra = {}) => ({ role: 'ROLE_USER', messageId: randomUUID(), parts: [{ text: 'hi' }], ...extra });
+    const msg03 = () => ({ role: 'user', messageId: randomUUID(), parts: [{ kind: 'text', text: 'hi' }] });
+
+    // Required fields: -32602 naming the field, with 1.0 error details; 0.3 errors stay plain.
+    const noId = await rpc('SendMessage', { message: { role: 'ROLE_USER', parts: [{ text: 'x' }] } });
+    assert.equal(noId.error.code, -32602, JSON.stringify(noId));
+    assert.equal(noId.error.data[0]['@type'], 'type.googleapis.com/google.rpc.ErrorInfo');
+    assert.equal(noId.error.data[1].fieldViolations[0].field, 'message.messageId');
+    const noParts = await rpc('message/send', { message: { role: 'user', messageId: 'm', parts: [] } }, { version: null });
+    assert.equal(noParts.error.code, -32602);
+    assert.equal(noParts.error.data, undefined);
+
+    // A2A-Version: header or query; unsupported ⇒ -32009.
+    assert.equal((await rpc('SendMessage', { message: msg() }, { version: '1.1' })).error.code, -32009);
+    const byQuery = await rpc('SendMessage', { message: msg03() }, { version: null, query: '?A2A-Version=1.0' });
+    assert.equal(byQuery.result?.task?.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(byQuery));
+    assert.equal((await rpc('SendMessage', { message: msg() }, { version: null, query: '?A2A-Version=9.9' })).error.code, -32009);
+    // No version: a 1.0-shaped message is answered in 1.0, a 0.3 one in 0.3.
+    assert.equal((await rpc('SendMessage', { message: msg() }, { version: null })).result.task.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal((await rpc('message/send', { message: msg03() }, { version: null })).result.kind, 'task');
+
+    // No extended card declared ⇒ -32004, in both names.
+    for (const method of ['GetExtendedAgentCard', 'agent/getAuthenticatedExtendedCard']) {
+      assert.equal((await rpc(method, {})).error.code, -32004, method);
+    }
+    // The card's ETag, and 304 for a matching If-None-Match.
+    const cardUrl = 'http://edge.test/.well-known/agent-card.json';
+    const card = await handler(new Request(cardUrl));
+    const etag = card.headers.get('etag');
+    assert.ok(etag, 'an ETag');
+    assert.equal((await handler(new Request(cardUrl, { headers: { 'If-None-Match': etag } }))).status, 304);
+
+    // File and data parts are kept, and read back in either shape.
+    const parts = [{ text: 'look' },
+      { url: 'https://files.example/r.pdf', mediaType: 'application/pdf', filename: 'r.pdf' },
+      { raw: 'aGVsbG8=', mediaType: 'text/plain', filename: 'hello.txt' },
+      { data: { k: [1, 2] } }];
+    const sent = await rpc('SendMessage', { message: msg({ parts }) });
+    const task = sent.result.task;
+    assert.deepEqual((await rpc('GetTask', { id: task.id })).result.history[0].parts, parts);
+    const as03 = (await rpc('tasks/get', { id: task.id }, { version: '0.3' })).result.history[0].parts;
+    assert.deepEqual(as03[1], { kind: 'file', file: { uri: 'https://files.example/r.pdf', mimeType: 'application/pdf', name: 'r.pdf' } });
+    assert.deepEqual(as03[3], { kind: 'data', data: { k: [1, 2] } });
+
+    // historyLength on SendMessage; ListTasks statusTimestampAfter is inclusive.
+    assert.equal((await rpc('SendMessage', { message: msg(), configuration: { historyLength: 0 } })).result.task.history, undefined);
+    const after = await rpc('ListTasks', { statusTimestampAfter: task.status.timestamp });
+    assert.ok(after.result.tasks.some((t) => t.id === task.id), JSON.stringify(after));
+
+    // A message naming a task: unknown ⇒ -32001, another context ⇒ -32602, finished ⇒ -32004.
+    assert.equal((await rpc('SendMessage', { message: msg({ taskId: 'nope' }) })).error.code, -32001);
+    assert.equal((await rpc('SendMessage', { message: msg({ taskId: task.id, contextId: 'other' }) })).error.code, -32602);
+    assert.equal((await rpc('SendMessage', { message: msg({ taskId: task.id }) })).error.code, -32004);
+
+    // A handler without the `push` option: the methods and a webhook on a send are -32003.
+    for (const method of ['CreateTaskPushNotificationConfig', 'GetTaskPushNotificationConfig', 'ListTaskPushNotificationConfigs',
+      'DeleteTaskPushNotificationConfig', 'tasks/pushNotificationConfig/set', 'tasks/pushNotificationConfig/list']) {
+      assert.equal((await rpc(method, { taskId: task.id, id: 'c' })).error.code, -32003, method);
+    }
+    const hooked = await rpc('SendMessage', { message: msg(), configuration: { taskPushNotificationConfig: { url: 'https://hooks.example/x' } } });
+    assert.equal(hooked.error.code, -32003, JSON.stringify(hooked));
+  });
+
+  test('the package client keeps an answer\'s file parts in metadata.parts', async () => {
+    const drawer = await serveFetch(async (req) => {
+      if (req.method === 'GET') {
+        const origin = new URL(req.url).origin;
+        return Response.json({ name: 'drawer', description: 'draws', version: '1.0.0', protocolVersion: '0.3.0', url: `${origin}/`,
+          capabilities: {}, defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'],
+          skills: [{ id: 'draw', name: 'draw', description: 'Draws', tags: [] }] });
+      }
+      const call = await req.json();
+      return Response.json({ jsonrpc: '2.0', id: call.id, result: { kind: 'task', id: 't1', contextId: 'c1', status: { state: 'completed' },
+        artifacts: [{ artifactId: 'a1', parts: [{ kind: 'text', text: 'a chart' },
+          { kind: 'file', file: { bytes: 'iVBORw0KGgo=', mimeType: 'image/png', name: 'c.png' } },
+          { kind: 'data', data: { rows: 2 } }] }] } });
+    });
+    closers.push(drawer.close);
+    const [tool] = await tn.agentTools(`${drawer.url}/.well-known/agent-card.json`);
+    const r = await tool.execute({ task: 'a chart please' });
+    assert.equal(r.isError, false, r.output);
+    assert.equal(r.output, 'a chart');
+    assert.deepEqual(r.metadata.parts, [{ raw: 'iVBORw0KGgo=', mediaType: 'image/png', filename: 'c.png' }, { data: { rows: 2 } }]);
   });
 
   test('a JS fulfiller streams progress: SSE frames arrive as it emits them', async () => {

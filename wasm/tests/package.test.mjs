@@ -10,7 +10,7 @@ import { appDir, HERE, pkgDir, run } from './helpers.mjs';
 
 const pkg = JSON.parse(readFileSync(join(pkgDir(), 'package.json'), 'utf8'));
 
-for (const variant of ['full', 'client']) {
+for (const variant of ['full', 'client', 'skills']) {
   test(`the ${variant} .wasm imports nothing from "env", only wasm-bindgen's glue`, () => {
     const bytes = readFileSync(join(pkgDir(), 'dist', variant, 'toolnexus_wasm_bg.wasm'));
     const imports = WebAssembly.Module.imports(new WebAssembly.Module(bytes));
@@ -26,13 +26,13 @@ test('every conditional export points at a file in the tarball', () => {
   walk(pkg.exports);
   assert.ok(targets.length >= 20);
   for (const t of targets) assert.ok(existsSync(join(pkgDir(), t)), `${t} is missing`);
-  for (const entry of ['.', './client']) {
+  for (const entry of ['.', './client', './skills']) {
     assert.deepEqual(Object.keys(pkg.exports[entry]), ['workerd', 'node', 'browser', 'types', 'default'], entry);
   }
 });
 
 test('the declarations have no `any` on the public surface', () => {
-  for (const f of ['index.d.ts', 'index.d.cts', 'client.d.ts', 'client.d.cts']) {
+  for (const f of ['index.d.ts', 'index.d.cts', 'client.d.ts', 'client.d.cts', 'skills.d.ts', 'skills.d.cts']) {
     const text = readFileSync(join(pkgDir(), f), 'utf8').replace(/\/\/.*$|\/\*[\s\S]*?\*\//gm, '');
     assert.doesNotMatch(text, /\bany\b/, f);
   }
@@ -89,12 +89,12 @@ async function inbound(): Promise<Response> {
   const client: Client = createClient({ baseUrl: "http://x/v1", style: "openai", model: "m" });
   const store: TaskStore = { get: async (_id: string) => null, save: async (_t: A2ATask) => {} };
   const handler: A2AHandler = createA2AHandler({
-    skills: [{ name: "s", description: "d", content: "c" }, "---\\nname: t\\n---\\nbody"],
+    skills: [{ name: "s", description: "d", content: "c" }, parseSkillMd("---\\nname: t\\n---\\nbody")],
     client, store, a2a: { name: "n" }, onTask: (e: TaskEvent) => void e.state,
   });
   const echo: A2AHandler = createA2AHandler({ client: "echo" });
   const card: AgentCard = buildAgentCard({ name: "n" }, [], "http://h/");
-  const result: RunResult = await client.run("p", { toolkit: await createToolkit({ skills: ["x"] }) });
+  const result: RunResult = await client.run("p", { toolkit: await createToolkit({ skills: [{ name: "x" }] }) });
   void [card, result, echo];
   return handler(new Request("http://h/"), { waitUntil: (_p: Promise<unknown>) => {} });
 }
@@ -104,16 +104,21 @@ createClient({ baseUrl: "x", style: "gpt", model: "m" });
   const clientBody = `
 // @ts-expect-error: the client-only entry has no skills option
 void createToolkitC({ skills: [] });
+const parsed: Skill = parseSkillMd("---\\nname: x\\n---\\n");
+void parsed.content;
+// @ts-expect-error: SKILL.md texts go through parseSkillMd
+void createA2AHandler({ skills: ["---\\nname: x\\n---\\n"] });
 `;
   const typeNames = 'Agent, Tool, ToolResult, Toolkit, ToolSpec, OpenAITool, AnthropicTool, GeminiFunctionDeclaration, AgentFailure, ErrorKind, ToolnexusError, CallEvent, CardSummary, CallStream';
   const serverNames = 'Client, TaskStore, A2ATask, A2AHandler, TaskEvent, AgentCard, RunResult';
+  const skillsImport = 'import { parseSkillMd } from "toolnexus-wasm/skills";\nimport type { Skill } from "toolnexus-wasm/skills";\n';
   const fns = 'agent, agentTools, parseAgentsConfig, createToolkit, sanitize, describeCard, listTasks, createClient, createA2AHandler, buildAgentCard';
   writeFileSync(join(dir, 'check.mts'),
     `import { ${fns} } from "toolnexus-wasm";\nimport type { ${typeNames}, ${serverNames} } from "toolnexus-wasm";\n` +
-    `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${body}${server}${clientBody}\nexport { outbound, inbound, kindOf };\n`);
+    `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${skillsImport}${body}${server}${clientBody}\nexport { outbound, inbound, kindOf };\n`);
   writeFileSync(join(dir, 'check.cts'),
     `import { ${fns} } from "toolnexus-wasm";\nimport type { ${typeNames}, ${serverNames} } from "toolnexus-wasm";\n` +
-    `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${body}${server}${clientBody}\nexport { outbound, inbound, kindOf };\n`);
+    `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${skillsImport}${body}${server}${clientBody}\nexport { outbound, inbound, kindOf };\n`);
   writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
     compilerOptions: {
       strict: true, noEmit: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022',

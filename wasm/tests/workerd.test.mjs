@@ -10,6 +10,7 @@
 // - both entries import in workerd; the cold start is measured.
 
 import { after, test } from 'node:test';
+import http from 'node:http';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
@@ -36,7 +37,7 @@ function workerModules(source) {
   const root = '/worker';
   const pkg = JSON.parse(readFileSync(join(pkgDir(), 'package.json'), 'utf8'));
   const modules = [{ type: 'ESModule', path: `${root}/worker.js`, contents: source }];
-  for (const [specifier, subpath] of [['toolnexus-wasm', '.'], ['toolnexus-wasm/client', './client']]) {
+  for (const [specifier, subpath] of [['toolnexus-wasm', '.'], ['toolnexus-wasm/client', './client'], ['toolnexus-wasm/skills', './skills']]) {
     const target = posix.join('node_modules/toolnexus-wasm', pkg.exports[subpath].workerd.default);
     let rel = posix.relative(posix.dirname(specifier), target);
     if (!rel.startsWith('.')) rel = `./${rel}`;
@@ -70,10 +71,12 @@ async function startWorker(source, bindings = {}) {
 
 const SERVING_WORKER = `
 import { createA2AHandler, createClient } from "toolnexus-wasm";
+import { parseSkillMd } from "toolnexus-wasm/skills";
 
+// One skill as data, one from a SKILL.md text (the skills entry's own .wasm).
 const skills = [
   { name: "hello-world", description: "Greets people", content: "Say hello warmly.\\nThen stop." },
-  { name: "summarize", description: "Summarizes text", content: "One line only." },
+  parseSkillMd("---\\nname: summarize\\ndescription: Summarizes text\\n---\\nOne line only.\\n"),
 ];
 let handler;
 
@@ -195,6 +198,96 @@ test('a worker asks (a JS fulfiller returns {inputRequired}); the SDK client and
   const r = JSON.parse(done.stdout);
   assert.equal(r.output, 'booked for Oslo');
   assert.equal(r.metadata.taskId, q.metadata.taskId);
+});
+
+const ECHO_WORKER = `
+import { createA2AHandler } from "toolnexus-wasm";
+
+let handler;
+export default {
+  fetch(request, env, ctx) {
+    handler ??= createA2AHandler({ client: "echo", skills: [{ name: "echo", description: "Echoes the task" }] });
+    return handler(request, env, ctx);
+  },
+};
+`;
+
+test('a worker answers A2A strictly (fields, versions, details, extended card, ETag, parts), and the SDK client lists its tasks', async () => {
+  const w = await startWorker(ECHO_WORKER);
+  const rpc = async (method, params, { version = '1.0', query = '' } = {}) => {
+    const headers = { 'content-type': 'application/json' };
+    if (version) headers['A2A-Version'] = version;
+    const resp = await fetch(`${w.url}/${query}`, {
+      method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    });
+    return resp.json();
+  };
+  const noId = await rpc('SendMessage', { message: { role: 'ROLE_USER', parts: [{ text: 'x' }] } });
+  assert.equal(noId.error.code, -32602, JSON.stringify(noId));
+  assert.equal(noId.error.data[1].fieldViolations[0].field, 'message.messageId');
+  const v03 = { role: 'user', messageId: 'm03', parts: [{ kind: 'text', text: 'hi' }] };
+  assert.equal((await rpc('SendMessage', { message: v03 }, { version: null, query: '?A2A-Version=1.0' })).result.task.status.state, 'TASK_STATE_COMPLETED');
+  assert.equal((await rpc('SendMessage', { message: v03 }, { version: '2.0' })).error.code, -32009);
+  assert.equal((await rpc('GetExtendedAgentCard', {})).error.code, -32004);
+  const parts = [{ text: 'look' }, { url: 'https://files.example/r.pdf', mediaType: 'application/pdf', filename: 'r.pdf' }, { data: { k: [1, 2] } }];
+  const sent = await rpc('SendMessage', { message: { role: 'ROLE_USER', messageId: 'm10', parts } });
+  assert.deepEqual((await rpc('GetTask', { id: sent.result.task.id })).result.history[0].parts, parts);
+  const cardUrl = `${w.url}/.well-known/agent-card.json`;
+  const etag = (await fetch(cardUrl)).headers.get('etag');
+  assert.ok(etag, 'an ETag');
+  assert.equal((await fetch(cardUrl, { headers: { 'If-None-Match': etag } })).status, 304);
+
+  const { code, stdout, stderr } = await run(process.execPath, [SDK_CLIENT, cardUrl, 'list me', '--list'], { timeout: 30_000 });
+  assert.equal(code, 0, stderr + stdout);
+  const r = JSON.parse(stdout.trim().split('\n').pop());
+  assert.equal(r.totalSize, 1, stdout);
+  assert.deepEqual(r.listed.map((t) => [t.state, t.text]), [['completed', 'list me']], stdout);
+});
+
+const PUSH_WORKER = `
+import { createA2AHandler } from "toolnexus-wasm";
+
+let handler;
+export default {
+  fetch(request, env, ctx) {
+    // The webhook is on 127.0.0.1: private, so allowed explicitly.
+    handler ??= createA2AHandler({ client: "echo", skills: [{ name: "echo", description: "Echoes the task" }],
+      push: { allowPrivateWebhooks: true } });
+    return handler(request, env, ctx);
+  },
+};
+`;
+
+test('a worker sends push notifications: the official JS SDK client sets, reads, lists and deletes configs (1.0 and 0.3)', async () => {
+  const hits = [];
+  const hook = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => { hits.push({ headers: req.headers, body: JSON.parse(body) }); res.writeHead(204).end(); });
+  });
+  await new Promise((ok) => hook.listen(0, '127.0.0.1', ok));
+  cleanups.push(() => new Promise((ok) => { hook.closeAllConnections(); hook.close(ok); }));
+  const webhook = `http://127.0.0.1:${hook.address().port}/hook`;
+  const w = await startWorker(PUSH_WORKER);
+  const cardUrl = `${w.url}/.well-known/agent-card.json`;
+  assert.equal((await (await fetch(cardUrl)).json()).capabilities.pushNotifications, true);
+  for (const legacy of [false, true]) {
+    const args = [SDK_CLIENT, cardUrl, `push me ${legacy}`, '--push', webhook, ...(legacy ? ['--legacy'] : [])];
+    const { code, stdout, stderr } = await run(process.execPath, args, { timeout: 30_000 });
+    assert.equal(code, 0, stderr + stdout);
+    const r = JSON.parse(stdout.trim().split('\n').pop());
+    assert.deepEqual([r.push.listed, r.push.afterDelete, r.push.got], [2, 1, `${webhook}/2`], stdout);
+    // Delivery runs beside the task (ctx.waitUntil): wait, bounded, for the terminal state.
+    const states = () => hits
+      .map((h) => ({ h, task: legacy ? h.body : h.body.task }))
+      .filter(({ task }) => task?.id === r.push.taskId);
+    for (let i = 0; i < 200 && !states().some(({ task }) => /completed/i.test(task.status.state)); i++) {
+      await new Promise((ok) => setTimeout(ok, 25));
+    }
+    const seen = states();
+    assert.ok(seen.some(({ task }) => /completed/i.test(task.status.state)), JSON.stringify(hits));
+    for (const { h } of seen) assert.equal(h.headers.authorization, 'Bearer js-secret', JSON.stringify(h.headers));
+  }
 });
 
 test('concurrent callers of one worker each get their own answer', async () => {

@@ -36,12 +36,13 @@ use crate::model::event::{ArtifactUpdate, StatusUpdate, StreamEvent};
 use crate::model::task::{SendResult, Task, TaskState};
 use crate::model::tool::ToolResult;
 use crate::wire::http::HttpResponse;
+use crate::wire::json::with;
 use crate::wire::rpc::MessageRefs;
 use crate::wire::rpc::{
     parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION,
 };
 use crate::wire::sse::{is_event_stream, SseParser};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::VecDeque;
 
 /// The first poll interval (capped by `poll_every`).
@@ -623,15 +624,15 @@ impl CallMachine {
     }
 
     fn finish(&self, now_ms: u64, is_error: bool, output: String) -> Step<ToolResult> {
-        let mut metadata = json!({
-            "agent": self.spec.agent,
-            "taskId": self.task_id,
-            "state": self.state.as_str(),
-            "polls": self.polls,
-            "ms": now_ms.saturating_sub(self.started_ms),
-        });
+        let mut metadata = crate::wire::json::object([
+            ("agent", self.spec.agent.as_str().into()),
+            ("taskId", self.task_id.clone().into()),
+            ("state", self.state.as_str().into()),
+            ("polls", self.polls.into()),
+            ("ms", now_ms.saturating_sub(self.started_ms).into()),
+        ]);
         if !self.attachments.is_empty() {
-            metadata["parts"] = Value::Array(self.attachments.clone());
+            metadata = with(metadata, "parts", Value::Array(self.attachments.clone()));
         }
         // A task waiting for the caller: the context to name with the task to answer it.
         if let Some(context) = self
@@ -639,7 +640,7 @@ impl CallMachine {
             .as_ref()
             .filter(|_| self.state.is_interrupted())
         {
-            metadata["contextId"] = json!(context);
+            metadata = with(metadata, "contextId", context.as_str().into());
         }
         Step::Done(ToolResult {
             output,
@@ -831,7 +832,7 @@ impl Machine for CallMachine {
                         self.poll_failures = 0;
                         let long_polled = resp
                             .header("Preference-Applied")
-                            .is_some_and(|p| p.contains("wait"));
+                            .is_some_and(|p| crate::wire::http::find_str(p, "wait").is_some());
                         match parse_reply(&resp, &endpoint) {
                             Err(e) => self.fail(now_ms, &what, &e),
                             Ok(v) => {

@@ -7,8 +7,9 @@ use crate::host::transport::Transport;
 use crate::model::agent::Agent;
 use crate::model::task::{Task, TaskState};
 use crate::wire::http::HttpRequest;
+use crate::wire::json::{object, with};
 use crate::wire::rpc::{parse_reply, Dialect, Method};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Which tasks to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,15 +41,15 @@ pub fn list_request(
     page_token: Option<&str>,
 ) -> HttpRequest {
     // Artifacts are left out unless asked for; a caller listing tasks wants their answers.
-    let mut params = json!({"pageSize": 100, "includeArtifacts": true});
+    let mut params = object([("pageSize", 100.into()), ("includeArtifacts", true.into())]);
     if let Some(c) = &filter.context_id {
-        params["contextId"] = c.as_str().into();
+        params = with(params, "contextId", c.as_str().into());
     }
     if let Some(s) = filter.status {
-        params["status"] = s.as_v10().into();
+        params = with(params, "status", s.as_v10().into());
     }
     if let Some(t) = page_token.filter(|t| !t.is_empty()) {
-        params["pageToken"] = t.into();
+        params = with(params, "pageToken", t.into());
     }
     Dialect::V10.request(endpoint, rpc_id, Method::List, params)
 }
@@ -104,6 +105,7 @@ pub async fn list_tasks<T: Transport>(
 mod tests {
     use super::*;
     use crate::testing::{block_on, Reply, ScriptedPeer};
+    use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 

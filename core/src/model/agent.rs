@@ -160,15 +160,17 @@ impl Agent {
 pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
+    // `find_str` and `get`, not `find("${")` and `[..]`: see `find_str`.
+    while let Some(start) = crate::wire::http::find_str(rest, "${") {
+        out.push_str(rest.get(..start).unwrap_or_default());
+        let after = rest.get(start + 2..).unwrap_or_default();
         let name_len = after
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .unwrap_or(after.len());
-        if name_len > 0 && after[name_len..].starts_with('}') {
-            out.push_str(&lookup(&after[..name_len]).unwrap_or_default());
-            rest = &after[name_len + 1..];
+        let (name, brace) = after.split_at_checked(name_len).unwrap_or_default();
+        if name_len > 0 && brace.starts_with('}') {
+            out.push_str(&lookup(name).unwrap_or_default());
+            rest = brace.get(1..).unwrap_or_default();
         } else {
             out.push_str("${");
             rest = after;
@@ -199,7 +201,7 @@ pub fn headers_may_go_to(card_url: &str, endpoint: &str) -> bool {
         Some(v6) => v6.find(']').map_or(0, |i| i + 2),
         None => host.find(':').unwrap_or(host.len()),
     };
-    let host = &host[..end];
+    let host = host.get(..end).unwrap_or_default();
     host == "localhost"
         || host == "[::1]"
         || (host.starts_with("127.") && host.bytes().all(|b| b.is_ascii_digit() || b == b'.'))

@@ -96,7 +96,7 @@ impl Part {
     /// The part in its 1.0 shape.
     pub fn to_v10(&self) -> Value {
         match self {
-            Part::Text(t) => serde_json::json!({ "text": t }),
+            Part::Text(t) => crate::wire::json::object([("text", t.as_str().into())]),
             Part::Other(o) => Value::Object(o.clone()),
         }
     }

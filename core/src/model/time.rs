@@ -80,7 +80,8 @@ pub fn parse_rfc3339(text: &str) -> Option<u64> {
         if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
             return None;
         }
-        std::str::from_utf8(s).ok()?.parse().ok()
+        // At most four digits: no overflow, and no `str::parse` in the `.wasm`.
+        Some(s.iter().fold(0, |n, c| n * 10 + i64::from(c - b'0')))
     };
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
         return None;
@@ -105,12 +106,10 @@ pub fn parse_rfc3339(text: &str) -> Option<u64> {
             return None;
         }
         // Milliseconds: the first three digits, padded.
-        let digits: String = text.trim()[start..i]
-            .chars()
-            .chain("00".chars())
-            .take(3)
-            .collect();
-        ms = digits.parse::<i64>().ok()?;
+        let digits = &b[start..i];
+        ms = (0..3).fold(0, |n, k| {
+            n * 10 + digits.get(k).map_or(0, |c| i64::from(c - b'0'))
+        });
     }
     let offset_min = match b.get(i..)? {
         [b'Z' | b'z'] => 0,

@@ -1,8 +1,8 @@
 //! Tool descriptors, results, and the LLM-provider schema adapters.
 
-use crate::wire::json::with;
+use crate::wire::json::{object, with};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// What a tool looks like to a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,11 +115,15 @@ impl ToolResult {
 
 /// The fixed input schema of every A2A tool: one required string `task`.
 pub fn a2a_input_schema(description: &str) -> Value {
-    json!({
-        "type": "object",
-        "properties": {"task": {"type": "string", "description": description}},
-        "required": ["task"],
-    })
+    let task = object([
+        ("type", "string".into()),
+        ("description", description.into()),
+    ]);
+    object([
+        ("type", "object".into()),
+        ("properties", object([("task", task)])),
+        ("required", Value::Array(vec!["task".into()])),
+    ])
 }
 
 /// [`a2a_input_schema`] with the optional `taskId` and `contextId` of a
@@ -127,7 +131,8 @@ pub fn a2a_input_schema(description: &str) -> Value {
 pub fn a2a_conversational_schema(description: &str) -> Value {
     let mut schema = a2a_input_schema(description);
     let ids: Value = serde_json::from_slice(CONVERSATION_PROPERTIES.as_bytes()).unwrap_or_default();
-    if let (Some(props), Value::Object(ids)) = (schema["properties"].as_object_mut(), ids) {
+    let props = schema.get_mut("properties").and_then(Value::as_object_mut);
+    if let (Some(props), Value::Object(ids)) = (props, ids) {
         props.extend(ids);
     }
     schema
@@ -142,9 +147,12 @@ pub fn to_openai(specs: &[ToolSpec]) -> Vec<Value> {
     specs
         .iter()
         .map(|s| {
-            let function = json!({"name": s.name, "description": s.description});
+            let function = object([
+                ("name", s.name.as_str().into()),
+                ("description", s.description.as_str().into()),
+            ]);
             let function = with(function, "parameters", s.input_schema.clone());
-            with(json!({"type": "function"}), "function", function)
+            object([("type", "function".into()), ("function", function)])
         })
         .collect()
 }
@@ -154,7 +162,10 @@ pub fn to_anthropic(specs: &[ToolSpec]) -> Vec<Value> {
     specs
         .iter()
         .map(|s| {
-            let entry = json!({"name": s.name, "description": s.description});
+            let entry = object([
+                ("name", s.name.as_str().into()),
+                ("description", s.description.as_str().into()),
+            ]);
             with(entry, "input_schema", s.input_schema.clone())
         })
         .collect()
@@ -178,7 +189,10 @@ pub fn to_gemini(specs: &[ToolSpec]) -> Vec<Value> {
     specs
         .iter()
         .map(|s| {
-            let entry = json!({"name": s.name, "description": s.description});
+            let entry = object([
+                ("name", s.name.as_str().into()),
+                ("description", s.description.as_str().into()),
+            ]);
             with(entry, "parameters", strip(&s.input_schema))
         })
         .collect()
@@ -187,6 +201,7 @@ pub fn to_gemini(specs: &[ToolSpec]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 

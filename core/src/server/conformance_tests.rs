@@ -167,11 +167,7 @@ fn v10_errors_carry_error_info_and_bad_request_details() {
     for (method, params, reason) in [
         ("GetTask", json!({"id": "nope"}), "TASK_NOT_FOUND"),
         ("CancelTask", json!({"id": "nope"}), "TASK_NOT_FOUND"),
-        (
-            "GetExtendedAgentCard",
-            json!({}),
-            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
-        ),
+        ("GetExtendedAgentCard", json!({}), "UNSUPPORTED_OPERATION"),
         ("NoSuchMethod", json!({}), "METHOD_NOT_FOUND"),
     ] {
         let v = f.rpc(Some("1.0"), method, params);
@@ -658,4 +654,440 @@ fn a_webhook_set_on_send_is_stored_once_the_task_is() {
         })
         .collect();
     assert_eq!(kept, [id], "webhooks are kept for the stored task only");
+}
+
+// ---- Gaps found by the MUST list (CONFORMANCE.md) ----
+
+#[test]
+fn get_extended_agent_card_is_unsupported_while_the_card_does_not_declare_it() {
+    // A2A 1.0 §3.3.4 and §13.3: `capabilities.extendedAgentCard` false or
+    // absent ⇒ UnsupportedOperationError (-32004); -32007 is only for an agent
+    // that declares one and has none configured. Both official SDKs agree.
+    assert!(card()["capabilities"].get("extendedAgentCard").is_none());
+    let f = fixture();
+    for (version, method) in [
+        (Some("1.0"), "GetExtendedAgentCard"),
+        (None, "GetExtendedAgentCard"),
+        (Some("0.3"), "agent/getAuthenticatedExtendedCard"),
+        (None, "agent/getAuthenticatedExtendedCard"),
+    ] {
+        let v = f.rpc(version, method, json!({}));
+        assert_eq!(v["error"]["code"], -32004, "{method}: {v}");
+    }
+    let v = f.rpc(Some("1.0"), "GetExtendedAgentCard", json!({}));
+    assert_eq!(v["error"]["data"][0]["reason"], "UNSUPPORTED_OPERATION");
+}
+
+#[test]
+fn list_tasks_status_timestamp_after_includes_that_very_instant() {
+    // a2a.proto ListTasksRequest.status_timestamp_after: "Only tasks with a
+    // status timestamp time greater than or equal to this value".
+    let f = fixture();
+    f.host.time.advance_to(2_000);
+    let v = f.send(Some("1.0"), "SendMessage", "hello", true);
+    let task = &v["result"]["task"];
+    assert_eq!(
+        task["status"]["timestamp"], "2025-12-01T00:00:02.000Z",
+        "{v}"
+    );
+    let listed = |after: &str| -> Vec<Value> {
+        let page = f.rpc(
+            Some("1.0"),
+            "ListTasks",
+            json!({"statusTimestampAfter": after}),
+        );
+        page["result"]["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .map(|t| t["id"].clone())
+            .collect()
+    };
+    assert_eq!(listed("2025-12-01T00:00:02.000Z"), [task["id"].clone()]);
+    assert_eq!(listed("2025-12-01T00:00:02.001Z"), Vec::<Value>::new());
+}
+
+#[test]
+fn a_message_naming_a_task_gets_the_same_errors_in_03_and_on_streams() {
+    // A2A 1.0 §3.4.2 (unknown taskId ⇒ TaskNotFoundError), §3.4.3 (a
+    // mismatching contextId is rejected), §3.1.1/§3.1.2 (a terminal task ⇒
+    // UnsupportedOperationError); the 0.3 names and the streaming methods too.
+    let f = fixture();
+    let naming = |message: Value, task: &str, ctx: Option<&str>| -> Value {
+        let mut m = with(message, "taskId", Some(json!(task)));
+        if let Some(c) = ctx {
+            m = with(m, "contextId", Some(json!(c)));
+        }
+        json!({"message": m})
+    };
+    for (version, method, message) in [
+        (None, "message/send", msg_03("more")),
+        (Some("0.3"), "message/stream", msg_03("more")),
+        (Some("1.0"), "SendStreamingMessage", msg_10("more")),
+    ] {
+        assert_eq!(
+            f.error_code(version, method, naming(message.clone(), "nope", None)),
+            -32001,
+            "{method}"
+        );
+    }
+    let done = f.send(None, "message/send", "first", true);
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
+    let id = done["result"]["id"].as_str().expect("id").to_string();
+    let ctx = done["result"]["contextId"]
+        .as_str()
+        .expect("ctx")
+        .to_string();
+    let saves = lock(&f.store.saves).len();
+    for (version, method, message) in [
+        (None, "message/send", msg_03("more")),
+        (Some("0.3"), "message/stream", msg_03("more")),
+        (Some("1.0"), "SendStreamingMessage", msg_10("more")),
+    ] {
+        let v = f.rpc(version, method, naming(message.clone(), &id, Some("other")));
+        assert_eq!(v["error"]["code"], -32602, "{method}: {v}");
+        let v = f.rpc(version, method, naming(message, &id, Some(&ctx)));
+        assert_eq!(v["error"]["code"], -32004, "{method}: {v}");
+    }
+    assert_eq!(lock(&f.store.saves).len(), saves, "nothing was saved");
+}
+
+#[test]
+fn list_tasks_trims_each_history_and_refuses_the_specs_bad_parameters() {
+    let f = fixture();
+    let asked = f.send(Some("1.0"), "SendMessage", "ask for a trip", true);
+    let id = asked["result"]["task"]["id"].clone();
+    let answer = json!({"message": {"role": "ROLE_USER", "messageId": "m2",
+        "taskId": id, "parts": [{"text": "Paris"}]}});
+    let done = f.rpc(Some("1.0"), "SendMessage", answer);
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let history = |params: Value| -> Vec<String> {
+        let page = f.rpc(Some("1.0"), "ListTasks", params);
+        page["result"]["tasks"][0]["history"]
+            .as_array()
+            .map(|h| {
+                h.iter()
+                    .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(history(json!({})).len(), 3);
+    // §3.2.4: "> 0: Return at most this many recent messages".
+    assert_eq!(history(json!({"historyLength": 1})), ["Paris"]);
+    assert_eq!(history(json!({"historyLength": 0})), Vec::<String>::new());
+    // §6.5 "Validation Error Example", one bad parameter at a time.
+    for params in [
+        json!({"pageSize": 150}),
+        json!({"historyLength": -5}),
+        json!({"status": "TASK_STATE_RUNNING"}),
+    ] {
+        assert_eq!(
+            f.error_code(Some("1.0"), "ListTasks", params.clone()),
+            -32602,
+            "{params}"
+        );
+    }
+}
+
+#[test]
+fn every_v10_error_detail_names_its_type() {
+    // A2A 1.0 §3.3.2 and §9.5: each object in `error.data` MUST include `@type`.
+    let f = fixture();
+    let done = f.send(Some("1.0"), "SendMessage", "first", true);
+    let id = done["result"]["task"]["id"].clone();
+    let cases = [
+        (
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"role": "ROLE_USER"}}),
+        ),
+        (Some("1.0"), "GetTask", json!({"id": "nope"})),
+        (Some("1.0"), "CancelTask", json!({"id": id})),
+        (Some("1.0"), "ListTasks", json!({"pageSize": 0})),
+        (
+            Some("1.0"),
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": id}),
+        ),
+        (Some("1.0"), "GetExtendedAgentCard", json!({})),
+        (Some("1.0"), "NoSuchMethod", json!({})),
+        (Some("9.9"), "GetTask", json!({"id": id})),
+    ];
+    let mut codes = Vec::new();
+    for (version, method, params) in cases {
+        let v = f.rpc(version, method, params);
+        let data = v["error"]["data"].as_array().expect("details");
+        assert!(!data.is_empty(), "{method}: {v}");
+        for d in data {
+            assert!(
+                d["@type"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("type.googleapis.com/google.rpc.")),
+                "{method}: {v}"
+            );
+        }
+        codes.push(v["error"]["code"].as_i64().expect("code"));
+    }
+    assert_eq!(
+        codes,
+        [-32602, -32001, -32002, -32602, -32003, -32004, -32601, -32009]
+    );
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn push_config_lookups_of_unknown_configs_are_not_found_and_deletes_are_idempotent() {
+    // A2A 1.0 §3.1.8 (Get MUST fail if the config does not exist: the
+    // TaskNotFoundError), §3.1.10 (Delete MUST be idempotent), a2a.proto
+    // TaskPushNotificationConfig.url REQUIRED.
+    let f = push_fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    f.settle();
+    assert_eq!(
+        f.error_code(
+            Some("1.0"),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "token": "tk"})
+        ),
+        -32602
+    );
+    let set = f.rpc(
+        Some("1.0"),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "https://hooks.example/a2a"}),
+    );
+    let cid = set["result"]["id"].as_str().expect("config id").to_string();
+    assert_eq!(
+        f.error_code(
+            Some("1.0"),
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": id, "id": "nope"})
+        ),
+        -32001
+    );
+    assert_eq!(
+        f.error_code(
+            None,
+            "tasks/pushNotificationConfig/get",
+            json!({"id": id, "pushNotificationConfigId": "nope"})
+        ),
+        -32001
+    );
+    for _ in 0..2 {
+        let del = f.rpc(
+            Some("1.0"),
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": id, "id": cid}),
+        );
+        assert_eq!(del["result"], json!({}), "{del}");
+        let del03 = f.rpc(
+            None,
+            "tasks/pushNotificationConfig/delete",
+            json!({"id": id, "pushNotificationConfigId": cid}),
+        );
+        assert!(del03.get("error").is_none(), "{del03}");
+        assert_eq!(del03["result"], Value::Null, "{del03}");
+    }
+    assert_eq!(
+        f.error_code(
+            Some("1.0"),
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": id, "id": cid})
+        ),
+        -32001
+    );
+}
+
+#[test]
+fn history_length_keeps_the_latest_messages_on_send_message_and_get_task() {
+    // a2a.proto SendMessageConfiguration / GetTaskRequest.history_length:
+    // "The server MUST NOT return more messages than the provided value", on a
+    // task with more history than that (ask, question, answer).
+    let f = fixture();
+    let texts = |task: &Value| -> Vec<String> {
+        task["history"]
+            .as_array()
+            .map(|h| {
+                h.iter()
+                    .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let asked = f.send(Some("1.0"), "SendMessage", "ask for a trip", true);
+    let id = asked["result"]["task"]["id"].clone();
+    let answer = json!({"message": {"role": "ROLE_USER", "messageId": "m2",
+        "taskId": id, "parts": [{"text": "Paris"}]},
+        "configuration": {"historyLength": 1}});
+    let done = f.rpc(Some("1.0"), "SendMessage", answer);
+    assert_eq!(texts(&done["result"]["task"]), ["Paris"], "{done}");
+    // §3.4.3: the context is the task's when only the taskId is given.
+    assert_eq!(
+        done["result"]["task"]["contextId"],
+        asked["result"]["task"]["contextId"]
+    );
+    let got = f.rpc(
+        Some("1.0"),
+        "GetTask",
+        json!({"id": id, "historyLength": 2}),
+    );
+    assert_eq!(
+        texts(&got["result"]),
+        [super::conversation_tests::CITY, "Paris"],
+        "{got}"
+    );
+    let got = f.rpc(None, "tasks/get", json!({"id": id, "historyLength": 1}));
+    assert_eq!(texts(&got["result"]), ["Paris"], "{got}");
+    let all = f.rpc(None, "tasks/get", json!({"id": id}));
+    assert_eq!(texts(&all["result"]).len(), 3, "{all}");
+}
+
+#[cfg(feature = "push")]
+#[test]
+fn a_webhook_that_never_answers_times_out_on_each_attempt_then_is_given_up() {
+    // A2A 1.0 §4.3.3 / §13.2 (SHOULD): a timeout on webhook requests
+    // (recommended 10-30 s) and retries with exponential backoff.
+    use crate::server::push::{deliver, DELIVERY_TIMEOUT_MS};
+    use crate::TransportError;
+    let sleeps = Arc::new(Mutex::new(Vec::new()));
+    let z = sleeps.clone();
+    let silent = |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, TransportError>> {
+        Box::pin(std::future::pending())
+    };
+    // Every timer fires at once: each attempt times out, each pause passes.
+    let sleep = move |ms: u64| -> Option<BoxFuture<'static, ()>> {
+        lock(&z).push(ms);
+        Some(Box::pin(std::future::ready(())))
+    };
+    let req = HttpRequest::post_json("https://hooks.example/a2a", b"{}".to_vec());
+    let got = crate::testing::block_on(deliver(req, silent, sleep));
+    assert_eq!(
+        got,
+        Err(format!("no answer within {DELIVERY_TIMEOUT_MS} ms"))
+    );
+    assert_eq!(DELIVERY_TIMEOUT_MS, 10_000);
+    assert_eq!(
+        *lock(&sleeps),
+        [10_000, 500, 10_000, 2_000, 10_000, 8_000, 10_000],
+        "four attempts, each bounded, with growing pauses between"
+    );
+}
+
+#[test]
+fn a_send_naming_a_webhook_is_push_not_supported_on_an_agent_without_push() {
+    // A2A 1.0 §3.3.4: pushNotifications false ⇒ PushNotificationNotSupportedError.
+    // Runs with and without the `push` feature (the npm package has it off).
+    let f = fixture();
+    assert_eq!(card()["capabilities"]["pushNotifications"], false);
+    let v = f.rpc(
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": msg_10("x"),
+            "configuration": {"taskPushNotificationConfig": {"url": "https://hooks.example/x"}}}),
+    );
+    assert_eq!(v["error"]["code"], -32003, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"],
+        "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    );
+    let v = f.rpc(
+        None,
+        "message/send",
+        json!({"message": msg_03("x"),
+            "configuration": {"pushNotificationConfig": {"url": "https://hooks.example/x"}}}),
+    );
+    assert_eq!(v["error"]["code"], -32003, "{v}");
+    assert!(lock(&f.store.saves).is_empty(), "no task was made");
+}
+
+#[test]
+fn auth_required_in_10_is_a_task_state_with_a_message_saying_why() {
+    // A2A 1.0 §7.6.1: the agent "MUST use a Task", "MUST transition the
+    // TaskState to TASK_STATE_AUTH_REQUIRED", "MUST include a TaskStatus
+    // message explaining the required authorization"; a blocking send ends there.
+    use super::conversation_tests::SIGN_IN;
+    let f = fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "login to the calendar", true);
+    let task = &v["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_AUTH_REQUIRED", "{v}");
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], SIGN_IN);
+    let answer = json!({"message": {"role": "ROLE_USER", "messageId": "m2",
+        "taskId": task["id"], "parts": [{"text": "done"}]}});
+    let done = f.rpc(Some("1.0"), "SendMessage", answer);
+    assert_eq!(done["result"]["task"]["id"], task["id"], "{done}");
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+#[test]
+fn push_configs_missing_required_fields_are_invalid_params_in_each_dialect() {
+    // a2a.proto: GetTaskPushNotificationConfigRequest.id and
+    // AuthenticationInfo.scheme are REQUIRED (1.0); 0.3's
+    // PushNotificationAuthenticationInfo.schemes is required, while its
+    // tasks/pushNotificationConfig/get also takes the bare TaskIdParams.
+    let f = push_fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    f.settle();
+    let set = f.rpc(
+        Some("1.0"),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "https://hooks.example/a2a"}),
+    );
+    assert!(set["result"]["id"].is_string(), "{set}");
+    let no_id = f.rpc(
+        Some("1.0"),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id}),
+    );
+    assert_eq!(no_id["error"]["code"], -32602, "{no_id}");
+    assert_eq!(
+        no_id["error"]["data"][1]["fieldViolations"][0]["field"], "id",
+        "{no_id}"
+    );
+    // 0.3: the task's id alone answers its config.
+    let bare = f.rpc(None, "tasks/pushNotificationConfig/get", json!({"id": id}));
+    assert_eq!(
+        bare["result"]["pushNotificationConfig"]["url"], "https://hooks.example/a2a",
+        "{bare}"
+    );
+    for (version, method, params, field) in [
+        (
+            Some("1.0"),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": "https://hooks.example/b",
+                   "authentication": {"credentials": "s3cret"}}),
+            "pushNotificationConfig.authentication.scheme",
+        ),
+        (
+            None,
+            "tasks/pushNotificationConfig/set",
+            json!({"taskId": id, "pushNotificationConfig": {"url": "https://hooks.example/b",
+                   "authentication": {"credentials": "s3cret"}}}),
+            "pushNotificationConfig.authentication.schemes",
+        ),
+    ] {
+        let v = f.rpc(version, method, params);
+        assert_eq!(v["error"]["code"], -32602, "{method}: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap_or("").contains(field),
+            "{method}: {v}"
+        );
+        assert!(!v.to_string().contains("s3cret"), "{method}: {v}");
+    }
+    // Without `authentication` at all (or null) a config is fine.
+    let plain = f.rpc(
+        Some("1.0"),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "https://hooks.example/c", "authentication": null}),
+    );
+    assert!(plain["result"]["id"].is_string(), "{plain}");
 }

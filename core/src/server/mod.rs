@@ -222,7 +222,13 @@ impl Card {
         let (body, etag) = self.body(req);
         let matches = req.header("If-None-Match").is_some_and(|list| {
             list.split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
+                .map(|t| {
+                    let mut t = t.trim();
+                    while let Some(rest) = t.strip_prefix("W/") {
+                        t = rest;
+                    }
+                    t
+                })
                 .any(|t| t == "*" || t == etag)
         });
         let mut resp = if matches {
@@ -736,8 +742,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .map(|v| Answered::Value(Box::new(v))),
             // The card says pushNotifications: false.
             Some(Method::PushConfig) => Err(push_not_supported()),
+            // The card does not declare `extendedAgentCard`: -32004, not
+            // -32007 (that one is for a declared card not configured).
             Some(Method::ExtendedCard) => Err(RpcError::new(
-                rpc::EXTENDED_CARD_NOT_CONFIGURED,
+                rpc::UNSUPPORTED_OPERATION,
                 "This agent has no extended agent card",
             )),
             // Streaming methods are answered before dispatch.
@@ -1391,7 +1399,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
 /// The path of a request URL (absolute URLs accepted), without query or fragment.
 fn path_of(url: &str) -> &str {
     let path = match crate::wire::url::origin(url) {
-        Some(o) => &url[o.len()..],
+        Some(o) => url.get(o.len()..).unwrap_or(url),
         None => url,
     };
     path.split(['?', '#'])

@@ -22,7 +22,8 @@ pub struct TaskFilter {
     pub context_id: Option<String>,
     /// Only tasks in this state.
     pub state: Option<TaskState>,
-    /// Only tasks whose status changed after this instant (Unix ms).
+    /// Only tasks whose status changed at or after this instant (Unix ms;
+    /// `statusTimestampAfter` is inclusive in a2a.proto).
     pub updated_after_ms: Option<u64>,
 }
 
@@ -35,7 +36,7 @@ impl TaskFilter {
             && self.state.is_none_or(|s| s == task.state)
             && self
                 .updated_after_ms
-                .is_none_or(|after| task.updated_ms.is_some_and(|t| t > after))
+                .is_none_or(|after| task.updated_ms.is_some_and(|t| t >= after))
     }
 }
 

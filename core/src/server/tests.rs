@@ -458,11 +458,11 @@ fn push_config_and_extended_card_methods_get_the_spec_errors() {
     }
     assert_eq!(
         f.error_code(Some("1.0"), "GetExtendedAgentCard", json!({})),
-        -32007
+        -32004
     );
     assert_eq!(
         f.error_code(None, "agent/getAuthenticatedExtendedCard", json!({})),
-        -32007
+        -32004
     );
 }
 
@@ -597,8 +597,12 @@ fn list_tasks_pages_newest_first_with_filters() {
     );
     let working = list(json!({"status": "TASK_STATE_WORKING"}));
     assert_eq!(ids_of(&working), [ids[3].clone()]);
+    // Inclusive: the task stamped at 3.000 is in.
     let recent = list(json!({"statusTimestampAfter": "2025-12-01T00:00:03.000Z"}));
-    assert_eq!(ids_of(&recent), [ids[4].clone(), ids[3].clone()]);
+    assert_eq!(
+        ids_of(&recent),
+        [ids[4].clone(), ids[3].clone(), ids[2].clone()]
+    );
 
     // Pages of two, followed by their tokens, give every task once.
     let mut seen = Vec::new();

@@ -27,8 +27,56 @@ pub const MAX_PEER_TEXT: usize = 1_000;
 /// Peer text for an error message: cut to `max` chars, with `…` if cut.
 pub(crate) fn snippet(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
+        Some((cut, _)) => format!("{}…", text.get(..cut).unwrap_or_default()),
         None => text.to_string(),
+    }
+}
+
+/// Where `needle` (non-empty) first occurs in `haystack`: `str::find` for a
+/// `&str` pattern, by bytes. The client path neither slices a `str` with
+/// `[..]` nor searches one for a `&str` (use this and `str::get`): either
+/// brings the panic message that quotes a `char` with Rust's escaping and
+/// Unicode tables into the `.wasm`.
+pub fn find_str(haystack: &str, needle: &str) -> Option<usize> {
+    let needle = needle.as_bytes();
+    haystack
+        .as_bytes()
+        .windows(needle.len().max(1))
+        .position(|w| w == needle)
+}
+
+#[cfg(feature = "server")]
+/// `text` with each `needle` (non-empty) replaced by `with`, left to right:
+/// `str::replace` for a `&str` pattern, through [`find_str`].
+pub fn replace_str(text: &str, needle: &str, with: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = find_str(rest, needle).filter(|_| !needle.is_empty()) {
+        out.push_str(rest.get(..at).unwrap_or_default());
+        out.push_str(with);
+        rest = rest.get(at + needle.len()..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Appends `bytes` as UTF-8 text, each invalid sequence as one U+FFFD: what
+/// `String::from_utf8_lossy` gives, through the `str::from_utf8` check the
+/// crate already has (`from_utf8_lossy` brings its own decoder and tables).
+pub(crate) fn push_lossy(out: &mut String, mut bytes: &[u8]) {
+    loop {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => return out.push_str(text),
+            Err(e) => {
+                let (valid, rest) = bytes.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                out.push('\u{FFFD}');
+                // `error_len` is the maximal invalid subpart, as in `from_utf8_lossy`.
+                bytes = rest
+                    .get(e.error_len().unwrap_or(rest.len())..)
+                    .unwrap_or_default();
+            }
+        }
     }
 }
 
@@ -94,6 +142,86 @@ impl HttpResponse {
 
     /// The body as text for error messages: lossy UTF-8, cut to `max` chars.
     pub fn body_snippet(&self, max: usize) -> String {
-        snippet(String::from_utf8_lossy(&self.body).trim(), max)
+        let mut text = String::new();
+        push_lossy(&mut text, &self.body);
+        snippet(text.trim(), max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn find_str_is_str_find() {
+        for (hay, needle) in [
+            ("http://x/y", "://"),
+            ("a${B}${C}", "${"),
+            ("no", "://"),
+            ("", "x"),
+            ("x", "xy"),
+            ("wait=30, wait", "wait"),
+            ("é://", "://"),
+        ] {
+            assert_eq!(find_str(hay, needle), hay.find(needle), "{hay} {needle}");
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "server")]
+    fn replace_str_is_str_replace() {
+        for (text, needle) in [
+            ("key sk-123 and sk-123.", "sk-123"),
+            ("aaaa", "aa"),
+            ("none here", "zz"),
+            ("", "x"),
+            ("é://x é://", "é://"),
+        ] {
+            assert_eq!(
+                replace_str(text, needle, "[R]"),
+                text.replace(needle, "[R]")
+            );
+        }
+    }
+
+    #[test]
+    fn push_lossy_is_from_utf8_lossy() {
+        let cases: [&[u8]; 10] = [
+            b"",
+            b"plain",
+            "caf\u{e9} \u{6f22}".as_bytes(),
+            b"\xff",
+            b"a\xffb\xfe\xfdc",
+            b"\xe6\xbc",
+            b"x\xe6\xbcy",
+            b"\xf0\x9f\x98",
+            b"\xed\xa0\x80 surrogate",
+            b"\xc0\xaf overlong \xf4\x90\x80\x80 too high",
+        ];
+        for bytes in cases {
+            let mut out = String::from(">");
+            push_lossy(&mut out, bytes);
+            assert_eq!(
+                out,
+                format!(">{}", String::from_utf8_lossy(bytes)),
+                "{bytes:?}"
+            );
+        }
+        // Every 3-byte sequence over a few interesting bytes.
+        let some = [
+            0x00, 0x41, 0x7f, 0x80, 0xbf, 0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff,
+        ];
+        for a in some {
+            for b in some {
+                for c in some {
+                    let bytes = [a, b, c, b'z'];
+                    let mut out = String::new();
+                    push_lossy(&mut out, &bytes);
+                    assert_eq!(out, String::from_utf8_lossy(&bytes), "{bytes:?}");
+                }
+            }
+        }
     }
 }

@@ -1,8 +1,9 @@
-//! Two small JSON helpers that keep the `.wasm` small: each does what a
+//! Small JSON helpers that keep the `.wasm` small: each does what a
 //! `serde_json` convenience does, without instantiating a second copy of the
-//! JSON writer (`Display`) or the value serializer (`json!` around a `Value`).
+//! JSON writer (`Display`) or the value serializer (`json!`, which sends
+//! every value it holds, literals included, through `to_value(..).unwrap()`).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// A value as compact JSON text, exactly what its `Display` writes, through
 /// the one JSON writer the crate already uses (`serde_json::to_string`).
@@ -17,6 +18,61 @@ pub fn with(mut object: Value, key: &str, value: Value) -> Value {
         map.insert(key.to_string(), value);
     }
     object
+}
+
+/// An object of `pairs`, in order: `json!({"k": v, ..})` without the value
+/// serializer (a later pair with the same key replaces the earlier one, as in `json!`).
+pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    let mut map = Map::new();
+    for (key, value) in pairs {
+        map.insert(key.to_string(), value);
+    }
+    Value::Object(map)
+}
+
+#[cfg(feature = "server")]
+/// `v[key]` read as serde reads an `Option<String>` field: absent or
+/// `null` is `None`, a string `Some`, anything else an error naming `key`.
+/// (The readers built on these replace derived `Deserialize` impls in the
+/// npm `.wasm`: serde's error path brings `str`'s `Debug` and its tables.)
+pub fn opt_string(v: &Value, key: &str) -> Result<Option<String>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("`{key}` must be a string")),
+    }
+}
+
+#[cfg(feature = "server")]
+/// `v[key]` read as serde reads a `String` field: absent is `missing`
+/// (`None`: a missing field is an error), `null` or not a string an error.
+pub fn string_or(v: &Value, key: &str, missing: Option<&str>) -> Result<String, String> {
+    match (v.get(key), missing) {
+        (Some(Value::String(s)), _) => Ok(s.clone()),
+        (None, Some(default)) => Ok(default.to_string()),
+        (None, None) => Err(format!("missing field `{key}`")),
+        (Some(_), _) => Err(format!("`{key}` must be a string")),
+    }
+}
+
+#[cfg(feature = "server")]
+/// Reads an object's fields with `read`, as a derived `Deserialize` would
+/// (only objects: anything else is an error).
+pub fn read_object<T>(
+    v: &Value,
+    read: impl FnOnce(&Value) -> Result<T, String>,
+) -> Result<T, String> {
+    match v {
+        Value::Object(_) => read(v),
+        _ => Err("expected an object".into()),
+    }
+}
+
+/// `s` in double quotes, escaped as a JSON string: for messages that quote
+/// what they got. The `{:?}` of a `str` would say the same for printable
+/// text, but brings Rust's escaping and Unicode tables into the `.wasm`.
+pub fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -37,5 +93,22 @@ mod tests {
         );
         assert_eq!(text(&with(json!({"k": 1}), "k", json!(2))), r#"{"k":2}"#);
         assert_eq!(with(json!([1]), "k", json!(2)), json!([1]));
+    }
+
+    #[test]
+    fn object_is_json_and_quoted_is_debug_for_printable_text() {
+        let o = object([("b", json!(1)), ("a", json!("x")), ("b", json!(2))]);
+        assert_eq!(o, json!({"b": 1, "a": "x", "b": 2}));
+        assert_eq!(text(&o), r#"{"b":2,"a":"x"}"#);
+        assert_eq!(object([]), json!({}));
+        for s in [
+            "plain",
+            "with \"quotes\" and \\",
+            "tab\tand\nnewline",
+            "é ü 漢",
+        ] {
+            assert_eq!(quoted(s), format!("{s:?}"));
+        }
+        assert_eq!(quoted("nul\u{0}"), r#""nul\u0000""#);
     }
 }

@@ -2,8 +2,8 @@
 
 use crate::error::{Error, Reason};
 use crate::wire::http::{HttpRequest, HttpResponse};
-use crate::wire::json::{text, with};
-use serde_json::{json, Value};
+use crate::wire::json::{object, text, with};
+use serde_json::Value;
 
 /// The wire dialect spoken with a peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,22 +191,43 @@ impl Dialect {
     fn send_params_of(self, message_id: &str, text: &str, mode: SendMode) -> Value {
         match self {
             Dialect::V10 => {
-                let message = json!({"role": "ROLE_USER", "messageId": message_id,
-                    "parts": [{"text": text}]});
-                let params = with(json!({}), "message", message);
+                let message = object([
+                    ("role", "ROLE_USER".into()),
+                    ("messageId", message_id.into()),
+                    ("parts", Value::Array(vec![object([("text", text.into())])])),
+                ]);
+                let params = object([("message", message)]);
                 match mode {
-                    SendMode::NonBlocking => {
-                        with(params, "configuration", json!({"returnImmediately": true}))
-                    }
+                    SendMode::NonBlocking => with(
+                        params,
+                        "configuration",
+                        object([("returnImmediately", true.into())]),
+                    ),
                     // Blocking is the 1.0 default, and streams ignore the flag.
                     SendMode::Blocking | SendMode::Stream => params,
                 }
             }
-            Dialect::V03 | Dialect::Toolnexus => json!({
-                "message": {"kind": "message", "role": "user", "messageId": message_id,
-                            "parts": [{"kind": "text", "text": text}]},
-                "configuration": {"blocking": mode != SendMode::NonBlocking},
-            }),
+            Dialect::V03 | Dialect::Toolnexus => object([
+                (
+                    "message",
+                    object([
+                        ("kind", "message".into()),
+                        ("role", "user".into()),
+                        ("messageId", message_id.into()),
+                        (
+                            "parts",
+                            Value::Array(vec![object([
+                                ("kind", "text".into()),
+                                ("text", text.into()),
+                            ])]),
+                        ),
+                    ]),
+                ),
+                (
+                    "configuration",
+                    object([("blocking", (mode != SendMode::NonBlocking).into())]),
+                ),
+            ]),
         }
     }
 
@@ -217,8 +238,12 @@ impl Dialect {
         op: Method,
         params: Value,
     ) -> HttpRequest {
-        let body = json!({"jsonrpc": "2.0", "id": rpc_id, "method": self.method(op)});
-        let body = with(body, "params", params);
+        let body = object([
+            ("jsonrpc", "2.0".into()),
+            ("id", rpc_id.into()),
+            ("method", self.method(op).into()),
+            ("params", params),
+        ]);
         let req = HttpRequest::post_json(endpoint, text(&body).into_bytes());
         match self {
             Dialect::V10 => req.with_header("A2A-Version", "1.0"),
@@ -281,18 +306,33 @@ impl Dialect {
 
     /// A SubscribeToTask (0.3: `tasks/resubscribe`) for `task_id`: its events as SSE.
     pub fn subscribe(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
-        self.request(endpoint, rpc_id, Method::Subscribe, json!({"id": task_id}))
-            .with_header("Accept", crate::wire::sse::CONTENT_TYPE)
+        self.request(
+            endpoint,
+            rpc_id,
+            Method::Subscribe,
+            object([("id", task_id.into())]),
+        )
+        .with_header("Accept", crate::wire::sse::CONTENT_TYPE)
     }
 
     /// A GetTask for `task_id`.
     pub fn get_task(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
-        self.request(endpoint, rpc_id, Method::Get, json!({"id": task_id}))
+        self.request(
+            endpoint,
+            rpc_id,
+            Method::Get,
+            object([("id", task_id.into())]),
+        )
     }
 
     /// A CancelTask for `task_id`.
     pub fn cancel_task(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
-        self.request(endpoint, rpc_id, Method::Cancel, json!({"id": task_id}))
+        self.request(
+            endpoint,
+            rpc_id,
+            Method::Cancel,
+            object([("id", task_id.into())]),
+        )
     }
 }
 
@@ -363,6 +403,7 @@ pub fn parse_reply(resp: &HttpResponse, url: &str) -> Result<Value, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 

@@ -283,17 +283,17 @@ impl Buffers {
         };
         match name {
             b"data" => {
-                self.data.push_str(&String::from_utf8_lossy(value));
+                crate::wire::http::push_lossy(&mut self.data, value);
                 self.data.push('\n');
             }
             b"event" => {
                 self.event_type.clear();
-                self.event_type.push_str(&String::from_utf8_lossy(value));
+                crate::wire::http::push_lossy(&mut self.event_type, value);
             }
             // NUL is ASCII, so it cannot hide inside a multi-byte character.
             b"id" if !value.contains(&0) => {
                 self.last_event_id.clear();
-                self.last_event_id.push_str(&String::from_utf8_lossy(value));
+                crate::wire::http::push_lossy(&mut self.last_event_id, value);
             }
             b"retry" => {
                 if let Some(ms) = parse_digits(value) {
@@ -351,14 +351,9 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
         let current = rest?;
         match current.find(['\r', '\n']) {
             Some(i) => {
-                let after = &current[i + 1..];
-                let after = if current[i..].starts_with("\r\n") {
-                    &after[1..]
-                } else {
-                    after
-                };
-                rest = Some(after);
-                Some(&current[..i])
+                let crlf = current.as_bytes().get(i..i + 2) == Some(b"\r\n");
+                rest = current.get(i + 1 + usize::from(crlf)..);
+                current.get(..i)
             }
             None => {
                 rest = None;

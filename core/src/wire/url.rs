@@ -2,22 +2,25 @@
 //! card's (possibly relative) endpoint against the card URL. Kept tiny on
 //! purpose: a full URL crate costs tens of KB of wasm for IDNA tables.
 
+use crate::wire::http::find_str;
+
 /// `scheme://authority` of an absolute URL, or `None` when it has no scheme.
 pub fn origin(url: &str) -> Option<&str> {
-    let scheme_end = url.find("://")?;
+    // `find_str` and `get`, not `find("://")` and `[..]`: see `find_str`.
+    let scheme_end = find_str(url, "://")?;
     if scheme_end == 0
-        || !url[..scheme_end]
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        || !url.as_bytes()[..scheme_end]
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || b"+-.".contains(&c))
     {
         return None;
     }
-    let rest = &url[scheme_end + 3..];
+    let rest = url.get(scheme_end + 3..)?;
     let auth_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     if auth_len == 0 {
         return None;
     }
-    Some(&url[..scheme_end + 3 + auth_len])
+    url.get(..scheme_end + 3 + auth_len)
 }
 
 /// Resolves `reference` (absolute, scheme-relative, absolute-path or relative
@@ -27,7 +30,8 @@ pub fn resolve(base: &str, reference: &str) -> String {
         return reference.to_string();
     }
     if let Some(rest) = reference.strip_prefix("//") {
-        let scheme = base.find("://").map(|i| &base[..i]).unwrap_or("http");
+        let scheme = find_str(base, "://").and_then(|i| base.get(..i));
+        let scheme = scheme.unwrap_or("http");
         return format!("{scheme}://{rest}");
     }
     let Some(base_origin) = origin(base) else {
@@ -37,9 +41,11 @@ pub fn resolve(base: &str, reference: &str) -> String {
         return format!("{base_origin}{reference}");
     }
     // A relative path: replace the last segment of the base path.
-    let path = &base[base_origin.len()..];
-    let path = &path[..path.find(['?', '#']).unwrap_or(path.len())];
-    let dir = &path[..path.rfind('/').map(|i| i + 1).unwrap_or(0)];
+    let path = base.get(base_origin.len()..).unwrap_or_default();
+    let path = path.get(..path.find(['?', '#']).unwrap_or(path.len()));
+    let path = path.unwrap_or_default();
+    let dir = path.get(..path.rfind('/').map_or(0, |i| i + 1));
+    let dir = dir.unwrap_or_default();
     let dir = if dir.is_empty() { "/" } else { dir };
     format!("{base_origin}{dir}{reference}")
 }
@@ -49,18 +55,19 @@ pub fn resolve(base: &str, reference: &str) -> String {
 pub fn redact(url: &str) -> String {
     // Byte scans, not `format!` or reverse char searches: this is in every
     // client build.
+    // (`get` and `find_str`, not `[..]` and `find("://")`: see `find_str`.)
     let end = url.find(['?', '#']).unwrap_or(url.len());
-    let mut rest = &url[..end];
+    let mut rest = url.get(..end).unwrap_or(url);
     let mut out = String::with_capacity(end + 4);
-    if let Some(i) = rest.find("://") {
-        out.push_str(&rest[..i + 3]);
-        rest = &rest[i + 3..];
+    if let Some(i) = find_str(rest, "://") {
+        out.push_str(rest.get(..i + 3).unwrap_or_default());
+        rest = rest.get(i + 3..).unwrap_or_default();
         let authority = rest.find('/').unwrap_or(rest.len());
         if let Some(at) = rest.as_bytes()[..authority]
             .iter()
             .rposition(|&b| b == b'@')
         {
-            rest = &rest[at + 1..];
+            rest = rest.get(at + 1..).unwrap_or_default();
         }
     }
     out.push_str(rest);
