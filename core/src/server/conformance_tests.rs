@@ -504,6 +504,15 @@ fn a_send_with_a_webhook_gets_each_state_in_its_dialect() {
 /// nothing in memory but what the store kept.
 #[cfg(feature = "push")]
 #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+/// A push-enabled server with one settled 1.0 task, and that task's id.
+fn push_fixture_with_a_settled_task() -> (Fixture, String) {
+    let f = push_fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    f.settle();
+    (f, id)
+}
+
 fn push_fixture_on(store: Arc<Recording>) -> Fixture {
     let host = Arc::new(TestHost::default());
     let options = ServerOptions {
@@ -844,10 +853,7 @@ fn push_config_lookups_of_unknown_configs_are_not_found_and_deletes_are_idempote
     // A2A 1.0 §3.1.8 (Get MUST fail if the config does not exist: the
     // TaskNotFoundError), §3.1.10 (Delete MUST be idempotent), a2a.proto
     // TaskPushNotificationConfig.url REQUIRED.
-    let f = push_fixture();
-    let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
-    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
-    f.settle();
+    let (f, id) = push_fixture_with_a_settled_task();
     assert_eq!(
         f.error_code(
             Some("1.0"),
@@ -1033,10 +1039,7 @@ fn push_configs_missing_required_fields_are_invalid_params_in_each_dialect() {
     // AuthenticationInfo.scheme are REQUIRED (1.0); 0.3's
     // PushNotificationAuthenticationInfo.schemes is required, while its
     // tasks/pushNotificationConfig/get also takes the bare TaskIdParams.
-    let f = push_fixture();
-    let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
-    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
-    f.settle();
+    let (f, id) = push_fixture_with_a_settled_task();
     let set = f.rpc(
         Some("1.0"),
         "CreateTaskPushNotificationConfig",
