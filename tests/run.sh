@@ -33,8 +33,9 @@ cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --no-default-feat
 # The npm package's three entries: client, full (default) and skills.
 cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --no-default-features --features client -- -D warnings
 cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --no-default-features --features skill-md -- -D warnings
-# The npm package's optional push feature (off in the published build) keeps compiling.
-cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --features push -- -D warnings
+# The npm full entry (default features: with push) and the server without push.
+cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --no-default-features --features server -- -D warnings
 cargo clippy -p toolnexus-component --target wasm32-wasip2 --all-targets -- -D warnings
 cargo clippy -p toolnexus-component --target wasm32-wasip2 --no-default-features --features agent --all-targets -- -D warnings
 

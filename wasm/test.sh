@@ -14,9 +14,9 @@
 #   node          the seed scenarios through the tarball, Node ESM + CJS
 #   chromium      a page in headless Chromium (Playwright) calling a local agent
 #   workerd       workers in Miniflare serving and calling agents
-#   push          createA2AHandler's push notifications, in a build with the
-#                 `push` feature (not the published package): configs kept by
-#                 a JS store across handlers, delivery to a local webhook
+#   push          createA2AHandler's push notifications through the package:
+#                 configs kept by a JS store across handlers, delivery to a
+#                 local webhook (workerd's push test is in the workerd suite)
 #
 # Usage: wasm/test.sh [suite ...]     (default: all)
 set -uo pipefail
@@ -135,19 +135,7 @@ wants package && run_node_suite package package.test.mjs
 wants node && run_node_suite node node.test.mjs
 wants chromium && run_node_suite chromium browser.test.mjs
 wants workerd && run_node_suite workerd workerd.test.mjs
-if wants push; then
-  say "building the package's push feature (cargo build --features push; not published)"
-  PUSH_BUILD="$ROOT/target/toolnexus-wasm-push"
-  rm -rf "$PUSH_BUILD"
-  if (cd "$ROOT" && cargo build -q -p toolnexus-wasm --target wasm32-unknown-unknown --profile wasm-release --features push) &&
-    wasm-bindgen --target nodejs --no-typescript --out-dir "$PUSH_BUILD" \
-      "$ROOT/target/wasm32-unknown-unknown/wasm-release/toolnexus_wasm.wasm"; then
-    TOOLNEXUS_PUSH_BUILD="$PUSH_BUILD" run_node_suite push push.test.mjs
-  else
-    echo "[test] push: the build failed" >&2
-    suite_record push 0 1
-  fi
-fi
+wants push && run_node_suite push push.test.mjs
 
 # --- summary ---------------------------------------------------------------------
 say "summary"

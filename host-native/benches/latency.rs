@@ -11,6 +11,12 @@
 //! toolnexus-reference peer. Then the official SDK servers
 //! (`sdk_peers.rs`): per-call latency beside their own clients, and the lag.
 //! lag = time to result − task duration.
+//!
+//! `cargo bench -p toolnexus-host-native --bench latency -- [serve] [calls] [lag]`
+//! runs only those parts (default: all three); `TOOLNEXUS_BENCH_SAMPLES=1`
+//! prints every lag sample of the SDK servers on stderr (epoch ms of the
+//! peer's settled timestamp and of the result); `TOOLNEXUS_BENCH_BIN=PATH`
+//! measures another `toolnexus` binary.
 
 #[path = "sdk_peers.rs"]
 mod sdk_peers;
@@ -35,8 +41,29 @@ impl Fulfiller for SleepsForText {
     }
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    if sdk_peers::one_shot_floor() {
+        return;
+    }
+    tokio::runtime::Runtime::new()
+        .expect("a tokio runtime")
+        .block_on(async {
+            let parts: Vec<String> = std::env::args()
+                .skip(1)
+                .filter(|a| !a.starts_with('-'))
+                .collect();
+            let wants = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
+            if wants("serve") {
+                local_serve().await;
+            }
+            if wants("calls") || wants("lag") {
+                sdk_peers::run(wants("calls"), wants("lag")).await;
+            }
+        });
+}
+
+/// A local `serve`: the lag by how the call follows the task.
+async fn local_serve() {
     let mut skills = SkillSet::new();
     skills.add(Skill {
         name: "sleep".into(),
@@ -96,5 +123,4 @@ async fn main() {
         );
     }
     handle.stop().await;
-    sdk_peers::run().await;
 }

@@ -58,7 +58,7 @@ fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
 }
 
 fn row(who: &str, n: usize, (p50, p90, min): (f64, f64, f64)) {
-    println!("  {who:<34} n={n:<4} p50 {p50:>7.3} ms  p90 {p90:>7.3} ms  min {min:>7.3} ms");
+    println!("  {who:<52} n={n:<4} p50 {p50:>7.3} ms  p90 {p90:>7.3} ms  min {min:>7.3} ms");
 }
 
 async fn official_clients(program: &Path, script: &Path, card: &str) {
@@ -129,15 +129,27 @@ fn settled_at(event: &Value) -> Option<f64> {
     epoch_ms(event.pointer("/status/timestamp")?.as_str()?)
 }
 
-/// `toolnexus call --events`: ms from the peer's settled timestamp to the process's exit.
-async fn cli_lag(card: &str, task: &str) -> f64 {
-    let out = toolnexus()
-        .args(["call", "--events", card, "echo", task])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("run toolnexus call");
-    let done = now_epoch_ms();
+/// `toolnexus call --events`: the peer's settled timestamp and the process's
+/// exit, in epoch ms.
+///
+/// The exit is seen as a shell sees it: one thread blocked reading the
+/// child's pipes, then in `waitpid`. Through the bench's tokio runtime it
+/// would also count that runtime's own wake-ups (the pipes' EOF and the
+/// child's exit arrive as separate events, each possibly on another worker).
+async fn cli_lag(card: &str, task: &str) -> (f64, f64) {
+    let (card, task) = (card.to_string(), task.to_string());
+    let (out, done) = tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(toolnexus_bin());
+        cmd.env("TOOLNEXUS_CACHE_DIR", bench_cache_dir());
+        let out = cmd
+            .args(["call", "--events", &card, "echo", &task])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run toolnexus call");
+        (out, now_epoch_ms())
+    })
+    .await
+    .expect("the blocking call");
     assert!(
         out.status.success(),
         "{}",
@@ -148,7 +160,53 @@ async fn cli_lag(card: &str, task: &str) -> f64 {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find_map(|e| settled_at(&e))
         .expect("a terminal status update with the peer's timestamp");
-    done - settled
+    (settled, done)
+}
+
+/// The environment variable that makes this benchmark binary, started as a
+/// child, the one-shot floor ([`one_shot_floor`]): its value is the peer's
+/// `host:port`.
+const ONE_SHOT_FLOOR: &str = "TOOLNEXUS_BENCH_ONE_SHOT_SSE";
+
+/// The least a process that makes one call must do: start (a Rust binary,
+/// no async runtime), open a new TCP connection, send one hand-written A2A
+/// 1.0 `SendStreamingMessage` and read the SSE until a terminal state, then
+/// exit at once, as `toolnexus call` does. `toolnexus --version` alone misses
+/// the new connection (the keep-alive floor reuses one) and the peer's work
+/// to accept it. Returns `false` when this process is not that child.
+pub fn one_shot_floor() -> bool {
+    use std::io::{Read, Write};
+    let Ok(addr) = std::env::var(ONE_SHOT_FLOOR) else {
+        return false;
+    };
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{{"message":{{"role":"ROLE_USER","messageId":"floor-{}","parts":[{{"text":"sleep 0"}}]}}}}}}"#,
+        std::process::id()
+    );
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let terminal = [
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_CANCELED",
+        "TASK_STATE_REJECTED",
+    ];
+    loop {
+        let n = stream.read(&mut buf).expect("read");
+        assert!(n > 0, "the stream ended before a terminal state");
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        if let Some(state) = terminal.iter().find(|s| text.contains(*s)) {
+            std::process::exit(if *state == terminal[0] { 0 } else { 1 });
+        }
+    }
 }
 
 /// The card cache of this bench's `toolnexus` runs: its own, empty at the
@@ -157,8 +215,16 @@ fn bench_cache_dir() -> PathBuf {
     std::env::temp_dir().join(format!("toolnexus-bench-cache-{}", std::process::id()))
 }
 
+/// The `toolnexus` binary measured: this build's, or `$TOOLNEXUS_BENCH_BIN`
+/// (another build, for an A/B on the same peers).
+fn toolnexus_bin() -> PathBuf {
+    std::env::var_os("TOOLNEXUS_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_toolnexus")))
+}
+
 fn toolnexus() -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolnexus"));
+    let mut cmd = tokio::process::Command::new(toolnexus_bin());
     cmd.env("TOOLNEXUS_CACHE_DIR", bench_cache_dir());
     cmd
 }
@@ -183,7 +249,8 @@ async fn cli_call(card: &str, task: &str, extra: &[&str]) -> f64 {
     ms
 }
 
-pub async fn run() {
+/// Per-call latency (`calls`) and the lag after the peer settles (`lag`).
+pub async fn run(calls: bool, lag: bool) {
     let root = repo_root();
     let _ = std::fs::remove_dir_all(bench_cache_dir());
     let python = root.join("tests/peers/.venv/bin/python");
@@ -206,6 +273,18 @@ pub async fn run() {
     )
     .await;
 
+    if calls {
+        per_call(&root, &node, &python, &js_url, &py_url).await;
+    }
+    if lag {
+        lags(&js_url, &py_url).await;
+    }
+    let _ = std::fs::remove_dir_all(bench_cache_dir());
+}
+
+/// One quick task, sequential calls: the official clients, the raw floors,
+/// the library and `toolnexus call`.
+async fn per_call(root: &Path, node: &Path, python: &Path, js_url: &str, py_url: &str) {
     println!("\nagainst the official SDK servers: one quick task (\"sleep 0\"), sequential calls");
     for (name, url) in [
         ("@a2a-js/sdk server", &js_url),
@@ -213,8 +292,8 @@ pub async fn run() {
     ] {
         let card = format!("{}/.well-known/agent-card.json", url.trim_end_matches('/'));
         println!("{name}:");
-        official_clients(&node, &root.join("tests/peers/js/bench_client.mjs"), &card).await;
-        official_clients(&python, &root.join("tests/peers/bench_client.py"), &card).await;
+        official_clients(node, &root.join("tests/peers/js/bench_client.mjs"), &card).await;
+        official_clients(python, &root.join("tests/peers/bench_client.py"), &card).await;
 
         let tools = agent_tools(&Agent::new(&card)).await.expect("tools");
         let tool = tools
@@ -249,9 +328,32 @@ pub async fn run() {
             row(who, 30, stats(ms));
         }
         let mut ms = Vec::new();
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let floor = std::env::current_exe().expect("this benchmark's path");
         for _ in 0..30 {
             let started = Instant::now();
-            let _ = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolnexus"))
+            let status = tokio::process::Command::new(&floor)
+                .env(ONE_SHOT_FLOOR, &addr)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status()
+                .await
+                .expect("run the one-shot floor");
+            ms.push(started.elapsed().as_secs_f64() * 1e3);
+            assert!(status.success(), "the one-shot floor failed: {status}");
+        }
+        row(
+            "  (one-shot floor: process, new connection, raw SSE)",
+            30,
+            stats(ms),
+        );
+        let mut ms = Vec::new();
+        for _ in 0..30 {
+            let started = Instant::now();
+            let _ = tokio::process::Command::new(toolnexus_bin())
                 .arg("--version")
                 .stdout(Stdio::null())
                 .status()
@@ -260,14 +362,19 @@ pub async fn run() {
         }
         row("  (toolnexus --version: process start)", 30, stats(ms));
     }
+}
 
+/// The lag between the peer's settled timestamp and the caller having the
+/// result, for 0.1–5 s tasks.
+async fn lags(js_url: &str, py_url: &str) {
+    let samples = std::env::var_os("TOOLNEXUS_BENCH_SAMPLES").is_some();
     println!("\nlag from the peer's settled timestamp (its terminal status update) to the caller having the result");
     println!("(same machine, wall clock), 5 calls each: median / max");
     println!(
         "{:>26} {:>8}  {:>18}  {:>18}",
         "server", "task ms", "library", "toolnexus call"
     );
-    for (name, url) in [("@a2a-js/sdk", &js_url), ("a2a-sdk (Python)", &py_url)] {
+    for (name, url) in [("@a2a-js/sdk", js_url), ("a2a-sdk (Python)", py_url)] {
         let card = format!("{}/.well-known/agent-card.json", url.trim_end_matches('/'));
         let tools = agent_tools(&Agent::new(&card)).await.expect("tools");
         let tool = tools
@@ -288,8 +395,13 @@ pub async fn run() {
                     .await;
                 let done = now_epoch_ms();
                 assert!(!r.is_error, "{}", r.output);
-                lib.push(done - settled.expect("the peer's settled timestamp"));
-                cli.push(cli_lag(&card, &task).await);
+                let settled = settled.expect("the peer's settled timestamp");
+                lib.push(done - settled);
+                let (cli_settled, cli_done) = cli_lag(&card, &task).await;
+                cli.push(cli_done - cli_settled);
+                if samples {
+                    eprintln!("sample {name} {duration} library {settled:.3} {done:.3} call {cli_settled:.3} {cli_done:.3}");
+                }
             }
             let (lib, cli) = (stats(lib), stats(cli));
             // With 5 samples the nearest-rank p90 is the maximum.

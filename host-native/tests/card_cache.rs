@@ -144,3 +144,25 @@ async fn a_card_without_caching_headers_is_not_stored() {
     assert_eq!(stored, 0, "nothing stored");
     peer.handle.stop().await;
 }
+
+#[tokio::test]
+async fn a_fresh_cached_card_over_the_calls_limits_is_fetched_again() {
+    let cache = cache_dir("limits");
+    let (peer, log) = peer(&[("Cache-Control", "public, max-age=3600")], None).await;
+    let card = peer.card_url();
+    call(&cache, &card, "one", &[]).await;
+    // The stored card lists one skill: a call that allows none may not use
+    // it, so it asks the server, whose card is refused for the same reason.
+    let args = ["call", card.as_str(), "echo", "two", "--max-skills", "0"];
+    let (code, stdout, stderr) = run_to_end_in(&cache, &args).await;
+    assert_eq!(code, 1, "{stdout} {stderr}");
+    assert!(stderr.contains("skills"), "{stderr}");
+    assert_eq!(card_gets(&log).len(), 2, "the stored card was not used");
+    call(&cache, &card, "three", &[]).await;
+    assert_eq!(
+        card_gets(&log).len(),
+        2,
+        "within the limits, the stored card serves again"
+    );
+    peer.handle.stop().await;
+}

@@ -133,8 +133,7 @@ export interface TaskStore {
    */
   list?(hint: { contextId?: string; status?: TaskStateName; statusTimestampAfter?: string }): Promise<A2ATask[]> | A2ATask[];
   /**
-   * Push notifications (only in a build with the `push` feature): the configs
-   * last given to `savePushConfigs` for this task, or null. They hold the
+   * Push notifications (the handler's `push` option): the configs last given to `savePushConfigs` for this task, or null. They hold the
    * webhooks' credentials: keep them as private as the tasks.
    */
   getPushConfigs?(taskId: string): Promise<JsonValue[] | null | undefined> | JsonValue[] | null | undefined;
@@ -241,9 +240,10 @@ export interface A2AHandlerOptions {
    */
   interruptedAfterMs?: number | false | null;
   /**
-   * Push notifications to webhooks: only in a build with the `push` feature
-   * (not the published one; there the card says `pushNotifications: false`
-   * and the config methods answer -32003). `true`: public webhooks only.
+   * Push notifications to webhooks. `true`: public webhooks only;
+   * `{allowPrivateWebhooks: true}`: loopback and private addresses too.
+   * Absent: the card says `pushNotifications: false` and the config methods
+   * answer -32003.
    */
   push?: boolean | { allowPrivateWebhooks?: boolean };
 }

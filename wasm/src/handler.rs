@@ -10,7 +10,7 @@
 
 use crate::convert::{
     console_error, error_text, get, header_pairs, is_absent, misuse, opt_function, opt_string,
-    pairs_to_js, ser_to_js, set, to_js, to_json,
+    pairs_to_js, promise, ser_to_js, set, to_js, to_json,
 };
 use crate::handles::{self, Handle};
 use crate::skills::{skill_list, skill_set};
@@ -37,7 +37,7 @@ use toolnexus_core::BoxFuture;
 use toolnexus_core::{HttpRequest, HttpResponse};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
+use wasm_bindgen_futures::{spawn_local, JsFuture};
 
 #[wasm_bindgen]
 extern "C" {
@@ -60,7 +60,7 @@ fn a2a_config(v: &JsValue) -> Result<Option<A2aConfig>, JsValue> {
         return Ok(None);
     }
     let value = to_json(v, "a2a")?;
-    serde_json::from_value(value).map(Some).map_err(|e| {
+    A2aConfig::from_value(&value).map(Some).map_err(|e| {
         misuse(format!(
             "a2a must be {{name?, description?, version?, provider?, skills?}}: {e}"
         ))
@@ -97,12 +97,14 @@ thread_local! {
 /// Makes `ctx` the current request context while `fut` is polled, so a job
 /// the core spawns during that poll is handed to that request's `waitUntil`.
 /// Requests interleave at await points; this keeps each job with its own request.
-struct WithCtx<F> {
+/// Jobs run under their request's `ctx` too, so what a job spawns (a push
+/// delivery after the fulfilment saved a state) is kept alive as well.
+struct WithCtx<F: ?Sized> {
     ctx: Option<JsValue>,
     fut: Pin<Box<F>>,
 }
 
-impl<F: Future> Future for WithCtx<F> {
+impl<F: Future + ?Sized> Future for WithCtx<F> {
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.get_mut();
@@ -132,10 +134,14 @@ impl ServerHost for WasmHost {
         let ctx = CURRENT_CTX.with(|c| c.borrow().clone());
         match ctx {
             Some(ctx) => {
-                let done = future_to_promise(async move {
+                let job = WithCtx {
+                    ctx: Some(ctx.clone()),
+                    fut: job,
+                };
+                let done = promise(Box::pin(async move {
                     job.await;
                     Ok(JsValue::UNDEFINED)
-                });
+                }));
                 let wait_until: Function = get(&ctx, "waitUntil").unchecked_into();
                 if let Err(e) = wait_until.call1(&ctx, &done) {
                     report(&format!("ctx.waitUntil failed: {}", error_text(&e)));
@@ -452,7 +458,7 @@ fn to_stream_response(head: HttpResponse, body: EventBody) -> Result<JsValue, Js
     let pulled = body.clone();
     let pull = Closure::<dyn Fn(JsValue) -> Promise>::new(move |controller: JsValue| {
         let body = pulled.clone();
-        future_to_promise(async move {
+        promise(Box::pin(async move {
             // Pulls never overlap: the stream waits for this promise.
             let taken = body.borrow_mut().take();
             let next = match taken {
@@ -475,7 +481,7 @@ fn to_stream_response(head: HttpResponse, body: EventBody) -> Result<JsValue, Js
                 }
             }
             Ok(JsValue::UNDEFINED)
-        })
+        }))
     });
     set(&source, "pull", &pull.into_js_value());
     let canceled = body;
@@ -524,10 +530,10 @@ impl HandlerState {
                 Reply::Stream { head, body } => to_stream_response(head, body),
             }
         };
-        future_to_promise(WithCtx {
+        promise(Box::pin(WithCtx {
             ctx,
             fut: Box::pin(fut),
-        })
+        }))
     }
 }
 

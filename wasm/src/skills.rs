@@ -26,7 +26,7 @@ pub fn skill_set(v: &JsValue, what: &str) -> Result<SkillSet, JsValue> {
             )));
         }
         let value = to_json(&item, &format!("{what}[{i}]"))?;
-        let skill: Skill = serde_json::from_value(value).map_err(|e| {
+        let skill = Skill::from_value(&value).map_err(|e| {
             misuse(format!(
                 "{what}[{i}] must be {{name, description?, content?}}: {e}"
             ))

@@ -720,7 +720,7 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal((await rpc('SendMessage', { message: msg({ taskId: task.id, contextId: 'other' }) })).error.code, -32602);
     assert.equal((await rpc('SendMessage', { message: msg({ taskId: task.id }) })).error.code, -32004);
 
-    // The published build has no push: the methods and a webhook on a send are -32003.
+    // A handler without the `push` option: the methods and a webhook on a send are -32003.
     for (const method of ['CreateTaskPushNotificationConfig', 'GetTaskPushNotificationConfig', 'ListTaskPushNotificationConfigs',
       'DeleteTaskPushNotificationConfig', 'tasks/pushNotificationConfig/set', 'tasks/pushNotificationConfig/list']) {
       assert.equal((await rpc(method, { taskId: task.id, id: 'c' })).error.code, -32003, method);

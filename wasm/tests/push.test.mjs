@@ -1,20 +1,15 @@
-// Push notifications from createA2AHandler in a build with the `push` feature
-// (not the published package, whose size is budgeted): wasm/test.sh builds it
-// with `--features push` and points TOOLNEXUS_PUSH_BUILD at its Node glue.
-// The configs are kept by the JS store (getPushConfigs/savePushConfigs), so a
-// new handler on the same store (a new isolate) still answers for them and
-// delivers a resumed task's states. Real HTTP on 127.0.0.1 for the webhook.
+// Push notifications from createA2AHandler (the package's full entry, as
+// installed from the tarball). The configs are kept by the JS store
+// (getPushConfigs/savePushConfigs), so a new handler on the same store (a new
+// isolate) still answers for them and delivers a resumed task's states. Real
+// HTTP on 127.0.0.1 for the webhook.
 
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
-import { eventually } from './helpers.mjs';
+import { eventually, importShim } from './helpers.mjs';
 
-const dir = process.env.TOOLNEXUS_PUSH_BUILD;
-assert.ok(dir, 'TOOLNEXUS_PUSH_BUILD names the push build (wasm/test.sh push)');
-const tn = createRequire(import.meta.url)(join(dir, 'toolnexus_wasm.js'));
+const tn = await importShim('esm.mjs');
 
 const hits = [];
 const hook = http.createServer((req, res) => {

@@ -10,6 +10,7 @@
 // - both entries import in workerd; the cold start is measured.
 
 import { after, test } from 'node:test';
+import http from 'node:http';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
@@ -241,6 +242,52 @@ test('a worker answers A2A strictly (fields, versions, details, extended card, E
   const r = JSON.parse(stdout.trim().split('\n').pop());
   assert.equal(r.totalSize, 1, stdout);
   assert.deepEqual(r.listed.map((t) => [t.state, t.text]), [['completed', 'list me']], stdout);
+});
+
+const PUSH_WORKER = `
+import { createA2AHandler } from "toolnexus-wasm";
+
+let handler;
+export default {
+  fetch(request, env, ctx) {
+    // The webhook is on 127.0.0.1: private, so allowed explicitly.
+    handler ??= createA2AHandler({ client: "echo", skills: [{ name: "echo", description: "Echoes the task" }],
+      push: { allowPrivateWebhooks: true } });
+    return handler(request, env, ctx);
+  },
+};
+`;
+
+test('a worker sends push notifications: the official JS SDK client sets, reads, lists and deletes configs (1.0 and 0.3)', async () => {
+  const hits = [];
+  const hook = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => { hits.push({ headers: req.headers, body: JSON.parse(body) }); res.writeHead(204).end(); });
+  });
+  await new Promise((ok) => hook.listen(0, '127.0.0.1', ok));
+  cleanups.push(() => new Promise((ok) => { hook.closeAllConnections(); hook.close(ok); }));
+  const webhook = `http://127.0.0.1:${hook.address().port}/hook`;
+  const w = await startWorker(PUSH_WORKER);
+  const cardUrl = `${w.url}/.well-known/agent-card.json`;
+  assert.equal((await (await fetch(cardUrl)).json()).capabilities.pushNotifications, true);
+  for (const legacy of [false, true]) {
+    const args = [SDK_CLIENT, cardUrl, `push me ${legacy}`, '--push', webhook, ...(legacy ? ['--legacy'] : [])];
+    const { code, stdout, stderr } = await run(process.execPath, args, { timeout: 30_000 });
+    assert.equal(code, 0, stderr + stdout);
+    const r = JSON.parse(stdout.trim().split('\n').pop());
+    assert.deepEqual([r.push.listed, r.push.afterDelete, r.push.got], [2, 1, `${webhook}/2`], stdout);
+    // Delivery runs beside the task (ctx.waitUntil): wait, bounded, for the terminal state.
+    const states = () => hits
+      .map((h) => ({ h, task: legacy ? h.body : h.body.task }))
+      .filter(({ task }) => task?.id === r.push.taskId);
+    for (let i = 0; i < 200 && !states().some(({ task }) => /completed/i.test(task.status.state)); i++) {
+      await new Promise((ok) => setTimeout(ok, 25));
+    }
+    const seen = states();
+    assert.ok(seen.some(({ task }) => /completed/i.test(task.status.state)), JSON.stringify(hits));
+    for (const { h } of seen) assert.equal(h.headers.authorization, 'Bearer js-secret', JSON.stringify(h.headers));
+  }
 });
 
 test('concurrent callers of one worker each get their own answer', async () => {

@@ -22,9 +22,10 @@ use crate::host::driver::{Machine, ResponseHead, Step};
 use crate::host::transport::Transport;
 use crate::model::task::{Message, Role};
 use crate::model::tool::{to_anthropic, to_openai, ToolResult, ToolSpec};
-use crate::wire::http::{HttpRequest, HttpResponse};
+use crate::wire::http::{replace_str, HttpRequest, HttpResponse};
+use crate::wire::json::{object, with};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
@@ -78,7 +79,8 @@ impl FromStr for LlmStyle {
             "openai" => Ok(LlmStyle::OpenAi),
             "anthropic" => Ok(LlmStyle::Anthropic),
             _ => Err(Error::Misuse(format!(
-                "unknown LLM style {s:?}: expected \"openai\" or \"anthropic\""
+                "unknown LLM style {}: expected \"openai\" or \"anthropic\"",
+                crate::wire::json::quoted(s)
             ))),
         }
     }
@@ -201,7 +203,7 @@ impl LlmConfig {
             .chain(self.headers.iter().map(|(_, v)| v));
         secrets
             .filter(|s| s.chars().count() >= MIN_SECRET_CHARS)
-            .fold(text, |text, secret| text.replace(secret.as_str(), REDACTED))
+            .fold(text, |text, secret| replace_str(&text, secret, REDACTED))
     }
 
     /// Whether an error's cause may be kept: its text holds no secret.
@@ -385,7 +387,10 @@ impl RunMachine {
         let mut messages = Vec::new();
         let system = cfg.system_prompt.as_deref().filter(|s| !s.is_empty());
         if let (LlmStyle::OpenAi, Some(system)) = (cfg.style, system) {
-            messages.push(json!({"role": "system", "content": system}));
+            messages.push(object([
+                ("role", "system".into()),
+                ("content", system.into()),
+            ]));
         }
         for m in history {
             let role = match m.role {
@@ -401,17 +406,20 @@ impl RunMachine {
             match messages.last_mut() {
                 Some(last) if last["role"] == role => {
                     let joined = format!("{}\n\n{text}", last["content"].as_str().unwrap_or(""));
-                    last["content"] = json!(joined);
+                    set_content(last, joined);
                 }
-                _ => messages.push(json!({"role": role, "content": text})),
+                _ => messages.push(object([("role", role.into()), ("content", text.into())])),
             }
         }
         match messages.last_mut() {
             Some(last) if last["role"] == "user" => {
                 let joined = format!("{}\n\n{prompt}", last["content"].as_str().unwrap_or(""));
-                last["content"] = json!(joined);
+                set_content(last, joined);
             }
-            _ => messages.push(json!({"role": "user", "content": prompt})),
+            _ => messages.push(object([
+                ("role", "user".into()),
+                ("content", prompt.into()),
+            ])),
         }
         let tools = match cfg.style {
             LlmStyle::OpenAi => to_openai(&tools),
@@ -562,13 +570,23 @@ impl RunMachine {
                     .unwrap_or_else(|| ToolResult::error("the tool produced no result")),
             };
             match self.cfg.style {
-                LlmStyle::OpenAi => self.messages.push(json!({
-                    "role": "tool", "tool_call_id": p.call.id, "content": result.output})),
-                LlmStyle::Anthropic if result.is_error => blocks
-                    .push(json!({"type": "tool_result",
-                    "tool_use_id": p.call.id, "content": result.output, "is_error": true})),
-                LlmStyle::Anthropic => blocks.push(json!({"type": "tool_result",
-                    "tool_use_id": p.call.id, "content": result.output})),
+                LlmStyle::OpenAi => self.messages.push(object([
+                    ("role", "tool".into()),
+                    ("tool_call_id", p.call.id.as_str().into()),
+                    ("content", result.output.as_str().into()),
+                ])),
+                LlmStyle::Anthropic => {
+                    let block = object([
+                        ("type", "tool_result".into()),
+                        ("tool_use_id", p.call.id.as_str().into()),
+                        ("content", result.output.as_str().into()),
+                    ]);
+                    blocks.push(if result.is_error {
+                        with(block, "is_error", true.into())
+                    } else {
+                        block
+                    });
+                }
             }
             self.records.push(ToolCallRecord {
                 name: p.call.name,
@@ -578,8 +596,10 @@ impl RunMachine {
             });
         }
         if self.cfg.style == LlmStyle::Anthropic {
-            self.messages
-                .push(json!({"role": "user", "content": blocks}));
+            self.messages.push(object([
+                ("role", "user".into()),
+                ("content", Value::Array(blocks)),
+            ]));
         }
         self.send_model(now_ms)
     }
@@ -699,6 +719,14 @@ fn malformed(url: &str, reply: &Value, what: &str) -> String {
     )
 }
 
+/// `message.content = text` (`message` is one this module built: an object).
+/// Not `message["content"] = ..`: `IndexMut`'s panic quotes the key with `Debug`.
+fn set_content(message: &mut Value, text: String) {
+    if let Some(m) = message.as_object_mut() {
+        m.insert("content".to_string(), text.into());
+    }
+}
+
 fn count(usage: Option<&Value>, key: &str) -> Option<u64> {
     usage.and_then(|u| u.get(key)).and_then(Value::as_u64)
 }
@@ -710,11 +738,11 @@ fn non_empty_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 /// Tool-call arguments sent as JSON text: an object, or nothing (`""`, `null`) for `{}`.
 fn parse_arguments(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
-        return Ok(json!({}));
+        return Ok(object([]));
     }
     match serde_json::from_slice::<Value>(text.as_bytes()) {
         Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(Value::Null) => Ok(json!({})),
+        Ok(Value::Null) => Ok(object([])),
         Ok(_) => Err("the arguments are not a JSON object".into()),
         Err(e) => Err(format!("the arguments are not valid JSON ({e})")),
     }
@@ -757,7 +785,7 @@ fn parse_openai(reply: &Value, turn: u32) -> Result<Turn, String> {
             .unwrap_or_else(|| format!("call_{turn}_{i}"));
         // OpenAI sends a JSON string; some compatible servers send the object itself.
         let (arguments, raw, rejected) = match function.get("arguments") {
-            None | Some(Value::Null) => (json!({}), "{}".to_string(), None),
+            None | Some(Value::Null) => (object([]), "{}".to_string(), None),
             Some(Value::String(s)) => match parse_arguments(s) {
                 Ok(v) => (v, s.clone(), None),
                 Err(reason) => (
@@ -773,9 +801,14 @@ fn parse_openai(reply: &Value, turn: u32) -> Result<Turn, String> {
                 Some(rejection(name, "the arguments are not a JSON object")),
             ),
         };
-        echoed.push(
-            json!({"id": id, "type": "function", "function": {"name": name, "arguments": raw}}),
-        );
+        echoed.push(object([
+            ("id", id.as_str().into()),
+            ("type", "function".into()),
+            (
+                "function",
+                object([("name", name.into()), ("arguments", raw.into())]),
+            ),
+        ]));
         calls.push(PendingCall {
             call: ToolCall {
                 id,
@@ -790,7 +823,11 @@ fn parse_openai(reply: &Value, turn: u32) -> Result<Turn, String> {
     } else {
         Value::String(text.clone())
     };
-    let assistant = json!({"role": "assistant", "content": content, "tool_calls": echoed});
+    let assistant = object([
+        ("role", "assistant".into()),
+        ("content", content),
+        ("tool_calls", Value::Array(echoed)),
+    ]);
     let usage = reply.get("usage");
     let (prompt, completion) = (
         count(usage, "prompt_tokens").unwrap_or(0),
@@ -831,7 +868,7 @@ fn parse_anthropic(reply: &Value) -> Result<Turn, String> {
                 let name = non_empty_str(block, "name")
                     .ok_or_else(|| format!("has content[{i}] (tool_use) without a name"))?;
                 let (arguments, rejected) = match block.get("input") {
-                    None | Some(Value::Null) => (json!({}), None),
+                    None | Some(Value::Null) => (object([]), None),
                     Some(v @ Value::Object(_)) => (v.clone(), None),
                     Some(v) => (
                         v.clone(),
@@ -857,7 +894,10 @@ fn parse_anthropic(reply: &Value) -> Result<Turn, String> {
     Ok(Turn {
         text,
         calls,
-        assistant: json!({"role": "assistant", "content": blocks}),
+        assistant: object([
+            ("role", "assistant".into()),
+            ("content", Value::Array(blocks.clone())),
+        ]),
         usage: Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,

@@ -6,7 +6,8 @@
 //! continues the task (the model then reads the answer as the next turn).
 
 use crate::model::tool::{ToolResult, ToolSpec};
-use serde_json::{json, Value};
+use crate::wire::json::object;
+use serde_json::Value;
 
 /// The tool's name, the same in every toolnexus port.
 pub const NAME: &str = "question";
@@ -58,7 +59,7 @@ pub fn ask(args: &Value, id: String) -> ToolResult {
     // Lenient with a model that sends one `question` string.
     let questions = match (args.get("questions"), args.get("question")) {
         (Some(Value::Array(qs)), _) => qs.clone(),
-        (_, Some(Value::String(q))) => vec![json!({"question": q})],
+        (_, Some(Value::String(q))) => vec![object([("question", q.as_str().into())])],
         _ => Vec::new(),
     };
     let prompt = render(&questions);
@@ -70,15 +71,22 @@ pub fn ask(args: &Value, id: String) -> ToolResult {
     ToolResult {
         output: prompt.clone(),
         is_error: true,
-        metadata: Some(json!({
-            "pending": {"id": id, "kind": "question", "prompt": prompt, "data": {"questions": questions}}
-        })),
+        metadata: Some(object([(
+            "pending",
+            object([
+                ("id", id.into()),
+                ("kind", "question".into()),
+                ("prompt", prompt.into()),
+                ("data", object([("questions", Value::Array(questions))])),
+            ]),
+        )])),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 

@@ -1,7 +1,8 @@
 //! The served Agent Card.
 
 use crate::skills::Skill;
-use serde_json::{json, Map, Value};
+use crate::wire::json::object;
+use serde_json::{Map, Value};
 
 /// Who runs the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -23,6 +24,49 @@ pub struct A2aConfig {
     /// Advertise `capabilities.pushNotifications` (the server must offer
     /// them: [`super::ServerOptions::push`]).
     pub push_notifications: bool,
+}
+
+impl A2aConfig {
+    /// Reads the config as its derived `Deserialize` does from an object
+    /// (every field optional, unknown ones ignored), without serde's error
+    /// path (see [`crate::wire::json::opt_string`]).
+    pub fn from_value(v: &Value) -> Result<A2aConfig, String> {
+        use crate::wire::json::{opt_string, read_object, string_or};
+        read_object(v, |v| {
+            let provider = match v.get("provider") {
+                None | Some(Value::Null) => None,
+                Some(p) => Some(read_object(p, |p| {
+                    Ok(Provider {
+                        organization: string_or(p, "organization", None)?,
+                        url: string_or(p, "url", None)?,
+                    })
+                })?),
+            };
+            let skills = match v.get("skills") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(list)) => Some(
+                    list.iter()
+                        .map(|s| s.as_str().map(str::to_string))
+                        .collect::<Option<Vec<String>>>()
+                        .ok_or("`skills` must be an array of strings")?,
+                ),
+                Some(_) => return Err("`skills` must be an array of strings".into()),
+            };
+            let push_notifications = match v.get("push_notifications") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err("`push_notifications` must be a boolean".into()),
+            };
+            Ok(A2aConfig {
+                name: opt_string(v, "name")?,
+                description: opt_string(v, "description")?,
+                version: opt_string(v, "version")?,
+                provider,
+                skills,
+                push_notifications,
+            })
+        })
+    }
 }
 
 /// The card name used when none is configured.
@@ -49,7 +93,14 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
                 .as_ref()
                 .is_none_or(|allow| allow.iter().any(|a| a == &s.name))
         })
-        .map(|s| json!({"id": s.name, "name": s.name, "description": s.description, "tags": []}))
+        .map(|s| {
+            object([
+                ("id", s.name.as_str().into()),
+                ("name", s.name.as_str().into()),
+                ("description", s.description.as_str().into()),
+                ("tags", Value::Array(Vec::new())),
+            ])
+        })
         .collect();
     let mut card = Map::new();
     let mut put = |k: &str, v: Value| {
@@ -69,30 +120,47 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
     put("preferredTransport", "JSONRPC".into());
     put(
         "supportedInterfaces",
-        json!([
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ]),
+        Value::Array(
+            ["1.0", "0.3"]
+                .map(|v| {
+                    object([
+                        ("url", url.into()),
+                        ("protocolBinding", "JSONRPC".into()),
+                        ("protocolVersion", v.into()),
+                    ])
+                })
+                .into(),
+        ),
     );
     put(
         "capabilities",
-        json!({"streaming": true, "pushNotifications": cfg.push_notifications, "extensions": [{
-            "uri": crate::client::card::LONG_POLL_EXTENSION,
-            "description": "GetTask honours Prefer: wait=N (RFC 7240): it answers when the task settles or after N seconds",
-            "required": false,
-        }]}),
+        object([
+            ("streaming", true.into()),
+            ("pushNotifications", cfg.push_notifications.into()),
+            ("extensions", Value::Array(vec![object([
+                ("uri", crate::client::card::LONG_POLL_EXTENSION.into()),
+                ("description", "GetTask honours Prefer: wait=N (RFC 7240): it answers when the task settles or after N seconds".into()),
+                ("required", false.into()),
+            ])])),
+        ]),
     );
     // Modes are media types (A2A 1.0). Files and data parts are taken too
     // (kept in the task, described to the model); answers are text.
     put(
         "defaultInputModes",
-        json!(["text/plain", "application/json"]),
+        Value::Array(vec!["text/plain".into(), "application/json".into()]),
     );
-    put("defaultOutputModes", json!(["text/plain"]));
+    put(
+        "defaultOutputModes",
+        Value::Array(vec!["text/plain".into()]),
+    );
     if let Some(p) = &cfg.provider {
         put(
             "provider",
-            json!({"organization": p.organization, "url": p.url}),
+            object([
+                ("organization", p.organization.as_str().into()),
+                ("url", p.url.as_str().into()),
+            ]),
         );
     }
     put("skills", Value::Array(advertised));
@@ -102,8 +170,33 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn from_value_reads_what_the_derived_deserialize_reads() {
+        for v in [
+            json!({}),
+            json!({"name": "a", "description": null, "version": "2", "extra": 1}),
+            json!({"provider": {"organization": "o", "url": "u"}, "skills": ["x", "y"]}),
+            json!({"provider": null, "skills": null, "push_notifications": true}),
+            json!({"provider": {"organization": "o"}}),
+            json!({"provider": {"organization": "o", "url": 3}}),
+            json!({"provider": "acme"}),
+            json!({"skills": ["x", 1]}),
+            json!({"skills": "x"}),
+            json!({"name": 5}),
+            json!({"push_notifications": null}),
+            json!({"push_notifications": "yes"}),
+            json!("config"),
+            json!(7),
+            json!(null),
+        ] {
+            let derived = serde_json::from_value::<A2aConfig>(v.clone()).map_err(|_| ());
+            assert_eq!(A2aConfig::from_value(&v).map_err(|_| ()), derived, "{v}");
+        }
+    }
 
     fn skill(name: &str) -> Skill {
         Skill {

@@ -504,6 +504,15 @@ fn a_send_with_a_webhook_gets_each_state_in_its_dialect() {
 /// nothing in memory but what the store kept.
 #[cfg(feature = "push")]
 #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+/// A push-enabled server with one settled 1.0 task, and that task's id.
+fn push_fixture_with_a_settled_task() -> (Fixture, String) {
+    let f = push_fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
+    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
+    f.settle();
+    (f, id)
+}
+
 fn push_fixture_on(store: Arc<Recording>) -> Fixture {
     let host = Arc::new(TestHost::default());
     let options = ServerOptions {
@@ -844,10 +853,7 @@ fn push_config_lookups_of_unknown_configs_are_not_found_and_deletes_are_idempote
     // A2A 1.0 §3.1.8 (Get MUST fail if the config does not exist: the
     // TaskNotFoundError), §3.1.10 (Delete MUST be idempotent), a2a.proto
     // TaskPushNotificationConfig.url REQUIRED.
-    let f = push_fixture();
-    let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
-    let id = v["result"]["task"]["id"].as_str().expect("id").to_string();
-    f.settle();
+    let (f, id) = push_fixture_with_a_settled_task();
     assert_eq!(
         f.error_code(
             Some("1.0"),
@@ -1025,4 +1031,66 @@ fn auth_required_in_10_is_a_task_state_with_a_message_saying_why() {
         done["result"]["task"]["status"]["state"],
         "TASK_STATE_COMPLETED"
     );
+}
+
+#[test]
+fn push_configs_missing_required_fields_are_invalid_params_in_each_dialect() {
+    // a2a.proto: GetTaskPushNotificationConfigRequest.id and
+    // AuthenticationInfo.scheme are REQUIRED (1.0); 0.3's
+    // PushNotificationAuthenticationInfo.schemes is required, while its
+    // tasks/pushNotificationConfig/get also takes the bare TaskIdParams.
+    let (f, id) = push_fixture_with_a_settled_task();
+    let set = f.rpc(
+        Some("1.0"),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "https://hooks.example/a2a"}),
+    );
+    assert!(set["result"]["id"].is_string(), "{set}");
+    let no_id = f.rpc(
+        Some("1.0"),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id}),
+    );
+    assert_eq!(no_id["error"]["code"], -32602, "{no_id}");
+    assert_eq!(
+        no_id["error"]["data"][1]["fieldViolations"][0]["field"], "id",
+        "{no_id}"
+    );
+    // 0.3: the task's id alone answers its config.
+    let bare = f.rpc(None, "tasks/pushNotificationConfig/get", json!({"id": id}));
+    assert_eq!(
+        bare["result"]["pushNotificationConfig"]["url"], "https://hooks.example/a2a",
+        "{bare}"
+    );
+    for (version, method, params, field) in [
+        (
+            Some("1.0"),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": "https://hooks.example/b",
+                   "authentication": {"credentials": "s3cret"}}),
+            "pushNotificationConfig.authentication.scheme",
+        ),
+        (
+            None,
+            "tasks/pushNotificationConfig/set",
+            json!({"taskId": id, "pushNotificationConfig": {"url": "https://hooks.example/b",
+                   "authentication": {"credentials": "s3cret"}}}),
+            "pushNotificationConfig.authentication.schemes",
+        ),
+    ] {
+        let v = f.rpc(version, method, params);
+        assert_eq!(v["error"]["code"], -32602, "{method}: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap_or("").contains(field),
+            "{method}: {v}"
+        );
+        assert!(!v.to_string().contains("s3cret"), "{method}: {v}");
+    }
+    // Without `authentication` at all (or null) a config is fine.
+    let plain = f.rpc(
+        Some("1.0"),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "https://hooks.example/c", "authentication": null}),
+    );
+    assert!(plain["result"]["id"].is_string(), "{plain}");
 }

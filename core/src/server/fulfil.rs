@@ -5,6 +5,7 @@ use crate::client::toolkit::Toolkit;
 use crate::host::transport::{BoxFuture, Transport};
 use crate::llm::{LlmConfig, RunResult, ToolCall};
 use crate::model::tool::ToolSource;
+use crate::wire::http::{find_str, replace_str};
 use crate::Error;
 use std::sync::Arc;
 
@@ -50,7 +51,9 @@ impl<T: Transport + 'static> Fulfiller for LlmFulfiller<T> {
 fn suspension_text(pending: &serde_json::Value) -> String {
     let prompt = pending["prompt"].as_str().unwrap_or_default();
     match pending.get("url").and_then(|u| u.as_str()) {
-        Some(url) if !prompt.contains(url) => format!("{prompt}\n{url}"),
+        Some(url) if !url.is_empty() && find_str(prompt, url).is_none() => {
+            format!("{prompt}\n{url}")
+        }
         _ => prompt.to_string(),
     }
 }
@@ -62,7 +65,7 @@ fn model_failure(e: &Error, llm: &LlmConfig) -> String {
     let base = llm.base_url.trim_end_matches('/').to_string();
     for url in [llm.endpoint(), base] {
         if !url.is_empty() {
-            text = text.replace(&url, "the model endpoint");
+            text = replace_str(&text, &url, "the model endpoint");
         }
     }
     text

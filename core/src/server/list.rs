@@ -4,6 +4,7 @@
 use super::rpc::RpcError;
 use super::store::TaskFilter;
 use crate::model::task::{Shape, Task, TaskState};
+use crate::wire::json::quoted;
 use serde::ser::SerializeMap;
 use serde_json::Value;
 
@@ -70,7 +71,8 @@ impl ListQuery {
             Some(s) => match TaskState::parse(s) {
                 TaskState::Unknown => {
                     return Err(RpcError::invalid_params(&format!(
-                        "status {s:?} is not a task state"
+                        "status {} is not a task state",
+                        quoted(s)
                     )))
                 }
                 state => Some(state),
@@ -80,7 +82,8 @@ impl ListQuery {
             None => None,
             Some(t) => Some(crate::model::time::parse_rfc3339(t).ok_or_else(|| {
                 RpcError::invalid_params(&format!(
-                    "statusTimestampAfter {t:?} is not an RFC 3339 timestamp"
+                    "statusTimestampAfter {} is not an RFC 3339 timestamp",
+                    quoted(t)
                 ))
             })?),
         };

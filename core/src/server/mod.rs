@@ -222,7 +222,13 @@ impl Card {
         let (body, etag) = self.body(req);
         let matches = req.header("If-None-Match").is_some_and(|list| {
             list.split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
+                .map(|t| {
+                    let mut t = t.trim();
+                    while let Some(rest) = t.strip_prefix("W/") {
+                        t = rest;
+                    }
+                    t
+                })
                 .any(|t| t == "*" || t == etag)
         });
         let mut resp = if matches {
@@ -1393,7 +1399,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
 /// The path of a request URL (absolute URLs accepted), without query or fragment.
 fn path_of(url: &str) -> &str {
     let path = match crate::wire::url::origin(url) {
-        Some(o) => &url[o.len()..],
+        Some(o) => url.get(o.len()..).unwrap_or(url),
         None => url,
     };
     path.split(['?', '#'])

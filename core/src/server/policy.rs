@@ -3,7 +3,8 @@
 //! request body limit and the checks on a request's head, and the health
 //! state operators read.
 
-use crate::wire::http::HttpResponse;
+use crate::wire::http::{find_str, HttpResponse};
+use crate::wire::json::quoted;
 
 /// The largest request body hosts accept by default (1 MiB).
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -47,11 +48,13 @@ impl CorsOrigin {
     pub fn parse(value: &str) -> Result<CorsOrigin, InvalidOption> {
         let v = value.trim_matches([' ', '\t']);
         let origin = |v: &str| {
-            v.split_once("://").is_some_and(|(scheme, rest)| {
+            find_str(v, "://").is_some_and(|at| {
+                let scheme = v.get(..at).unwrap_or_default();
+                let rest = v.get(at + 3..).unwrap_or_default();
                 !scheme.is_empty()
                     && scheme
                         .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
                     && !rest.is_empty()
                     && !rest.contains(['/', '?', '#', ',', '@'])
             })
@@ -63,7 +66,8 @@ impl CorsOrigin {
         Err(InvalidOption {
             option: "CORS origin",
             reason: format!(
-                "{v:?}: use *, null or one origin, scheme://host[:port], in printable ASCII (no spaces, CR, LF or path)"
+                "{}: use *, null or one origin, scheme://host[:port], in printable ASCII (no spaces, CR, LF or path)",
+                quoted(v)
             ),
         })
     }

@@ -11,7 +11,8 @@ use crate::host::lock::Lock;
 use crate::host::transport::BoxFuture;
 use crate::model::task::{Shape, Task};
 use crate::wire::http::{HttpRequest, HttpResponse};
-use serde_json::{json, Value};
+use crate::wire::json::{object, quoted, with};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -46,7 +47,7 @@ impl PushConfig {
         let url = text(v, "url").ok_or_else(|| {
             RpcError::invalid_field("pushNotificationConfig.url", "is required (a string)")
         })?;
-        let auth = v.get("authentication");
+        let auth = v.get("authentication").filter(|a| !a.is_null());
         let scheme = auth.and_then(|a| {
             text(a, "scheme").or_else(|| {
                 a.get("schemes")?
@@ -56,6 +57,14 @@ impl PushConfig {
                     .map(str::to_string)
             })
         });
+        // An `authentication` must say its scheme (1.0 `scheme`, 0.3 `schemes`).
+        if auth.is_some() && scheme.is_none() {
+            let field = match shape {
+                Shape::V10 => "pushNotificationConfig.authentication.scheme",
+                Shape::V03 => "pushNotificationConfig.authentication.schemes",
+            };
+            return Err(RpcError::invalid_field(field, "is required (a string)"));
+        }
         Ok(PushConfig {
             id: text(v, "id").filter(|i| !i.is_empty()).unwrap_or_default(),
             task_id: task_id.to_string(),
@@ -70,36 +79,53 @@ impl PushConfig {
     /// The config as the dialect answers it: 1.0 `TaskPushNotificationConfig`,
     /// 0.3 `{taskId, pushNotificationConfig}`.
     pub fn to_value(&self, shape: Shape) -> Value {
-        let mut config = json!({"id": self.id, "url": self.url});
+        let mut config = object([
+            ("id", self.id.as_str().into()),
+            ("url", self.url.as_str().into()),
+        ]);
         if let Some(t) = &self.token {
-            config["token"] = t.as_str().into();
+            config = with(config, "token", t.as_str().into());
         }
         if let Some(s) = &self.scheme {
             // The credentials are the caller's secret: never echoed.
-            config["authentication"] = match shape {
-                Shape::V10 => json!({"scheme": s}),
-                Shape::V03 => json!({"schemes": [s]}),
+            let auth = match shape {
+                Shape::V10 => object([("scheme", s.as_str().into())]),
+                Shape::V03 => object([("schemes", Value::Array(vec![s.as_str().into()]))]),
             };
+            config = with(config, "authentication", auth);
         }
         match shape {
-            Shape::V10 => {
-                config["taskId"] = self.task_id.as_str().into();
-                config
-            }
-            Shape::V03 => json!({"taskId": self.task_id, "pushNotificationConfig": config}),
+            Shape::V10 => with(config, "taskId", self.task_id.as_str().into()),
+            Shape::V03 => object([
+                ("taskId", self.task_id.as_str().into()),
+                ("pushNotificationConfig", config),
+            ]),
         }
     }
 
     /// The config as a store keeps it: the 1.0 shape with its credentials,
     /// and the dialect it was set in (read back by [`PushConfig::from_stored`]).
     pub fn to_stored(&self) -> Value {
-        let mut v = json!({"id": self.id, "url": self.url,
-            "dialect": if self.shape == Shape::V03 { "0.3" } else { "1.0" }});
+        let dialect = if self.shape == Shape::V03 {
+            "0.3"
+        } else {
+            "1.0"
+        };
+        let mut v = object([
+            ("id", self.id.as_str().into()),
+            ("url", self.url.as_str().into()),
+            ("dialect", dialect.into()),
+        ]);
         if let Some(t) = &self.token {
-            v["token"] = t.as_str().into();
+            v = with(v, "token", t.as_str().into());
         }
         if self.scheme.is_some() || self.credentials.is_some() {
-            v["authentication"] = json!({"scheme": self.scheme, "credentials": self.credentials});
+            let text = |o: &Option<String>| o.as_deref().map_or(Value::Null, Value::from);
+            let auth = object([
+                ("scheme", text(&self.scheme)),
+                ("credentials", text(&self.credentials)),
+            ]);
+            v = with(v, "authentication", auth);
         }
         v
     }
@@ -118,12 +144,14 @@ impl PushConfig {
 
     /// The POST of `task` to this webhook.
     pub fn request(&self, task: &Task) -> HttpRequest {
+        // Straight to JSON text, as a store's save is: no `Value` (whose
+        // serializer would compile every task shape a second time).
+        let task = serde_json::to_vec(&task.shaped(self.shape, None)).unwrap_or_default();
         let body = match self.shape {
-            Shape::V10 => json!({"task": task.to_value(Shape::V10)}),
-            Shape::V03 => task.to_value(Shape::V03),
+            Shape::V10 => [&b"{\"task\":"[..], &task, b"}"].concat(),
+            Shape::V03 => task,
         };
-        let mut req =
-            HttpRequest::post_json(&self.url, crate::wire::json::text(&body).into_bytes());
+        let mut req = HttpRequest::post_json(&self.url, body);
         if let Some(scheme) = &self.scheme {
             let credentials = self.credentials.as_deref().unwrap_or_default();
             req = req.with_header("Authorization", format!("{scheme} {credentials}"));
@@ -143,7 +171,7 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| format!("webhook {url:?} is not an http(s) URL"))?;
+        .ok_or_else(|| format!("webhook {} is not an http(s) URL", quoted(url)))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = authority.rsplit('@').next().unwrap_or_default();
     let host = match host.strip_prefix('[') {
@@ -151,15 +179,15 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
         None => host.split(':').next().unwrap_or_default(),
     };
     if host.is_empty() {
-        return Err(format!("webhook {url:?} has no host"));
+        return Err(format!("webhook {} has no host", quoted(url)));
     }
     if allow_private {
         return Ok(());
     }
     let host = host.to_ascii_lowercase();
-    let internal = match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => is_internal(ip),
-        Err(_) => {
+    let internal = match parse_ip(&host) {
+        Some(ip) => is_internal(ip),
+        None => {
             host == "localhost"
                 || host.ends_with(".localhost")
                 || host == "metadata.google.internal"
@@ -168,11 +196,128 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
     };
     if internal {
         return Err(format!(
-            "webhook {url:?} points at a loopback, private, link-local or metadata address; \
-             the agent's operator must allow private webhooks"
+            "webhook {} points at a loopback, private, link-local or metadata address; \
+             the agent's operator must allow private webhooks",
+            quoted(url)
         ));
     }
     Ok(())
+}
+
+/// `text` as an IP address: what `text.parse::<IpAddr>().ok()` gives (the
+/// tests compare them), in a few lines instead of std's parser, which is
+/// kilobytes of the npm `.wasm`. Its steps follow std's `core::net::parser`.
+fn parse_ip(text: &str) -> Option<std::net::IpAddr> {
+    let mut p = IpParser(text.as_bytes());
+    let ip = match p.v4() {
+        Some(v4) => std::net::IpAddr::V4(v4),
+        None => std::net::IpAddr::V6(p.v6()?),
+    };
+    p.0.is_empty().then_some(ip)
+}
+
+/// The rest of the text being read; each reader leaves it as it was when it fails.
+struct IpParser<'a>(&'a [u8]);
+
+impl IpParser<'_> {
+    fn atomically<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        let start = self.0;
+        let got = read(self);
+        if got.is_none() {
+            self.0 = start;
+        }
+        got
+    }
+
+    fn given(&mut self, c: u8) -> Option<()> {
+        let (&first, rest) = self.0.split_first()?;
+        (first == c).then(|| self.0 = rest)
+    }
+
+    /// Up to `max` digits of `radix` (more is a failure), no leading zero
+    /// unless `zero_prefix` (or the number is `0`), within `limit`.
+    fn number(&mut self, radix: u32, max: usize, zero_prefix: bool, limit: u32) -> Option<u32> {
+        self.atomically(|p| {
+            let leading_zero = p.0.first() == Some(&b'0');
+            let (mut n, mut count) = (0u32, 0);
+            while let Some(d) = p.0.first().and_then(|&c| char::from(c).to_digit(radix)) {
+                p.0 = p.0.get(1..).unwrap_or_default();
+                n = n * radix + d;
+                count += 1;
+                if count > max || n > limit {
+                    return None;
+                }
+            }
+            (count > 0 && (zero_prefix || !leading_zero || count == 1)).then_some(n)
+        })
+    }
+
+    fn v4(&mut self) -> Option<std::net::Ipv4Addr> {
+        self.atomically(|p| {
+            let mut octets = [0u8; 4];
+            for (i, o) in octets.iter_mut().enumerate() {
+                if i > 0 {
+                    p.given(b'.')?;
+                }
+                *o = p.number(10, 3, false, 255)? as u8;
+            }
+            Some(octets.into())
+        })
+    }
+
+    /// Groups separated by `:` into `groups`, the last two maybe an IPv4
+    /// address: how many, and whether an IPv4 address ended them.
+    fn groups(&mut self, groups: &mut [u16]) -> (usize, bool) {
+        let limit = groups.len();
+        for i in 0..limit {
+            if i + 1 < limit {
+                let v4 = self.atomically(|p| {
+                    if i > 0 {
+                        p.given(b':')?;
+                    }
+                    p.v4()
+                });
+                if let Some(v4) = v4 {
+                    let [a, b, c, d] = v4.octets();
+                    groups[i] = u16::from_be_bytes([a, b]);
+                    groups[i + 1] = u16::from_be_bytes([c, d]);
+                    return (i + 2, true);
+                }
+            }
+            let group = self.atomically(|p| {
+                if i > 0 {
+                    p.given(b':')?;
+                }
+                p.number(16, 4, true, 0xffff)
+            });
+            match group {
+                Some(g) => groups[i] = g as u16,
+                None => return (i, false),
+            }
+        }
+        (limit, false)
+    }
+
+    fn v6(&mut self) -> Option<std::net::Ipv6Addr> {
+        self.atomically(|p| {
+            let mut head = [0u16; 8];
+            let (head_size, head_v4) = p.groups(&mut head);
+            if head_size == 8 {
+                return Some(head.into());
+            }
+            if head_v4 {
+                return None;
+            }
+            p.given(b':')?;
+            p.given(b':')?;
+            // `::` stands for at least one group of zeros.
+            let mut tail = [0u16; 7];
+            let (tail_size, _) = p.groups(tail.get_mut(..7 - head_size)?);
+            head.get_mut(8 - tail_size..)?
+                .copy_from_slice(tail.get(..tail_size)?);
+            Some(head.into())
+        })
+    }
 }
 
 /// `host:port` of a webhook URL, for a host to resolve (the port is the
@@ -185,8 +330,10 @@ pub fn webhook_address(url: &str) -> Option<String> {
     let authority = rest.split(['/', '?', '#']).next()?;
     let host_port = authority.rsplit('@').next()?;
     let has_port = match host_port.rfind(']') {
-        Some(end) => host_port[end..].contains(':'),
-        None => host_port.contains(':'),
+        Some(end) => host_port
+            .get(end..)
+            .is_some_and(|r| r.as_bytes().contains(&b':')),
+        None => host_port.as_bytes().contains(&b':'),
     };
     Some(if has_port {
         host_port.to_string()
@@ -416,7 +563,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             return Err(push_not_supported());
         };
         let p = &call.params;
-        let v03 = call.method.contains('/');
+        let v03 = call.method.as_bytes().contains(&b'/');
         let shape = if v03 { Shape::V03 } else { Shape::V10 };
         let text = |k: &str| p.get(k).and_then(Value::as_str);
         // 1.0 names the task `taskId`; 0.3 `taskId` to set, `id` otherwise.
@@ -451,6 +598,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(set.to_value(shape))
             }
             (_, "tasks/pushNotificationConfig/get" | "GetTaskPushNotificationConfig") => {
+                // 1.0 names the config; 0.3 also takes the bare task id.
+                if !v03 && config_id.is_none() {
+                    return Err(RpcError::invalid_field("id", "is required (a string)"));
+                }
                 match lock().get(&task, config_id) {
                     Some(c) => Ok(c.to_value(shape)),
                     None => Err(RpcError::new(
@@ -465,7 +616,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 if lock().delete(&task, id) {
                     self.store_push(&task).await?;
                 }
-                Ok(if v03 { Value::Null } else { json!({}) })
+                Ok(if v03 { Value::Null } else { object([]) })
             }
             _ => {
                 let list: Vec<Value> = lock()
@@ -476,7 +627,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(if v03 {
                     Value::Array(list)
                 } else {
-                    json!({"configs": list, "nextPageToken": ""})
+                    object([
+                        ("configs", Value::Array(list)),
+                        ("nextPageToken", "".into()),
+                    ])
                 })
             }
         }
@@ -565,8 +719,99 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn parse_ip_is_std_parse() {
+        let mut cases: Vec<String> = [
+            "127.0.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "256.1.1.1",
+            "01.2.3.4",
+            "1.2.3",
+            "1.2.3.4.5",
+            "1.2.3.4:80",
+            "1..2.3",
+            "1.2.3.0004",
+            "1.2.3.000",
+            "",
+            ".",
+            ":",
+            "::",
+            ":::",
+            "::1",
+            "1::",
+            "1:2:3:4:5:6:7:8",
+            "1:2:3:4:5:6:7:8:9",
+            "1:2:3:4:5:6:7::",
+            "::1:2:3:4:5:6:7",
+            "::1:2:3:4:5:6:7:8",
+            "1:2:3:4:5:6:7::8",
+            "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "1:2:3:4:5:6:1.2.3.4",
+            "1:2:3:4:5:6:7:1.2.3.4",
+            "1.2.3.4::",
+            "::1.2.3.4:5",
+            "fe80::1",
+            "FD00::",
+            "12345::",
+            "1:2::3::4",
+            "::ffff:1.2.3",
+            "0:0:0:0:0:0:0:0",
+            "00000::",
+            "g::",
+            "1:2:3:4:5:6::1.2.3.4",
+            "::0.0.0.0",
+        ]
+        .map(String::from)
+        .to_vec();
+        // A seeded generator over the characters an address is made of.
+        let alphabet = b"0123456789afAF:.:.::1g ";
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..40_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 24) as usize;
+            let text: String = (0..len)
+                .map(|i| {
+                    char::from(alphabet[((seed >> (i * 2 % 60)) as usize + i * 7) % alphabet.len()])
+                })
+                .collect();
+            cases.push(text);
+        }
+        // And texts made of the pieces of addresses.
+        let pieces = [
+            "0", "1", "00", "7f", "ff", "FFFF", "fffff", "255", "256", "01", "1.2.3.4", ":", "::",
+            ".", ":", ".",
+        ];
+        for _ in 0..40_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = 1 + (seed % 16) as usize;
+            let text: String = (0..len)
+                .map(|i| pieces[((seed >> (i * 4 % 60)) as usize + i) % pieces.len()])
+                .collect();
+            cases.push(text);
+        }
+        for text in &cases {
+            assert_eq!(
+                parse_ip(text),
+                text.parse::<std::net::IpAddr>().ok(),
+                "{text:?}"
+            );
+        }
+        let parsed = cases.iter().filter(|t| parse_ip(t).is_some()).count();
+        assert!(
+            parsed > 1_000,
+            "the generators should make addresses too ({parsed})"
+        );
+    }
 
     #[test]
     fn internal_webhooks_are_refused_unless_allowed() {
@@ -617,6 +862,37 @@ mod tests {
             Some("[::1]:80")
         );
         assert_eq!(webhook_address("ftp://h/"), None);
+    }
+
+    #[test]
+    fn the_notification_body_is_the_task_value_as_text() {
+        let task = Task::from_value(&json!({
+            "id": "t1", "contextId": "c1", "kind": "task",
+            "status": {"state": "input-required", "timestamp": "2026-01-02T03:04:05.678Z",
+                "message": {"role": "agent", "messageId": "m2", "parts": [{"kind": "text", "text": "which?"}]}},
+            "history": [{"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "q \"1\""},
+                {"kind": "data", "data": {"n": 1.5, "k": [null, true]}}]}],
+            "artifacts": [{"artifactId": "a1", "parts": [{"kind": "text", "text": "é"}]}],
+            "metadata": {"z": 1, "a": {"b": 2}}
+        }))
+        .expect("task");
+        for shape in [Shape::V10, Shape::V03] {
+            let config = PushConfig {
+                id: "p".into(),
+                task_id: "t1".into(),
+                url: "https://h/x".into(),
+                token: None,
+                scheme: None,
+                credentials: None,
+                shape,
+            };
+            let expected = match shape {
+                Shape::V10 => json!({"task": task.to_value(Shape::V10)}),
+                Shape::V03 => task.to_value(Shape::V03),
+            };
+            let body = String::from_utf8(config.request(&task).body).expect("utf-8");
+            assert_eq!(body, crate::wire::json::text(&expected));
+        }
     }
 
     #[test]

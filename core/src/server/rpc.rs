@@ -159,7 +159,7 @@ fn version_shape(v: &str) -> Option<Shape> {
 /// answered in 1.0 shapes. The toolnexus dialect and 0.3 send `kind`ed
 /// parts and lowercase roles, so they keep theirs.
 pub fn infer_shape(method: &str, params: &Value) -> Shape {
-    if method.contains('/') {
+    if method.as_bytes().contains(&b'/') {
         return Shape::V03;
     }
     if method == "ListTasks" {
@@ -187,6 +187,91 @@ pub fn infer_shape(method: &str, params: &Value) -> Shape {
     }
 }
 
+/// A request's four fields, read without the envelope becoming a map (only
+/// the fields are values): what a derived `Deserialize` of the struct reads
+/// (an object, a field twice refused, others ignored; or an array of exactly
+/// four), with `None` where it would fail with a data error. Hand-written so
+/// that no serde error (and its `Debug` formatting) is built: the npm `.wasm`.
+struct Envelope(Option<EnvelopeFields>);
+
+#[derive(Default)]
+struct EnvelopeFields {
+    jsonrpc: Option<Value>,
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Envelope, D::Error> {
+        d.deserialize_any(EnvelopeVisitor)
+    }
+}
+
+struct EnvelopeVisitor;
+
+impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON-RPC object")
+    }
+    fn visit_unit<E>(self) -> Result<Envelope, E> {
+        Ok(Envelope(None))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Envelope, E> {
+        Ok(Envelope(None))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Envelope, E> {
+        Ok(Envelope(None))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Envelope, E> {
+        Ok(Envelope(None))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Envelope, E> {
+        Ok(Envelope(None))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Envelope, E> {
+        Ok(Envelope(None))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Envelope, A::Error> {
+        let mut fields = [None, None, None, None];
+        for field in &mut fields {
+            match seq.next_element::<Option<Value>>()? {
+                Some(v) => *field = v,
+                None => return Ok(Envelope(None)),
+            }
+        }
+        let [jsonrpc, id, method, params] = fields;
+        Ok(Envelope(Some(EnvelopeFields {
+            jsonrpc,
+            id,
+            method,
+            params,
+        })))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+        let mut f = EnvelopeFields::default();
+        let mut seen = [false; 4];
+        let mut twice = false;
+        while let Some(key) = map.next_key::<String>()? {
+            let (slot, i) = match key.as_str() {
+                "jsonrpc" => (&mut f.jsonrpc, 0),
+                "id" => (&mut f.id, 1),
+                "method" => (&mut f.method, 2),
+                "params" => (&mut f.params, 3),
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            twice |= std::mem::replace(&mut seen[i], true);
+            *slot = map.next_value::<Option<Value>>()?;
+        }
+        Ok(Envelope((!twice).then_some(f)))
+    }
+}
+
 impl RpcRequest {
     /// Reads the call, or the error to answer with (and the id, when known).
     pub fn parse(req: &HttpRequest) -> Result<RpcRequest, (Value, RpcError)> {
@@ -202,25 +287,25 @@ impl RpcRequest {
                 )
             })?),
         };
-        // Typed, so the envelope never becomes a map; only the fields are values.
-        #[derive(serde::Deserialize)]
-        struct Envelope {
-            jsonrpc: Option<Value>,
-            id: Option<Value>,
-            method: Option<Value>,
-            params: Option<Value>,
-        }
-        let mut obj: Envelope = serde_json::from_slice(&req.body).map_err(|e| {
-            let err = match e.classify() {
-                // Valid JSON, but not a request object.
-                serde_json::error::Category::Data => RpcError::new(
-                    INVALID_REQUEST,
-                    "Invalid Request: expected a JSON-RPC object",
-                ),
-                _ => RpcError::new(PARSE_ERROR, format!("Parse error: {e}")),
-            };
-            (Value::Null, err)
-        })?;
+        let mut obj = match serde_json::from_slice::<Envelope>(&req.body) {
+            Ok(Envelope(Some(obj))) => obj,
+            // Valid JSON, but not a request object.
+            Ok(Envelope(None)) => {
+                return Err((
+                    Value::Null,
+                    RpcError::new(
+                        INVALID_REQUEST,
+                        "Invalid Request: expected a JSON-RPC object",
+                    ),
+                ))
+            }
+            Err(e) => {
+                return Err((
+                    Value::Null,
+                    RpcError::new(PARSE_ERROR, format!("Parse error: {e}")),
+                ))
+            }
+        };
         let id = match obj.id.take() {
             Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
             None => Value::Null,
@@ -257,10 +342,65 @@ impl RpcRequest {
         Ok(RpcRequest {
             shape: shape.unwrap_or_else(|| infer_shape(&method, &params)),
             // A 0.3 method name (`tasks/get`) names its dialect too.
-            versioned: shape.is_some() || method.contains('/'),
+            versioned: shape.is_some() || method.as_bytes().contains(&b'/'),
             id,
             method,
             params,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// The envelope as a derived `Deserialize` reads it (what `parse` used).
+    fn derived(body: &[u8]) -> Result<[Option<Value>; 4], bool> {
+        #[derive(serde::Deserialize)]
+        struct Derived {
+            jsonrpc: Option<Value>,
+            id: Option<Value>,
+            method: Option<Value>,
+            params: Option<Value>,
+        }
+        serde_json::from_slice::<Derived>(body)
+            .map(|d| [d.jsonrpc, d.id, d.method, d.params])
+            .map_err(|e| e.classify() == serde_json::error::Category::Data)
+    }
+
+    #[test]
+    fn the_envelope_reads_what_the_derived_struct_reads() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}}"#,
+            r#"{"method":"m","x":[1,{"y":2}],"id":null}"#,
+            r#"{"id":1,"id":2}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0"}"#,
+            r#"{"me\u0074hod":"m"}"#,
+            r#"["2.0",1,"m",{}]"#,
+            r#"["2.0",1,"m"]"#,
+            r#"["2.0",1,"m",{},5]"#,
+            r#"[{"jsonrpc":"2.0","method":"m"}]"#,
+            r#"[]"#,
+            r#"{}"#,
+            r#""text""#,
+            "7",
+            "-7",
+            "2.5",
+            "true",
+            "null",
+            "",
+            "{",
+            r#"{"id":1} x"#,
+            r#"{"id":1,}"#,
+        ] {
+            let got = match serde_json::from_slice::<Envelope>(body.as_bytes()) {
+                Ok(Envelope(Some(f))) => Ok([f.jsonrpc, f.id, f.method, f.params]),
+                Ok(Envelope(None)) => Err(true),
+                Err(e) => Err(e.classify() == serde_json::error::Category::Data),
+            };
+            assert_eq!(got, derived(body.as_bytes()), "{body}");
+        }
     }
 }

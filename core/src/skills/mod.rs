@@ -7,7 +7,9 @@
 //! hands each SKILL.md in as a `(path, text)` pair.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use crate::wire::json::object;
 
 use crate::model::tool::{ToolResult, ToolSpec};
 
@@ -27,6 +29,22 @@ pub struct Skill {
     pub description: String,
     #[serde(default)]
     pub content: String,
+}
+
+impl Skill {
+    /// Reads a skill as its derived `Deserialize` does from an object
+    /// (`name` required; `description`, `content` default to empty),
+    /// without serde's error path (see [`crate::wire::json::opt_string`]).
+    pub fn from_value(v: &Value) -> Result<Skill, String> {
+        use crate::wire::json::{read_object, string_or};
+        read_object(v, |v| {
+            Ok(Skill {
+                name: string_or(v, "name", None)?,
+                description: string_or(v, "description", Some(""))?,
+                content: string_or(v, "content", Some(""))?,
+            })
+        })
+    }
 }
 
 /// A SKILL.md that was not loaded, and why.
@@ -189,12 +207,21 @@ impl SkillSet {
         ToolSpec {
             name: "skill".into(),
             description: SKILL_TOOL_DESCRIPTION.into(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {"name": {"type": "string", "description": "The name of the skill to load"}},
-                "required": ["name"],
-                "additionalProperties": false,
-            }),
+            input_schema: object([
+                ("type", "object".into()),
+                (
+                    "properties",
+                    object([(
+                        "name",
+                        object([
+                            ("type", "string".into()),
+                            ("description", "The name of the skill to load".into()),
+                        ]),
+                    )]),
+                ),
+                ("required", Value::Array(vec!["name".into()])),
+                ("additionalProperties", false.into()),
+            ]),
             source: crate::model::tool::ToolSource::Skill,
         }
     }
@@ -247,9 +274,10 @@ impl SkillSet {
         ToolResult {
             output: out,
             is_error: false,
-            metadata: Some(
-                json!({"name": skill.name, "dir": dir.map_or(base.clone(), str::to_string)}),
-            ),
+            metadata: Some(object([
+                ("name", skill.name.as_str().into()),
+                ("dir", dir.map_or(base.clone(), str::to_string).into()),
+            ])),
         }
     }
 }
@@ -290,7 +318,7 @@ fn skill_dir(origin: &str) -> Option<&str> {
         return None;
     }
     let cut = origin.rfind(['/', '\\'])?;
-    Some(if cut == 0 { "/" } else { &origin[..cut] })
+    Some(if cut == 0 { "/" } else { origin.get(..cut)? })
 }
 
 /// `file:///abs/dir` for a folder, percent-encoded as Node's `pathToFileURL`.
@@ -315,6 +343,7 @@ fn file_url(dir: &str) -> String {
 #[cfg(all(test, feature = "skill-md"))]
 mod tests {
     use super::*;
+    use serde_json::json;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -566,6 +595,19 @@ mod tests {
             ]
         );
         let from_json: Skill = serde_json::from_value(json!({"name": "n"})).expect("skill");
+        for v in [
+            json!({"name": "n"}),
+            json!({"name": "n", "description": "d", "content": "c", "x": 1}),
+            json!({"description": "d"}),
+            json!({"name": null}),
+            json!({"name": "n", "content": null}),
+            json!({"name": "n", "description": 2}),
+            json!("n"),
+            json!(null),
+        ] {
+            let derived = serde_json::from_value::<Skill>(v.clone()).map_err(|_| ());
+            assert_eq!(Skill::from_value(&v).map_err(|_| ()), derived, "{v}");
+        }
         assert_eq!(from_json, skill("n", "", ""));
     }
 

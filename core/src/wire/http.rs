@@ -45,6 +45,21 @@ pub fn find_str(haystack: &str, needle: &str) -> Option<usize> {
         .position(|w| w == needle)
 }
 
+#[cfg(feature = "server")]
+/// `text` with each `needle` (non-empty) replaced by `with`, left to right:
+/// `str::replace` for a `&str` pattern, through [`find_str`].
+pub fn replace_str(text: &str, needle: &str, with: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = find_str(rest, needle).filter(|_| !needle.is_empty()) {
+        out.push_str(rest.get(..at).unwrap_or_default());
+        out.push_str(with);
+        rest = rest.get(at + needle.len()..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Appends `bytes` as UTF-8 text, each invalid sequence as one U+FFFD: what
 /// `String::from_utf8_lossy` gives, through the `str::from_utf8` check the
 /// crate already has (`from_utf8_lossy` brings its own decoder and tables).
@@ -151,6 +166,23 @@ mod tests {
             ("é://", "://"),
         ] {
             assert_eq!(find_str(hay, needle), hay.find(needle), "{hay} {needle}");
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "server")]
+    fn replace_str_is_str_replace() {
+        for (text, needle) in [
+            ("key sk-123 and sk-123.", "sk-123"),
+            ("aaaa", "aa"),
+            ("none here", "zz"),
+            ("", "x"),
+            ("é://x é://", "é://"),
+        ] {
+            assert_eq!(
+                replace_str(text, needle, "[R]"),
+                text.replace(needle, "[R]")
+            );
         }
     }
 

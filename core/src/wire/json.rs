@@ -30,6 +30,44 @@ pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Object(map)
 }
 
+#[cfg(feature = "server")]
+/// `v[key]` read as serde reads an `Option<String>` field: absent or
+/// `null` is `None`, a string `Some`, anything else an error naming `key`.
+/// (The readers built on these replace derived `Deserialize` impls in the
+/// npm `.wasm`: serde's error path brings `str`'s `Debug` and its tables.)
+pub fn opt_string(v: &Value, key: &str) -> Result<Option<String>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("`{key}` must be a string")),
+    }
+}
+
+#[cfg(feature = "server")]
+/// `v[key]` read as serde reads a `String` field: absent is `missing`
+/// (`None`: a missing field is an error), `null` or not a string an error.
+pub fn string_or(v: &Value, key: &str, missing: Option<&str>) -> Result<String, String> {
+    match (v.get(key), missing) {
+        (Some(Value::String(s)), _) => Ok(s.clone()),
+        (None, Some(default)) => Ok(default.to_string()),
+        (None, None) => Err(format!("missing field `{key}`")),
+        (Some(_), _) => Err(format!("`{key}` must be a string")),
+    }
+}
+
+#[cfg(feature = "server")]
+/// Reads an object's fields with `read`, as a derived `Deserialize` would
+/// (only objects: anything else is an error).
+pub fn read_object<T>(
+    v: &Value,
+    read: impl FnOnce(&Value) -> Result<T, String>,
+) -> Result<T, String> {
+    match v {
+        Value::Object(_) => read(v),
+        _ => Err("expected an object".into()),
+    }
+}
+
 /// `s` in double quotes, escaped as a JSON string: for messages that quote
 /// what they got. The `{:?}` of a `str` would say the same for printable
 /// text, but brings Rust's escaping and Unicode tables into the `.wasm`.

@@ -351,14 +351,9 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
         let current = rest?;
         match current.find(['\r', '\n']) {
             Some(i) => {
-                let after = &current[i + 1..];
-                let after = if current[i..].starts_with("\r\n") {
-                    &after[1..]
-                } else {
-                    after
-                };
-                rest = Some(after);
-                Some(&current[..i])
+                let crlf = current.as_bytes().get(i..i + 2) == Some(b"\r\n");
+                rest = current.get(i + 1 + usize::from(crlf)..);
+                current.get(..i)
             }
             None => {
                 rest = None;

@@ -162,11 +162,17 @@ fn freshness(resp: &HttpResponse) -> Option<u64> {
 }
 
 impl CardCache {
+    /// The stored card of `url` while it is fresh, not yet read.
+    fn fresh_body(&self, url: &str) -> Option<String> {
+        Some(self.load(url).filter(|e| e.is_fresh(unix_now()))?.body)
+    }
+
     /// The stored card of `url` while it is fresh and reads within `limits`.
+    #[cfg(feature = "component")]
     fn fresh(&self, url: &str, limits: (u64, u64)) -> Option<Vec<u8>> {
-        let entry = self.load(url).filter(|e| e.is_fresh(unix_now()))?;
-        AgentCard::parse_limited(entry.body.as_bytes(), limits.0, limits.1).ok()?;
-        Some(entry.body.into_bytes())
+        let body = self.fresh_body(url)?;
+        AgentCard::parse_limited(body.as_bytes(), limits.0, limits.1).ok()?;
+        Some(body.into_bytes())
     }
 
     /// The conditional headers that revalidate the stored card of `url`.
@@ -267,8 +273,9 @@ pub async fn fetch_card(
     let (max_bytes, max_skills) = agent.card_limits();
     let parse = |body: &[u8]| AgentCard::parse_limited(body, max_bytes, max_skills);
     let shown = toolnexus_core::redact_url(&agent.card);
-    if let Some(body) = cache.fresh(&agent.card, agent.card_limits()) {
-        if let Ok(card) = parse(&body) {
+    // Read once: a stored card over the limits fails here and is fetched.
+    if let Some(body) = cache.fresh_body(&agent.card) {
+        if let Ok(card) = parse(body.as_bytes()) {
             return Ok(card);
         }
     }
