@@ -500,11 +500,8 @@ fn a_send_with_a_webhook_gets_each_state_in_its_dialect() {
     assert_eq!(v["error"]["code"], -32003, "{v}");
 }
 
-/// A push fixture over `store`: a server as a restart makes it, with
-/// nothing in memory but what the store kept.
-#[cfg(feature = "push")]
-#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 /// A push-enabled server with one settled 1.0 task, and that task's id.
+#[cfg(feature = "push")]
 fn push_fixture_with_a_settled_task() -> (Fixture, String) {
     let f = push_fixture();
     let v = f.send(Some("1.0"), "SendMessage", "hang on", false);
@@ -513,6 +510,10 @@ fn push_fixture_with_a_settled_task() -> (Fixture, String) {
     (f, id)
 }
 
+/// A push fixture over `store`: a server as a restart makes it, with
+/// nothing in memory but what the store kept.
+#[cfg(feature = "push")]
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 fn push_fixture_on(store: Arc<Recording>) -> Fixture {
     let host = Arc::new(TestHost::default());
     let options = ServerOptions {
