@@ -1034,6 +1034,7 @@ fn auth_required_in_10_is_a_task_state_with_a_message_saying_why() {
     );
 }
 
+#[cfg(feature = "push")]
 #[test]
 fn push_configs_missing_required_fields_are_invalid_params_in_each_dialect() {
     // a2a.proto: GetTaskPushNotificationConfigRequest.id and
