@@ -341,20 +341,8 @@ fn card_modes_are_media_types() {
 // ---- Push notifications ----
 
 #[cfg(feature = "push")]
-#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 fn push_fixture() -> Fixture {
-    let host = Arc::new(TestHost::default());
-    let store = Arc::new(Recording::default());
-    let options = ServerOptions {
-        card: Some(card().into()),
-        push: Some(PushOptions::default()),
-        ..Default::default()
-    };
-    Fixture {
-        server: A2aServer::new(options, store.clone(), host.clone(), Rules),
-        host,
-        store,
-    }
+    push_fixture_on(Arc::new(Recording::default()))
 }
 
 #[cfg(feature = "push")]
