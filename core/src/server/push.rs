@@ -172,6 +172,14 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
         .ok_or_else(|| format!("webhook {} is not an http(s) URL", quoted(url)))?;
+    // A URL parser (fetch's) drops tabs and line breaks and ends the host at
+    // a backslash: refuse them, so the host read here is the one reached.
+    if rest.bytes().any(|b| b <= b' ' || b == b'\\' || b == 0x7f) {
+        return Err(format!(
+            "webhook {} has spaces, control characters or a backslash",
+            quoted(url)
+        ));
+    }
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = authority.rsplit('@').next().unwrap_or_default();
     let host = match host.strip_prefix('[') {
@@ -188,10 +196,24 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
     let internal = match parse_ip(&host) {
         Some(ip) => is_internal(ip),
         None => {
-            host == "localhost"
-                || host.ends_with(".localhost")
-                || host == "metadata.google.internal"
-                || host == "metadata"
+            // Anything else must be a plain DNS name: a URL parser would read
+            // percent-escapes, other scripts' digits (IDNA) or a numeric last
+            // label (`127.1`, `0x7f000001`, `127.0.0.1.`) as an address.
+            let name = host.strip_suffix('.').unwrap_or(&host);
+            let plain = name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+            if !plain || ends_in_a_number(name) {
+                return Err(format!(
+                    "webhook {} names its host in a form a URL parser may read as another \
+                     address: use a DNS name (punycode for other scripts) or a dotted address",
+                    quoted(url)
+                ));
+            }
+            name == "localhost"
+                || name.ends_with(".localhost")
+                || name == "metadata.google.internal"
+                || name == "metadata"
         }
     };
     if internal {
@@ -202,6 +224,16 @@ pub fn check_webhook_url(url: &str, allow_private: bool) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Whether a URL parser reads `name` as an IPv4 address (WHATWG URL, "ends in
+/// a number"): its last label is decimal digits or `0x` and hex digits.
+fn ends_in_a_number(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or_default();
+    let hex = last.strip_prefix("0x");
+    !last.is_empty()
+        && (last.bytes().all(|b| b.is_ascii_digit())
+            || hex.is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit())))
 }
 
 /// `text` as an IP address: what `text.parse::<IpAddr>().ok()` gives (the
@@ -844,6 +876,47 @@ mod tests {
         }
         for url in ["ftp://example.com/", "http:///x", "hooks.example.com"] {
             assert!(check_webhook_url(url, true).is_err(), "{url}");
+        }
+    }
+
+    #[test]
+    fn hosts_a_url_parser_reads_as_internal_addresses_are_refused() {
+        // fetch (the npm and worker hosts) parses the URL the WHATWG way, so
+        // each of these reaches loopback or a private address there, while
+        // the text is not an address std or a plain name check recognises.
+        for url in [
+            "http://0x7f000001/hook",
+            "http://2130706433/hook",
+            "http://127.1/hook",
+            "http://0177.0.0.1/hook",
+            "http://0x7f.0.0.1/hook",
+            "http://10.0.1/hook",
+            "http://127.0.0.1./hook",
+            "http://localhost./hook",
+            "http://%31%32%37.0.0.1/hook",
+            "http://\u{ff11}\u{ff12}\u{ff17}.0.0.1/hook",
+            "http://8.8.8.8./hook",
+        ] {
+            assert!(check_webhook_url(url, false).is_err(), "{url}");
+            assert!(check_webhook_url(url, true).is_ok(), "{url}");
+        }
+        // Characters a URL parser drops or reads as the end of the host.
+        for url in [
+            "http://127.0.0.1\\@hooks.example.com/",
+            "http://127.0.0.1\t@hooks.example.com/",
+            "http://hooks.example.com\n/",
+            "http://hooks .example.com/",
+        ] {
+            assert!(check_webhook_url(url, false).is_err(), "{url:?}");
+            assert!(check_webhook_url(url, true).is_err(), "{url:?}");
+        }
+        for url in [
+            "https://xn--bcher-kva.example/a2a",
+            "https://hooks-1.example.com:8443/p?q=1#f",
+            "https://user:pw@hooks.example.com/",
+            "https://2001.example/",
+        ] {
+            assert!(check_webhook_url(url, false).is_ok(), "{url}");
         }
     }
 
