@@ -116,7 +116,9 @@ fn shown(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
+/// The JSON in `path`; `None` when there is no such file. Unreadable or
+/// invalid JSON is an error naming the file (relative to the store).
+fn read_json(path: &Path) -> Result<Option<serde_json::Value>, StoreError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -127,9 +129,15 @@ fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
             ))
         }
     };
-    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-        StoreError::with_source(format!("{} is not valid JSON: {e}", shown(path)), e)
-    })?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| StoreError::with_source(format!("{} is not valid JSON: {e}", shown(path)), e))
+}
+
+fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
+    let Some(value) = read_json(path)? else {
+        return Ok(None);
+    };
     Task::from_value(&value)
         .map(Some)
         .ok_or_else(|| StoreError::new(format!("{} is not a task", shown(path))))
@@ -265,19 +273,9 @@ pub const PUSH_CONFIGS: &str = "push";
 /// (or the file is another task's: ids share sanitized names). A damaged
 /// file is an error, not a panic.
 fn read_push_configs(path: &Path, task_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(StoreError::with_source(
-                format!("cannot read {}: {e}", shown(path)),
-                e,
-            ))
-        }
+    let Some(mut value) = read_json(path)? else {
+        return Ok(None);
     };
-    let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-        StoreError::with_source(format!("{} is not valid JSON: {e}", shown(path)), e)
-    })?;
     if value.get("taskId").and_then(|t| t.as_str()) != Some(task_id) {
         return Ok(None);
     }
