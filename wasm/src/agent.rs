@@ -153,11 +153,7 @@ async fn list_tasks_of(agent: JsValue, filter: JsValue) -> Result<JsValue, JsVal
         if let Some(ms) = t.updated_ms {
             set(&o, "timestamp", &toolnexus_core::format_rfc3339(ms).into());
         }
-        let text = match t.state {
-            TaskState::Completed => t.output_text(),
-            _ => t.status_text().unwrap_or_default(),
-        };
-        set(&o, "text", &text.into());
+        set(&o, "text", &t.summary_text().into());
         tasks.push(&o);
     }
     let out: JsValue = Object::new().into();

@@ -307,6 +307,16 @@ impl Task {
             .unwrap_or_default()
     }
 
+    /// What a task list shows for it: a completed task's answer
+    /// ([`Task::output_text`]), else its status message (a question, an
+    /// error), else `""`.
+    pub fn summary_text(&self) -> String {
+        match self.state {
+            TaskState::Completed => self.output_text(),
+            _ => self.status_text().unwrap_or_default(),
+        }
+    }
+
     /// The task in the given wire shape.
     pub fn to_value(&self, shape: Shape) -> Value {
         serde_json::to_value(Shaped(self, shape)).unwrap_or(Value::Null)
@@ -559,6 +569,25 @@ mod tests {
             "message": {"role": "ROLE_AGENT", "parts": [{"text": "status says"}]}}}))
         .expect("task");
         assert_eq!(t.output_text(), "status says");
+    }
+
+    #[test]
+    fn a_summary_is_the_answer_when_completed_else_the_status_message() {
+        let history =
+            json!([{"role": "agent", "parts": [{"kind": "text", "text": "an earlier turn"}]}]);
+        let done = Task::from_value(&json!({"id": "t", "history": history,
+            "status": {"state": "completed"}}))
+        .expect("task");
+        assert_eq!(done.summary_text(), "an earlier turn");
+        let asking = Task::from_value(&json!({"id": "t", "history": history,
+            "status": {"state": "input-required",
+                "message": {"role": "agent", "parts": [{"kind": "text", "text": "Which city?"}]}}}))
+        .expect("task");
+        assert_eq!(asking.summary_text(), "Which city?");
+        let working = Task::from_value(&json!({"id": "t", "history": history,
+            "status": {"state": "working"}}))
+        .expect("task");
+        assert_eq!(working.summary_text(), "");
     }
 
     #[test]

@@ -246,10 +246,7 @@ pub async fn tasks(
         .tasks
         .iter()
         .map(|t| {
-            let output = match t.state {
-                TaskState::Completed => t.output_text(),
-                _ => t.status_text().unwrap_or_default(),
-            };
+            let output = t.summary_text();
             json!({
                 "id": t.id,
                 "contextId": t.context_id,
