@@ -6,6 +6,7 @@
 //! calls [`A2aServer::serve`] (or [`A2aServer::handle`], which reads a
 //! stream to its end); none re-implements routing.
 
+pub mod auth;
 mod card;
 mod conversation;
 mod fulfil;
@@ -142,6 +143,22 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
         &self,
         _req: HttpRequest,
     ) -> Option<BoxFuture<'static, Result<HttpResponse, crate::TransportError>>> {
+        None
+    }
+    /// Checks a JWT's signature and `alg` against the configured keys
+    /// ([`auth::JwtConfig`]: the secret of `secret_env`, or the keys at
+    /// `jwks_url` / the issuer's discovery document) and returns its claims.
+    /// Core then checks the claims. Hosts without a verifier keep the
+    /// default, which refuses every token.
+    fn verify_jwt(&self, _token: &str) -> BoxFuture<'static, Result<auth::Claims, String>> {
+        Box::pin(std::future::ready(Err(
+            "this host verifies no JWT".to_string()
+        )))
+    }
+    /// The user's own verifier (the Rust `authenticate` hook, the npm
+    /// `authenticate` option), given the request head and body. `None`: none
+    /// is configured.
+    fn authenticate(&self, _req: &HttpRequest) -> Option<BoxFuture<'static, auth::Verdict>> {
         None
     }
 }
@@ -306,6 +323,10 @@ pub struct ServerOptions {
     /// default) trusts the store's own recovery (the native file store
     /// fails such tasks when it opens). Needs the host's wall clock.
     pub interrupted_after: Option<Duration>,
+    /// Who may call ([`auth::AuthConfig`]). `None`: every caller is
+    /// anonymous and tasks have no owner (for loopback and tests; hosts
+    /// refuse it on a public address unless told to allow it).
+    pub auth: Option<auth::AuthConfig>,
 }
 
 /// Fulfilments a server runs at once by default: each may hold a model
@@ -331,6 +352,7 @@ impl Default for ServerOptions {
             card_max_age: None,
             push: None,
             interrupted_after: None,
+            auth: None,
         }
     }
 }
