@@ -682,6 +682,10 @@ fn the_card_declares_the_schemes_and_the_extended_card_needs_a_caller() {
         json!([{"schemes": {"apiKey": {"list": []}}}, {"schemes": {"bearer": {"list": []}}}])
     );
     assert_eq!(card["security"], json!([{"apiKey": []}, {"bearer": []}]));
+    assert!(
+        crate::client::card::AgentCard::from_value(&card).is_ok(),
+        "our own reader takes it"
+    );
     for (version, method) in [
         (Some("1.0"), "GetExtendedAgentCard"),
         (None, "agent/getAuthenticatedExtendedCard"),
