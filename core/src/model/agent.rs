@@ -148,9 +148,18 @@ impl Agent {
         &self,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Vec<(String, String)> {
+        self.expanded_headers_with(&lookup)
+    }
+
+    /// [`Agent::expanded_headers`], compiled once for every caller's
+    /// `lookup` (the npm `.wasm`: one copy, not one per closure).
+    fn expanded_headers_with(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Vec<(String, String)> {
         self.headers
             .iter()
-            .map(|(k, v)| (k.clone(), expand_env(v, &lookup)))
+            .map(|(k, v)| (k.clone(), expand_with(v, lookup)))
             .collect()
     }
 }
@@ -158,6 +167,12 @@ impl Agent {
 /// Expands every `${NAME}` (`NAME` of `[A-Za-z0-9_]+`) through `lookup`; an
 /// unset variable becomes the empty string. Anything else is kept verbatim.
 pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    expand_with(value, &lookup)
+}
+
+/// [`expand_env`], compiled once whatever the `lookup` (see
+/// [`Agent::expanded_headers`]).
+pub(crate) fn expand_with(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     // `find_str` and `get`, not `find("${")` and `[..]`: see `find_str`.

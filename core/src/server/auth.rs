@@ -134,15 +134,20 @@ impl AuthConfig {
         v: &Value,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<AuthConfig, String> {
+        Self::read(v, &env)
+    }
+
+    /// [`AuthConfig::from_value`], compiled once whatever the `env`.
+    fn read(v: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<AuthConfig, String> {
         let block = object_of(v, "a2a.auth")?;
         only_keys(block, "a2a.auth", &["apiKeys", "jwt"])?;
         let api_keys = match block.get("apiKeys") {
             None | Some(Value::Null) => None,
-            Some(k) => Some(read_api_keys(k, &env)?),
+            Some(k) => Some(read_api_keys(k, env)?),
         };
         let jwt = match block.get("jwt") {
             None | Some(Value::Null) => None,
-            Some(j) => Some(read_jwt(j, &env)?),
+            Some(j) => Some(read_jwt(j, env)?),
         };
         if api_keys.is_none() && jwt.is_none() {
             return Err("a2a.auth configures no verifier: give `apiKeys`, `jwt` or both".into());
@@ -199,7 +204,7 @@ fn text_list(block: &Map<String, Value>, place: &str, key: &str) -> Result<Vec<S
     }
 }
 
-fn read_api_keys(v: &Value, env: &impl Fn(&str) -> Option<String>) -> Result<ApiKeys, String> {
+fn read_api_keys(v: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ApiKeys, String> {
     const PLACE: &str = "a2a.auth.apiKeys";
     let block = object_of(v, PLACE)?;
     only_keys(block, PLACE, &["in", "name", "keys"])?;
@@ -243,7 +248,7 @@ fn read_api_keys(v: &Value, env: &impl Fn(&str) -> Option<String>) -> Result<Api
         let Value::String(key) = key else {
             return Err(format!("{place} must be a string"));
         };
-        let expanded = crate::model::agent::expand_env(key, env);
+        let expanded = crate::model::agent::expand_with(key, env);
         if expanded.is_empty() {
             return Err(format!(
                 "the API key of {} is empty (is the variable in {} set?): a key that is empty never matches, so it is refused",
@@ -265,7 +270,7 @@ fn read_api_keys(v: &Value, env: &impl Fn(&str) -> Option<String>) -> Result<Api
     })
 }
 
-fn read_jwt(v: &Value, env: &impl Fn(&str) -> Option<String>) -> Result<JwtConfig, String> {
+fn read_jwt(v: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<JwtConfig, String> {
     const PLACE: &str = "a2a.auth.jwt";
     let block = object_of(v, PLACE)?;
     only_keys(
