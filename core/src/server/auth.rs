@@ -108,6 +108,8 @@ pub const DEFAULT_LEEWAY_SECONDS: u64 = 30;
 
 /// The largest `leewaySeconds` taken (an hour): more would make `exp` meaningless.
 pub const MAX_LEEWAY_SECONDS: u64 = 3600;
+// The leewaySeconds message names this figure in its text.
+const _: () = assert!(MAX_LEEWAY_SECONDS == 3600);
 
 /// The default API key header name.
 pub const DEFAULT_KEY_NAME: &str = "X-API-Key";
@@ -160,18 +162,31 @@ impl AuthConfig {
     }
 }
 
+/// A message from its pieces, not `format!`: one small shared function in
+/// the npm `.wasm`, no formatting machinery per message.
+pub(crate) fn say(pieces: &[&str]) -> String {
+    let mut out = String::new();
+    for piece in pieces {
+        out.push_str(piece);
+    }
+    out
+}
+
 fn object_of<'a>(v: &'a Value, place: &str) -> Result<&'a Map<String, Value>, String> {
     v.as_object()
-        .ok_or_else(|| format!("{place} must be an object"))
+        .ok_or_else(|| say(&[place, " must be an object"]))
 }
 
 fn only_keys(block: &Map<String, Value>, place: &str, known: &[&str]) -> Result<(), String> {
     match block.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "{place} has an unknown key {} (known: {})",
-            quoted(k),
-            known.join(", ")
-        )),
+        Some(k) => Err(say(&[
+            place,
+            " has an unknown key ",
+            &quoted(k),
+            " (known: ",
+            &known.join(", "),
+            ")",
+        ])),
         None => Ok(()),
     }
 }
@@ -184,7 +199,7 @@ fn opt_text<'a>(
     match block.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.as_str())),
-        Some(_) => Err(format!("{place}.{key} must be a non-empty string")),
+        Some(_) => Err(say(&[place, ".", key, " must be a non-empty string"])),
     }
 }
 
@@ -195,12 +210,15 @@ fn text_list(block: &Map<String, Value>, place: &str, key: &str) -> Result<Vec<S
             .iter()
             .map(|s| match s {
                 Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                _ => Err(format!(
-                    "{place}.{key} must be an array of non-empty strings"
-                )),
+                _ => Err(say(&[
+                    place,
+                    ".",
+                    key,
+                    " must be an array of non-empty strings",
+                ])),
             })
             .collect(),
-        Some(_) => Err(format!("{place}.{key} must be an array of strings")),
+        Some(_) => Err(say(&[place, ".", key, " must be an array of strings"])),
     }
 }
 
@@ -213,10 +231,12 @@ fn read_api_keys(v: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ApiK
         Some("query") => KeyLocation::Query,
         Some("cookie") => KeyLocation::Cookie,
         Some(other) => {
-            return Err(format!(
-                "{PLACE}.in is {}: use \"header\", \"query\" or \"cookie\"",
-                quoted(other)
-            ))
+            return Err(say(&[
+                PLACE,
+                ".in is ",
+                &quoted(other),
+                ": use \"header\", \"query\" or \"cookie\"",
+            ]))
         }
     };
     let name = opt_text(block, PLACE, "name")?.unwrap_or(DEFAULT_KEY_NAME);
@@ -226,40 +246,45 @@ fn read_api_keys(v: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ApiK
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
     {
-        return Err(format!(
-            "{PLACE}.name {} may hold only letters, digits, '-', '_' and '.'",
-            quoted(name)
-        ));
+        return Err(say(&[
+            PLACE,
+            ".name ",
+            &quoted(name),
+            " may hold only letters, digits, '-', '_' and '.'",
+        ]));
     }
-    let keys = match block.get("keys") {
-        Some(Value::Object(keys)) if !keys.is_empty() => keys,
-        _ => {
-            return Err(format!(
-                "{PLACE}.keys must be an object naming each caller's key: {{\"alice\": \"${{ALICE_KEY}}\"}}"
-            ))
-        }
-    };
+    let keys =
+        match block.get("keys") {
+            Some(Value::Object(keys)) if !keys.is_empty() => keys,
+            _ => return Err(say(&[
+                PLACE,
+                ".keys must be an object naming each caller's key: {\"alice\": \"${ALICE_KEY}\"}",
+            ])),
+        };
     let mut read: Vec<(String, String)> = Vec::with_capacity(keys.len());
     for (subject, key) in keys {
-        let place = format!("{PLACE}.keys.{}", quoted(subject));
+        let place = say(&[PLACE, ".keys.", &quoted(subject)]);
         if subject.trim().is_empty() {
-            return Err(format!("{PLACE}.keys names an empty principal"));
+            return Err(say(&[PLACE, ".keys names an empty principal"]));
         }
         let Value::String(key) = key else {
-            return Err(format!("{place} must be a string"));
+            return Err(say(&[&place, " must be a string"]));
         };
         let expanded = crate::model::agent::expand_with(key, env);
         if expanded.is_empty() {
-            return Err(format!(
-                "the API key of {} is empty (is the variable in {} set?): a key that is empty never matches, so it is refused",
-                quoted(subject),
-                quoted(key)
-            ));
+            return Err(say(&[
+                "the API key of ",
+                &quoted(subject),
+                " is empty (is the variable in ",
+                &quoted(key),
+                " set?): a key that is empty never matches, so it is refused",
+            ]));
         }
         if read.iter().any(|(_, k)| *k == expanded) {
-            return Err(format!(
-                "{place}: two principals have the same key, so a caller could not be told apart"
-            ));
+            return Err(say(&[
+                &place,
+                ": two principals have the same key, so a caller could not be told apart",
+            ]));
         }
         read.push((subject.clone(), expanded));
     }
@@ -299,50 +324,61 @@ fn read_jwt(v: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<JwtConfig
     };
     for alg in &algorithms {
         if !JWT_ALGORITHMS.contains(&alg.as_str()) {
-            return Err(format!(
-                "{PLACE}.algorithms: {} is not accepted (use {})",
-                quoted(alg),
-                JWT_ALGORITHMS.join(", ")
-            ));
+            return Err(say(&[
+                PLACE,
+                ".algorithms: ",
+                &quoted(alg),
+                " is not accepted (use ",
+                &JWT_ALGORITHMS.join(", "),
+                ")",
+            ]));
         }
     }
     let hs = algorithms.iter().any(|a| a == "HS256");
     match (&secret_env, jwks_url.is_some()) {
         (Some(_), true) => {
-            return Err(format!(
-                "{PLACE} uses either secretEnv (HS256) or jwksUrl (asymmetric keys), not both"
-            ))
+            return Err(say(&[
+                PLACE,
+                " uses either secretEnv (HS256) or jwksUrl (asymmetric keys), not both",
+            ]))
         }
         (None, false) if !asymmetric => {
-            return Err(format!(
-                "{PLACE} needs its keys: secretEnv (HS256), jwksUrl, or issuer (OIDC discovery)"
-            ))
+            return Err(say(&[
+                PLACE,
+                " needs its keys: secretEnv (HS256), jwksUrl, or issuer (OIDC discovery)",
+            ]))
         }
         _ => {}
     }
     if let Some(name) = &secret_env {
         if algorithms.iter().any(|a| a != "HS256") {
-            return Err(format!(
-                "{PLACE}: with secretEnv the only algorithm is HS256 (an asymmetric alg checked with a shared secret is algorithm confusion)"
-            ));
+            return Err(say(&[
+                PLACE,
+                ": with secretEnv the only algorithm is HS256 (an asymmetric alg checked with a shared secret is algorithm confusion)",
+            ]));
         }
         if env(name).is_none_or(|s| s.is_empty()) {
-            return Err(format!(
-                "{PLACE}.secretEnv names {}, which is not set: the HS256 secret must not be empty",
-                quoted(name)
-            ));
+            return Err(say(&[
+                PLACE,
+                ".secretEnv names ",
+                &quoted(name),
+                ", which is not set: the HS256 secret must not be empty",
+            ]));
         }
     } else if hs {
-        return Err(format!(
-            "{PLACE}: HS256 needs secretEnv; with jwksUrl or issuer use RS256, ES256 or EdDSA"
-        ));
+        return Err(say(&[
+            PLACE,
+            ": HS256 needs secretEnv; with jwksUrl or issuer use RS256, ES256 or EdDSA",
+        ]));
     }
     if let Some(url) = &jwks_url {
         if !(url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(format!(
-                "{PLACE}.jwksUrl {} is not an http(s) URL",
-                quoted(url)
-            ));
+            return Err(say(&[
+                PLACE,
+                ".jwksUrl ",
+                &quoted(url),
+                " is not an http(s) URL",
+            ]));
         }
     }
     let leeway_seconds = match block.get("leewaySeconds") {
@@ -350,9 +386,11 @@ fn read_jwt(v: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<JwtConfig
         Some(v) => match v.as_u64() {
             Some(n) if n <= MAX_LEEWAY_SECONDS => n,
             _ => {
-                return Err(format!(
-                    "{PLACE}.leewaySeconds must be a whole number from 0 to {MAX_LEEWAY_SECONDS}"
-                ))
+                return Err(say(&[
+                    PLACE,
+                    // MAX_LEEWAY_SECONDS, spelt out (checked below at compile time).
+                    ".leewaySeconds must be a whole number from 0 to 3600",
+                ]));
             }
         },
     };

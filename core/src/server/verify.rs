@@ -6,7 +6,7 @@
 //! Only a JSON-RPC call (`POST /`) is authenticated: the public card,
 //! `/healthz` and CORS preflights stay open, as the spec's public card must.
 
-use super::auth::{ApiKeys, AuthConfig, Claims, JwtConfig, KeyLocation, Principal, Verdict};
+use super::auth::{say, ApiKeys, AuthConfig, Claims, JwtConfig, KeyLocation, Principal, Verdict};
 use super::ServerHost;
 use crate::wire::http::HttpRequest;
 use serde_json::Value;
@@ -70,10 +70,7 @@ pub(crate) async fn authenticate<H: ServerHost>(
                         ..Principal::default()
                     })
                 }
-                None => keep(Refusal::unauthenticated(format!(
-                    "the API key in {} is not one this agent knows",
-                    key_place(keys)
-                ))),
+                None => keep(Refusal::unauthenticated(key_place(keys))),
             }
         }
     }
@@ -92,9 +89,10 @@ pub(crate) async fn authenticate<H: ServerHost>(
                     } else {
                         why
                     };
-                    keep(Refusal::invalid_token(format!(
-                        "the bearer token was refused: {why}"
-                    )))
+                    keep(Refusal::invalid_token(say(&[
+                        "the bearer token was refused: ",
+                        &why,
+                    ])))
                 }
             }
         }
@@ -115,14 +113,20 @@ pub(crate) async fn authenticate<H: ServerHost>(
     }))
 }
 
-/// Where the API key goes, for messages.
+/// The refusal of an unknown API key, naming where it went.
 fn key_place(keys: &ApiKeys) -> String {
     let kind = match keys.location {
         KeyLocation::Header => "header",
         KeyLocation::Query => "query parameter",
         KeyLocation::Cookie => "cookie",
     };
-    format!("the {kind} {}", keys.name)
+    say(&[
+        "the API key in the ",
+        kind,
+        " ",
+        &keys.name,
+        " is not one this agent knows",
+    ])
 }
 
 /// The API key a request carries where `keys` says it travels; `None`
@@ -251,7 +255,7 @@ fn date_claim(claims: &Claims, name: &str) -> Result<Option<f64>, Refusal> {
             .as_f64()
             .filter(|n| n.is_finite())
             .map(Some)
-            .ok_or_else(|| Refusal::invalid_token(format!("the token's {name} is not a date"))),
+            .ok_or_else(|| Refusal::invalid_token(say(&["the token's ", name, " is not a date"]))),
     }
 }
 
@@ -340,10 +344,10 @@ pub fn check_claims(
     if !missing.is_empty() {
         return Err(Refusal {
             status: 403,
-            reason: format!(
-                "the token lacks the scopes this agent requires: {}",
-                missing.join(" ")
-            ),
+            reason: say(&[
+                "the token lacks the scopes this agent requires: ",
+                &missing.join(" "),
+            ]),
             bearer_error: Some("insufficient_scope"),
         });
     }
@@ -375,21 +379,24 @@ pub fn challenges(auth: &AuthConfig, refusal: &Refusal) -> Vec<String> {
                 KeyLocation::Query => "query",
                 KeyLocation::Cookie => "cookie",
             };
-            out.push(format!(
-                "ApiKey realm=\"{REALM}\", in=\"{location}\", name=\"{}\"",
-                param(&keys.name)
-            ));
+            // Pieces pushed, not `format!`: the npm `.wasm` (see ARCHITECTURE.md).
+            let mut c = String::from("ApiKey realm=\"a2a\", in=\"");
+            for piece in [location, "\", name=\"", &param(&keys.name), "\""] {
+                c.push_str(piece);
+            }
+            out.push(c);
         }
     }
     if let Some(jwt) = &auth.jwt {
-        let mut c = format!("Bearer realm=\"{REALM}\"");
+        let mut c = String::from("Bearer realm=\"a2a\"");
         if let Some(error) = refusal.bearer_error {
-            c.push_str(&format!(", error=\"{error}\""));
+            for piece in [", error=\"", error, "\""] {
+                c.push_str(piece);
+            }
             if error == "insufficient_scope" {
-                c.push_str(&format!(
-                    ", scope=\"{}\"",
-                    param(&jwt.required_scopes.join(" "))
-                ));
+                for piece in [", scope=\"", &param(&jwt.required_scopes.join(" ")), "\""] {
+                    c.push_str(piece);
+                }
             }
         }
         if refusal.status == 401 || refusal.bearer_error.is_some() {
@@ -422,7 +429,7 @@ pub(crate) fn refusal_response(
     error.insert("code".into(), UNAUTHORIZED.into());
     error.insert(
         "message".into(),
-        format!("{title}: {}", refusal.reason).into(),
+        say(&[title, ": ", &refusal.reason]).into(),
     );
     if v10 {
         error.insert(
