@@ -310,11 +310,15 @@ fn fuzz_the_outbound_call_against_random_replies() {
             streaming: rng.below(2) == 0,
             started_ms: None,
             jitter_seed: rng.next(),
+            auth: None,
         };
-        let result = block_on(crate::host::driver::drive(
+        let no_tokens = |_| std::future::ready(Err(crate::Error::Misuse("no tokens".into())));
+        let result = block_on(crate::host::driver::drive_with_work(
             &mut crate::client::call::CallMachine::new(spec),
             &script,
             std::future::pending(),
+            |_| {},
+            no_tokens,
         ));
         let ms = result.metadata.as_ref().and_then(|m| m["ms"].as_u64());
         assert!(
