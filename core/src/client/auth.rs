@@ -270,7 +270,9 @@ impl Placement {
     pub fn apply(&self, mut request: HttpRequest, credential: &str) -> HttpRequest {
         match self {
             Placement::Header { name, prefix } => {
-                request.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+                request
+                    .headers
+                    .retain(|(n, _)| !n.eq_ignore_ascii_case(name));
                 request
                     .headers
                     .push((name.clone(), format!("{prefix}{credential}")));
@@ -365,9 +367,18 @@ pub fn plan(
     };
     match auth {
         Auth::Bearer(token) => {
-            let scheme = named(|s| matches!(s, SecurityScheme::Http { scheme } if scheme == "bearer"))
-                .or_else(|| named(|s| matches!(s, SecurityScheme::OAuth2 { .. } | SecurityScheme::OpenIdConnect { .. })))
-                .map_or_else(|| "bearer".to_string(), |(n, _)| n);
+            let scheme =
+                named(|s| matches!(s, SecurityScheme::Http { scheme } if scheme == "bearer"))
+                    .or_else(|| {
+                        named(|s| {
+                            matches!(
+                                s,
+                                SecurityScheme::OAuth2 { .. }
+                                    | SecurityScheme::OpenIdConnect { .. }
+                            )
+                        })
+                    })
+                    .map_or_else(|| "bearer".to_string(), |(n, _)| n);
             Ok(Some(AuthPlan {
                 scheme,
                 placement: bearer(),
@@ -542,9 +553,13 @@ pub fn read_token_response(resp: &HttpResponse, url: &str, now_ms: u64) -> Resul
             "the token endpoint {shown} did not answer a JSON object"
         )));
     };
-    let value = text(&v, "access_token").filter(|t| !t.is_empty()).ok_or_else(|| {
-        Error::malformed(format!("the token endpoint {shown} answered no access_token"))
-    })?;
+    let value = text(&v, "access_token")
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            Error::malformed(format!(
+                "the token endpoint {shown} answered no access_token"
+            ))
+        })?;
     if let Some(kind) = text(&v, "token_type").filter(|t| !t.eq_ignore_ascii_case("bearer")) {
         return Err(Error::malformed(format!(
             "the token endpoint {shown} gave a token of type {}, not Bearer",
@@ -934,7 +949,11 @@ impl Machine for TokenMachine {
         Step::Done(Err(Error::transport("the token request was aborted")))
     }
 
-    fn handle_work(&mut self, _now_ms: u64, worked: std::convert::Infallible) -> Step<Self::Output> {
+    fn handle_work(
+        &mut self,
+        _now_ms: u64,
+        worked: std::convert::Infallible,
+    ) -> Step<Self::Output> {
         match worked {}
     }
 

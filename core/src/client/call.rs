@@ -208,6 +208,16 @@ pub struct CallMachine {
 /// message's id and text, and its status time.
 type Question = (TaskState, String, String, Option<u64>);
 
+fn question(task: &Task) -> Question {
+    let message = task.status_message.as_ref();
+    (
+        task.state,
+        message.map(|m| m.message_id.clone()).unwrap_or_default(),
+        message.map(|m| m.text()).unwrap_or_default(),
+        task.updated_ms,
+    )
+}
+
 impl CallMachine {
     pub fn new(spec: CallSpec) -> Self {
         let mode = match spec.dialect {
@@ -274,13 +284,7 @@ impl CallMachine {
         let Some(seen) = &mut self.answered else {
             return true;
         };
-        let message = task.status_message.as_ref();
-        let question = (
-            task.state,
-            message.map(|m| m.message_id.clone()).unwrap_or_default(),
-            message.map(|m| m.text()).unwrap_or_default(),
-            task.updated_ms,
-        );
+        let question = question(task);
         match seen {
             None => {
                 *seen = Some(question);
@@ -337,7 +341,12 @@ impl CallMachine {
     /// The agent answered 401 to a request (`resume` sends it again): with
     /// tokens, drop this one, fetch another and retry once; otherwise, or
     /// the second time, the call fails naming the scheme.
-    fn unauthorized(&mut self, now_ms: u64, resume: Resume, status: u16) -> Step<ToolResult, TokenRequest> {
+    fn unauthorized(
+        &mut self,
+        now_ms: u64,
+        resume: Resume,
+        status: u16,
+    ) -> Step<ToolResult, TokenRequest> {
         if self.uses_tokens() && !self.reauthorized {
             self.reauthorized = true;
             let stale = self.token.take().map(|t| t.value);
@@ -506,7 +515,12 @@ impl CallMachine {
     }
 
     /// Sends a best-effort CancelTask that may take `grace_ms`.
-    fn cancel(&mut self, now_ms: u64, task_id: String, grace_ms: u64) -> Step<ToolResult, TokenRequest> {
+    fn cancel(
+        &mut self,
+        now_ms: u64,
+        task_id: String,
+        grace_ms: u64,
+    ) -> Step<ToolResult, TokenRequest> {
         self.phase = Phase::Canceling;
         let id = self.next_rpc_id();
         let req = self.dialect.cancel_task(&self.spec.endpoint, id, &task_id);
@@ -527,14 +541,22 @@ impl CallMachine {
     }
 
     /// The answer to the first send (or a stream request answered in plain JSON).
-    fn on_send_reply(&mut self, now_ms: u64, response: HttpResponse) -> Step<ToolResult, TokenRequest> {
+    fn on_send_reply(
+        &mut self,
+        now_ms: u64,
+        response: HttpResponse,
+    ) -> Step<ToolResult, TokenRequest> {
         let reply = parse_reply(&response, &self.endpoint());
         self.on_send_result(now_ms, reply)
     }
 
     /// The send's JSON-RPC result or error, however it arrived (a reply, or
     /// an error event that opened a stream).
-    fn on_send_result(&mut self, now_ms: u64, reply: Result<Value, Error>) -> Step<ToolResult, TokenRequest> {
+    fn on_send_result(
+        &mut self,
+        now_ms: u64,
+        reply: Result<Value, Error>,
+    ) -> Step<ToolResult, TokenRequest> {
         let what = format!("SendMessage to {}", self.endpoint());
         match reply {
             Err(Error::Rpc { code, .. })
@@ -636,7 +658,11 @@ impl CallMachine {
     }
 
     /// Applies one stream event; a step when it settles the task.
-    fn on_event(&mut self, now_ms: u64, event: StreamEvent) -> Option<Step<ToolResult, TokenRequest>> {
+    fn on_event(
+        &mut self,
+        now_ms: u64,
+        event: StreamEvent,
+    ) -> Option<Step<ToolResult, TokenRequest>> {
         if let StreamEvent::Message(m) = &event {
             if self.task.is_none() {
                 return Some(self.on_message(now_ms, m.clone()));
@@ -697,7 +723,11 @@ impl CallMachine {
     }
 
     /// The stream ended (or broke) before the task settled.
-    fn stream_ended(&mut self, now_ms: u64, why: Option<TransportError>) -> Step<ToolResult, TokenRequest> {
+    fn stream_ended(
+        &mut self,
+        now_ms: u64,
+        why: Option<TransportError>,
+    ) -> Step<ToolResult, TokenRequest> {
         if self.task_id.is_none() {
             let err = match why {
                 Some(e) => e.into(),
@@ -735,7 +765,12 @@ impl CallMachine {
         }
     }
 
-    fn finish(&self, now_ms: u64, is_error: bool, output: String) -> Step<ToolResult, TokenRequest> {
+    fn finish(
+        &self,
+        now_ms: u64,
+        is_error: bool,
+        output: String,
+    ) -> Step<ToolResult, TokenRequest> {
         let mut metadata = crate::wire::json::object([
             ("agent", self.spec.agent.as_str().into()),
             ("taskId", self.task_id.clone().into()),
@@ -828,7 +863,8 @@ impl CallMachine {
                     context_id: (!task.context_id.is_empty()).then(|| task.context_id.clone()),
                 };
                 self.spec.message_id.push_str("-auth");
-                self.answered = Some(None);
+                // The same question again is its echo; another one is surfaced.
+                self.answered = Some(Some(question(&task)));
                 let stale = self.token.take().map(|t| t.value);
                 self.phase = Phase::Authorizing(Resume::Send);
                 Step::Work(TokenRequest { stale })
@@ -961,9 +997,7 @@ impl Machine for CallMachine {
                         let body = resp.body_snippet(200);
                         self.retry_later(now_ms, Retry::Poll, resp.status, &resp.headers, body)
                     }
-                    Ok(resp) if resp.status == 401 => {
-                        self.unauthorized(now_ms, Resume::Poll, 401)
-                    }
+                    Ok(resp) if resp.status == 401 => self.unauthorized(now_ms, Resume::Poll, 401),
                     Ok(resp) => {
                         self.poll_failures = 0;
                         self.reauthorized = false;

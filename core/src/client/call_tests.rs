@@ -1,7 +1,7 @@
 //! Every outcome of the outbound call, on the scripted peer with virtual time.
 
-use super::*;
 use super::test_support::drive;
+use super::*;
 use crate::model::event::StreamEvent;
 use crate::testing::{block_on, completed, task, task_with_message, Reply, ScriptedPeer};
 use serde_json::{json, Value};

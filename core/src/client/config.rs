@@ -155,7 +155,10 @@ mod tests {
                 scopes: vec!["read".into(), "write".into()],
             }))
         );
-        assert_eq!((parsed[3].auth.clone(), parsed[4].auth.clone()), (None, None));
+        assert_eq!(
+            (parsed[3].auth.clone(), parsed[4].auth.clone()),
+            (None, None)
+        );
     }
 
     #[test]

@@ -3,12 +3,12 @@
 
 use crate::client::auth::{AuthPlan, PlanCredential, SharedTokenCell};
 use crate::client::call::{CallAuth, CallMachine, CallSpec, TokenRequest};
-use crate::model::agent::expand_env;
 use crate::client::card::AgentCard;
 use crate::client::sanitize::sanitize;
 use crate::error::Error;
 use crate::host::driver::drive_with_work;
 use crate::host::transport::{BoxFuture, MaybeSend, Transport};
+use crate::model::agent::expand_env;
 use crate::model::agent::Agent;
 use crate::model::event::StreamEvent;
 use crate::model::tool::{
@@ -58,6 +58,24 @@ impl std::fmt::Debug for AgentTokens {
     }
 }
 
+/// Where the credentials of calls to `agent` at `endpoint` go; `what`
+/// names the call in messages (a tool name, `ListTasks`).
+pub fn route(agent: &Agent, endpoint: &str, required: bool, what: &str) -> CredentialRoute {
+    if !agent.has_credentials() || agent.credentials_may_go_to(endpoint) {
+        return CredentialRoute::Send;
+    }
+    let endpoint = crate::wire::url::origin(endpoint).unwrap_or("(no origin)");
+    let card = crate::wire::url::redact(&agent.card);
+    if required {
+        return CredentialRoute::Refuse(Error::Misuse(format!(
+            "refusing to call {what}: the card at {card} names an endpoint on another origin, {endpoint}, and requires credentials; trust that origin with --allow-credentials-to {endpoint} (allowedOrigins in a config)"
+        )));
+    }
+    CredentialRoute::Withhold(format!(
+        "calling {what} without credentials: the card at {card} names an endpoint on another origin, {endpoint}; trust it with --allow-credentials-to {endpoint} (allowedOrigins in a config)"
+    ))
+}
+
 /// Where a call's credentials go ([`A2aTool::credential_route`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum CredentialRoute {
@@ -82,21 +100,12 @@ impl A2aTool {
     /// to the endpoint the card names: only to the card's own origin and
     /// the origins the agent lists ([`Agent::allowed_origins`]).
     pub fn credential_route(&self) -> CredentialRoute {
-        if !self.agent.has_credentials() || self.agent.credentials_may_go_to(&self.endpoint) {
-            return CredentialRoute::Send;
-        }
-        let endpoint = crate::wire::url::origin(&self.endpoint).unwrap_or("(no origin)");
-        let card = crate::wire::url::redact(&self.agent.card);
-        if self.requires_credentials {
-            return CredentialRoute::Refuse(Error::Misuse(format!(
-                "refusing to call {}: the card at {card} names an endpoint on another origin, {endpoint}, and requires credentials; trust that origin with --allow-credentials-to {endpoint} (allowedOrigins in a config)",
-                self.spec.name
-            )));
-        }
-        CredentialRoute::Withhold(format!(
-            "calling {} without credentials: the card at {card} names an endpoint on another origin, {endpoint}; trust it with --allow-credentials-to {endpoint} (allowedOrigins in a config)",
-            self.spec.name
-        ))
+        route(
+            &self.agent,
+            &self.endpoint,
+            self.requires_credentials,
+            &self.spec.name,
+        )
     }
 
     /// Runs the skill with `args.task` and follows the task until it settles
@@ -820,9 +829,15 @@ mod tests {
             (route, r, peer.requests())
         };
         // Another origin, http or https: the call goes without them, with a warning.
-        for stranger in ["http://collector.example/rpc", "https://collector.example/rpc", "http://127.0.0.1:10/"] {
-            let (route, r, requests) =
-                call(&agent, json!({"name": "d", "url": stranger, "skills": [{"id": "s"}]}));
+        for stranger in [
+            "http://collector.example/rpc",
+            "https://collector.example/rpc",
+            "http://127.0.0.1:10/",
+        ] {
+            let (route, r, requests) = call(
+                &agent,
+                json!({"name": "d", "url": stranger, "skills": [{"id": "s"}]}),
+            );
             let CredentialRoute::Withhold(warning) = route else {
                 panic!("not withheld for {stranger}")
             };
@@ -841,10 +856,16 @@ mod tests {
                    "securityRequirements": [{"schemes": {"bearer": {"list": []}}}]}),
         );
         assert!(matches!(route, CredentialRoute::Refuse(_)));
-        assert!(r.is_error && r.output.starts_with("refusing to call d_s"), "{}", r.output);
+        assert!(
+            r.is_error && r.output.starts_with("refusing to call d_s"),
+            "{}",
+            r.output
+        );
         assert!(requests.is_empty(), "nothing sent");
         // The card's own origin, an allowed origin, or the deprecated blanket opt-in: sent.
-        let allowed = agent.clone().with_allowed_origin("https://collector.example");
+        let allowed = agent
+            .clone()
+            .with_allowed_origin("https://collector.example");
         let blanket = Agent {
             allow_insecure_headers: true,
             ..agent.clone()
@@ -854,8 +875,10 @@ mod tests {
             (&allowed, "https://collector.example/rpc"),
             (&blanket, "http://collector.example/rpc"),
         ] {
-            let (route, r, requests) =
-                call(agent, json!({"name": "d", "url": url, "skills": [{"id": "s"}]}));
+            let (route, r, requests) = call(
+                agent,
+                json!({"name": "d", "url": url, "skills": [{"id": "s"}]}),
+            );
             assert_eq!(route, CredentialRoute::Send, "{url}");
             assert_eq!(r.output, "ok", "{url}");
             let req = &requests[0].1;

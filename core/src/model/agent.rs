@@ -248,7 +248,10 @@ mod tests {
         assert!(agent.credentials_may_go_to("https://api.example/a2a"));
         assert!(!agent.credentials_may_go_to("https://api.example:444/a2a"));
         agent.allow_insecure_headers = true;
-        assert!(agent.credentials_may_go_to("http://evil.example/"), "opted in");
+        assert!(
+            agent.credentials_may_go_to("http://evil.example/"),
+            "opted in"
+        );
     }
 
     #[test]
