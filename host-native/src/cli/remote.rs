@@ -83,7 +83,10 @@ fn env_name(option: &str, name: &str) -> Result<String, Fail> {
     if !valid {
         return Err(Fail(
             1,
-            format!("{option} takes the name of an environment variable (letters, digits, _), not {:?}", name.chars().take(40).collect::<String>()),
+            format!(
+                "{option} takes the name of an environment variable (letters, digits, _), not {:?}",
+                name.chars().take(40).collect::<String>()
+            ),
         ));
     }
     if std::env::var_os(name).is_none_or(|v| v.is_empty()) {
