@@ -281,3 +281,108 @@ async fn credentials_never_reach_an_endpoint_on_another_origin_over_http() {
     assert_eq!(seen.lock().expect("seen").len(), 2, "nothing more sent");
     assert!(!err.contains("s3cret-token"));
 }
+
+/// `tls_server.py` on a free port with the test certificate, its card naming
+/// `endpoint` (default: itself).
+async fn tls_server(certs: &std::path::Path, endpoint: Option<&str>) -> Proc {
+    let python = common::sdk::peers().join(".venv/bin/python");
+    let script = common::sdk::peers().join("tls_server.py");
+    let port = common::free_port().to_string();
+    let cert = certs.join("cert.pem").display().to_string();
+    let key = certs.join("key.pem").display().to_string();
+    let script = script.display().to_string();
+    let mut args = vec![
+        script.as_str(),
+        "--port",
+        &port,
+        "--cert",
+        &cert,
+        "--key",
+        &key,
+    ];
+    if let Some(e) = endpoint {
+        args.extend(["--card-endpoint", e]);
+    }
+    common::start_listening(&python, &args).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_never_reach_an_endpoint_on_another_origin_over_https() {
+    let certs = common::temp_dir("client-auth-tls");
+    std::fs::create_dir_all(&certs).expect("cert dir");
+    let python = common::sdk::peers().join(".venv/bin/python");
+    let script = common::sdk::peers().join("tls_server.py");
+    let dir = certs.display().to_string();
+    let (code, _, err) = common::run_to_end(
+        &python,
+        &[&script.display().to_string(), "--make-certs", &dir],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let ca = certs.join("ca.pem").display().to_string();
+
+    let endpoint = tls_server(&certs, None).await;
+    let other = format!("{}/", endpoint.url);
+    let cards = tls_server(&certs, Some(&other)).await;
+    let card = format!("{}{CARD_PATH}", cards.url);
+    let env = [
+        ("PEER_TOKEN", "s3cret-token"),
+        ("SSL_CERT_FILE", ca.as_str()),
+    ];
+    let call = |extra: Vec<String>| {
+        let mut args: Vec<String> = [
+            "call",
+            "--no-cache",
+            "--bearer-env",
+            "PEER_TOKEN",
+            "-H",
+            "X-Secret: ${PEER_TOKEN}",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(extra);
+        args.extend([card.clone(), "s".into(), "hi".into()]);
+        args
+    };
+
+    // The card's https endpoint on another origin gets nothing.
+    let args = call(vec![]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = toolnexus(&args, &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("authorization=absent x-secret=absent"),
+        "{out}"
+    );
+    assert!(err.contains("without credentials"), "{err}");
+
+    // Listed by the user: sent.
+    let args = call(vec!["--allow-credentials-to".into(), endpoint.url.clone()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = toolnexus(&args, &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("authorization=present x-secret=present"),
+        "{out}"
+    );
+
+    // The test CA is trusted only through SSL_CERT_FILE (or ClientOptions::extra_roots).
+    let (code, _, err) = toolnexus(&args, &env[..1]).await;
+    assert_eq!(code, 1, "{err}");
+
+    // The library, trusting the CA through its options.
+    let mut options = toolnexus_host_native::ClientOptions::default();
+    options.extra_roots = vec![std::fs::read(certs.join("ca.pem")).expect("ca")];
+    let transport = Arc::new(NativeTransport::with_options(&options));
+    let agent = Agent::new(card.clone())
+        .with_auth(Auth::Bearer("s3cret-token".into()))
+        .with_header("X-Secret", "s3cret-token");
+    let tools = agent_tools_with(&transport, &agent).await.expect("tools");
+    let r = tools[0].execute(&json!({"task": "hi"})).await;
+    assert_eq!(r.output, "authorization=absent x-secret=absent", "{r:?}");
+    let allowed = agent.with_allowed_origin(endpoint.url.clone());
+    let tools = agent_tools_with(&transport, &allowed).await.expect("tools");
+    let r = tools[0].execute(&json!({"task": "hi"})).await;
+    assert_eq!(r.output, "authorization=present x-secret=present", "{r:?}");
+    let _ = std::fs::remove_dir_all(&certs);
+}
