@@ -428,6 +428,9 @@ async fn headers_are_not_sent_to_another_origin_unless_allowed() {
         &["--allow-credentials-to", "http://toolnexus-test.invalid"][..],
         &["--allow-insecure-headers"][..],
     ] {
+        if wasm_engine() && extra[0] == "--allow-credentials-to" {
+            continue; // the component takes no credential options yet
+        }
         let mut allowed = args.to_vec();
         allowed.extend(extra);
         let run = toolnexus(&allowed, None).await;
