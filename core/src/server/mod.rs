@@ -186,6 +186,8 @@ fn preferred_wait(req: &HttpRequest) -> Option<u64> {
 }
 
 /// The card a server serves.
+// Made once per server: the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum CardSpec {
     /// This card, as is (see [`build_agent_card`]).
@@ -210,7 +212,7 @@ impl From<Value> for CardSpec {
 enum Card {
     /// Its bytes and their entity tag, computed once.
     Fixed(Vec<u8>, String),
-    RequestOrigin(A2aConfig, Vec<crate::skills::Skill>),
+    RequestOrigin(Box<A2aConfig>, Vec<crate::skills::Skill>),
 }
 
 impl Card {
@@ -398,7 +400,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             fulfiller,
             card: options.card.map(|c| match c {
                 CardSpec::Fixed(card) => Card::fixed(&card),
-                CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
+                CardSpec::RequestOrigin { config, skills } => {
+                    Card::RequestOrigin(Box::new(config), skills)
+                }
             }),
             cors_origin: options.cors_origin,
             allowed_hosts: options.allowed_hosts,
