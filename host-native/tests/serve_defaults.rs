@@ -46,7 +46,9 @@ async fn raw(proc: &Proc, method: &str, target: &str, headers: &[(&str, &str)]) 
     req.push_str("\r\n");
     req.push_str(body);
     let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+        let mut stream = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
         stream.write_all(req.as_bytes()).await.expect("write");
         let mut bytes = Vec::new();
         stream.read_to_end(&mut bytes).await.expect("read");
@@ -130,8 +132,15 @@ async fn listed_cors_origins_are_answered_and_no_other() {
     let (code, stdout, stderr) = run_to_end(
         &toolnexus_bin(),
         &[
-            "serve", "--addr", "127.0.0.1:0", "--llm", "echo", "--cors-origin", "*",
-            "--cors-origin", a,
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--cors-origin",
+            "*",
+            "--cors-origin",
+            a,
         ],
     )
     .await;
@@ -195,7 +204,10 @@ async fn private_network_access_is_answered_only_when_asked_for() {
     assert_eq!(pre.header("Access-Control-Allow-Private-Network"), None);
     let pna = serve(&["--cors-origin", origin, "--cors-private-network"]).await;
     let pre = raw(&pna, "OPTIONS", "/", &ask).await;
-    assert_eq!(pre.header("Access-Control-Allow-Private-Network"), Some("true"));
+    assert_eq!(
+        pre.header("Access-Control-Allow-Private-Network"),
+        Some("true")
+    );
     let pre = raw(&pna, "OPTIONS", "/", &preflight(origin)).await;
     assert_eq!(
         pre.header("Access-Control-Allow-Private-Network"),
@@ -223,7 +235,12 @@ async fn a_public_address_without_a_verifier_is_refused_before_listening() {
         .await;
         assert_ne!(code, 0, "{addr}");
         assert!(!stdout.contains("listening"), "{addr}: {stdout}");
-        for says in ["without authentication", "a2a.auth", "--allow-anonymous", "127.0.0.1"] {
+        for says in [
+            "without authentication",
+            "a2a.auth",
+            "--allow-anonymous",
+            "127.0.0.1",
+        ] {
             assert!(stderr.contains(says), "{addr}: {says} in {stderr}");
         }
     }
