@@ -82,7 +82,7 @@ async fn serve(extra: &[&str]) -> Proc {
 
 const EVIL: &str = "http://evil.test";
 
-fn preflight<'a>(origin: &'a str) -> Vec<(&'a str, &'a str)> {
+fn preflight(origin: &str) -> Vec<(&str, &str)> {
     vec![
         ("Origin", origin),
         ("Access-Control-Request-Method", "POST"),
