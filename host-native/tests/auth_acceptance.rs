@@ -992,7 +992,6 @@ async fn a_default_serve_refuses_foreign_hosts_and_sends_no_cors() {
         ],
     )
     .await;
-    let mut post = post;
     post.url = format!("{}/", granted.url);
     let resp = send(post).await;
     assert_eq!(resp.header("access-control-allow-origin"), Some(page));
