@@ -35,9 +35,12 @@ pub struct JwtVerifier {
 struct KeyFetcher {
     cache: Mutex<JwksCache>,
     fetched: Notify,
-    epoch: Instant,
+    clock: Clock,
     transport: Arc<NativeTransport>,
 }
+
+/// Milliseconds on a monotonic clock (only differences matter).
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 impl std::fmt::Debug for JwtVerifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -121,7 +124,10 @@ impl JwtVerifier {
             Some(Arc::new(KeyFetcher {
                 cache: Mutex::new(JwksCache::new(source)),
                 fetched: Notify::new(),
-                epoch: Instant::now(),
+                clock: {
+                    let epoch = Instant::now();
+                    Arc::new(move || epoch.elapsed().as_millis() as u64)
+                },
                 transport: NativeTransport::shared(),
             }))
         } else {
@@ -132,6 +138,24 @@ impl JwtVerifier {
             secret,
             keys,
         })
+    }
+
+    /// The same verifier on another clock (for tests and simulations:
+    /// the key cache's max-age and refetch interval follow it).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        if let Some(keys) = self.keys.take() {
+            let cache = std::mem::replace(
+                &mut *keys.cache.lock().unwrap_or_else(|p| p.into_inner()),
+                JwksCache::new(KeySource::Jwks(String::new())),
+            );
+            self.keys = Some(Arc::new(KeyFetcher {
+                cache: Mutex::new(cache),
+                fetched: Notify::new(),
+                clock,
+                transport: keys.transport.clone(),
+            }));
+        }
+        self
     }
 
     /// The token's claims when its signature is good, by a key configured
@@ -186,7 +210,7 @@ fn decode(token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Claims, Stri
 
 impl KeyFetcher {
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        (self.clock)()
     }
 
     /// The keys for a token, fetching as core's cache says; a bounded

@@ -84,12 +84,10 @@ pub struct ServeOptions {
     /// literal when bound to all interfaces) and the host of
     /// [`ServeOptions::public_url`] are added when serving. `None`: any.
     pub allowed_hosts: Option<AllowedHosts>,
-    /// Who may call (the `a2a.auth` block: API keys, JWT). `None`: anyone.
-    pub auth: Option<AuthConfig>,
     /// Your own verifier, asked with the configured ones ([`Authenticate`]).
     pub authenticate: Option<Authenticate>,
-    /// Serve a non-loopback address with no verifier (no `auth`, no
-    /// `authenticate`). Off by default: [`serve`] then refuses to start
+    /// Serve a non-loopback address with no verifier (no
+    /// [`A2aConfig::auth`], no `authenticate`). Off by default: [`serve`] then refuses to start
     /// ([`ServeError::Anonymous`]).
     pub allow_anonymous: bool,
     /// Largest accepted request body; default 1 MiB (larger ⇒ 413).
@@ -187,7 +185,6 @@ impl ServeOptions {
             public_url: None,
             cors_origin: None,
             allowed_hosts: Some(AllowedHosts::loopback()),
-            auth: None,
             authenticate: None,
             allow_anonymous: false,
             body_limit: DEFAULT_BODY_LIMIT,
@@ -463,8 +460,9 @@ pub fn is_loopback_address(addr: &str) -> bool {
 /// Whether anyone can call: no verifier of any kind.
 fn anonymous(options: &ServeOptions) -> bool {
     let configured = options
-        .auth
+        .a2a
         .as_ref()
+        .and_then(|a| a.auth.as_ref())
         .is_some_and(|a| a.api_keys.is_some() || a.jwt.is_some() || a.custom);
     !configured && options.authenticate.is_none()
 }
@@ -506,7 +504,8 @@ impl Opened {
             })?)),
             None => None,
         };
-        let jwt = match options.auth.as_ref().and_then(|a| a.jwt.as_ref()) {
+        let auth = options.a2a.as_ref().and_then(|a| a.auth.as_ref());
+        let jwt = match auth.and_then(|a| a.jwt.as_ref()) {
             Some(cfg) => Some(Arc::new(
                 crate::jwt::JwtVerifier::new(cfg, |name| std::env::var(name).ok())
                     .map_err(ServeError::Auth)?,
@@ -545,7 +544,11 @@ fn start(
         .skills()
         .map(|s| s.skills().to_vec())
         .unwrap_or_default();
-    let card = options.a2a.as_ref().map(|cfg| {
+    let mut a2a = options.a2a.clone();
+    if let (Some(cfg), Some(_)) = (a2a.as_mut(), &options.authenticate) {
+        cfg.auth.get_or_insert_with(AuthConfig::default).custom = true;
+    }
+    let card = a2a.as_ref().map(|cfg| {
         let cfg = A2aConfig {
             push_notifications: options.push.is_some(),
             ..cfg.clone()
@@ -572,10 +575,7 @@ fn start(
         jwt,
         authenticate: options.authenticate.clone(),
     };
-    let mut auth = options.auth;
-    if options.authenticate.is_some() {
-        auth.get_or_insert_with(AuthConfig::default).custom = true;
-    }
+    let auth = a2a.as_ref().and_then(|a| a.auth.clone());
     let allowed_hosts = options.allowed_hosts.map(|hosts| {
         let hosts = match addr.ip() {
             ip if ip.is_unspecified() => hosts.with_any_ip(),
