@@ -194,6 +194,21 @@ async function recordingFetch(url, init) {
 const BEARER_KINDS = new Set(['httpAuthSecurityScheme', 'oauth2SecurityScheme', 'openIdConnectSecurityScheme']);
 
 /**
+ * {kind, value} of a card's security scheme. The resolver hands the card's
+ * JSON over as it came (not the `{scheme: {$case, value}}` shape its types
+ * declare), so the 1.0 JSON shape (`{"apiKeySecurityScheme": {...}}`) and the
+ * typed one are both read.
+ */
+function schemeOf(s) {
+  if (!s) return undefined;
+  if (s.scheme?.$case) return { kind: s.scheme.$case, value: s.scheme.value };
+  for (const kind of ['apiKeySecurityScheme', ...BEARER_KINDS]) {
+    if (s[kind]) return { kind, value: s[kind] };
+  }
+  return undefined;
+}
+
+/**
  * An AuthenticationHandler placing one credential per the card's schemes
  * (`cardRef.card`, set once the card is resolved).
  */
@@ -205,10 +220,10 @@ function envAuthHandler(cardRef, apiKeyEnv, bearerEnv) {
       const card = cardRef.card;
       for (const requirement of card?.securityRequirements ?? []) {
         for (const name of Object.keys(requirement?.schemes ?? {})) {
-          const scheme = card.securitySchemes?.[name]?.scheme;
-          if (scheme?.$case === 'apiKeySecurityScheme' && apiKey) {
+          const scheme = schemeOf(card.securitySchemes?.[name]);
+          if (scheme?.kind === 'apiKeySecurityScheme' && apiKey) {
             if (scheme.value.location?.toLowerCase() === 'header') return { [scheme.value.name]: apiKey };
-          } else if (BEARER_KINDS.has(scheme?.$case) && bearer) {
+          } else if (BEARER_KINDS.has(scheme?.kind) && bearer) {
             return { Authorization: `Bearer ${bearer}` };
           }
         }
