@@ -82,7 +82,7 @@ async fn serve(extra: &[&str]) -> Proc {
 
 const EVIL: &str = "http://evil.test";
 
-fn preflight<'a>(origin: &'a str) -> Vec<(&'a str, &'a str)> {
+fn preflight(origin: &str) -> Vec<(&str, &str)> {
     vec![
         ("Origin", origin),
         ("Access-Control-Request-Method", "POST"),
@@ -244,4 +244,76 @@ async fn a_public_address_without_a_verifier_is_refused_before_listening() {
             assert!(stderr.contains(says), "{addr}: {says} in {stderr}");
         }
     }
+}
+
+#[tokio::test]
+async fn the_config_auth_block_guards_serve_and_shows_on_the_card() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("auth-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"a2a": {"name": "guarded", "auth": {"apiKeys": {"keys": {"alice": "${SD_ALICE_KEY}"}}}}}"#,
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let bin = toolnexus_bin().display().to_string();
+    let key = "SD_ALICE_KEY=k-alice-0123456789abcdef";
+    // `env` sets the key for the child only.
+    let proc = start_listening(
+        std::path::Path::new("/usr/bin/env"),
+        &[
+            key,
+            &bin,
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--config",
+            &config,
+        ],
+    )
+    .await;
+    let without = raw(&proc, "POST", "/", &[]).await;
+    assert_eq!(without.status, 401);
+    assert!(without.header("WWW-Authenticate").is_some());
+    let wrong = raw(&proc, "POST", "/", &[("X-API-Key", "guess")]).await;
+    assert_eq!(wrong.status, 401);
+    let with = raw(
+        &proc,
+        "POST",
+        "/",
+        &[("X-API-Key", "k-alice-0123456789abcdef")],
+    )
+    .await;
+    assert_eq!(with.status, 200);
+    let card = raw(&proc, "GET", "/.well-known/agent-card.json", &[]).await;
+    assert_eq!(card.status, 200, "the public card needs no key");
+    // `toolnexus card` derives the same schemes.
+    let out = tokio::process::Command::new("/usr/bin/env")
+        .args([
+            key,
+            &bin,
+            "card",
+            "--config",
+            &config,
+            "--url",
+            "http://127.0.0.1:9/",
+        ])
+        .output()
+        .await
+        .expect("card");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let card: serde_json::Value = serde_json::from_slice(&out.stdout).expect("card JSON");
+    assert_eq!(
+        card["securitySchemes"]["apiKey"]["type"], "apiKey",
+        "{card}"
+    );
+    assert_eq!(card["securitySchemes"]["apiKey"]["name"], "X-API-Key");
 }
