@@ -7,6 +7,7 @@
 # all alike. A figure, not a test: nothing is asserted beyond each mode's
 # GetTask answering (and a wrong credential being refused: 401).
 #   bash host-native/benches/get_task_auth.sh [ROUNDS] [SECONDS] [CONNECTIONS]
+# TOOLNEXUS_BIN=path measures that binary instead of building target/release/toolnexus.
 # Prints, per round and as medians: req/s and the server's CPU time per
 # request (user+system, /proc/PID/stat, over the wrk run only); the CPU time
 # a verification adds is the difference to "none".
@@ -15,8 +16,8 @@ ROUNDS=${1:-3}; SECS=${2:-5}; CONNS=${3:-64}
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }
 bash tests/peers/setup.sh >/dev/null
-cargo build -q --release -p toolnexus-host-native
-BIN=target/release/toolnexus
+if [ -z "${TOOLNEXUS_BIN:-}" ]; then cargo build -q --release -p toolnexus-host-native; fi
+BIN=${TOOLNEXUS_BIN:-target/release/toolnexus}
 PY=tests/peers/.venv/bin/python
 LUA=host-native/benches/get_task.lua
 TICK=$(getconf CLK_TCK)
