@@ -598,6 +598,7 @@ fn start(
             max_queued: options.max_queued,
             heartbeat: options.heartbeat,
             push: options.push,
+            // The verifiers of the `a2a` block (`--config`'s `a2a.auth`).
             auth,
             allowed_hosts,
             ..Default::default()

@@ -684,4 +684,108 @@ mod tests {
             Some(Err(_))
         ));
     }
+
+    /// Hostile key documents, `Cache-Control` values, kids and `Host`
+    /// headers, from a seeded generator: nothing panics, keys handed out
+    /// always fit the token's alg, and the machine is never left fetching.
+    #[test]
+    fn fuzz_hostile_key_documents_and_hosts() {
+        let mut seed = 0x5eed_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let atoms = [
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"keys\"",
+            "\"kty\"",
+            "\"RSA\"",
+            "\"EC\"",
+            "\"OKP\"",
+            "\"oct\"",
+            "\"kid\"",
+            "\"a\"",
+            "\"alg\"",
+            "\"RS256\"",
+            "\"use\"",
+            "\"sig\"",
+            "\"crv\"",
+            "\"P-256\"",
+            "\"Ed25519\"",
+            "null",
+            "1e999",
+            "\"jwks_uri\"",
+            "\"https://k/j\"",
+            "\"http://x/j\"",
+            "\u{0}",
+            "\u{fffd}",
+            "-1",
+        ];
+        let algs = ["RS256", "ES256", "EdDSA", "HS256", "none", ""];
+        let hosts = [
+            "localhost",
+            "127.0.0.1",
+            "[::1]",
+            ":",
+            "[",
+            "]",
+            ".",
+            "@",
+            "a",
+            "%",
+            "9",
+        ];
+        let mut cache = JwksCache::new(KeySource::Issuer("https://k".into()));
+        for i in 0..20_000u64 {
+            let mut doc = String::new();
+            for _ in 0..(next() % 24) {
+                doc.push_str(atoms[(next() % atoms.len() as u64) as usize]);
+            }
+            if i % 3 == 0 {
+                doc = format!(
+                    "{{\"jwks_uri\":\"https://k/j\",\"keys\":[{{\"kty\":\"RSA\",\"kid\":\"{}\"}},{doc}]}}",
+                    next() % 4
+                );
+            }
+            let kid = (next() % 5 != 0).then(|| format!("{}", next() % 4));
+            let alg = algs[(next() % algs.len() as u64) as usize];
+            let now = i * (next() % 40_000);
+            match cache.lookup(now, kid.as_deref(), alg) {
+                Lookup::Keys(keys) => assert!(keys.iter().all(|k| key_fits(k, alg))),
+                Lookup::Fetch(f) => {
+                    let cc = format!("max-age={}", next() as i64);
+                    let status = [200, 200, 500, 304][(next() % 4) as usize];
+                    cache.fetched(
+                        now,
+                        &f,
+                        Ok(Fetched {
+                            status,
+                            cache_control: Some(&cc),
+                            body: doc.as_bytes(),
+                        }),
+                    );
+                    assert!(!cache.is_fetching());
+                }
+                Lookup::Wait => panic!("nothing is in flight"),
+                Lookup::Refuse(_) => {}
+            }
+            let _ = max_age(&doc);
+            let mut host = String::new();
+            for _ in 0..(next() % 6) {
+                host.push_str(hosts[(next() % hosts.len() as u64) as usize]);
+            }
+            let allowed = super::super::policy::AllowedHosts::loopback()
+                .with(&host)
+                .with_any_ip();
+            let _ = allowed.allows(Some(&host));
+            let _ = key_url_allowed(&format!("http://{host}/k"));
+        }
+    }
 }

@@ -25,7 +25,10 @@ pub mod verify;
 #[cfg(target_arch = "wasm32")]
 pub use crate::host::lock::{CellLock, CellLocks};
 pub use crate::host::lock::{Lock, Locks};
-pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
+pub use card::{
+    build_agent_card, A2aConfig, Provider, API_KEY_SCHEME, BEARER_SCHEME, DEFAULT_NAME,
+    DEFAULT_VERSION, OIDC_SCHEME,
+};
 pub use conversation::{context_turns, MAX_CONTEXT_MESSAGES};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use policy::{
