@@ -10,6 +10,7 @@ pub mod auth;
 mod card;
 mod conversation;
 mod fulfil;
+pub mod jws;
 mod list;
 mod machine;
 mod policy;
