@@ -29,6 +29,8 @@ mod agent;
 #[cfg(feature = "server")]
 mod client;
 // The skills entry alone uses only its error constructor.
+#[cfg(feature = "server")]
+mod auth;
 #[cfg_attr(not(feature = "client"), allow(dead_code))]
 mod convert;
 #[cfg(feature = "server")]
