@@ -13,6 +13,7 @@ pub mod component_host;
 pub mod config_file;
 mod head_timeout;
 pub mod http_server;
+pub mod jwt;
 pub mod lock;
 pub mod serve;
 pub mod skills_dir;
@@ -22,7 +23,9 @@ pub mod transport;
 pub use http_server::Listener;
 pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
-pub use serve::{serve, serve_on, Model, ServeError, ServeHandle, ServeOptions};
+pub use serve::{
+    serve, serve_on, Authenticate, Model, ServeError, ServeHandle, ServeOptions,
+};
 use std::sync::Arc;
 pub use toolnexus_core::server::PushOptions;
 pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};

@@ -1,5 +1,6 @@
 //! The served Agent Card.
 
+use super::auth::AuthConfig;
 use crate::skills::Skill;
 use crate::wire::json::object;
 use serde_json::{Map, Value};
@@ -24,13 +25,30 @@ pub struct A2aConfig {
     /// Advertise `capabilities.pushNotifications` (the server must offer
     /// them: [`super::ServerOptions::push`]).
     pub push_notifications: bool,
+    /// Who may call (the `auth` key, [`AuthConfig::from_value`]): the card
+    /// then declares its `securitySchemes` and an extended card. Not read
+    /// by the derived `Deserialize` (its keys need the environment): read
+    /// it with [`A2aConfig::from_value_with_env`].
+    #[serde(skip)]
+    pub auth: Option<AuthConfig>,
 }
 
 impl A2aConfig {
     /// Reads the config as its derived `Deserialize` does from an object
     /// (every field optional, unknown ones ignored), without serde's error
     /// path (see [`crate::wire::json::opt_string`]).
+    /// An `auth` key is read with no environment: `${NAME}` in it expands
+    /// to nothing, which is refused (use [`A2aConfig::from_value_with_env`]).
     pub fn from_value(v: &Value) -> Result<A2aConfig, String> {
+        Self::from_value_with_env(v, |_| None)
+    }
+
+    /// [`A2aConfig::from_value`], with the `auth` key's `${NAME}`s expanded
+    /// through `env`.
+    pub fn from_value_with_env(
+        v: &Value,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<A2aConfig, String> {
         use crate::wire::json::{opt_string, read_object, string_or};
         read_object(v, |v| {
             let provider = match v.get("provider") {
@@ -57,7 +75,12 @@ impl A2aConfig {
                 Some(Value::Bool(b)) => *b,
                 Some(_) => return Err("`push_notifications` must be a boolean".into()),
             };
+            let auth = match v.get("auth") {
+                None | Some(Value::Null) => None,
+                Some(a) => Some(AuthConfig::from_value(a, env)?),
+            };
             Ok(A2aConfig {
+                auth,
                 name: opt_string(v, "name")?,
                 description: opt_string(v, "description")?,
                 version: opt_string(v, "version")?,
