@@ -33,6 +33,8 @@ pub(crate) enum Until {
 }
 
 /// What a waiter gets.
+// Handed once to each waiter: boxing the task would cost an allocation there.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Waited {
     /// The task as saved.
@@ -720,6 +722,7 @@ mod tests {
             artifacts: Vec::new(),
             history: Vec::new(),
             dialect: crate::model::task::Shape::V03,
+            owner: None,
         }
     }
 

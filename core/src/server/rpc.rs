@@ -12,7 +12,7 @@ pub use crate::wire::rpc::{
 
 /// The protocol version a request asks for: its `A2A-Version` header, else
 /// its `A2A-Version` query parameter.
-fn requested_version(req: &HttpRequest) -> Option<&str> {
+pub(crate) fn requested_version(req: &HttpRequest) -> Option<&str> {
     if let Some(v) = req.header("A2A-Version") {
         return Some(v);
     }
