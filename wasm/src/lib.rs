@@ -28,6 +28,8 @@ mod abort;
 mod agent;
 #[cfg(feature = "server")]
 mod client;
+#[cfg(feature = "client")]
+mod credentials;
 // The skills entry alone uses only its error constructor.
 #[cfg(feature = "server")]
 mod auth;
