@@ -165,10 +165,7 @@ impl JwtVerifier {
             .map_err(|e| format!("the token is not a signed JWT ({e})"))?;
         let alg = header.alg;
         if !self.algorithms.contains(&alg) {
-            return Err(format!(
-                "the token's alg {} is not accepted",
-                name(alg)
-            ));
+            return Err(format!("the token's alg {} is not accepted", name(alg)));
         }
         if alg == Algorithm::HS256 {
             let key = self.secret.as_ref().ok_or("no HS256 secret")?;
@@ -301,5 +298,9 @@ async fn get(
         }
         body.extend_from_slice(&chunk);
     }
-    Ok((resp.status, resp.header("Cache-Control").map(str::to_string), body))
+    Ok((
+        resp.status,
+        resp.header("Cache-Control").map(str::to_string),
+        body,
+    ))
 }

@@ -23,9 +23,7 @@ pub mod transport;
 pub use http_server::Listener;
 pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
-pub use serve::{
-    serve, serve_on, Authenticate, Model, ServeError, ServeHandle, ServeOptions,
-};
+pub use serve::{serve, serve_on, Authenticate, Model, ServeError, ServeHandle, ServeOptions};
 use std::sync::Arc;
 pub use toolnexus_core::server::PushOptions;
 pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};

@@ -12,10 +12,9 @@ use tokio::sync::Notify;
 use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::auth::{AuthConfig, Claims, Verdict};
 use toolnexus_core::server::{
-    build_agent_card, is_loopback_host, misdirected, A2aConfig, A2aServer, Admission,
-    AllowedHosts, BodyRefusal, CorsOrigin, EchoFulfiller,
-    Fulfiller, Health, LlmFulfiller, PushOptions, Reply, ServerHost, ServerOptions, TaskEvent,
-    CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
+    build_agent_card, is_loopback_host, misdirected, A2aConfig, A2aServer, Admission, AllowedHosts,
+    BodyRefusal, CorsOrigin, EchoFulfiller, Fulfiller, Health, LlmFulfiller, PushOptions, Reply,
+    ServerHost, ServerOptions, TaskEvent, CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
 use toolnexus_core::Task;
@@ -55,9 +54,8 @@ pub enum Model {
 ///     })
 /// });
 /// ```
-pub type Authenticate = Arc<
-    dyn Fn(&toolnexus_core::HttpRequest) -> BoxFuture<'static, Verdict> + Send + Sync,
->;
+pub type Authenticate =
+    Arc<dyn Fn(&toolnexus_core::HttpRequest) -> BoxFuture<'static, Verdict> + Send + Sync>;
 
 /// A task hook.
 pub type OnTask = Arc<dyn Fn(&TaskEvent) + Send + Sync>;

@@ -98,10 +98,8 @@ impl Jwks {
                     ERROR => HttpResponse::json(503, b"{}".to_vec()),
                     GARBAGE => HttpResponse::json(200, b"<html>down</html>".to_vec()),
                     _ => {
-                        let mut r = common::json_response(
-                            200,
-                            &json!({"keys": *set.lock().unwrap()}),
-                        );
+                        let mut r =
+                            common::json_response(200, &json!({"keys": *set.lock().unwrap()}));
                         r.headers
                             .push(("Cache-Control".into(), "public, max-age=300".into()));
                         r
@@ -239,21 +237,40 @@ async fn forged_tokens_are_refused_without_panicking() {
     let crv_mismatch = mint(Algorithm::EdDSA, &k.ed, Some("ec"), &claims());
     let cases = [
         ("alg none", none, "not a signed JWT"),
-        ("HS256 signed with the RSA public key", confused, "alg HS256 is not accepted"),
+        (
+            "HS256 signed with the RSA public key",
+            confused,
+            "alg HS256 is not accepted",
+        ),
         ("tampered payload", tampered, "bad signature"),
         ("another key's signature", other_key, "bad signature"),
-        ("ES256 naming an RSA key", kty_mismatch, "no signing key fits"),
-        ("EdDSA naming an EC key", crv_mismatch, "no signing key fits"),
+        (
+            "ES256 naming an RSA key",
+            kty_mismatch,
+            "no signing key fits",
+        ),
+        (
+            "EdDSA naming an EC key",
+            crv_mismatch,
+            "no signing key fits",
+        ),
         ("empty", String::new(), "not a signed JWT"),
         ("two parts", "a.b".into(), "not a signed JWT"),
         ("garbage", "!!!.???.***".into(), "not a signed JWT"),
         ("four parts", format!("{good}.x"), "not a signed JWT"),
-        ("no signature", format!("{}.{}.", parts[0], parts[1]), "bad signature"),
+        (
+            "no signature",
+            format!("{}.{}.", parts[0], parts[1]),
+            "bad signature",
+        ),
     ];
     for (what, token, why) in cases {
         let e = v.verify(&token).await.expect_err(what);
         assert!(e.contains(why), "{what}: {e}");
-        assert!(token.len() < 8 || !e.contains(&token), "{what}: the token is not echoed");
+        assert!(
+            token.len() < 8 || !e.contains(&token),
+            "{what}: the token is not echoed"
+        );
     }
     assert_eq!(jwks.fetches(), 1, "known kids: no refetch");
 }
@@ -284,7 +301,14 @@ async fn an_unknown_kid_fetches_at_most_once_per_interval() {
     // A new key, not yet published; its tokens, under many invented kids too.
     let rotated = mint(Algorithm::RS256, &k.rsa2, Some("rsa2"), &claims());
     let invented: Vec<String> = (0..20)
-        .map(|i| mint(Algorithm::RS256, &k.rsa2, Some(&format!("kid-{i}")), &claims()))
+        .map(|i| {
+            mint(
+                Algorithm::RS256,
+                &k.rsa2,
+                Some(&format!("kid-{i}")),
+                &claims(),
+            )
+        })
         .collect();
     clock.set_secs(10);
     let e = v.verify(&rotated).await.expect_err("unknown kid");
@@ -379,12 +403,21 @@ async fn hs256_uses_the_secret_of_its_environment_variable() {
     let secret = EncodingKey::from_secret(b"a test secret of some length").expect("key");
     let good = mint(Algorithm::HS256, &secret, None, &claims());
     assert_eq!(v.verify(&good).await.expect("verified")["sub"], "alice");
-    let wrong = mint(Algorithm::HS256, &EncodingKey::from_secret(b"guess").expect("key"), None, &claims());
+    let wrong = mint(
+        Algorithm::HS256,
+        &EncodingKey::from_secret(b"guess").expect("key"),
+        None,
+        &claims(),
+    );
     v.verify(&wrong).await.expect_err("wrong secret");
     // An RS256 token never reaches the HMAC check.
     let k = keys();
     let rs = mint(Algorithm::RS256, &k.rsa, None, &claims());
-    assert!(v.verify(&rs).await.expect_err("alg").contains("not accepted"));
+    assert!(v
+        .verify(&rs)
+        .await
+        .expect_err("alg")
+        .contains("not accepted"));
     // Unset secret, and key URLs that are not https or loopback: refused up front.
     let e = JwtVerifier::new(&cfg, |_| None).expect_err("unset");
     assert!(e.contains("JWT_SECRET"), "{e}");

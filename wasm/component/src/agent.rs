@@ -30,7 +30,7 @@ use toolnexus_core::server::{
     Reply, ServerOptions, StoreError, TaskStore, DEFAULT_BODY_LIMIT,
 };
 use toolnexus_core::skills::{Skill, SkillSet};
-use toolnexus_core::{HttpRequest, HttpResponse, Shape, Task, Toolkit};
+use toolnexus_core::{HttpRequest, HttpResponse, Task, Toolkit};
 use wstd::http::{Body, Request, Response};
 
 /// Tasks in memory, or one JSON file per task in a preopened folder, so

@@ -214,7 +214,7 @@ pub fn verify_hs256(
     jwt: Option<&toolnexus_core::server::auth::JwtConfig>,
     token: &str,
 ) -> Result<toolnexus_core::server::auth::Claims, String> {
-    use hmac::{Hmac, Mac};
+    use hmac::{Hmac, KeyInit, Mac};
     let jwt = jwt.ok_or("no jwt verifier is configured")?;
     let jws = toolnexus_core::server::jws::parse(token)?;
     if jws.alg != "HS256" || !jwt.algorithms.iter().any(|a| a == "HS256") {
