@@ -254,7 +254,7 @@ export interface A2AHandlerOptions {
    * carries no credential this function reads: the `auth` verifiers are
    * asked next, and without one that accepts, the answer is 401 with
    * `WWW-Authenticate`. A throw (or anything else) refuses the request
-   * with a 500 and is logged. With a verifier, each task belongs to its
+   * (401) and is logged. With a verifier, each task belongs to its
    * caller: another caller's task is TaskNotFound, and ListTasks shows each
    * caller its own.
    */

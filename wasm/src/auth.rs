@@ -91,9 +91,9 @@ fn report(problem: &str) {
 }
 
 /// Runs the user's `authenticate(request)` and reads its answer as a
-/// [`Verdict`]. A function that throws, or answers something else, is a
-/// server error (500, reported on the console): the request is refused, never
-/// let through.
+/// [`Verdict`]. A function that throws, or answers something else, is
+/// reported on the console and the request is refused (401), never let
+/// through.
 pub async fn js_authenticate(
     function: Function,
     req: HttpRequest,
@@ -102,7 +102,7 @@ pub async fn js_authenticate(
     let failed = |why: String| {
         report(&format!("the authenticate function {why}"));
         Verdict::Rejected {
-            status: 500,
+            status: 401,
             reason: "the server could not authenticate the request".into(),
         }
     };
