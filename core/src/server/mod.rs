@@ -505,10 +505,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             resp.headers
                 .push(("Access-Control-Allow-Origin".into(), origin.into()));
-            resp.headers.push((
-                "Access-Control-Expose-Headers".into(),
-                "Preference-Applied".into(),
-            ));
+            // A page reads a refusal's challenges too when callers authenticate.
+            let exposed = if self.auth.is_some() {
+                "Preference-Applied, WWW-Authenticate"
+            } else {
+                "Preference-Applied"
+            };
+            resp.headers
+                .push(("Access-Control-Expose-Headers".into(), exposed.into()));
             if origin != "*" {
                 resp.headers.push(("Vary".into(), "Origin".into()));
             }
@@ -585,7 +589,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // The authentication step: only calls need credentials.
             let caller = match &self.auth {
                 None => None,
-                Some(auth) => match verify::authenticate(auth, &self.host, &req).await {
+                // Boxed: the calls of a server without auth keep a small future.
+                Some(auth) => match Box::pin(verify::authenticate(auth, &self.host, &req)).await {
                     Ok(principal) => Some(Caller::new(principal)),
                     Err(refusal) => {
                         let v10 = rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
