@@ -7,6 +7,20 @@
 //! Process, file and socket handling live here; protocol logic does not.
 //! The library logs through [`tracing`] (target `toolnexus_host_native`) and
 //! never prints; install a subscriber to see its warnings.
+//!
+//! ## Who may call a served agent
+//!
+//! [`serve()`] answers loopback `Host`s only by default
+//! ([`ServeOptions::allowed_hosts`]), sends no CORS headers unless
+//! [`ServeOptions::cors_origin`] names origins, and refuses a non-loopback
+//! address with no verifier unless [`ServeOptions::allow_anonymous`].
+//! Verifiers: the `auth` block of [`ServeOptions::a2a`] (API keys; JWT,
+//! whose signatures [`jwt::JwtVerifier`] checks with the `jsonwebtoken`
+//! crate), and your own, [`ServeOptions::authenticate`]: a closure given
+//! each request (method, URL, headers, body) that returns a future of a
+//! [`Verdict`](toolnexus_core::server::auth::Verdict): the caller's
+//! `Principal`, a 401/403 refusal, or `NotMine` to let the others decide.
+//! A request passes when one verifier accepts it.
 
 #[cfg(feature = "component")]
 pub mod component_host;

@@ -433,3 +433,223 @@ async fn hs256_uses_the_secret_of_its_environment_variable() {
     .expect_err("PS256");
     assert!(e.contains("PS256"), "{e}");
 }
+
+// ---- Through `serve`: the verifier behind a real agent, claims checked by core.
+
+mod through_serve {
+    use super::*;
+    use toolnexus_core::server::auth::{AuthConfig, Principal, Verdict};
+    use toolnexus_core::server::A2aConfig;
+    use toolnexus_core::{HttpRequest, Transport};
+    use toolnexus_host_native::{serve, Model, NativeTransport, ServeHandle, ServeOptions};
+
+    const ISS: &str = "https://id.test";
+
+    async fn agent(
+        jwt: Option<JwtConfig>,
+        hook: Option<toolnexus_host_native::Authenticate>,
+    ) -> ServeHandle {
+        let mut toolkit = toolnexus_core::Toolkit::new(NativeTransport::shared());
+        toolkit.add_skills(toolnexus_core::skills::SkillSet::new());
+        let mut options = ServeOptions::new(Arc::new(toolkit), Model::Echo);
+        options.a2a = Some(A2aConfig {
+            auth: jwt.map(|jwt| AuthConfig {
+                jwt: Some(jwt),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        options.authenticate = hook;
+        serve("127.0.0.1:0", options).await.expect("serve")
+    }
+
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    /// message/send with these headers: (status, WWW-Authenticate, body).
+    async fn send(url: &str, headers: &[(&str, String)]) -> (u16, Option<String>, Value) {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send",
+            "params": {"message": {"role": "user", "messageId": "m",
+            "parts": [{"kind": "text", "text": "hi"}]}}});
+        let mut req = HttpRequest::post_json(format!("{url}/"), body.to_string().into_bytes());
+        for (k, v) in headers {
+            req = req.with_header(*k, v.as_str());
+        }
+        let resp = NativeTransport::shared().send(req).await.expect("answer");
+        let challenge = resp.header("WWW-Authenticate").map(str::to_string);
+        let v = serde_json::from_slice(&resp.body).unwrap_or(Value::Null);
+        (resp.status, challenge, v)
+    }
+
+    fn bearer(t: &str) -> Vec<(&'static str, String)> {
+        vec![("Authorization", format!("Bearer {t}"))]
+    }
+
+    #[tokio::test]
+    async fn every_bad_token_gets_401_and_one_fetch_serves_them_all() {
+        let k = keys();
+        let jwks = Jwks::start(all_keys(&k)).await;
+        let server = agent(
+            Some(JwtConfig {
+                issuer: Some(ISS.into()),
+                audience: Some("agent".into()),
+                leeway_seconds: 30,
+                ..asymmetric(&jwks.url())
+            }),
+            None,
+        )
+        .await;
+        let t = now();
+        let with = |changes: Value| {
+            let mut c = json!({"sub": "alice", "iss": ISS, "aud": "agent", "exp": t + 600});
+            for (k, v) in changes.as_object().unwrap() {
+                c[k] = v.clone();
+            }
+            c
+        };
+        let rs = |c: &Value| mint(Algorithm::RS256, &k.rsa, Some("rsa"), c);
+        for (alg, key, kid) in [
+            (Algorithm::RS256, &k.rsa, "rsa"),
+            (Algorithm::ES256, &k.ec, "ec"),
+            (Algorithm::EdDSA, &k.ed, "ed"),
+        ] {
+            let (status, _, v) = send(
+                &server.url,
+                &bearer(&mint(alg, key, Some(kid), &with(json!({})))),
+            )
+            .await;
+            assert_eq!(status, 200, "{alg:?}: {v}");
+            assert_eq!(v["result"]["status"]["state"], "completed", "{v}");
+        }
+        let good = rs(&with(json!({})));
+        let parts: Vec<&str> = good.split('.').collect();
+        let tampered = format!(
+            "{}.{}.{}",
+            parts[0],
+            base64_url_safe(&serde_json::to_vec(&with(json!({"sub": "mallory"}))).unwrap()),
+            parts[2]
+        );
+        let none = format!(
+            "{}.{}.",
+            base64_url_safe(br#"{"alg":"none","typ":"JWT"}"#),
+            parts[1]
+        );
+        let confused = mint(
+            Algorithm::HS256,
+            &EncodingKey::from_secret(&fixture("rsa.pub.pem")).expect("key"),
+            Some("rsa"),
+            &with(json!({})),
+        );
+        let cases = [
+            ("expired", rs(&with(json!({"exp": t - 120})))),
+            ("not yet valid", rs(&with(json!({"nbf": t + 300})))),
+            ("wrong iss", rs(&with(json!({"iss": "https://other.test"})))),
+            ("wrong aud", rs(&with(json!({"aud": "another-agent"})))),
+            (
+                "no exp",
+                rs(&json!({"sub": "alice", "iss": ISS, "aud": "agent"})),
+            ),
+            ("alg none", none),
+            ("HS256 signed with the RSA public key", confused),
+            ("tampered payload", tampered),
+            (
+                "unknown kid",
+                mint(Algorithm::RS256, &k.rsa2, Some("rsa2"), &with(json!({}))),
+            ),
+            ("not a JWT", "hello".to_string()),
+        ];
+        for (what, token) in cases {
+            let (status, challenge, _) = send(&server.url, &bearer(&token)).await;
+            assert_eq!(status, 401, "{what}");
+            let challenge = challenge.unwrap_or_else(|| panic!("{what}: a challenge"));
+            assert!(challenge.starts_with("Bearer"), "{what}: {challenge}");
+            assert!(challenge.contains("invalid_token"), "{what}: {challenge}");
+        }
+        // No credentials at all: 401, challenged.
+        let (status, challenge, _) = send(&server.url, &[]).await;
+        assert_eq!(status, 401);
+        assert!(challenge.is_some_and(|c| c.starts_with("Bearer")));
+        // The unknown kid came right after a fetch: refused without another.
+        assert_eq!(jwks.fetches(), 1);
+        // The public card needs no token.
+        let card = NativeTransport::shared()
+            .send(HttpRequest::get(format!(
+                "{}/.well-known/agent-card.json",
+                server.url
+            )))
+            .await
+            .expect("card");
+        assert_eq!(card.status, 200);
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_custom_verifier_names_the_caller_or_refuses() {
+        let hook: toolnexus_host_native::Authenticate = Arc::new(|req| {
+            let user = req.header("X-User").map(str::to_string);
+            Box::pin(async move {
+                match user.as_deref() {
+                    Some("banned") => Verdict::Rejected {
+                        status: 403,
+                        reason: "banned".into(),
+                    },
+                    Some(subject) => Verdict::Accepted(Principal {
+                        subject: subject.to_string(),
+                        ..Default::default()
+                    }),
+                    None => Verdict::NotMine,
+                }
+            })
+        });
+        let server = agent(None, Some(hook)).await;
+        let (status, _, v) = send(&server.url, &[("X-User", "alice".into())]).await;
+        assert_eq!(status, 200, "{v}");
+        let task = v["result"]["id"].as_str().expect("task id").to_string();
+        let (status, _, _) = send(&server.url, &[("X-User", "banned".into())]).await;
+        assert_eq!(status, 403);
+        let (status, _, _) = send(&server.url, &[]).await;
+        assert_eq!(status, 401);
+        // Each caller sees its own tasks only.
+        let get = |user: &'static str| {
+            let url = server.url.clone();
+            let task = task.clone();
+            async move {
+                let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task}});
+                let req = HttpRequest::post_json(format!("{url}/"), body.to_string().into_bytes())
+                    .with_header("X-User", user);
+                let resp = NativeTransport::shared().send(req).await.expect("answer");
+                serde_json::from_slice::<Value>(&resp.body).expect("json")
+            }
+        };
+        assert_eq!(get("alice").await["result"]["id"], task.as_str());
+        assert!(
+            get("bob").await["error"].is_object(),
+            "bob does not see alice's task"
+        );
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_jwt_block_that_cannot_work_stops_serve_before_it_listens() {
+        let mut toolkit = toolnexus_core::Toolkit::new(NativeTransport::shared());
+        toolkit.add_skills(toolnexus_core::skills::SkillSet::new());
+        let mut options = ServeOptions::new(Arc::new(toolkit), Model::Echo);
+        options.a2a = Some(A2aConfig {
+            auth: Some(AuthConfig {
+                jwt: Some(JwtConfig {
+                    secret_env: Some("TOOLNEXUS_TEST_UNSET_SECRET".into()),
+                    algorithms: vec!["HS256".into()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let e = serve("127.0.0.1:0", options).await.err().expect("refused");
+        assert!(e.to_string().contains("TOOLNEXUS_TEST_UNSET_SECRET"), "{e}");
+    }
+}

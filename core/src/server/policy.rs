@@ -209,7 +209,7 @@ impl AllowedHosts {
             return true;
         }
         let lower = host.trim_end_matches('.').to_ascii_lowercase();
-        if self.names.iter().any(|n| *n == lower) {
+        if self.names.contains(&lower) {
             return true;
         }
         self.any_ip

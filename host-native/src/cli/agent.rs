@@ -57,7 +57,7 @@ pub struct ServeArgs {
     /// The base URL the card advertises (behind a proxy, or when bound to 0.0.0.0).
     #[arg(long = "public-url", value_name = "URL")]
     public_url: Option<String>,
-    /// Let web pages on this origin (scheme://host[:port], or *) call the
+    /// Let web pages on this origin (`scheme://host[:port]`, or `*`) call the
     /// agent: CORS headers for it. Repeatable. [default: none, no CORS headers]
     #[arg(long = "cors-origin", value_name = "ORIGIN")]
     cors_origin: Vec<String>,
