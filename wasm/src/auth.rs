@@ -347,7 +347,7 @@ impl JwtVerifier {
     ) -> Result<toolnexus_core::server::auth::Claims, String> {
         use toolnexus_core::server::jwks::{Fetched, Lookup};
         let jws = toolnexus_core::server::jws::parse(&token)?;
-        if !self.config.algorithms.iter().any(|a| *a == jws.alg) {
+        if !self.config.algorithms.contains(&jws.alg) {
             return Err(format!("alg {} is not accepted", jws.alg));
         }
         let data = jws.signing_input.as_bytes();
