@@ -11,6 +11,7 @@ mod card;
 mod conversation;
 mod fulfil;
 pub mod jwks;
+pub mod jws;
 mod list;
 mod machine;
 mod policy;

@@ -323,7 +323,7 @@ impl GuestEchoServer for EchoServer {
                 ..Default::default()
             },
             MemoryStore::default(),
-            WasiHost,
+            WasiHost::default(),
             EchoFulfiller,
         );
         EchoServer { server }
