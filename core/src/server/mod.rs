@@ -562,6 +562,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             return Reply::Full(misdirected());
         }
         let origin = req.header("Origin").map(str::to_string);
+        if req.method == "POST" && !policy::call_content_type(req.header("Content-Type")) {
+            let mut resp = policy::not_json();
+            self.add_cors_for(origin.as_deref(), &mut resp);
+            return Reply::Full(resp);
+        }
         let mut reply = self.route(req).await;
         self.add_cors_for(origin.as_deref(), reply.head_mut());
         reply

@@ -238,6 +238,30 @@ pub fn misdirected() -> HttpResponse {
     }
 }
 
+/// Whether a POST with this `Content-Type` may be a call: none at all
+/// (programs often send none), or a JSON media type (`application/json`,
+/// `application/a2a+json`, any `+json`). A form, multipart or `text/plain`
+/// body is what a page on any origin may send without a CORS preflight (a
+/// "simple request"): it is refused before it runs, so no page can start a
+/// task blind, whatever the CORS settings.
+pub fn call_content_type(content_type: Option<&str>) -> bool {
+    let Some(v) = content_type else {
+        return true;
+    };
+    let media = v.split(';').next().unwrap_or_default().trim();
+    let media = media.to_ascii_lowercase();
+    media.ends_with("/json") || media.ends_with("+json") || media == "application/json-rpc"
+}
+
+/// The answer to a POST whose body is not JSON: 415.
+pub fn not_json() -> HttpResponse {
+    HttpResponse {
+        status: 415,
+        headers: vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
+        body: b"unsupported media type: send calls as application/json\n".to_vec(),
+    }
+}
+
 /// What a host does with a request after [`super::A2aServer::admit`] read its head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
