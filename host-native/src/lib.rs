@@ -7,12 +7,27 @@
 //! Process, file and socket handling live here; protocol logic does not.
 //! The library logs through [`tracing`] (target `toolnexus_host_native`) and
 //! never prints; install a subscriber to see its warnings.
+//!
+//! ## Who may call a served agent
+//!
+//! [`serve()`] answers loopback `Host`s only by default
+//! ([`ServeOptions::allowed_hosts`]), sends no CORS headers unless
+//! [`ServeOptions::cors_origin`] names origins, and refuses a non-loopback
+//! address with no verifier unless [`ServeOptions::allow_anonymous`].
+//! Verifiers: the `auth` block of [`ServeOptions::a2a`] (API keys; JWT,
+//! whose signatures [`jwt::JwtVerifier`] checks with the `jsonwebtoken`
+//! crate), and your own, [`ServeOptions::authenticate`]: a closure given
+//! each request (method, URL, headers, body) that returns a future of a
+//! [`Verdict`](toolnexus_core::server::auth::Verdict): the caller's
+//! `Principal`, a 401/403 refusal, or `NotMine` to let the others decide.
+//! A request passes when one verifier accepts it.
 
 #[cfg(feature = "component")]
 pub mod component_host;
 pub mod config_file;
 mod head_timeout;
 pub mod http_server;
+pub mod jwt;
 pub mod lock;
 pub mod serve;
 pub mod skills_dir;
@@ -22,7 +37,7 @@ pub mod transport;
 pub use http_server::Listener;
 pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
-pub use serve::{serve, serve_on, Model, ServeError, ServeHandle, ServeOptions};
+pub use serve::{serve, serve_on, Authenticate, Model, ServeError, ServeHandle, ServeOptions};
 use std::sync::Arc;
 pub use toolnexus_core::server::PushOptions;
 pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};
@@ -60,14 +75,23 @@ impl RemoteTool {
         self.inner.clash.as_deref()
     }
 
-    /// Why the agent's headers may not go to the endpoint the card names
-    /// (another origin, plain http, not loopback, not allowed); calls then fail.
-    pub fn header_refusal(&self) -> Option<Error> {
-        self.inner.agent.header_refusal(&self.inner.endpoint)
+    /// Whether the agent's credentials (`auth` and headers) go to the
+    /// endpoint the card names: only to the card's origin and the origins
+    /// the agent allows. `Withhold`: calls go without them (each call logs
+    /// the warning); `Refuse`: the card requires them, calls fail.
+    pub fn credential_route(&self) -> toolnexus_core::CredentialRoute {
+        self.inner.credential_route()
+    }
+
+    fn warn_if_withheld(&self) {
+        if let toolnexus_core::CredentialRoute::Withhold(warning) = self.inner.credential_route() {
+            tracing::warn!("{warning}");
+        }
     }
 
     /// Runs the skill with `args` (`{"task": "…"}`). Never fails; see [`ToolResult::is_error`].
     pub async fn execute(&self, args: &Value) -> ToolResult {
+        self.warn_if_withheld();
         self.inner
             .execute(&self.transport, args, std::future::pending())
             .await
@@ -79,6 +103,7 @@ impl RemoteTool {
         args: &Value,
         abort: impl std::future::Future<Output = ()> + Send,
     ) -> ToolResult {
+        self.warn_if_withheld();
         self.inner.execute(&self.transport, args, abort).await
     }
 
@@ -91,6 +116,7 @@ impl RemoteTool {
         abort: impl std::future::Future<Output = ()> + Send,
         on_event: impl FnMut(toolnexus_core::StreamEvent) + Send,
     ) -> ToolResult {
+        self.warn_if_withheld();
         self.inner
             .execute_with_events(&self.transport, args, abort, on_event)
             .await
@@ -106,6 +132,7 @@ impl RemoteTool {
         abort: impl std::future::Future<Output = ()> + Send,
         on_event: impl FnMut(toolnexus_core::StreamEvent) + Send,
     ) -> ToolResult {
+        self.warn_if_withheld();
         self.inner
             .execute_since(&self.transport, args, started_ms, abort, on_event)
             .await
@@ -124,27 +151,30 @@ pub async fn agent_tools_with(
     transport: &Arc<NativeTransport>,
     agent: &Agent,
 ) -> Result<Vec<RemoteTool>, Error> {
-    let tools = toolnexus_core::agent_tools(transport, agent).await?;
-    Ok(tools
-        .into_iter()
-        .map(|inner| RemoteTool {
-            inner,
-            transport: transport.clone(),
-        })
-        .collect())
+    let card = toolnexus_core::fetch_card(transport, agent).await?;
+    Ok(card_tools(transport, agent, &card))
+}
+
+/// A token cache for one agent behind the native lock: the tools of an
+/// agent share it, so N concurrent calls cause one OAuth2 token fetch.
+pub fn token_cell() -> toolnexus_core::SharedTokenCell {
+    use toolnexus_core::server::Lock;
+    Arc::new(lock::NativeLock::new(toolnexus_core::TokenCache::new()))
 }
 
 /// The tools of a card you already hold (fetched yourself, or cached), called
-/// over `transport`. No request is sent.
+/// over `transport`. No request is sent. The tools share one token cache
+/// ([`token_cell`]).
 pub fn card_tools(
     transport: &Arc<NativeTransport>,
     agent: &Agent,
     card: &toolnexus_core::AgentCard,
 ) -> Vec<RemoteTool> {
+    let tokens = token_cell();
     toolnexus_core::card_tools(agent, card)
         .into_iter()
         .map(|inner| RemoteTool {
-            inner,
+            inner: inner.with_tokens(tokens.clone()),
             transport: transport.clone(),
         })
         .collect()
@@ -216,7 +246,7 @@ pub async fn toolkit_with(
     agents: &[Agent],
     config: Option<&Value>,
 ) -> Toolkit {
-    let mut tk = toolnexus_core::Toolkit::new(transport);
+    let mut tk = toolnexus_core::Toolkit::new(transport).with_token_cells(token_cell);
     tk.add_agents(agents).await;
     if let Some(config) = config {
         tk.add_config(config).await;

@@ -68,6 +68,19 @@ async fn from_rust() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+// "Security": calling a protected agent.
+#[allow(dead_code, unused_variables)]
+#[rustfmt::skip]
+async fn calling_protected_agents() -> Result<(), Box<dyn Error>> {
+    use toolnexus_host_native::{agent_tools, core::{Auth, OAuth2Client}, Agent};
+    let agent = Agent::new("https://agent.example/.well-known/agent-card.json")
+        .with_auth(Auth::OAuth2(OAuth2Client { client_id: "my-app".into(),
+            client_secret: "${APP_SECRET}".into(), ..Default::default() }))
+        .with_allowed_origin("https://api.agent.example");  // only if the card's endpoint is there
+    let tools = agent_tools(&agent).await?;
+    Ok(())
+}
+
 // "From Rust": your own HTTP client and sockets.
 #[allow(dead_code, unused_variables)]
 #[rustfmt::skip]
@@ -105,4 +118,25 @@ async fn component_from_rust(card_url: &str) -> Result<(), Box<dyn Error>> {
     let listener = LiveListener { on_tools: Box::new(|_| {}), on_event: Box::new(|json| eprintln!("{json}")) };
     let result = host.call_live(&agent, "echo", "hello", MessageRefs::default(), abort, listener).await?;
     Ok(())
+}
+
+// "Security": your own verifier, the `authenticate` hook of ServeOptions.
+#[allow(dead_code, unused_variables)]
+#[rustfmt::skip]
+fn security_authenticate_hook(mut options: toolnexus_host_native::ServeOptions) {
+    use std::sync::Arc;
+    use toolnexus_host_native::Authenticate;
+    use toolnexus_host_native::core::server::auth::{Principal, Verdict};
+
+    let hook: Authenticate = Arc::new(|req| {
+        let user = req.header("X-User").map(str::to_string); // e.g. set by your proxy
+        Box::pin(async move {
+            match user {
+                Some(subject) => Verdict::Accepted(Principal { subject, ..Default::default() }),
+                None => Verdict::NotMine,
+            }
+        })
+    });
+    // options.authenticate = Some(hook);
+    options.authenticate = Some(hook);
 }

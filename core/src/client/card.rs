@@ -47,6 +47,10 @@ pub struct AgentCard {
     pub extensions: Vec<String>,
     /// `capabilities.streaming`: the agent answers `SendStreamingMessage` with SSE.
     pub streaming: bool,
+    /// `securitySchemes` the client can use, by name, in the card's order.
+    pub security_schemes: Vec<(String, crate::SecurityScheme)>,
+    /// `securityRequirements` (1.0) or `security` (0.3): any one suffices.
+    pub security_requirements: Vec<crate::Requirement>,
 }
 
 /// The A2A extension a card lists when its GetTask honours `Prefer: wait=N`
@@ -160,7 +164,15 @@ impl AgentCard {
                 .and_then(|c| c.get("streaming"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            security_schemes: crate::client::auth::read_schemes(v),
+            security_requirements: crate::client::auth::read_requirements(v),
         })
+    }
+
+    /// Whether the card requires a credential for every call (it lists
+    /// security requirements, none of them empty).
+    pub fn requires_credentials(&self) -> bool {
+        crate::client::auth::requires_credentials(&self.security_requirements)
     }
 
     /// Whether GetTask may be asked to long-poll ([`LONG_POLL_EXTENSION`]).
@@ -222,6 +234,20 @@ impl AgentCard {
                 Dialect::V03 => "the card has A2A 0.3 markers (preferredTransport or interfaces)",
                 Dialect::Toolnexus => "the card has a bare url and no A2A 0.3/1.0 markers",
             },
+            requires_credentials: self.requires_credentials(),
+            security_schemes: self
+                .security_schemes
+                .iter()
+                .map(|(name, scheme)| SchemeSummary {
+                    name: name.clone(),
+                    kind: match scheme {
+                        crate::SecurityScheme::ApiKey { .. } => "apiKey",
+                        crate::SecurityScheme::Http { .. } => "http",
+                        crate::SecurityScheme::OAuth2 { .. } => "oauth2",
+                        crate::SecurityScheme::OpenIdConnect { .. } => "openIdConnect",
+                    },
+                })
+                .collect(),
             endpoint,
             streaming: self.streaming,
             long_poll: self.long_poll(),
@@ -255,12 +281,24 @@ pub struct CardSummary {
     pub dialect_reason: &'static str,
     /// The JSON-RPC endpoint the client sends to.
     pub endpoint: String,
+    /// The card requires a credential for every call.
+    pub requires_credentials: bool,
+    /// The security schemes the client can use, by name and kind.
+    pub security_schemes: Vec<SchemeSummary>,
     pub streaming: bool,
     pub long_poll: bool,
     /// How a call follows its task: `"stream"` (SSE), `"block"` (a blocking
     /// SendMessage) or `"poll"` (GetTask).
     pub follow: &'static str,
     pub skills: Vec<SkillSummary>,
+}
+
+/// One security scheme of a [`CardSummary`]: its name on the card, and its
+/// kind (`apiKey`, `http`, `oauth2`, `openIdConnect`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SchemeSummary {
+    pub name: String,
+    pub kind: &'static str,
 }
 
 /// One skill of a [`CardSummary`].
