@@ -10,6 +10,7 @@ pub mod auth;
 mod card;
 mod conversation;
 mod fulfil;
+mod ip;
 pub mod jwks;
 pub mod jws;
 mod list;

@@ -161,9 +161,9 @@ pub fn is_loopback_host(host: &str) -> bool {
     host == "localhost"
         || host.ends_with(".localhost")
         || host == "[::1]"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
+        // `parse_ip`, not std's parser (kilobytes of the npm `.wasm`): an
+        // IPv4 literal is what `parse::<Ipv4Addr>` reads.
+        || matches!(super::ip::parse_ip(&host), Some(std::net::IpAddr::V4(ip)) if ip.is_loopback())
 }
 
 /// The `Host` headers a server answers, against DNS rebinding (a page on
@@ -213,17 +213,22 @@ impl AllowedHosts {
             return true;
         }
         self.any_ip
-            && (lower.parse::<std::net::Ipv4Addr>().is_ok()
+            && (matches!(super::ip::parse_ip(&lower), Some(std::net::IpAddr::V4(_)))
                 || lower
                     .strip_prefix('[')
                     .and_then(|v| v.strip_suffix(']'))
-                    .is_some_and(|v| v.parse::<std::net::Ipv6Addr>().is_ok()))
+                    .is_some_and(|v| {
+                        matches!(super::ip::parse_ip(v), Some(std::net::IpAddr::V6(_)))
+                    }))
     }
 }
 
 /// The host of a `Host` header or URL: no scheme, userinfo, path or port.
 fn host_of(value: &str) -> &str {
-    let v = value.split_once("://").map_or(value, |(_, rest)| rest);
+    // `find_str`, not `split_once("://")`: no two-way searcher in the `.wasm`.
+    let v = crate::wire::http::find_str(value, "://")
+        .and_then(|at| value.get(at + 3..))
+        .unwrap_or(value);
     let v = v.split(['/', '?', '#']).next().unwrap_or_default();
     let v = v.rsplit_once('@').map_or(v, |(_, h)| h);
     super::jwks::host_only(v)
