@@ -162,7 +162,12 @@ extern "C" {
 pub fn with_cors(theirs: JsValue, core_headers: &[(String, String)]) -> Result<JsValue, JsValue> {
     let cors: Vec<_> = core_headers
         .iter()
-        .filter(|(k, _)| k.len() > 15 && k[..15].eq_ignore_ascii_case("access-control-"))
+        // `get`, not `[..]`: no `str` slicing panic (and its `char` Debug) in the `.wasm`.
+        .filter(|(k, _)| {
+            k.len() > 15
+                && k.get(..15)
+                    .is_some_and(|p| p.eq_ignore_ascii_case("access-control-"))
+        })
         .collect();
     if cors.is_empty() {
         return Ok(theirs);
