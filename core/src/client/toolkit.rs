@@ -14,6 +14,7 @@ use crate::model::event::StreamEvent;
 use crate::model::tool::{
     a2a_input_schema, to_anthropic, to_gemini, to_openai, ToolResult, ToolSource, ToolSpec,
 };
+use crate::wire::json::quoted;
 use crate::wire::rpc::Dialect;
 use serde_json::Value;
 use std::future::Future;
@@ -362,12 +363,15 @@ pub fn find_tool_by<'a, T>(
     };
     match by_skill.as_slice() {
         [one] => Ok(one),
+        // `quoted`, not `{:?}`: the client `.wasm` keeps no `Debug` escaping.
         [] => Err(Error::Misuse(format!(
-            "the agent has no tool {name:?} (it has: {})",
+            "the agent has no tool {} (it has: {})",
+            quoted(name),
             names(&mut tools.iter())
         ))),
         many => Err(Error::Misuse(format!(
-            "the card lists the skill {name:?} {} times: name the tool ({})",
+            "the card lists the skill {} {} times: name the tool ({})",
+            quoted(name),
             many.len(),
             names(&mut many.iter().copied())
         ))),
