@@ -15,6 +15,7 @@ mod machine;
 mod policy;
 #[cfg(feature = "push")]
 pub mod push;
+pub mod rest;
 mod rpc;
 mod store;
 mod stream;
@@ -372,6 +373,9 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     heartbeat_ms: Option<u64>,
     interrupted_after_ms: Option<u64>,
     card_cache_control: String,
+    /// The bindings the card lists: JSON-RPC at `/`, HTTP+JSON at its mount.
+    jsonrpc: bool,
+    rest: Option<rest::Mount>,
     tasks: TasksLock<H>,
     #[cfg(feature = "push")]
     push: Option<(PushOptions, PushLock<H>)>,
@@ -385,7 +389,20 @@ type PushLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<push::PushConfigs>;
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     pub fn new(options: ServerOptions, store: S, host: H, fulfiller: F) -> Arc<Self> {
+        let (jsonrpc, rest) = match &options.card {
+            Some(CardSpec::Fixed(card)) => rest::card_bindings(card),
+            Some(CardSpec::RequestOrigin { config, .. }) => {
+                let b = config.bindings();
+                let mount = b.rest.then(|| rest::Mount {
+                    path: rest::REST_PATH.into(),
+                });
+                (b.jsonrpc, mount)
+            }
+            None => (false, None),
+        };
         Arc::new(A2aServer {
+            jsonrpc,
+            rest,
             store,
             host,
             fulfiller,
@@ -517,10 +534,24 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let answer = self.tasks().health.respond();
             return Reply::Full(answer);
         }
-        if req.method == "POST" && path_of(&req.url) == "/" {
+        if self.jsonrpc && req.method == "POST" && path_of(&req.url) == "/" {
             return self.json_rpc(&req).await;
         }
+        if let Some(under) = self.rest_path(&req) {
+            return self.rest(&req, &under).await;
+        }
         Reply::Full(self.route_plain(&req, card))
+    }
+
+    /// The path of a request below the HTTP+JSON mount, if it is under it
+    /// (preflights excepted).
+    fn rest_path(&self, req: &HttpRequest) -> Option<String> {
+        let mount = self.rest.as_ref()?;
+        if req.method == "OPTIONS" {
+            return None;
+        }
+        let under = path_of(&req.url).strip_prefix(mount.path.as_str())?;
+        (under.len() > 1 && under.starts_with('/')).then(|| under.to_string())
     }
 
     fn route_plain(&self, req: &HttpRequest, card: &Card) -> HttpResponse {
@@ -531,7 +562,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 headers: vec![
                     (
                         "Access-Control-Allow-Methods".into(),
-                        "GET, POST, OPTIONS".into(),
+                        "GET, POST, DELETE, OPTIONS".into(),
                     ),
                     (
                         "Access-Control-Allow-Headers".into(),
@@ -647,7 +678,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
-            body: stream::event_body(call.id, shape, first, slot, hooks),
+            body: stream::event_body((!call.rest).then_some(call.id), shape, first, slot, hooks),
         })
     }
 

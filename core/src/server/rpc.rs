@@ -5,14 +5,15 @@ use crate::wire::http::HttpRequest;
 use serde_json::Value;
 
 pub use crate::wire::rpc::{
-    Method, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-    PUSH_NOTIFICATION_NOT_SUPPORTED, TASK_NOT_CANCELABLE, TASK_NOT_FOUND, UNSUPPORTED_OPERATION,
-    VERSION_NOT_SUPPORTED,
+    Method, CONTENT_TYPE_NOT_SUPPORTED, EXTENDED_CARD_NOT_CONFIGURED, EXTENSION_SUPPORT_REQUIRED,
+    INTERNAL_ERROR, INVALID_AGENT_RESPONSE, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+    PARSE_ERROR, PUSH_NOTIFICATION_NOT_SUPPORTED, TASK_NOT_CANCELABLE, TASK_NOT_FOUND,
+    UNSUPPORTED_OPERATION, VERSION_NOT_SUPPORTED,
 };
 
 /// The protocol version a request asks for: its `A2A-Version` header, else
 /// its `A2A-Version` query parameter.
-fn requested_version(req: &HttpRequest) -> Option<&str> {
+pub(crate) fn requested_version(req: &HttpRequest) -> Option<&str> {
     if let Some(v) = req.header("A2A-Version") {
         return Some(v);
     }
@@ -70,6 +71,10 @@ fn reason(code: i64) -> &'static str {
         PUSH_NOTIFICATION_NOT_SUPPORTED => "PUSH_NOTIFICATION_NOT_SUPPORTED",
         UNSUPPORTED_OPERATION => "UNSUPPORTED_OPERATION",
         VERSION_NOT_SUPPORTED => "VERSION_NOT_SUPPORTED",
+        CONTENT_TYPE_NOT_SUPPORTED => "CONTENT_TYPE_NOT_SUPPORTED",
+        INVALID_AGENT_RESPONSE => "INVALID_AGENT_RESPONSE",
+        EXTENDED_CARD_NOT_CONFIGURED => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        EXTENSION_SUPPORT_REQUIRED => "EXTENSION_SUPPORT_REQUIRED",
         INVALID_PARAMS => "INVALID_PARAMS",
         INVALID_REQUEST => "INVALID_REQUEST",
         METHOD_NOT_FOUND => "METHOD_NOT_FOUND",
@@ -139,11 +144,13 @@ pub struct RpcRequest {
     /// method name); if not, a call on an existing task answers in the
     /// shape the task was made in.
     pub versioned: bool,
+    /// Read from an HTTP+JSON request (answered without a JSON-RPC envelope).
+    pub rest: bool,
 }
 
 /// The shape of a supported `A2A-Version`: `1`, `1.0` (a patch is ignored,
 /// as the spec asks) or `0.3`; `None` for any other.
-fn version_shape(v: &str) -> Option<Shape> {
+pub(crate) fn version_shape(v: &str) -> Option<Shape> {
     let mut parts = v.split('.');
     let (major, minor) = (parts.next()?, parts.next().unwrap_or("0"));
     match (major, minor) {
@@ -343,6 +350,7 @@ impl RpcRequest {
             shape: shape.unwrap_or_else(|| infer_shape(&method, &params)),
             // A 0.3 method name (`tasks/get`) names its dialect too.
             versioned: shape.is_some() || method.as_bytes().contains(&b'/'),
+            rest: false,
             id,
             method,
             params,

@@ -193,8 +193,15 @@ impl Progress {
     }
 }
 
-/// One SSE frame: `data: <JSON-RPC response with the request's id>`.
-fn frame(id: &Value, shape: Shape, event: &StreamEvent) -> Vec<u8> {
+/// One SSE frame: `data: <JSON-RPC response with the request's id>`, or
+/// (HTTP+JSON, no id) `data: <StreamResponse>`.
+fn frame(id: &Option<Value>, shape: Shape, event: &StreamEvent) -> Vec<u8> {
+    let Some(id) = id else {
+        let json = serde_json::to_string(&event.shaped(shape)).unwrap_or_default();
+        let mut out = Vec::with_capacity(json.len() + 8);
+        crate::wire::sse::write_event(&mut out, None, &json);
+        return out;
+    };
     #[derive(serde::Serialize)]
     struct Envelope<'a> {
         jsonrpc: &'static str,
@@ -218,7 +225,8 @@ fn frame(id: &Value, shape: Shape, event: &StreamEvent) -> Vec<u8> {
 pub const HEARTBEAT_COMMENT: &str = "ping";
 
 struct Body {
-    id: Value,
+    /// The JSON-RPC id; `None` for an HTTP+JSON stream (bare events).
+    id: Option<Value>,
     shape: Shape,
     first: Option<Task>,
     /// The task's later events, until they end.
@@ -303,7 +311,7 @@ pub(crate) fn stream_head() -> HttpResponse {
 /// The event stream of one call: `first` (the task as it is), then what
 /// `slot` delivers until the task ends, with a heartbeat while idle.
 pub(crate) fn event_body(
-    id: Value,
+    id: Option<Value>,
     shape: Shape,
     first: Task,
     slot: Option<Slot>,

@@ -1720,3 +1720,6 @@ use conversation_tests::conversation_rules;
 /// Required fields, error details, dialect inference (issue 9).
 #[path = "conformance_tests.rs"]
 mod conformance;
+
+#[path = "rest_tests.rs"]
+mod rest_tests;

@@ -47,8 +47,14 @@ pub const TASK_NOT_CANCELABLE: i64 = -32002;
 pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
 /// A2A: the operation is not supported (e.g. streaming on a peer without it).
 pub const UNSUPPORTED_OPERATION: i64 = -32004;
+/// A2A: a media type in the request is not supported.
+pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+/// A2A: the agent answered something that is not a valid A2A answer.
+pub const INVALID_AGENT_RESPONSE: i64 = -32006;
 /// A2A: the agent has no extended agent card.
 pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
+/// A2A: the client must support an extension the agent requires.
+pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
 /// A2A: the protocol version is not supported.
 pub const VERSION_NOT_SUPPORTED: i64 = -32009;
 
