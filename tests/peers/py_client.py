@@ -1,7 +1,16 @@
 """Official a2a-sdk (Python) A2A client for interop tests.
 
 Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
-                                      [--answer ANSWER] [--list] [--push URL]
+                                      [--rest
+  Use the SDK's HTTP+JSON (REST) transport (ClientConfig.supported_protocol_bindings
+  = ['HTTP+JSON']): the card must list an HTTP+JSON interface. With --legacy, its
+  v0.3 REST transport (the /v1 routes).
+
+--cancel
+  Then CancelTask the finished task and add "cancel": the SDK error class name
+  (a finished task is not cancelable: TaskNotCancelableError).
+
+--answer ANSWER] [--list] [--push URL]
 
   CARD_URL   full URL of the agent card, e.g.
              http://127.0.0.1:P/.well-known/agent-card.json
@@ -71,6 +80,7 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AuthenticationInfo,
+    CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
@@ -109,23 +119,26 @@ class LegacyClientFactory(ClientFactory):
     its JSONRPC interfaces are re-stamped as 0.3.
     """
 
+    binding = 'JSONRPC'
+
     def create(self, card: AgentCard, interceptors=None):  # type: ignore[override]
+        binding = self.binding
         legacy = [
             i
             for i in card.supported_interfaces
-            if i.protocol_binding == 'JSONRPC'
+            if i.protocol_binding == binding
             and is_legacy_version(i.protocol_version)
         ]
         if not legacy:
             legacy = [
                 AgentInterface(
                     url=i.url,
-                    protocol_binding='JSONRPC',
+                    protocol_binding=binding,
                     protocol_version='0.3',
                     tenant=i.tenant,
                 )
                 for i in card.supported_interfaces
-                if i.protocol_binding == 'JSONRPC'
+                if i.protocol_binding == binding
             ]
         forced = AgentCard()
         forced.CopyFrom(card)
@@ -222,11 +235,16 @@ class Answered(Exception):
 
 async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
               stream: bool = False, answer: str | None = None,
-              list_after: bool = False, push_url: str | None = None) -> int:
+              list_after: bool = False, push_url: str | None = None,
+              rest: bool = False, cancel: bool = False) -> int:
     factory_cls = LegacyClientFactory if legacy else ClientFactory
+    bindings = ['HTTP+JSON'] if rest else []
+    if legacy:
+        LegacyClientFactory.binding = 'HTTP+JSON' if rest else 'JSONRPC'
     # streaming=False: use SendMessage / message/send (blocking), not SSE.
     # --stream: streaming=True, SendStreamingMessage / message/stream (SSE).
-    factory = factory_cls(ClientConfig(streaming=stream))
+    factory = factory_cls(ClientConfig(streaming=stream,
+                                       supported_protocol_bindings=bindings))
     # relative_card_path='/' means "fetch CARD_URL as given".
     client = await factory.create_from_url(card_url, relative_card_path='/')
     ctx = ClientCallContext(timeout=CALL_TIMEOUT_S)
@@ -330,6 +348,12 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
             asked['push'] = {'taskId': task.id, 'created': made.id, 'got': got.url,
                               'listed': len(configs.configs),
                               'afterDelete': len(after.configs)}
+        if cancel:
+            try:
+                await client.cancel_task(CancelTaskRequest(id=task.id), context=ctx)
+                asked['cancel'] = 'canceled'
+            except Exception as e:  # noqa: BLE001
+                asked['cancel'] = type(e).__name__
         if list_after:
             page = await client.list_tasks(
                 ListTasksRequest(context_id=task.context_id, include_artifacts=True),
@@ -359,13 +383,18 @@ def main() -> None:
                         help='then ListTasks of the task\'s context; adds "listed" and "totalSize"')
     parser.add_argument('--push', metavar='URL',
                         help='send with this webhook, then create/get/list/delete a config; adds "push"')
+    parser.add_argument('--rest', action='store_true',
+                        help="use the SDK's HTTP+JSON (REST) transport")
+    parser.add_argument('--cancel', action='store_true',
+                        help='then CancelTask the finished task; adds "cancel"')
     args = parser.parse_args()
     if args.stream and args.non_blocking:
         print('error: --stream and --non-blocking are mutually exclusive', file=sys.stderr)
         sys.exit(1)
     try:
         rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking,
-                             args.stream, args.answer, args.list, args.push))
+                             args.stream, args.answer, args.list, args.push,
+                             args.rest, args.cancel))
     except Exception as e:  # noqa: BLE001
         msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
         print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)

@@ -678,7 +678,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
-            body: stream::event_body((!call.rest).then_some(call.id), shape, first, slot, hooks),
+            body: stream::event_body(stream::Framing::of(&call), shape, first, slot, hooks),
         })
     }
 

@@ -9,7 +9,7 @@
 //! names (`<base>/rest` for toolnexus hosts), each also under a
 //! `/{tenant}` segment; the A2A 0.3 routes (`/v1/...`) are read as 0.3.
 
-use super::rpc::{self, Method, RpcError, RpcRequest};
+use super::rpc::{self, Binding, Method, RpcError, RpcRequest};
 use super::stream::Reply;
 use super::{A2aServer, Answered, Fulfiller, ServerHost, TaskStore};
 use crate::model::task::Shape;
@@ -270,11 +270,13 @@ pub(crate) fn parse(req: &HttpRequest, rest: &str) -> Result<RestCall, Refused> 
                     "Invalid request: the body must be a JSON object",
                 )));
             }
-            match (&route, v03) {
-                (Route::Send, false) => "SendMessage",
-                (Route::Send, true) => "message/send",
-                (_, false) => "SendStreamingMessage",
-                (_, true) => "message/stream",
+            if v03 {
+                from_v03_send(&mut params);
+            }
+            if matches!(route, Route::Send) {
+                "SendMessage"
+            } else {
+                "SendStreamingMessage"
             }
         }
         Route::List => {
@@ -293,11 +295,7 @@ pub(crate) fn parse(req: &HttpRequest, rest: &str) -> Result<RestCall, Refused> 
                 }
             }
             params.insert("id".into(), id.as_str().into());
-            if v03 {
-                "tasks/get"
-            } else {
-                "GetTask"
-            }
+            "GetTask"
         }
         Route::Cancel(id) => {
             allow(method == "POST", "POST")?;
@@ -306,63 +304,50 @@ pub(crate) fn parse(req: &HttpRequest, rest: &str) -> Result<RestCall, Refused> 
                 params = body;
             }
             params.insert("id".into(), id.as_str().into());
-            if v03 {
-                "tasks/cancel"
-            } else {
-                "CancelTask"
-            }
+            "CancelTask"
         }
         Route::Subscribe(id) => {
             allow(matches!(method, "GET" | "POST"), "GET, POST")?;
             params.insert("id".into(), id.as_str().into());
-            if v03 {
-                "tasks/resubscribe"
-            } else {
-                "SubscribeToTask"
-            }
+            "SubscribeToTask"
         }
         Route::PushConfigs(task) => match method {
             "POST" => {
                 let body = body_json(req)?;
-                if v03 {
-                    // 0.3: the body is the config resource,
-                    // `{name?, pushNotificationConfig}` (or the bare config).
-                    let config = body.get("pushNotificationConfig").cloned().unwrap_or(body);
-                    params.insert("pushNotificationConfig".into(), config);
-                    params.insert("taskId".into(), task.as_str().into());
-                    "tasks/pushNotificationConfig/set"
-                } else {
-                    if let Value::Object(b) = body {
-                        params = b;
+                // 0.3: the body is `{name?, pushNotificationConfig}` (or the
+                // bare config); 1.0: the flat config.
+                // (The Python SDK's sends the whole proto request,
+                // `{parent, config_id, config: {name, push_notification_config}}`.)
+                let body = match (v03, body) {
+                    (true, mut b) => {
+                        camel_keys(&mut b);
+                        for key in ["config", "pushNotificationConfig"] {
+                            if let Some(inner) = b.as_object_mut().and_then(|o| o.remove(key)) {
+                                b = inner;
+                            }
+                        }
+                        from_v03_push_config(b)
                     }
-                    params.insert("taskId".into(), task.as_str().into());
-                    "CreateTaskPushNotificationConfig"
+                    (false, b) => b,
+                };
+                if let Value::Object(b) = body {
+                    params = b;
                 }
+                params.insert("taskId".into(), task.as_str().into());
+                "CreateTaskPushNotificationConfig"
             }
             "GET" => {
                 params.insert("taskId".into(), task.as_str().into());
-                if v03 {
-                    params.insert("id".into(), task.as_str().into());
-                    "tasks/pushNotificationConfig/list"
-                } else {
-                    "ListTaskPushNotificationConfigs"
-                }
+                "ListTaskPushNotificationConfigs"
             }
             _ => return Err(Refused::Method("GET, POST")),
         },
         Route::PushConfig(task, config) => {
             params.insert("taskId".into(), task.as_str().into());
-            if v03 {
-                params.insert("id".into(), task.as_str().into());
-                params.insert("pushNotificationConfigId".into(), config.as_str().into());
-            } else {
-                params.insert("id".into(), config.as_str().into());
-            }
-            match (method, v03) {
-                ("GET", false) => "GetTaskPushNotificationConfig",
-                ("GET", true) => "tasks/pushNotificationConfig/get",
-                ("DELETE", false) => "DeleteTaskPushNotificationConfig",
-                ("DELETE", true) => "tasks/pushNotificationConfig/delete",
+            params.insert("id".into(), config.as_str().into());
+            match method {
+                "GET" => "GetTaskPushNotificationConfig",
+                "DELETE" => "DeleteTaskPushNotificationConfig",
                 _ => return Err(Refused::Method("GET, DELETE")),
             }
         }
@@ -382,8 +367,11 @@ pub(crate) fn parse(req: &HttpRequest, rest: &str) -> Result<RestCall, Refused> 
             ))
         })?),
     };
-    let shape = if v03 { Shape::V03 } else { Shape::V10 };
-    if named.is_some_and(|n| n != shape) {
+    // A 0.3 route is answered in the 0.3 proto's JSON, converted from the
+    // 1.0 answer: the call itself is dispatched as 1.0. (The Python SDK's
+    // 0.3 REST client sends `A2A-Version: 1.0` on the /v1 routes: the route
+    // decides there.)
+    if !v03 && named == Some(Shape::V03) {
         return Err(Refused::Error(RpcError::new(
             rpc::VERSION_NOT_SUPPORTED,
             format!(
@@ -397,10 +385,10 @@ pub(crate) fn parse(req: &HttpRequest, rest: &str) -> Result<RestCall, Refused> 
             id: Value::Null,
             method: name.into(),
             params: Value::Object(params),
-            shape,
+            shape: Shape::V10,
             // The route names its dialect.
             versioned: true,
-            rest: true,
+            binding: if v03 { Binding::Rest03 } else { Binding::Rest },
         },
         tenant: tenant.filter(|t| !t.is_empty()),
     })
@@ -500,6 +488,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Err(Refused::Error(e)) => return Reply::Full(error_response(&e)),
         };
         let RestCall { call, tenant: _ } = call;
+        let v03 = call.binding == Binding::Rest03;
         let method = Method::from_name(&call.method);
         if method.is_some_and(Method::streams) {
             return match self.stream_call(call).await {
@@ -522,14 +511,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             None => (self.dispatch(call).await, None),
         };
         let mut resp = match outcome {
-            Ok(result) => {
-                // 0.3 answers a delete with nothing; REST with `{}`.
-                let body = match &result {
-                    Answered::Value(v) if v.is_null() => b"{}".to_vec(),
-                    r => serde_json::to_vec(r).unwrap_or_default(),
-                };
-                a2a_json(200, body)
+            Ok(result) if v03 => {
+                let mut v = serde_json::to_value(&result).unwrap_or_default();
+                to_v03_answer(&mut v);
+                a2a_json(200, crate::wire::json::text(&v).into_bytes())
             }
+            Ok(result) => a2a_json(200, serde_json::to_vec(&result).unwrap_or_default()),
             Err(e) => error_response(&e),
         };
         if let Some(secs) = waited {
@@ -537,5 +524,235 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .push(("Preference-Applied".into(), format!("wait={secs}")));
         }
         Reply::Full(resp)
+    }
+}
+
+// The A2A 0.3 HTTP+JSON shapes: the JSON of the 0.3 proto, which differs
+// from 1.0's in a few names. Calls on the `/v1` routes are read into 1.0
+// shapes and their answers written back.
+
+/// A 0.3 proto part (`{text}`, `{file: {fileWithUri|fileWithBytes,
+/// mimeType, name}}`, `{data: {data}}`) as a 1.0 part.
+fn from_v03_part(p: &mut Value) {
+    let Some(o) = p.as_object_mut() else { return };
+    if let Some(Value::Object(mut file)) = o.remove("file") {
+        for (from, to) in [
+            ("fileWithUri", "url"),
+            ("fileWithBytes", "raw"),
+            ("mimeType", "mediaType"),
+            ("name", "filename"),
+        ] {
+            if let Some(v) = file.remove(from) {
+                o.insert(to.into(), v);
+            }
+        }
+    }
+    if let Some(Value::Object(d)) = o.get_mut("data") {
+        if let Some(inner) = d.remove("data") {
+            o.insert("data".into(), inner);
+        }
+    }
+}
+
+/// A 1.0 part as the 0.3 proto writes it.
+fn to_v03_part(p: &mut Value) {
+    let Some(o) = p.as_object_mut() else { return };
+    let mut file = Map::new();
+    for (from, to) in [
+        ("url", "fileWithUri"),
+        ("raw", "fileWithBytes"),
+        ("mediaType", "mimeType"),
+        ("filename", "name"),
+    ] {
+        if let Some(v) = o.remove(from) {
+            file.insert(to.into(), v);
+        }
+    }
+    if file.contains_key("fileWithUri") || file.contains_key("fileWithBytes") {
+        o.insert("file".into(), Value::Object(file));
+    }
+    if let Some(d) = o.remove("data") {
+        let mut inner = Map::new();
+        inner.insert("data".into(), d);
+        o.insert("data".into(), Value::Object(inner));
+    }
+}
+
+/// A 0.3 proto message (`content`) as a 1.0 one (`parts`).
+fn from_v03_message(m: &mut Value) {
+    let Some(o) = m.as_object_mut() else { return };
+    if let Some(mut content) = o.remove("content") {
+        if let Some(parts) = content.as_array_mut() {
+            parts.iter_mut().for_each(from_v03_part);
+        }
+        o.insert("parts".into(), content);
+    }
+}
+
+fn to_v03_message(m: &mut Value) {
+    let Some(o) = m.as_object_mut() else { return };
+    if let Some(mut parts) = o.remove("parts") {
+        if let Some(list) = parts.as_array_mut() {
+            list.iter_mut().for_each(to_v03_part);
+        }
+        o.insert("content".into(), parts);
+    }
+}
+
+/// The proto JSON's field names in lowerCamelCase: protobuf readers take
+/// either, and the Python SDK's 0.3 REST client sends the snake_case names
+/// (`message_id`) and `request` for `message`. The keys of `metadata` and
+/// `data` values are the caller's, left as they are.
+fn camel_keys(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            let keys: Vec<String> = o.keys().cloned().collect();
+            for k in keys {
+                let Some(mut inner) = o.remove(&k) else {
+                    continue;
+                };
+                if k != "metadata" && k != "data" {
+                    camel_keys(&mut inner);
+                }
+                let mut camel = String::with_capacity(k.len());
+                let mut up = false;
+                for c in k.chars() {
+                    if c == '_' {
+                        up = true;
+                    } else if up {
+                        camel.push(c.to_ascii_uppercase());
+                        up = false;
+                    } else {
+                        camel.push(c);
+                    }
+                }
+                o.insert(camel, inner);
+            }
+        }
+        Value::Array(list) => list.iter_mut().for_each(camel_keys),
+        _ => {}
+    }
+}
+
+/// A 0.3 SendMessage body read into 1.0 params.
+fn from_v03_send(params: &mut Map<String, Value>) {
+    for v in params.values_mut() {
+        camel_keys(v);
+    }
+    if let Some(m) = params.remove("request") {
+        params.entry("message").or_insert(m);
+    }
+    if let Some(m) = params.get_mut("message") {
+        from_v03_message(m);
+    }
+    if let Some(Value::Object(c)) = params.get_mut("configuration") {
+        if let Some(p) = c.remove("pushNotification") {
+            c.insert("taskPushNotificationConfig".into(), from_v03_push_config(p));
+        }
+    }
+}
+
+/// A 0.3 push config (`authentication.schemes`) as a 1.0 one.
+fn from_v03_push_config(mut c: Value) -> Value {
+    camel_keys(&mut c);
+    if let Some(Value::Object(a)) = c.get_mut("authentication") {
+        if let Some(Value::Array(schemes)) = a.remove("schemes") {
+            if let Some(first) = schemes.into_iter().next() {
+                a.insert("scheme".into(), first);
+            }
+        }
+    }
+    c
+}
+
+/// A 1.0 push config as the 0.3 proto's `TaskPushNotificationConfig`:
+/// `{name: tasks/T/pushNotificationConfigs/C, pushNotificationConfig}`.
+fn to_v03_push_config(c: &mut Value) {
+    let Some(o) = c.as_object_mut() else { return };
+    let task = o.remove("taskId");
+    if let Some(Value::Object(a)) = o.get_mut("authentication") {
+        if let Some(s) = a.remove("scheme") {
+            a.insert("schemes".into(), Value::Array(vec![s]));
+        }
+    }
+    let id = o.get("id").and_then(Value::as_str).unwrap_or_default();
+    let name = format!(
+        "tasks/{}/pushNotificationConfigs/{id}",
+        task.as_ref().and_then(Value::as_str).unwrap_or_default()
+    );
+    let config = Value::Object(std::mem::take(o));
+    o.insert("name".into(), name.into());
+    o.insert("pushNotificationConfig".into(), config);
+}
+
+/// A 1.0 status as the 0.3 proto's: `TASK_STATE_CANCELLED`, its message's `content`.
+fn to_v03_status(s: &mut Value) {
+    let Some(o) = s.as_object_mut() else { return };
+    if o.get("state").and_then(Value::as_str) == Some("TASK_STATE_CANCELED") {
+        o.insert("state".into(), "TASK_STATE_CANCELLED".into());
+    }
+    if let Some(m) = o.get_mut("message") {
+        to_v03_message(m);
+    }
+}
+
+fn to_v03_task(t: &mut Value) {
+    let Some(o) = t.as_object_mut() else { return };
+    if let Some(s) = o.get_mut("status") {
+        to_v03_status(s);
+    }
+    if let Some(Value::Array(h)) = o.get_mut("history") {
+        h.iter_mut().for_each(to_v03_message);
+    }
+    if let Some(Value::Array(list)) = o.get_mut("artifacts") {
+        for a in list {
+            if let Some(Value::Array(parts)) = a.get_mut("parts") {
+                parts.iter_mut().for_each(to_v03_part);
+            }
+        }
+    }
+}
+
+/// A 1.0 `StreamResponse` (or `SendMessageResponse`) as the 0.3 proto's.
+pub(crate) fn to_v03_stream_response(v: &mut Value) {
+    let Some(o) = v.as_object_mut() else { return };
+    if let Some(t) = o.get_mut("task") {
+        to_v03_task(t);
+    }
+    if let Some(m) = o.get_mut("message") {
+        to_v03_message(m);
+    }
+    if let Some(Value::Object(u)) = o.get_mut("statusUpdate") {
+        let state = u
+            .get("status")
+            .and_then(|s| s.get("state"))
+            .and_then(Value::as_str)
+            .map(crate::model::task::TaskState::parse);
+        // 0.3 marks the last event of a stream.
+        let last = state.is_some_and(|s| s.is_terminal() || s.is_interrupted());
+        u.insert("final".into(), last.into());
+        if let Some(s) = u.get_mut("status") {
+            to_v03_status(s);
+        }
+    }
+    if let Some(Value::Object(u)) = o.get_mut("artifactUpdate") {
+        if let Some(Value::Array(parts)) = u.get_mut("artifact").and_then(|a| a.get_mut("parts")) {
+            parts.iter_mut().for_each(to_v03_part);
+        }
+    }
+}
+
+/// A 1.0 answer (a task, a send response, a config or their list) as the
+/// 0.3 proto writes it.
+fn to_v03_answer(v: &mut Value) {
+    let Some(o) = v.as_object_mut() else { return };
+    if o.contains_key("task") || o.contains_key("message") {
+        to_v03_stream_response(v);
+    } else if o.contains_key("status") {
+        to_v03_task(v);
+    } else if let Some(Value::Array(list)) = o.get_mut("configs") {
+        list.iter_mut().for_each(to_v03_push_config);
+    } else if o.contains_key("url") {
+        to_v03_push_config(v);
     }
 }

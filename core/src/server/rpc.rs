@@ -144,8 +144,18 @@ pub struct RpcRequest {
     /// method name); if not, a call on an existing task answers in the
     /// shape the task was made in.
     pub versioned: bool,
-    /// Read from an HTTP+JSON request (answered without a JSON-RPC envelope).
-    pub rest: bool,
+    /// The binding it came in: how it is answered.
+    pub binding: Binding,
+}
+
+/// The binding a call came in, and so how its answer is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    JsonRpc,
+    /// HTTP+JSON (1.0): the resource, bare `StreamResponse` events.
+    Rest,
+    /// HTTP+JSON of A2A 0.3 (the `/v1` routes): the 0.3 proto's JSON.
+    Rest03,
 }
 
 /// The shape of a supported `A2A-Version`: `1`, `1.0` (a patch is ignored,
@@ -350,7 +360,7 @@ impl RpcRequest {
             shape: shape.unwrap_or_else(|| infer_shape(&method, &params)),
             // A 0.3 method name (`tasks/get`) names its dialect too.
             versioned: shape.is_some() || method.as_bytes().contains(&b'/'),
-            rest: false,
+            binding: Binding::JsonRpc,
             id,
             method,
             params,

@@ -45,6 +45,14 @@
 //   artifact-update carries artifactId / append / lastChunk / text (its text parts
 //   joined with "\n"). Same keys and order as py_client.py --stream.
 //
+// --rest
+//   Use the SDK's HTTP+JSON transport (RestTransportFactory, preferredTransports
+//   ['HTTP+JSON']); with --legacy its v0.3 REST transport (the /v1 routes).
+//
+// --cancel
+//   Then cancelTask the finished task and add "cancel": the SDK error name (a
+//   finished task is not cancelable: TaskNotCancelableError).
+//
 // --answer ANSWER
 //   When the task stops in input-required or auth-required, answer it: one more
 //   message with ANSWER that names the task (taskId) and its contextId, sent and
@@ -61,6 +69,7 @@ import {
   ClientFactoryOptions,
   DefaultAgentCardResolver,
   JsonRpcTransportFactory,
+  RestTransportFactory,
 } from '@a2a-js/sdk/client';
 
 const POLL_BUDGET_MS = 10_000;
@@ -161,14 +170,15 @@ function foldEvent(task, event) {
   return t;
 }
 
-async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined) {
+async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined, rest = false, cancel = false) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
+  const binding = rest ? 'HTTP+JSON' : 'JSONRPC';
   const factory = new ClientFactory(
     ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
       cardResolver: resolver,
-      transports: [new JsonRpcTransportFactory({ legacyCompat })],
-      preferredTransports: ['JSONRPC'],
+      transports: [rest ? new RestTransportFactory({ legacyCompat }) : new JsonRpcTransportFactory({ legacyCompat })],
+      preferredTransports: [binding],
     })
   );
 
@@ -181,11 +191,11 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = 
     const ifaces = card.supportedInterfaces ?? [];
     const isLegacy = (v) => typeof v === 'string' && /^0\.(3|[4-9])/.test(v);
     let legacyIfaces = ifaces.filter(
-      (i) => i.protocolBinding?.toUpperCase() === 'JSONRPC' && isLegacy(i.protocolVersion)
+      (i) => i.protocolBinding?.toUpperCase() === binding && isLegacy(i.protocolVersion)
     );
     if (!legacyIfaces.length) {
       legacyIfaces = ifaces
-        .filter((i) => i.protocolBinding?.toUpperCase() === 'JSONRPC')
+        .filter((i) => i.protocolBinding?.toUpperCase() === binding)
         .map((i) => ({ ...i, protocolVersion: '0.3' }));
     }
     client = await factory.createFromAgentCard({ ...card, supportedInterfaces: legacyIfaces });
@@ -220,6 +230,14 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = 
     await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
     const after = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
     asked.push = { taskId: task.id, created: made.id, got: got.url, listed: configs.configs.length, afterDelete: after.configs.length };
+  }
+  if (cancel) {
+    try {
+      await client.cancelTask({ tenant: '', id: task.id, metadata: undefined }, opts());
+      asked.cancel = 'canceled';
+    } catch (e) {
+      asked.cancel = e?.constructor?.name ?? 'Error';
+    }
   }
   if (listAfter) {
     const page = await client.listTasks(
@@ -320,6 +338,8 @@ try {
       list: { type: 'boolean', default: false },
       push: { type: 'string' },
       answer: { type: 'string' },
+      rest: { type: 'boolean', default: false },
+      cancel: { type: 'boolean', default: false },
     },
   });
   if (parsed.positionals.length !== 2) throw new Error('expected CARD_URL and TEXT');
@@ -342,7 +362,9 @@ try {
     parsed.values.stream,
     parsed.values.answer,
     parsed.values.list,
-    parsed.values.push
+    parsed.values.push,
+    parsed.values.rest,
+    parsed.values.cancel
   );
 } catch (e) {
   const code = e?.code !== undefined ? ` (code ${e.code})` : '';
