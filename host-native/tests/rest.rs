@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::sdk::{official_client, Sdk};
-use common::{repo_root, start_listening, toolnexus_bin, Proc, Stub};
+use common::sdk::{official_client, official_server_with, Sdk};
+use common::{repo_root, run_to_end, start_listening, toolnexus_bin, Proc, Stub};
 use serde_json::Value;
 use toolnexus_core::{HttpRequest, Transport};
 use toolnexus_host_native::NativeTransport;
@@ -238,4 +238,149 @@ async fn the_1_0_1_error_statuses_on_the_wire() {
         "{v}"
     );
     assert_eq!(v["result"]["id"], id.as_str());
+}
+
+async fn call(card: &str, tool: &str, task: &str, extra: &[&str]) -> (i32, Value, String) {
+    let mut args = vec!["call", card, tool, task, "--no-cache", "--timeout", "30000"];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = run_to_end(&toolnexus_bin(), &args).await;
+    (
+        code,
+        serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stderr,
+    )
+}
+
+/// `toolnexus call` against an SDK server that offers only HTTP+JSON, in
+/// 1.0 and (its card listing only the 0.3 interface) 0.3: a streamed task
+/// completes, a failure is isError, a question is answered in the same
+/// task, and a call that times out cancels its task.
+async fn our_client_against_rest_only(sdk: Sdk, v03: bool) {
+    let mut flags = vec!["--rest-only"];
+    if v03 {
+        flags.extend(["--compat-03", "--card-03"]);
+    }
+    let server = official_server_with(sdk, &flags).await;
+    let card = format!("{}/.well-known/agent-card.json", server.url);
+    let what = format!("{sdk:?} v03={v03}");
+
+    let (code, r, stderr) = call(&card, "echo", "hello over REST", &[]).await;
+    assert_eq!(code, 0, "{what}: {r} {stderr}");
+    assert_eq!(r["output"], "echo: hello over REST", "{what}");
+    assert_eq!(r["metadata"]["state"], "completed");
+
+    let (code, r, _) = call(&card, "fail", "fail on purpose", &[]).await;
+    assert_eq!(
+        (code, &r["isError"]),
+        (2, &Value::Bool(true)),
+        "{what}: {r}"
+    );
+    assert!(r["output"]
+        .as_str()
+        .is_some_and(|o| o.contains("deliberate failure")));
+
+    let (code, asked, _) = call(&card, "echo", "ask me", &[]).await;
+    assert_eq!(code, 2, "{what}: {asked}");
+    assert_eq!(
+        asked["metadata"]["state"], "input-required",
+        "{what}: {asked}"
+    );
+    let task = asked["metadata"]["taskId"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    let ctx = asked["metadata"]["contextId"]
+        .as_str()
+        .expect("context")
+        .to_string();
+    let (code, r, stderr) = call(
+        &card,
+        "echo",
+        "Paris",
+        &["--task-id", &task, "--context-id", &ctx],
+    )
+    .await;
+    assert_eq!(code, 0, "{what}: {r} {stderr}");
+    assert_eq!(r["output"], "booked for Paris", "{what}");
+    assert_eq!(r["metadata"]["taskId"], task.as_str(), "the same task");
+
+    // A call that times out sends CancelTask: the task ends canceled.
+    let mut args = vec![
+        "call",
+        &card,
+        "echo",
+        "slow down",
+        "--no-cache",
+        "--timeout",
+        "1500",
+    ];
+    args.push("--events");
+    let (code, stdout, _) = run_to_end(&toolnexus_bin(), &args).await;
+    let r: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    assert_eq!(code, 2, "{what}: {r}");
+    let slow = r["metadata"]["taskId"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    if !v03 {
+        // ListTasks (1.0 only) over REST shows it canceled.
+        let mut canceled = false;
+        for _ in 0..100 {
+            let (_, out, _) = run_to_end(
+                &toolnexus_bin(),
+                &["tasks", &card, "--no-cache", "--status", "canceled"],
+            )
+            .await;
+            let list: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+            canceled = list["tasks"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["id"] == slow.as_str()));
+            if canceled {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert!(canceled, "{what}: task {slow} canceled");
+    }
+}
+
+#[tokio::test]
+async fn our_client_against_python_rest_only_1_0() {
+    our_client_against_rest_only(Sdk::Python, false).await;
+}
+
+#[tokio::test]
+async fn our_client_against_python_rest_only_0_3() {
+    our_client_against_rest_only(Sdk::Python, true).await;
+}
+
+#[tokio::test]
+async fn our_client_against_js_rest_only_1_0() {
+    our_client_against_rest_only(Sdk::Js, false).await;
+}
+
+#[tokio::test]
+async fn our_client_against_js_rest_only_0_3() {
+    our_client_against_rest_only(Sdk::Js, true).await;
+}
+
+/// `--binding rest` on a card that lists both: the call goes over HTTP+JSON
+/// (a server offering both answers either way; the task is the same).
+#[tokio::test]
+async fn binding_rest_prefers_http_json_on_our_server() {
+    let server = served(&[]).await;
+    let card = format!("{}/.well-known/agent-card.json", server.url);
+    let (code, r, stderr) = call(&card, "hello-world", "hi there", &["--binding", "rest"]).await;
+    assert_eq!(code, 0, "{r} {stderr}");
+    assert_eq!(r["output"], "hi there");
+    let (code, out, stderr) = run_to_end(
+        &toolnexus_bin(),
+        &["tasks", &card, "--no-cache", "--binding", "rest"],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        out.contains(r["metadata"]["taskId"].as_str().expect("id")),
+        "{out}"
+    );
 }

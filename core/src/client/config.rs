@@ -5,7 +5,7 @@ use serde_json::Value;
 use std::time::Duration;
 
 /// Parses an `agents` block `{ "<id>": {card, headers?, timeout?, pollEvery?,
-/// enabled?, disabled?, conversational?} }` into descriptors, in the block's order.
+/// enabled?, disabled?, conversational?, binding?} }` into descriptors, in the block's order.
 ///
 /// Entries without a string `card` are skipped. `disabled: true` wins, then
 /// `enabled: false`; anything else is enabled. `null` (or any non-object)
@@ -47,6 +47,11 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
             agent.allow_insecure_headers = flag("allowInsecureHeaders") == Some(true);
             agent.conversational =
                 entry.get("conversational").and_then(Value::as_bool) == Some(true);
+            // `"binding": "rest"` prefers HTTP+JSON; `"jsonrpc"` (the default) JSON-RPC.
+            agent.binding = entry
+                .get("binding")
+                .and_then(Value::as_str)
+                .and_then(crate::wire::rest::Binding::parse);
             Some(agent)
         })
         .collect()

@@ -43,6 +43,11 @@ pub struct Remote {
     /// another origin over plain http and not loopback (refused otherwise).
     #[arg(long)]
     pub allow_insecure_headers: bool,
+    /// The binding to prefer when the card lists both: jsonrpc (then rest),
+    /// or rest (HTTP+JSON, then jsonrpc). A card with only HTTP+JSON is
+    /// called over it either way [default: jsonrpc]
+    #[arg(long, value_name = "jsonrpc|rest", value_parser = ["jsonrpc", "rest"])]
+    pub binding: Option<String>,
 }
 
 /// Says on stderr that a skill's tool was renamed because an earlier skill
@@ -144,6 +149,10 @@ impl Remote {
         agent.max_card_bytes = self.max_card_bytes;
         agent.max_skills = self.max_skills;
         agent.allow_insecure_headers = self.allow_insecure_headers;
+        agent.binding = self
+            .binding
+            .as_deref()
+            .and_then(toolnexus_core::Binding::parse);
         Ok(agent)
     }
 }
