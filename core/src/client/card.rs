@@ -760,3 +760,63 @@ impl crate::host::driver::Machine for CardMachine {
         match worked {}
     }
 }
+
+#[cfg(test)]
+mod binding_tests {
+    use super::*;
+    use crate::wire::rest::Binding;
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    const CARD_URL: &str = "http://127.0.0.1:9/.well-known/agent-card.json";
+
+    fn card(v: Value) -> AgentCard {
+        AgentCard::from_value(&v).expect("a card")
+    }
+
+    #[test]
+    fn json_rpc_first_then_http_json_unless_preferred() {
+        let both = card(json!({"name": "n", "supportedInterfaces": [
+            {"url": "http://127.0.0.1:9/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": "http://127.0.0.1:9/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0", "tenant": "acme"}]}));
+        assert_eq!(
+            both.endpoint(CARD_URL),
+            (Dialect::V10, "http://127.0.0.1:9/".into())
+        );
+        assert_eq!(
+            both.endpoint_for(CARD_URL, Some(Binding::JsonRpc)),
+            (Dialect::V10, "http://127.0.0.1:9/".into())
+        );
+        assert_eq!(
+            both.endpoint_for(CARD_URL, Some(Binding::Rest)),
+            (Dialect::Rest10, "http://127.0.0.1:9/rest/acme".into()),
+            "the tenant is the first path segment"
+        );
+        let rest_only = card(json!({"name": "n", "supportedInterfaces": [
+            {"url": "/api", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+            {"url": "/api", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]}));
+        assert_eq!(
+            rest_only.endpoint(CARD_URL),
+            (Dialect::Rest10, "http://127.0.0.1:9/api".into())
+        );
+        // A 0.3 card: `url` + `preferredTransport` HTTP+JSON, `additionalInterfaces`.
+        let v03 = card(
+            json!({"name": "n", "protocolVersion": "0.3.0", "url": "http://127.0.0.1:9/r",
+            "preferredTransport": "HTTP+JSON",
+            "additionalInterfaces": [{"url": "http://127.0.0.1:9/r", "transport": "HTTP+JSON"}]}),
+        );
+        assert_eq!(
+            v03.endpoint(CARD_URL),
+            (Dialect::Rest03, "http://127.0.0.1:9/r".into())
+        );
+        // Preferring REST on a card without it keeps JSON-RPC.
+        let rpc = card(
+            json!({"name": "n", "url": "http://127.0.0.1:9/", "preferredTransport": "JSONRPC"}),
+        );
+        assert_eq!(
+            rpc.endpoint_for(CARD_URL, Some(Binding::Rest)),
+            (Dialect::V03, "http://127.0.0.1:9/".into())
+        );
+    }
+}

@@ -549,3 +549,203 @@ pub(crate) fn to_v03_stream_response(v: &mut Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn body(req: &HttpRequest) -> Value {
+        serde_json::from_slice(&req.body).expect("json body")
+    }
+
+    #[test]
+    fn the_tenant_is_one_encoded_path_segment() {
+        assert_eq!(
+            base_url("http://h/rest/", Some("acme")),
+            "http://h/rest/acme"
+        );
+        assert_eq!(
+            base_url("http://h/rest", Some("a b/c")),
+            "http://h/rest/a%20b%2Fc"
+        );
+        assert_eq!(base_url("http://h/rest", Some("")), "http://h/rest");
+        assert_eq!(base_url("http://h", None), "http://h");
+    }
+
+    #[test]
+    fn requests_follow_the_proto_routes() {
+        let refs = MessageRefs {
+            task_id: Some("t1".into()),
+            context_id: None,
+        };
+        let send = Dialect::Rest10.send_in("http://h/r", 1, "m1", "hi", SendMode::Blocking, &refs);
+        assert_eq!(
+            (send.method.as_str(), send.url.as_str()),
+            ("POST", "http://h/r/message:send")
+        );
+        assert_eq!(send.header("Content-Type"), Some(A2A_JSON));
+        assert_eq!(send.header("A2A-Version"), Some("1.0"));
+        assert_eq!(
+            body(&send),
+            json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}], "taskId": "t1"}})
+        );
+        let none = MessageRefs::default();
+        let nb = Dialect::Rest10.send_in("http://h/r", 1, "m1", "hi", SendMode::NonBlocking, &none);
+        assert_eq!(
+            body(&nb)["configuration"],
+            json!({"returnImmediately": true})
+        );
+        let stream = Dialect::Rest10.send_in("http://h/r", 1, "m1", "hi", SendMode::Stream, &none);
+        assert_eq!(stream.url, "http://h/r/message:stream");
+        assert_eq!(stream.header("Accept"), Some("text/event-stream"));
+
+        let get = Dialect::Rest10.get_task("http://h/r", 1, "a/b");
+        assert_eq!(
+            (get.method.as_str(), get.url.as_str()),
+            ("GET", "http://h/r/tasks/a%2Fb")
+        );
+        assert!(get.body.is_empty());
+        let cancel = Dialect::Rest10.cancel_task("http://h/r", 1, "t");
+        assert_eq!(
+            (cancel.method.as_str(), cancel.url.as_str()),
+            ("POST", "http://h/r/tasks/t:cancel")
+        );
+        let sub = Dialect::Rest10.subscribe("http://h/r", 1, "t");
+        assert_eq!(
+            (sub.method.as_str(), sub.url.as_str()),
+            ("GET", "http://h/r/tasks/t:subscribe")
+        );
+
+        // 0.3: the /v1 routes, `content`, `blocking`.
+        let s03 = Dialect::Rest03.send_in("http://h/r", 1, "m1", "hi", SendMode::Blocking, &none);
+        assert_eq!(s03.url, "http://h/r/v1/message:send");
+        assert_eq!(s03.header("A2A-Version"), Some("0.3"));
+        assert_eq!(s03.header("Content-Type"), Some("application/json"));
+        assert_eq!(body(&s03)["message"]["content"], json!([{"text": "hi"}]));
+        assert_eq!(body(&s03)["configuration"], json!({"blocking": true}));
+        assert_eq!(
+            Dialect::Rest03.get_task("http://h/r", 1, "t").url,
+            "http://h/r/v1/tasks/t"
+        );
+
+        let listed = list(
+            "http://h/r",
+            &json!({"pageSize": 100, "contextId": "c 1", "includeArtifacts": true}),
+        );
+        assert_eq!(
+            listed.url,
+            "http://h/r/tasks?pageSize=100&contextId=c%201&includeArtifacts=true"
+        );
+    }
+
+    fn answer(status: u16, v: Value) -> HttpResponse {
+        HttpResponse::json(status, text(&v).into_bytes())
+    }
+
+    #[test]
+    fn answers_and_status_errors_read_as_the_json_rpc_path_reads_them() {
+        let task = json!({"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}});
+        assert_eq!(
+            Dialect::Rest10.read_reply(&answer(200, task.clone()), "u"),
+            Ok(task)
+        );
+        let status = |code: u16, status: &str, reason: &str| {
+            json!({"error": {"code": code, "status": status, "message": "no",
+                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "a2a-protocol.org"}]}})
+        };
+        for (http, name, reason, code) in [
+            (404, "NOT_FOUND", "TASK_NOT_FOUND", -32001),
+            (400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE", -32002),
+            (400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION", -32004),
+            (
+                400,
+                "INVALID_ARGUMENT",
+                "CONTENT_TYPE_NOT_SUPPORTED",
+                -32005,
+            ),
+            (500, "INTERNAL", "INVALID_AGENT_RESPONSE", -32006),
+            (400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED", -32009),
+            (400, "INVALID_ARGUMENT", "INVALID_PARAMS", -32602),
+        ] {
+            assert_eq!(
+                Dialect::Rest10.read_reply(&answer(http, status(http, name, reason)), "u"),
+                Err(Error::Rpc {
+                    code,
+                    message: "no".into()
+                }),
+                "{reason}"
+            );
+        }
+        // No ErrorInfo: the status name, then the HTTP code.
+        let bare = json!({"error": {"code": 404, "status": "NOT_FOUND", "message": "gone"}});
+        assert!(matches!(
+            Dialect::Rest10.read_reply(&answer(404, bare), "u"),
+            Err(Error::Rpc { code: -32001, .. })
+        ));
+        let html = HttpResponse {
+            status: 502,
+            headers: vec![],
+            body: b"<h1>bad gateway</h1>".to_vec(),
+        };
+        assert!(matches!(
+            Dialect::Rest10.read_reply(&html, "u"),
+            Err(Error::Status { status: 502, .. })
+        ));
+        // An SSE error event.
+        assert!(matches!(
+            Dialect::Rest10.read_event(status(500, "INTERNAL", "INTERNAL_ERROR")),
+            Err(Error::Rpc { code: -32603, .. })
+        ));
+    }
+
+    #[test]
+    fn the_0_3_proto_shapes_are_read_as_1_0() {
+        let v = json!({"task": {"id": "t", "status": {"state": "TASK_STATE_CANCELLED",
+            "message": {"role": "ROLE_AGENT", "content": [{"text": "stopped"}]}},
+            "artifacts": [{"artifactId": "a", "parts": [{"file": {"fileWithUri": "http://f", "mimeType": "text/plain"}}, {"data": {"data": {"k": 1}}}]}]}});
+        let got = Dialect::Rest03
+            .read_reply(&answer(200, v), "u")
+            .expect("task");
+        let task = crate::model::task::SendResult::from_value(&got);
+        let Some(crate::model::task::SendResult::Task(task)) = task else {
+            panic!("a task: {got}")
+        };
+        assert_eq!(task.state, crate::model::task::TaskState::Canceled);
+        assert_eq!(task.status_text().as_deref(), Some("stopped"));
+        assert_eq!(
+            got["task"]["artifacts"][0]["parts"],
+            json!([{"url": "http://f", "mediaType": "text/plain"}, {"data": {"k": 1}}])
+        );
+        // And back: what a 0.3 server answers.
+        let mut out = got.clone();
+        to_v03_stream_response(&mut out);
+        assert_eq!(out["task"]["status"]["state"], "TASK_STATE_CANCELLED");
+        assert_eq!(
+            out["task"]["status"]["message"]["content"][0]["text"],
+            "stopped"
+        );
+        assert_eq!(
+            out["task"]["artifacts"][0]["parts"][1],
+            json!({"data": {"data": {"k": 1}}})
+        );
+    }
+
+    #[test]
+    fn snake_case_proto_names_are_read() {
+        let mut p = serde_json::Map::new();
+        p.insert(
+            "request".into(),
+            json!({"message_id": "m", "role": "ROLE_USER", "content": [{"text": "hi"}], "metadata": {"my_key": 1}}),
+        );
+        p.insert("configuration".into(), json!({"history_length": 2}));
+        from_v03_send(&mut p);
+        assert_eq!(
+            Value::Object(p),
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}], "metadata": {"my_key": 1}},
+                   "configuration": {"historyLength": 2}})
+        );
+    }
+}
