@@ -29,6 +29,7 @@ fn task(id: String, context: String, text: &str) -> Task {
             task_id: None,
         }],
         dialect: toolnexus_core::Shape::V03,
+        owner: None,
     }
 }
 

@@ -57,6 +57,7 @@ fn task(i: usize) -> Task {
             task_id: None,
         }],
         dialect: toolnexus_core::Shape::V03,
+        owner: None,
     }
 }
 

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use toolnexus_core::server::auth::AuthConfig;
 use toolnexus_core::server::A2aConfig;
 
 /// The `a2a` block: the card identity plus the task store selector.
@@ -64,6 +65,13 @@ pub enum ConfigError {
         path: Option<String>,
         problem: &'static str,
     },
+    /// The `a2a.auth` block is refused
+    /// ([`AuthConfig::from_value`](toolnexus_core::server::auth::AuthConfig::from_value)
+    /// says why: a key that is empty, an unknown algorithm, …).
+    Auth {
+        path: Option<String>,
+        problem: String,
+    },
 }
 
 impl ConfigError {
@@ -79,6 +87,10 @@ impl ConfigError {
                 path: Some(file.to_string()),
                 problem,
             },
+            ConfigError::Auth { problem, .. } => ConfigError::Auth {
+                path: Some(file.to_string()),
+                problem,
+            },
             read => read,
         }
     }
@@ -90,7 +102,9 @@ impl std::fmt::Display for ConfigError {
             ConfigError::Read { path, source } => {
                 return write!(f, "cannot read the config file {path}: {source}")
             }
-            ConfigError::Json { path, .. } | ConfigError::Shape { path, .. } => (path, self),
+            ConfigError::Json { path, .. }
+            | ConfigError::Shape { path, .. }
+            | ConfigError::Auth { path, .. } => (path, self),
         };
         if let Some(path) = path {
             write!(f, "the config file {path} ")?;
@@ -107,6 +121,9 @@ impl std::fmt::Display for ConfigError {
                 ..
             } => write!(f, "has a bad \"{block}\" block: {source}"),
             ConfigError::Shape { problem, .. } => f.write_str(problem),
+            ConfigError::Auth { problem, .. } => {
+                write!(f, "has a bad \"a2a.auth\" block: {problem}")
+            }
             ConfigError::Read { .. } => Ok(()),
         }
     }
@@ -117,7 +134,7 @@ impl std::error::Error for ConfigError {
         match self {
             ConfigError::Read { source, .. } => Some(source),
             ConfigError::Json { source, .. } => Some(source),
-            ConfigError::Shape { .. } => None,
+            ConfigError::Shape { .. } | ConfigError::Auth { .. } => None,
         }
     }
 }
@@ -132,8 +149,16 @@ impl ConfigFile {
         Self::parse(&text).map_err(|e| e.in_file(path))
     }
 
-    /// Parses a config document.
+    /// Parses a config document; `${NAME}` in `a2a.auth` reads the process environment.
     pub fn parse(text: &str) -> Result<ConfigFile, ConfigError> {
+        Self::parse_with_env(text, |name| std::env::var(name).ok())
+    }
+
+    /// Parses a config document, `${NAME}` in `a2a.auth` read through `env`.
+    pub fn parse_with_env(
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ConfigFile, ConfigError> {
         let json = |block: Option<&'static str>| {
             move |source| ConfigError::Json {
                 path: None,
@@ -156,10 +181,24 @@ impl ConfigFile {
             return Err(shape("has an \"agents\" key that is not an object"));
         }
         let block = |key: &str| raw.get(key).filter(|v| !v.is_null()).cloned();
-        let a2a = match block("a2a") {
+        let mut a2a: A2aBlock = match block("a2a") {
             Some(v) => serde_json::from_value(v).map_err(json(Some("a2a")))?,
             None => A2aBlock::default(),
         };
+        // The verifiers: read by core's reader, keys from the environment.
+        if let Some(auth) = raw
+            .get("a2a")
+            .and_then(|a| a.get("auth"))
+            .filter(|v| !v.is_null())
+        {
+            a2a.card.auth =
+                Some(
+                    AuthConfig::from_value(auth, env).map_err(|problem| ConfigError::Auth {
+                        path: None,
+                        problem,
+                    })?,
+                );
+        }
         let llm = match block("llm") {
             Some(v) => Some(serde_json::from_value(v).map_err(json(Some("llm")))?),
             None => None,

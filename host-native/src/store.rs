@@ -138,13 +138,17 @@ fn read_task(path: &Path) -> Result<Option<Task>, StoreError> {
     let Some(value) = read_json(path)? else {
         return Ok(None);
     };
-    Task::from_value(&value)
+    // The stored form: the task's wire shape and its owner (none in files
+    // from before owners).
+    Task::from_stored(&value)
         .map(Some)
         .ok_or_else(|| StoreError::new(format!("{} is not a task", shown(path))))
 }
 
 fn write_atomically(path: &Path, task: &Task) -> Result<(), StoreError> {
-    write_bytes_atomically(path, task.to_value(task.dialect).to_string().as_bytes())
+    let body = serde_json::to_vec(&task.stored())
+        .map_err(|e| StoreError::with_source(format!("cannot write {}: {e}", shown(path)), e))?;
+    write_bytes_atomically(path, &body)
 }
 
 /// Writes `body` to a temp file beside `path`, fsyncs it and renames it

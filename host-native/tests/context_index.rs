@@ -25,6 +25,7 @@ fn task(id: &str, context: &str) -> Task {
             task_id: None,
         }],
         dialect: toolnexus_core::Shape::V03,
+        owner: None,
     }
 }
 

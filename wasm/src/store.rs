@@ -13,7 +13,9 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 /// The memory store, or a JS object `{get(id), save(task)}` returning
-/// promises (KV, Durable Objects, …). Tasks cross as A2A 0.3 task objects.
+/// promises (KV, Durable Objects, …). Tasks cross as A2A task objects in
+/// their own dialect, with an `owner` key when the server authenticates
+/// callers (kept by the store, never sent to a caller).
 pub enum HandlerStore {
     Memory(MemoryStore<CellLocks>),
     Js(JsValue),
@@ -41,7 +43,7 @@ async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> 
         return Ok(None);
     }
     let value = to_json(&v, "the stored task").map_err(|e| StoreError::new(error_text(&e)))?;
-    Task::from_value(&value).map(Some).ok_or_else(|| {
+    Task::from_stored(&value).map(Some).ok_or_else(|| {
         StoreError::new(format!(
             "the store returned something that is not a task for {id}"
         ))
@@ -64,11 +66,15 @@ async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>
         status: Option<&'static str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         status_timestamp_after: Option<String>,
+        /// Only this caller's tasks (the `owner` the stored tasks carry).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
     }
     let hint = Hint {
         context_id: filter.context_id,
         status: filter.state.map(|s| s.as_str()),
         status_timestamp_after: filter.updated_after_ms.map(toolnexus_core::format_rfc3339),
+        owner: filter.owner,
     };
     let listed = call_store(store, "list", ser_to_js(&hint)).await?;
     let value =
@@ -76,7 +82,7 @@ async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>
     let items = value
         .as_array()
         .ok_or_else(|| StoreError::new("the store's list() must give an array of tasks"))?;
-    Ok(Some(items.iter().filter_map(Task::from_value).collect()))
+    Ok(Some(items.iter().filter_map(Task::from_stored).collect()))
 }
 
 /// `store.getPushConfigs(taskId)`, when the store has it: the array last
@@ -166,8 +172,9 @@ impl TaskStore for HandlerStore {
             HandlerStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
             HandlerStore::Js(s) => {
                 // Straight to JSON text, as events are: Task::to_value would
-                // compile every task shape a second time, for the value serializer.
-                let task = ser_to_js(&task.shaped(task.dialect, None));
+                // compile every task shape a second time, for the value
+                // serializer. The stored form keeps the task's owner.
+                let task = ser_to_js(&task.stored());
                 let fut = call_store(s.clone(), "save", task);
                 Either::Right(async move { fut.await.map(|_| ()) })
             }

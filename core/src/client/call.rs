@@ -566,6 +566,7 @@ impl CallMachine {
                     artifacts: Vec::new(),
                     history: Vec::new(),
                     dialect: crate::model::task::Shape::V03,
+                    owner: None,
                 };
                 t.apply(&event);
                 self.task.insert(t)

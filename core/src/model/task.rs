@@ -163,6 +163,12 @@ pub struct Task {
     /// name no `A2A-Version` are answered in it, and stores write it so.
     /// Read back from a task's state spelling (`TASK_STATE_…` ⇒ 1.0).
     pub dialect: Shape,
+    /// Who made it ([`Principal::owner`](crate::server::auth::Principal::owner)
+    /// of its first caller), when the server authenticates callers: only
+    /// they see it. Never on the wire: stores keep it through
+    /// [`Task::stored`] / [`Task::from_stored`]; [`Task::from_value`] (peer
+    /// data) never reads one.
+    pub owner: Option<String>,
 }
 
 pub(crate) fn text_of(v: &Value, key: &str) -> Option<String> {
@@ -276,7 +282,23 @@ impl Task {
             state,
             artifacts: list("artifacts").map(Artifact::from_value).collect(),
             dialect,
+            owner: None,
         })
+    }
+
+    /// Reads a task a store wrote with [`Task::stored`]: its wire shape and
+    /// its `owner` (absent, as in files from before owners: no owner).
+    pub fn from_stored(v: &Value) -> Option<Task> {
+        let mut task = Task::from_value(v)?;
+        task.owner = text_of(v, STORED_OWNER);
+        Some(task)
+    }
+
+    /// The task as a store keeps it: its wire shape in its own dialect,
+    /// plus its `owner` (which no answer, event or notification carries).
+    /// Read back with [`Task::from_stored`].
+    pub fn stored(&self) -> StoredTask<'_> {
+        StoredTask(self)
     }
 
     /// All artifact text parts joined by `"\n"`, or `None` when there are none.
@@ -330,6 +352,19 @@ impl Task {
             shape,
             history_length,
         }
+    }
+}
+
+/// The key of a task's owner in its stored form (never on the wire).
+pub const STORED_OWNER: &str = "owner";
+
+/// A task as a store keeps it ([`Task::stored`]).
+pub struct StoredTask<'a>(pub &'a Task);
+
+impl Serialize for StoredTask<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        write_task(t, t.dialect, None, t.owner.as_deref(), s)
     }
 }
 
@@ -395,6 +430,21 @@ impl Serialize for Shaped<'_, Task> {
 
 impl Serialize for ShapedTask<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // The wire form: never the owner.
+        write_task(self.task, self.shape, self.history_length, None, s)
+    }
+}
+
+/// A task in `shape`, its history trimmed to `history_length`, and with
+/// `owner` only in the stored form.
+fn write_task<S: Serializer>(
+    t: &Task,
+    shape: Shape,
+    history_length: Option<usize>,
+    owner: Option<&str>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    {
         struct Status<'a>(&'a Task, Shape);
         impl Serialize for Status<'_> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -426,8 +476,7 @@ impl Serialize for ShapedTask<'_> {
                 s.collect_seq(self.0.iter().map(|a| ShapedArtifact(a, self.1)))
             }
         }
-        let (t, shape) = (self.task, self.shape);
-        let history = match self.history_length {
+        let history = match history_length {
             Some(n) if n < t.history.len() => &t.history[t.history.len() - n..],
             _ => &t.history[..],
         };
@@ -447,6 +496,9 @@ impl Serialize for ShapedTask<'_> {
                 .map(|m| InTask(m, shape, Some(&t.context_id), Some(&t.id)))
                 .collect();
             map.serialize_entry("history", &history)?;
+        }
+        if let Some(owner) = owner {
+            map.serialize_entry(STORED_OWNER, owner)?;
         }
         map.end()
     }

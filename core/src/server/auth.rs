@@ -11,8 +11,11 @@
 //! [`ServerHost::authenticate`](super::ServerHost::authenticate)), and a
 //! request passes when one of them accepts it.
 //!
-//! SKELETON: the types and hooks below are the interface the hosts code
-//! against; the policy is being implemented behind them.
+//! The `a2a.auth` block is read by [`AuthConfig::from_value`]; the card's
+//! `securitySchemes` are derived from it ([`AuthConfig::card_schemes`]).
+
+use crate::wire::json::quoted;
+use serde_json::{Map, Value};
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -97,6 +100,268 @@ pub struct AuthConfig {
     pub custom: bool,
 }
 
+/// The `alg`s a JWT verifier may accept (`none` never is).
+pub const JWT_ALGORITHMS: [&str; 4] = ["HS256", "RS256", "ES256", "EdDSA"];
+
+/// The default `leewaySeconds` of a `jwt` block.
+pub const DEFAULT_LEEWAY_SECONDS: u64 = 30;
+
+/// The largest `leewaySeconds` taken (an hour): more would make `exp` meaningless.
+pub const MAX_LEEWAY_SECONDS: u64 = 3600;
+
+/// The default API key header name.
+pub const DEFAULT_KEY_NAME: &str = "X-API-Key";
+
+impl AuthConfig {
+    /// Reads the `a2a.auth` block:
+    ///
+    /// ```json
+    /// {"apiKeys": {"in": "header", "name": "X-API-Key", "keys": {"alice": "${ALICE_KEY}"}},
+    ///  "jwt": {"issuer": "…", "audience": "…", "jwksUrl": "…", "algorithms": ["RS256"],
+    ///          "secretEnv": "NAME", "leewaySeconds": 30, "requiredScopes": []}}
+    /// ```
+    ///
+    /// `${NAME}` in a key is expanded through `env` (core reads no
+    /// environment: the host passes its own). Refused, with a message naming
+    /// the place: unknown keys (a typo must not switch a verifier off), an
+    /// empty key after expansion (naming its principal), two principals
+    /// with one key, a block with no verifier, a `jwt` block with both or
+    /// neither of `secretEnv` and `jwksUrl`/`issuer`, an `alg` outside
+    /// [`JWT_ALGORITHMS`] (`none` among them), HS256 with asymmetric keys or
+    /// an asymmetric `alg` with a secret (algorithm confusion), and a
+    /// `secretEnv` that `env` does not set.
+    pub fn from_value(
+        v: &Value,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<AuthConfig, String> {
+        let block = object_of(v, "a2a.auth")?;
+        only_keys(block, "a2a.auth", &["apiKeys", "jwt"])?;
+        let api_keys = match block.get("apiKeys") {
+            None | Some(Value::Null) => None,
+            Some(k) => Some(read_api_keys(k, &env)?),
+        };
+        let jwt = match block.get("jwt") {
+            None | Some(Value::Null) => None,
+            Some(j) => Some(read_jwt(j, &env)?),
+        };
+        if api_keys.is_none() && jwt.is_none() {
+            return Err("a2a.auth configures no verifier: give `apiKeys`, `jwt` or both".into());
+        }
+        Ok(AuthConfig {
+            api_keys,
+            jwt,
+            custom: false,
+        })
+    }
+}
+
+fn object_of<'a>(v: &'a Value, place: &str) -> Result<&'a Map<String, Value>, String> {
+    v.as_object()
+        .ok_or_else(|| format!("{place} must be an object"))
+}
+
+fn only_keys(block: &Map<String, Value>, place: &str, known: &[&str]) -> Result<(), String> {
+    match block.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(format!(
+            "{place} has an unknown key {} (known: {})",
+            quoted(k),
+            known.join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+fn opt_text<'a>(
+    block: &'a Map<String, Value>,
+    place: &str,
+    key: &str,
+) -> Result<Option<&'a str>, String> {
+    match block.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.as_str())),
+        Some(_) => Err(format!("{place}.{key} must be a non-empty string")),
+    }
+}
+
+fn text_list(block: &Map<String, Value>, place: &str, key: &str) -> Result<Vec<String>, String> {
+    match block.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|s| match s {
+                Value::String(s) if !s.is_empty() => Ok(s.clone()),
+                _ => Err(format!(
+                    "{place}.{key} must be an array of non-empty strings"
+                )),
+            })
+            .collect(),
+        Some(_) => Err(format!("{place}.{key} must be an array of strings")),
+    }
+}
+
+fn read_api_keys(v: &Value, env: &impl Fn(&str) -> Option<String>) -> Result<ApiKeys, String> {
+    const PLACE: &str = "a2a.auth.apiKeys";
+    let block = object_of(v, PLACE)?;
+    only_keys(block, PLACE, &["in", "name", "keys"])?;
+    let location = match opt_text(block, PLACE, "in")? {
+        None | Some("header") => KeyLocation::Header,
+        Some("query") => KeyLocation::Query,
+        Some("cookie") => KeyLocation::Cookie,
+        Some(other) => {
+            return Err(format!(
+                "{PLACE}.in is {}: use \"header\", \"query\" or \"cookie\"",
+                quoted(other)
+            ))
+        }
+    };
+    let name = opt_text(block, PLACE, "name")?.unwrap_or(DEFAULT_KEY_NAME);
+    // A header, parameter or cookie name is a token: no separators that
+    // would let it be read as something else.
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(format!(
+            "{PLACE}.name {} may hold only letters, digits, '-', '_' and '.'",
+            quoted(name)
+        ));
+    }
+    let keys = match block.get("keys") {
+        Some(Value::Object(keys)) if !keys.is_empty() => keys,
+        _ => {
+            return Err(format!(
+                "{PLACE}.keys must be an object naming each caller's key: {{\"alice\": \"${{ALICE_KEY}}\"}}"
+            ))
+        }
+    };
+    let mut read: Vec<(String, String)> = Vec::with_capacity(keys.len());
+    for (subject, key) in keys {
+        let place = format!("{PLACE}.keys.{}", quoted(subject));
+        if subject.trim().is_empty() {
+            return Err(format!("{PLACE}.keys names an empty principal"));
+        }
+        let Value::String(key) = key else {
+            return Err(format!("{place} must be a string"));
+        };
+        let expanded = crate::model::agent::expand_env(key, env);
+        if expanded.is_empty() {
+            return Err(format!(
+                "the API key of {} is empty (is the variable in {} set?): a key that is empty never matches, so it is refused",
+                quoted(subject),
+                quoted(key)
+            ));
+        }
+        if read.iter().any(|(_, k)| *k == expanded) {
+            return Err(format!(
+                "{place}: two principals have the same key, so a caller could not be told apart"
+            ));
+        }
+        read.push((subject.clone(), expanded));
+    }
+    Ok(ApiKeys {
+        location,
+        name: name.to_string(),
+        keys: read,
+    })
+}
+
+fn read_jwt(v: &Value, env: &impl Fn(&str) -> Option<String>) -> Result<JwtConfig, String> {
+    const PLACE: &str = "a2a.auth.jwt";
+    let block = object_of(v, PLACE)?;
+    only_keys(
+        block,
+        PLACE,
+        &[
+            "issuer",
+            "audience",
+            "jwksUrl",
+            "algorithms",
+            "secretEnv",
+            "leewaySeconds",
+            "requiredScopes",
+        ],
+    )?;
+    let owned = |s: Option<&str>| s.map(str::to_string);
+    let issuer = owned(opt_text(block, PLACE, "issuer")?);
+    let audience = owned(opt_text(block, PLACE, "audience")?);
+    let jwks_url = owned(opt_text(block, PLACE, "jwksUrl")?);
+    let secret_env = owned(opt_text(block, PLACE, "secretEnv")?);
+    let asymmetric = jwks_url.is_some() || (issuer.is_some() && secret_env.is_none());
+    let algorithms = match text_list(block, PLACE, "algorithms")? {
+        list if !list.is_empty() => list,
+        _ if secret_env.is_some() => vec!["HS256".to_string()],
+        _ => vec!["RS256".into(), "ES256".into(), "EdDSA".into()],
+    };
+    for alg in &algorithms {
+        if !JWT_ALGORITHMS.contains(&alg.as_str()) {
+            return Err(format!(
+                "{PLACE}.algorithms: {} is not accepted (use {})",
+                quoted(alg),
+                JWT_ALGORITHMS.join(", ")
+            ));
+        }
+    }
+    let hs = algorithms.iter().any(|a| a == "HS256");
+    match (&secret_env, jwks_url.is_some()) {
+        (Some(_), true) => {
+            return Err(format!(
+                "{PLACE} uses either secretEnv (HS256) or jwksUrl (asymmetric keys), not both"
+            ))
+        }
+        (None, false) if !asymmetric => {
+            return Err(format!(
+                "{PLACE} needs its keys: secretEnv (HS256), jwksUrl, or issuer (OIDC discovery)"
+            ))
+        }
+        _ => {}
+    }
+    if let Some(name) = &secret_env {
+        if algorithms.iter().any(|a| a != "HS256") {
+            return Err(format!(
+                "{PLACE}: with secretEnv the only algorithm is HS256 (an asymmetric alg checked with a shared secret is algorithm confusion)"
+            ));
+        }
+        if env(name).is_none_or(|s| s.is_empty()) {
+            return Err(format!(
+                "{PLACE}.secretEnv names {}, which is not set: the HS256 secret must not be empty",
+                quoted(name)
+            ));
+        }
+    } else if hs {
+        return Err(format!(
+            "{PLACE}: HS256 needs secretEnv; with jwksUrl or issuer use RS256, ES256 or EdDSA"
+        ));
+    }
+    if let Some(url) = &jwks_url {
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(format!(
+                "{PLACE}.jwksUrl {} is not an http(s) URL",
+                quoted(url)
+            ));
+        }
+    }
+    let leeway_seconds = match block.get("leewaySeconds") {
+        None | Some(Value::Null) => DEFAULT_LEEWAY_SECONDS,
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= MAX_LEEWAY_SECONDS => n,
+            _ => {
+                return Err(format!(
+                    "{PLACE}.leewaySeconds must be a whole number from 0 to {MAX_LEEWAY_SECONDS}"
+                ))
+            }
+        },
+    };
+    Ok(JwtConfig {
+        issuer,
+        audience,
+        jwks_url,
+        algorithms,
+        secret_env,
+        leeway_seconds,
+        required_scopes: text_list(block, PLACE, "requiredScopes")?,
+    })
+}
+
 /// What a verifier says of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -111,3 +376,166 @@ pub enum Verdict {
 
 /// The claims of a JWT whose signature the host has checked: its payload object.
 pub type Claims = serde_json::Map<String, serde_json::Value>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "ALICE_KEY" => Some("alice-secret".into()),
+            "BOB_KEY" => Some("bob-secret".into()),
+            "HS_SECRET" => Some("s3cret".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn reads_the_block_the_issue_gives() {
+        let c = AuthConfig::from_value(
+            &json!({
+                "apiKeys": {"in": "query", "name": "key", "keys": {"alice": "${ALICE_KEY}", "bob": "${BOB_KEY}"}},
+                "jwt": {"issuer": "https://id.example", "audience": "a2a", "jwksUrl": "https://id.example/jwks",
+                        "algorithms": ["RS256", "ES256"], "leewaySeconds": 5, "requiredScopes": ["a2a.call"]}
+            }),
+            env,
+        )
+        .expect("config");
+        let keys = c.api_keys.expect("api keys");
+        assert_eq!(keys.location, KeyLocation::Query);
+        assert_eq!(keys.name, "key");
+        assert_eq!(
+            keys.keys,
+            vec![
+                ("alice".to_string(), "alice-secret".to_string()),
+                ("bob".to_string(), "bob-secret".to_string())
+            ]
+        );
+        let jwt = c.jwt.expect("jwt");
+        assert_eq!(jwt.issuer.as_deref(), Some("https://id.example"));
+        assert_eq!(jwt.audience.as_deref(), Some("a2a"));
+        assert_eq!(jwt.algorithms, vec!["RS256", "ES256"]);
+        assert_eq!(jwt.leeway_seconds, 5);
+        assert_eq!(jwt.required_scopes, vec!["a2a.call"]);
+        assert!(!c.custom);
+    }
+
+    #[test]
+    fn defaults_header_key_name_hs256_and_leeway() {
+        let c = AuthConfig::from_value(
+            &json!({"apiKeys": {"keys": {"alice": "literal-key"}}, "jwt": {"secretEnv": "HS_SECRET"}}),
+            env,
+        )
+        .expect("config");
+        let keys = c.api_keys.expect("keys");
+        assert_eq!(
+            (keys.location, keys.name.as_str()),
+            (KeyLocation::Header, DEFAULT_KEY_NAME)
+        );
+        let jwt = c.jwt.expect("jwt");
+        assert_eq!(jwt.algorithms, vec!["HS256"]);
+        assert_eq!(jwt.leeway_seconds, DEFAULT_LEEWAY_SECONDS);
+        assert_eq!(jwt.secret_env.as_deref(), Some("HS_SECRET"));
+        // An issuer alone means OIDC discovery, asymmetric algorithms.
+        let c = AuthConfig::from_value(&json!({"jwt": {"issuer": "https://id.example"}}), env)
+            .expect("discovery");
+        assert!(!c.jwt.expect("jwt").algorithms.iter().any(|a| a == "HS256"));
+    }
+
+    /// Each refused block, and a word its message must carry.
+    #[test]
+    fn refuses_what_would_weaken_or_silently_disable_a_verifier() {
+        for (block, says) in [
+            (json!("keys"), "must be an object"),
+            (json!({}), "no verifier"),
+            (json!({"apikeys": {}}), "unknown key"),
+            (json!({"apiKeys": {"keys": {}}}), "keys must be an object"),
+            (
+                json!({"apiKeys": {"keys": {"alice": "${NOPE}"}}}),
+                "\"alice\"",
+            ),
+            (json!({"apiKeys": {"keys": {"alice": "${EMPTY}"}}}), "empty"),
+            (json!({"apiKeys": {"keys": {"alice": ""}}}), "empty"),
+            (
+                json!({"apiKeys": {"keys": {"alice": 5}}}),
+                "must be a string",
+            ),
+            (
+                json!({"apiKeys": {"keys": {"a": "k", "b": "k"}}}),
+                "same key",
+            ),
+            (
+                json!({"apiKeys": {"in": "body", "keys": {"a": "k"}}}),
+                "\"body\"",
+            ),
+            (
+                json!({"apiKeys": {"name": "X: y", "keys": {"a": "k"}}}),
+                "may hold only",
+            ),
+            (
+                json!({"apiKeys": {"keys": {"a": "k"}, "key": 1}}),
+                "unknown key",
+            ),
+            (json!({"jwt": {}}), "needs its keys"),
+            (
+                json!({"jwt": {"secretEnv": "HS_SECRET", "jwksUrl": "https://x/j"}}),
+                "not both",
+            ),
+            (
+                json!({"jwt": {"secretEnv": "HS_SECRET", "algorithms": ["none"]}}),
+                "\"none\"",
+            ),
+            (
+                json!({"jwt": {"jwksUrl": "https://x/j", "algorithms": ["none"]}}),
+                "\"none\"",
+            ),
+            (
+                json!({"jwt": {"jwksUrl": "https://x/j", "algorithms": ["HS256"]}}),
+                "HS256 needs secretEnv",
+            ),
+            (
+                json!({"jwt": {"secretEnv": "HS_SECRET", "algorithms": ["RS256"]}}),
+                "confusion",
+            ),
+            (json!({"jwt": {"secretEnv": "UNSET"}}), "not set"),
+            (json!({"jwt": {"secretEnv": "EMPTY"}}), "not set"),
+            (json!({"jwt": {"jwksUrl": "ftp://x/j"}}), "http(s)"),
+            (
+                json!({"jwt": {"issuer": "i", "leewaySeconds": -1}}),
+                "leewaySeconds",
+            ),
+            (
+                json!({"jwt": {"issuer": "i", "leewaySeconds": 86400}}),
+                "leewaySeconds",
+            ),
+            (
+                json!({"jwt": {"issuer": "i", "requiredScopes": "a b"}}),
+                "requiredScopes",
+            ),
+            (json!({"jwt": {"issuer": 3}}), "issuer"),
+        ] {
+            let err = AuthConfig::from_value(&block, env).expect_err(&block.to_string());
+            assert!(err.contains(says), "{block}: {err}");
+            assert!(
+                !err.contains("alice-secret") && !err.contains("s3cret"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_owner_keeps_issuers_apart() {
+        let p = |iss: Option<&str>| Principal {
+            subject: "alice".into(),
+            issuer: iss.map(str::to_string),
+            ..Principal::default()
+        };
+        assert_eq!(p(None).owner(), "alice");
+        assert_ne!(p(Some("https://a")).owner(), p(Some("https://b")).owner());
+        assert_ne!(p(Some("https://a")).owner(), p(None).owner());
+    }
+}

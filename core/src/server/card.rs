@@ -1,5 +1,6 @@
 //! The served Agent Card.
 
+use super::auth::AuthConfig;
 use crate::skills::Skill;
 use crate::wire::json::object;
 use serde_json::{Map, Value};
@@ -30,13 +31,30 @@ pub struct A2aConfig {
     /// The tenant the card's interfaces name (`AgentInterface.tenant`):
     /// clients send it as the first path segment of every HTTP+JSON request.
     pub tenant: Option<String>,
+    /// Who may call (the `auth` key, [`AuthConfig::from_value`]): the card
+    /// then declares its `securitySchemes` and an extended card. Not read
+    /// by the derived `Deserialize` (its keys need the environment): read
+    /// it with [`A2aConfig::from_value_with_env`].
+    #[serde(skip)]
+    pub auth: Option<AuthConfig>,
 }
 
 impl A2aConfig {
     /// Reads the config as its derived `Deserialize` does from an object
     /// (every field optional, unknown ones ignored), without serde's error
     /// path (see [`crate::wire::json::opt_string`]).
+    /// An `auth` key is read with no environment: `${NAME}` in it expands
+    /// to nothing, which is refused (use [`A2aConfig::from_value_with_env`]).
     pub fn from_value(v: &Value) -> Result<A2aConfig, String> {
+        Self::from_value_with_env(v, |_| None)
+    }
+
+    /// [`A2aConfig::from_value`], with the `auth` key's `${NAME}`s expanded
+    /// through `env`.
+    pub fn from_value_with_env(
+        v: &Value,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<A2aConfig, String> {
         use crate::wire::json::{opt_string, read_object, string_or};
         read_object(v, |v| {
             let provider = match v.get("provider") {
@@ -73,9 +91,14 @@ impl A2aConfig {
                 ),
                 Some(_) => return Err("`bindings` must be an array of strings".into()),
             };
+            let auth = match v.get("auth") {
+                None | Some(Value::Null) => None,
+                Some(a) => Some(AuthConfig::from_value(a, env)?),
+            };
             Ok(A2aConfig {
                 bindings,
                 tenant: opt_string(v, "tenant")?,
+                auth,
                 name: opt_string(v, "name")?,
                 description: opt_string(v, "description")?,
                 version: opt_string(v, "version")?,
@@ -215,7 +238,129 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
         );
     }
     put("skills", Value::Array(advertised));
-    Value::Object(card)
+    let mut card = Value::Object(card);
+    declare_auth(&mut card, cfg.auth.as_ref());
+    card
+}
+
+/// The names of the schemes the card declares.
+pub const API_KEY_SCHEME: &str = "apiKey";
+/// The JWT verifier's scheme when its keys come from `jwksUrl` or a secret.
+pub const BEARER_SCHEME: &str = "bearer";
+/// The JWT verifier's scheme when its keys come from the issuer's discovery document.
+pub const OIDC_SCHEME: &str = "oidc";
+
+/// The schemes `auth` enforces, each as `(name, scheme, scopes)`, the
+/// scheme in both shapes at once: the 1.0 field (`apiKeySecurityScheme`,
+/// `httpAuthSecurityScheme`, `openIdConnectSecurityScheme`) beside the
+/// 0.3 `type` and its fields. Official 1.0 readers ignore the 0.3 keys;
+/// 0.3 readers the 1.0 one; the Python SDK's 0.3 mapping keeps the 1.0
+/// fields. A custom verifier declares no scheme.
+fn schemes(auth: &AuthConfig) -> Vec<(&'static str, Value, Vec<String>)> {
+    use super::auth::KeyLocation;
+    let mut out = Vec::new();
+    if let Some(keys) = &auth.api_keys {
+        let location = match keys.location {
+            KeyLocation::Header => "header",
+            KeyLocation::Query => "query",
+            KeyLocation::Cookie => "cookie",
+        };
+        let description = "An API key naming the caller";
+        out.push((
+            API_KEY_SCHEME,
+            object([
+                ("type", "apiKey".into()),
+                ("in", location.into()),
+                ("name", keys.name.as_str().into()),
+                ("description", description.into()),
+                (
+                    "apiKeySecurityScheme",
+                    object([
+                        ("location", location.into()),
+                        ("name", keys.name.as_str().into()),
+                        ("description", description.into()),
+                    ]),
+                ),
+            ]),
+            Vec::new(),
+        ));
+    }
+    if let Some(jwt) = &auth.jwt {
+        let scopes = jwt.required_scopes.clone();
+        match (&jwt.issuer, &jwt.jwks_url) {
+            // Keys from the issuer's discovery document: it is an OpenID provider.
+            (Some(issuer), None) if jwt.secret_env.is_none() => {
+                let url = format!(
+                    "{}/.well-known/openid-configuration",
+                    issuer.trim_end_matches('/')
+                );
+                out.push((
+                    OIDC_SCHEME,
+                    object([
+                        ("type", "openIdConnect".into()),
+                        ("openIdConnectUrl", url.as_str().into()),
+                        (
+                            "openIdConnectSecurityScheme",
+                            object([("openIdConnectUrl", url.into())]),
+                        ),
+                    ]),
+                    scopes,
+                ));
+            }
+            _ => out.push((
+                BEARER_SCHEME,
+                object([
+                    ("type", "http".into()),
+                    ("scheme", "bearer".into()),
+                    ("bearerFormat", "JWT".into()),
+                    (
+                        "httpAuthSecurityScheme",
+                        object([("scheme", "Bearer".into()), ("bearerFormat", "JWT".into())]),
+                    ),
+                ]),
+                scopes,
+            )),
+        }
+    }
+    out
+}
+
+/// Writes onto `card` what `auth` enforces (nothing when `None`): its
+/// `securitySchemes`, one alternative per scheme in the 1.0
+/// `securityRequirements` (`[{schemes: {name: {list: scopes}}}]`) and the
+/// 0.3 `security` (`[{name: scopes}]`), and the extended card
+/// (`capabilities.extendedAgentCard`, 0.3's `supportsAuthenticatedExtendedCard`).
+pub(crate) fn declare_auth(card: &mut Value, auth: Option<&AuthConfig>) {
+    let (Some(auth), Some(map)) = (auth, card.as_object_mut()) else {
+        return;
+    };
+    let schemes = schemes(auth);
+    let scopes = |s: &[String]| Value::Array(s.iter().map(|s| s.as_str().into()).collect());
+    let mut declared = Map::new();
+    let mut requirements = Vec::new();
+    let mut security = Vec::new();
+    for (name, scheme, list) in schemes {
+        declared.insert(name.into(), scheme);
+        let mut one = Map::new();
+        one.insert(name.into(), object([("list", scopes(&list))]));
+        requirements.push(object([("schemes", Value::Object(one))]));
+        let mut one = Map::new();
+        one.insert(name.into(), scopes(&list));
+        security.push(Value::Object(one));
+    }
+    if !declared.is_empty() {
+        map.insert("securitySchemes".into(), Value::Object(declared));
+        map.insert("securityRequirements".into(), Value::Array(requirements));
+        map.insert("security".into(), Value::Array(security));
+    }
+    map.insert("supportsAuthenticatedExtendedCard".into(), true.into());
+    if let Some(caps) = map
+        .entry("capabilities")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+    {
+        caps.insert("extendedAgentCard".into(), true.into());
+    }
 }
 
 #[cfg(test)]

@@ -124,6 +124,7 @@ mod tests {
             artifacts: Vec::new(),
             history: vec![user(said)],
             dialect: crate::model::task::Shape::V03,
+            owner: None,
         };
         if state == TaskState::Completed {
             t.artifacts.push(Artifact {

@@ -126,6 +126,7 @@ impl ListQuery {
                 context_id: text("contextId")?.map(str::to_string),
                 state,
                 updated_after_ms,
+                owner: None,
             },
             page_size,
             after,

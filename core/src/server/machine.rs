@@ -720,6 +720,7 @@ mod tests {
             artifacts: Vec::new(),
             history: Vec::new(),
             dialect: crate::model::task::Shape::V03,
+            owner: None,
         }
     }
 

@@ -20,6 +20,7 @@ mod rpc;
 mod store;
 mod stream;
 mod validate;
+pub mod verify;
 
 #[cfg(target_arch = "wasm32")]
 pub use crate::host::lock::{CellLock, CellLocks};
@@ -186,6 +187,8 @@ fn preferred_wait(req: &HttpRequest) -> Option<u64> {
 }
 
 /// The card a server serves.
+// Made once per server: the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum CardSpec {
     /// This card, as is (see [`build_agent_card`]).
@@ -210,7 +213,7 @@ impl From<Value> for CardSpec {
 enum Card {
     /// Its bytes and their entity tag, computed once.
     Fixed(Vec<u8>, String),
-    RequestOrigin(A2aConfig, Vec<crate::skills::Skill>),
+    RequestOrigin(Box<A2aConfig>, Vec<crate::skills::Skill>),
 }
 
 impl Card {
@@ -376,6 +379,8 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     /// The bindings the card lists: JSON-RPC at `/`, HTTP+JSON at its mount.
     jsonrpc: bool,
     rest: Option<rest::Mount>,
+    /// The verifiers; `None`: every caller is anonymous.
+    auth: Option<auth::AuthConfig>,
     tasks: TasksLock<H>,
     #[cfg(feature = "push")]
     push: Option<(PushOptions, PushLock<H>)>,
@@ -388,6 +393,9 @@ type TasksLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<Tasks>;
 type PushLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<push::PushConfigs>;
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
+    /// With [`ServerOptions::auth`], the card declares what is enforced:
+    /// its security schemes and extended card are derived from that config
+    /// (whatever the card given says of them).
     pub fn new(options: ServerOptions, store: S, host: H, fulfiller: F) -> Arc<Self> {
         let (jsonrpc, rest) = match &options.card {
             Some(CardSpec::Fixed(card)) => rest::card_bindings(card),
@@ -400,6 +408,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             None => (false, None),
         };
+        let auth = options.auth;
         Arc::new(A2aServer {
             jsonrpc,
             rest,
@@ -407,9 +416,16 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             host,
             fulfiller,
             card: options.card.map(|c| match c {
-                CardSpec::Fixed(card) => Card::fixed(&card),
-                CardSpec::RequestOrigin { config, skills } => Card::RequestOrigin(config, skills),
+                CardSpec::Fixed(mut card) => {
+                    card::declare_auth(&mut card, auth.as_ref());
+                    Card::fixed(&card)
+                }
+                CardSpec::RequestOrigin { mut config, skills } => {
+                    config.auth = auth.clone();
+                    Card::RequestOrigin(Box::new(config), skills)
+                }
             }),
+            auth,
             cors_origin: options.cors_origin,
             body_limit: options.body_limit,
             heartbeat_ms: options
@@ -535,7 +551,18 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             return Reply::Full(answer);
         }
         if self.jsonrpc && req.method == "POST" && path_of(&req.url) == "/" {
-            return self.json_rpc(&req).await;
+            // The authentication step: only calls need credentials.
+            let caller = match &self.auth {
+                None => None,
+                Some(auth) => match verify::authenticate(auth, &self.host, &req).await {
+                    Ok(principal) => Some(Caller::new(principal)),
+                    Err(refusal) => {
+                        let v10 = rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
+                        return Reply::Full(verify::refusal_response(auth, &refusal, v10));
+                    }
+                },
+            };
+            return self.json_rpc(&req, caller.as_ref()).await;
         }
         if let Some(under) = self.rest_path(&req) {
             return self.rest(&req, &under).await;
@@ -589,7 +616,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    async fn json_rpc(self: &Arc<Self>, req: &HttpRequest) -> Reply {
+    async fn json_rpc(self: &Arc<Self>, req: &HttpRequest, caller: Option<&Caller>) -> Reply {
+        let owner = caller.map(|c| c.owner.as_str());
         let mut waited = None;
         // The shape errors are written in: 1.0 adds `data` details.
         let mut shape = Shape::V03;
@@ -597,7 +625,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
                 let id = call.id.clone();
                 shape = call.shape;
-                match self.stream_call(call).await {
+                match self.stream_call(call, owner).await {
                     Ok(reply) => return reply,
                     Err(e) => (id, Err(e)),
                 }
@@ -615,11 +643,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let outcome = match timer {
                     Some((secs, timer)) => {
                         waited = Some(secs);
-                        self.get_task_waiting(&call, timer)
+                        self.get_task_waiting(&call, timer, owner)
                             .await
                             .map(Answered::Task)
                     }
-                    None => self.dispatch(call).await,
+                    None => self.dispatch(call, caller, req).await,
                 };
                 (id, outcome)
             }
@@ -663,16 +691,21 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     /// A streaming method: the stream, or the error to answer before it starts.
-    async fn stream_call(self: &Arc<Self>, call: RpcRequest) -> Result<Reply, RpcError> {
+    async fn stream_call(
+        self: &Arc<Self>,
+        call: RpcRequest,
+        owner: Owner<'_>,
+    ) -> Result<Reply, RpcError> {
         let (first, slot) = match Method::from_name(&call.method) {
             Some(Method::Stream) => {
-                let (task, request, _blocking) = self.create_task(&call.params, call.shape).await?;
+                let (task, request, _blocking) =
+                    self.create_task(&call.params, call.shape, owner).await?;
                 let started = self.start(request, task, Follow::Stream).await?;
                 started
                     .stream
                     .ok_or_else(|| RpcError::internal("the task ended at once".into()))?
             }
-            _ => self.subscribe(&call.params).await?,
+            _ => self.subscribe(&call.params, owner).await?,
         };
         let shape = answer_shape(&call, &first);
         let hooks: Arc<dyn stream::Hooks> = self.clone();
@@ -685,13 +718,24 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// SubscribeToTask: the task as it is now and its later events. A task
     /// that has already ended cannot be followed (UnsupportedOperationError,
     /// as the A2A spec asks).
-    async fn subscribe(self: &Arc<Self>, params: &Value) -> Result<(Task, Option<Slot>), RpcError> {
+    async fn subscribe(
+        self: &Arc<Self>,
+        params: &Value,
+        owner: Owner<'_>,
+    ) -> Result<(Task, Option<Slot>), RpcError> {
         let id = task_id(params)?;
-        let live = self.tasks().subscribe(id);
+        let live = {
+            let mut tasks = self.tasks();
+            // Another caller's running task is not found, before anything follows it.
+            if tasks.task(id).is_some_and(|t| !visible(t, owner)) {
+                return Err(task_not_found(id));
+            }
+            tasks.subscribe(id)
+        };
         let (task, slot) = match live {
             Some(live) => live,
             // Not running here: the stored task, and nothing to follow.
-            None => (self.existing(params).await?, None),
+            None => (self.existing(params, owner).await?, None),
         };
         if task.state.is_terminal() {
             if let Some(slot) = slot {
@@ -735,6 +779,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         self: &Arc<Self>,
         call: &RpcRequest,
         timer: BoxFuture<'static, ()>,
+        owner: Owner<'_>,
     ) -> Result<Answer, RpcError> {
         let id = call
             .params
@@ -744,7 +789,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // Wait before reading, so a task settling in between is not missed.
         let settled = self.tasks().wait(id, Until::Stops).map(|s| self.waited(s));
         let history = validate::history_length(&call.params, "historyLength")?;
-        let task = self.existing(&call.params).await?;
+        // Another caller's task is not found: the waiter taken is dropped unused.
+        let task = self.existing(&call.params, owner).await?;
         if machine::ends_stream(task.state) {
             return Ok(Answer::about(call, task, history));
         }
@@ -763,44 +809,50 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(Waited::Saved(task)) => Ok(Answer::about(call, task, history)),
             Some(Waited::SaveFailed(e)) => Err(not_stored(&e)),
             Some(Waited::Released) | None => {
-                let task = self.existing(&call.params).await?;
+                let task = self.existing(&call.params, owner).await?;
                 Ok(Answer::about(call, task, history))
             }
         }
     }
 
-    async fn dispatch(self: &Arc<Self>, call: RpcRequest) -> Result<Answered, RpcError> {
+    async fn dispatch(
+        self: &Arc<Self>,
+        call: RpcRequest,
+        caller: Option<&Caller>,
+        req: &HttpRequest,
+    ) -> Result<Answered, RpcError> {
         let shape = call.shape;
+        let owner = caller.map(|c| c.owner.as_str());
         match Method::from_name(&call.method) {
             Some(Method::Send) => self
-                .send_message(&call.params, shape)
+                .send_message(&call.params, shape, owner)
                 .await
                 .map(Answered::Task),
             Some(Method::Get) => {
                 let history = validate::history_length(&call.params, "historyLength")?;
-                let task = self.existing(&call.params).await?;
+                let task = self.existing(&call.params, owner).await?;
                 let answer = Answer::about(&call, task, history);
                 Ok(Answered::Task(answer))
             }
             Some(Method::Cancel) => {
-                let mut answer = self.cancel(&call.params, shape).await?;
+                let mut answer = self.cancel(&call.params, shape, owner).await?;
                 answer.shape = answer_shape(&call, &answer.task);
                 Ok(Answered::Task(answer))
             }
-            Some(Method::List) => self.list(&call.params, shape).await.map(Answered::Page),
+            Some(Method::List) => self
+                .list(&call.params, shape, owner)
+                .await
+                .map(Answered::Page),
             #[cfg(feature = "push")]
             Some(Method::PushConfig) if self.push.is_some() => self
-                .push_config(&call)
+                .push_config(&call, owner)
                 .await
                 .map(|v| Answered::Value(Box::new(v))),
             // The card says pushNotifications: false.
             Some(Method::PushConfig) => Err(push_not_supported()),
-            // The card does not declare `extendedAgentCard`: -32004, not
-            // -32007 (that one is for a declared card not configured).
-            Some(Method::ExtendedCard) => Err(RpcError::new(
-                rpc::UNSUPPORTED_OPERATION,
-                "This agent has no extended agent card",
-            )),
+            Some(Method::ExtendedCard) => self
+                .extended_card(caller, req)
+                .map(|v| Answered::Value(Box::new(v))),
             // Streaming methods are answered before dispatch.
             Some(Method::Stream | Method::Subscribe) | None => Err(RpcError::new(
                 rpc::METHOD_NOT_FOUND,
@@ -809,9 +861,35 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
+    /// GetExtendedAgentCard. With auth on, the caller is authenticated (the
+    /// step before any call) and gets the card, which then declares
+    /// `extendedAgentCard`: the same card as the public one (nothing varies
+    /// by caller or scope yet). Without auth the card declares none: -32004,
+    /// not -32007 (that one is for a declared card not configured).
+    fn extended_card(&self, caller: Option<&Caller>, req: &HttpRequest) -> Result<Value, RpcError> {
+        match (caller, &self.card) {
+            (Some(_), Some(card)) => {
+                let (body, _) = card.body(req);
+                serde_json::from_slice(&body)
+                    .map_err(|_| RpcError::internal("the card is not JSON".into()))
+            }
+            _ => Err(RpcError::new(
+                rpc::UNSUPPORTED_OPERATION,
+                "This agent has no extended agent card",
+            )),
+        }
+    }
+
     /// ListTasks: one page of the stored tasks the params ask for.
-    async fn list(&self, params: &Value, shape: Shape) -> Result<list::Page, RpcError> {
-        let query = list::ListQuery::parse(params)?;
+    async fn list(
+        &self,
+        params: &Value,
+        shape: Shape,
+        owner: Owner<'_>,
+    ) -> Result<list::Page, RpcError> {
+        let mut query = list::ListQuery::parse(params)?;
+        // The caller's tasks only, chosen by the store as it lists.
+        query.filter.owner = owner.map(str::to_string);
         match self.store.list(&query.filter).await {
             Ok(Some(tasks)) => Ok(query.page(tasks, shape)),
             Ok(None) => Err(RpcError::new(
@@ -823,19 +901,18 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     /// The stored task `params.id` names.
-    async fn existing(&self, params: &Value) -> Result<Task, RpcError> {
-        self.stored(task_id(params)?).await
+    async fn existing(&self, params: &Value, owner: Owner<'_>) -> Result<Task, RpcError> {
+        self.stored(task_id(params)?, owner).await
     }
 
-    /// The stored task `id`: unknown is -32001.
-    async fn stored(&self, id: &str) -> Result<Task, RpcError> {
+    /// The stored task `id`: unknown is -32001, and so is another caller's
+    /// (the same answer, so nothing tells that it exists).
+    async fn stored(&self, id: &str, owner: Owner<'_>) -> Result<Task, RpcError> {
         match self.store.get(id).await {
+            Ok(Some(task)) if !visible(&task, owner) => Err(task_not_found(id)),
             Ok(Some(task)) if self.abandoned(&task) => Box::pin(self.fail_abandoned(task)).await,
             Ok(Some(task)) => Ok(task),
-            Ok(None) => Err(RpcError::new(
-                rpc::TASK_NOT_FOUND,
-                format!("Task not found: {id}"),
-            )),
+            Ok(None) => Err(task_not_found(id)),
             Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
         }
     }
@@ -845,10 +922,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// so a task whose question or outcome is decided here but still being
     /// saved is waited for; one still working is refused as such; any
     /// other is read from the store.
-    async fn to_continue(&self, id: &str) -> Result<Task, RpcError> {
+    async fn to_continue(&self, id: &str, owner: Owner<'_>) -> Result<Task, RpcError> {
         let slot = {
             let mut tasks = self.tasks();
             match tasks.task(id) {
+                Some(task) if !visible(task, owner) => return Err(task_not_found(id)),
                 Some(task) if !machine::ends_stream(task.state) => return Ok(task.clone()),
                 Some(_) => tasks.wait(id, Until::Stops),
                 None => None,
@@ -861,7 +939,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Waited::Released => {}
             }
         }
-        self.stored(id).await
+        self.stored(id, owner).await
     }
 
     /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of
@@ -903,8 +981,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         self: &Arc<Self>,
         params: &Value,
         shape: Shape,
+        owner: Owner<'_>,
     ) -> Result<Answer, RpcError> {
-        let (task, request, blocking) = self.create_task(params, shape).await?;
+        let (task, request, blocking) = self.create_task(params, shape, owner).await?;
         let history = params
             .get("configuration")
             .map(|c| validate::history_length(c, "configuration.historyLength"))
@@ -937,6 +1016,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         self: &Arc<Self>,
         params: &Value,
         shape: Shape,
+        owner: Owner<'_>,
     ) -> Result<(Task, FulfilRequest, bool), RpcError> {
         let msg = validate::check_send(params)?;
         let mut user = Message::from_value(msg)
@@ -979,7 +1059,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let read_context = task_id.is_some() || context_id.is_some();
         let task = match task_id {
             Some(task_id) => {
-                let waiting = self.to_continue(&task_id).await?;
+                let waiting = self.to_continue(&task_id, owner).await?;
                 if let Some(refused) =
                     conversation::refuse_continuation(&waiting, context_id.as_deref())
                 {
@@ -996,6 +1076,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 artifacts: Vec::new(),
                 history: vec![user],
                 dialect: shape,
+                owner: owner.map(str::to_string),
             },
         };
         #[cfg(feature = "push")]
@@ -1029,15 +1110,18 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let own = &task.history[..task.history.len().saturating_sub(1)];
         let mut tasks = Vec::new();
         if read_context {
+            // The caller's own earlier turns only: a context id another
+            // caller also uses reads none of theirs.
             let filter = TaskFilter {
                 context_id: Some(task.context_id.clone()),
+                owner: task.owner.clone(),
                 ..TaskFilter::default()
             };
             // A store that cannot list keeps no memory beyond the task itself.
             if let Ok(Some(found)) = self.store.list(&filter).await {
                 tasks = found;
             }
-            tasks.retain(|t| t.id != task.id && t.context_id == task.context_id);
+            tasks.retain(|t| t.id != task.id && filter.matches(t));
         }
         let mut turns = context_turns(tasks, MAX_CONTEXT_MESSAGES);
         turns.extend(own.iter().cloned());
@@ -1171,7 +1255,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    async fn cancel(self: &Arc<Self>, params: &Value, shape: Shape) -> Result<Answer, RpcError> {
+    async fn cancel(
+        self: &Arc<Self>,
+        params: &Value,
+        shape: Shape,
+        owner: Owner<'_>,
+    ) -> Result<Answer, RpcError> {
         let id = task_id(params)?;
         let not_cancelable = |task: &Task| {
             RpcError::new(
@@ -1187,6 +1276,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // the store says at this instant.
         let running = {
             let mut tasks = self.tasks();
+            // Another caller's task is not found, and is never canceled.
+            if tasks.task(id).is_some_and(|t| !visible(t, owner)) {
+                return Err(task_not_found(id));
+            }
             if !tasks.is_running(id) {
                 None
             } else if tasks.cancel(id, self.host.unix_ms()) {
@@ -1200,7 +1293,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // a task leaves the machine only once its terminal state is
             // saved, so the store is read after that). Settle what is stored.
             None => {
-                let mut task = self.existing(params).await?;
+                let mut task = self.existing(params, owner).await?;
                 if task.state.is_terminal() {
                     return Err(not_cancelable(&task));
                 }
@@ -1232,10 +1325,43 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(Some(slot)) => match self.waited(slot).await {
                 Waited::Saved(task) => Ok(Answer::task(task, shape, None)),
                 Waited::SaveFailed(e) => Err(not_stored(&e)),
-                Waited::Released => Ok(Answer::task(self.existing(params).await?, shape, None)),
+                Waited::Released => Ok(Answer::task(
+                    self.existing(params, owner).await?,
+                    shape,
+                    None,
+                )),
             },
         }
     }
+}
+
+/// The caller's owner string ([`auth::Principal::owner`]); `None` when the
+/// server authenticates nobody (every task is everyone's).
+type Owner<'a> = Option<&'a str>;
+
+/// An authenticated caller: the owner of what it makes.
+struct Caller {
+    owner: String,
+}
+
+impl Caller {
+    fn new(principal: auth::Principal) -> Caller {
+        Caller {
+            owner: principal.owner(),
+        }
+    }
+}
+
+/// Whether `owner` may see `task`: every task when nobody is authenticated,
+/// else only the tasks it made (a task from before auth was on has no
+/// owner, and is nobody's).
+fn visible(task: &Task, owner: Owner<'_>) -> bool {
+    owner.is_none_or(|o| task.owner.as_deref() == Some(o))
+}
+
+/// TaskNotFoundError: no such task, or another caller's (one answer for both).
+fn task_not_found(id: &str) -> RpcError {
+    RpcError::new(rpc::TASK_NOT_FOUND, format!("Task not found: {id}"))
 }
 
 /// What a new task's caller follows.

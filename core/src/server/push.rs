@@ -590,7 +590,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     /// The four config methods, in either dialect's names and shapes.
-    pub(super) async fn push_config(&self, call: &RpcRequest) -> Result<Value, RpcError> {
+    pub(super) async fn push_config(
+        &self,
+        call: &RpcRequest,
+        owner: super::Owner<'_>,
+    ) -> Result<Value, RpcError> {
         let Some((options, configs)) = &self.push else {
             return Err(push_not_supported());
         };
@@ -603,8 +607,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(t) => t.to_string(),
             None => return Err(RpcError::invalid_field("taskId", "is required (a string)")),
         };
-        // The task must exist (and is the caller's to watch).
-        self.stored(&task).await?;
+        // The task must exist and be the caller's (another's is not found):
+        // its configs belong to its owner.
+        self.stored(&task, owner).await?;
         self.load_push(&task).await?;
         let lock = || configs.lock();
         let config_id = if v03 {

@@ -456,6 +456,46 @@ pub fn error_response(e: &RpcError) -> HttpResponse {
     a2a_json(code, body)
 }
 
+/// An authentication refusal (401/403) as HTTP+JSON answers it: the
+/// `google.rpc.Status` (`UNAUTHENTICATED`, `PERMISSION_DENIED`) with the
+/// JSON-RPC refusal's challenges.
+fn refused(auth: &super::auth::AuthConfig, refusal: &super::verify::Refusal) -> HttpResponse {
+    let rpc = super::verify::refusal_response(auth, refusal, true);
+    let status = if rpc.status == 403 {
+        "PERMISSION_DENIED"
+    } else {
+        "UNAUTHENTICATED"
+    };
+    let message = serde_json::from_slice::<Value>(&rpc.body)
+        .ok()
+        .and_then(|v| v.get("error")?.get("message")?.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let body = crate::wire::json::object([(
+        "error",
+        crate::wire::json::object([
+            ("code", rpc.status.into()),
+            ("status", status.into()),
+            ("message", message.into()),
+            (
+                "details",
+                Value::Array(vec![crate::wire::json::object([
+                    ("@type", "type.googleapis.com/google.rpc.ErrorInfo".into()),
+                    ("reason", status.into()),
+                    ("domain", "a2a-protocol.org".into()),
+                    ("metadata", Value::Object(Map::new())),
+                ])]),
+            ),
+        ]),
+    )]);
+    let mut resp = a2a_json(rpc.status, crate::wire::json::text(&body).into_bytes());
+    resp.headers.extend(
+        rpc.headers
+            .into_iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("WWW-Authenticate")),
+    );
+    resp
+}
+
 /// A response with an `application/a2a+json` body.
 pub fn a2a_json(status: u16, body: Vec<u8>) -> HttpResponse {
     HttpResponse {
@@ -491,11 +531,32 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             Err(Refused::Error(e)) => return Reply::Full(error_response(&e)),
         };
-        let RestCall { call, tenant: _ } = call;
+        let RestCall { call, tenant } = call;
         let v03 = call.binding == Binding::Rest03;
+        // The authentication step, as for JSON-RPC; a refusal is a
+        // google.rpc.Status with the same status and challenges.
+        let principal = match &self.auth {
+            None => None,
+            Some(auth) => match super::verify::authenticate(auth, &self.host, req).await {
+                Ok(principal) => Some(principal.owner()),
+                Err(refusal) => return Reply::Full(refused(auth, &refusal)),
+            },
+        };
+        // A tenant keeps its tasks apart: it is part of the owner of what is
+        // made under it, so another tenant (or the same caller under
+        // another tenant) sees none of them.
+        let owner = match (principal, tenant) {
+            (p, Some(t)) => Some(format!("{}\u{1f}tenant\u{1f}{t}", p.unwrap_or_default())),
+            (p, None) => p,
+        };
+        let caller = owner.map(|owner| super::Caller { owner });
+        let caller = caller.as_ref();
         let method = Method::from_name(&call.method);
         if method.is_some_and(Method::streams) {
-            return match self.stream_call(call).await {
+            return match self
+                .stream_call(call, caller.map(|c| c.owner.as_str()))
+                .await
+            {
                 Ok(reply) => reply,
                 Err(e) => Reply::Full(error_response(&e)),
             };
@@ -507,12 +568,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         });
         let (outcome, waited) = match timer {
             Some((secs, timer)) => (
-                self.get_task_waiting(&call, timer)
+                self.get_task_waiting(&call, timer, caller.map(|c| c.owner.as_str()))
                     .await
                     .map(Answered::Task),
                 Some(secs),
             ),
-            None => (self.dispatch(call).await, None),
+            None => (self.dispatch(call, caller, req).await, None),
         };
         let mut resp = match outcome {
             Ok(result) if v03 => {

@@ -472,10 +472,55 @@ fn every_route_works_under_a_tenant_segment() {
     );
     assert!(!f.rest_events(&mut s).is_empty());
     // Percent-encoded ids and tenants are decoded.
+    let v = f.ok(
+        "POST",
+        "/ac%20me/message:send",
+        Some(json!({"message": msg("x")})),
+    );
+    let spaced = v["task"]["id"].as_str().expect("id").to_string();
     assert_eq!(
-        f.ok("GET", &format!("/ac%20me/tasks/{id}"), None)["id"],
+        f.ok(
+            "GET",
+            &format!("/ac%20me/tasks/{}", spaced.replace('d', "%64")),
+            None
+        )["id"],
+        spaced.as_str()
+    );
+}
+
+#[test]
+fn tenants_keep_their_tasks_apart() {
+    let f = rest();
+    let v = f.ok(
+        "POST",
+        "/acme/message:send",
+        Some(json!({"message": msg("mine")})),
+    );
+    let id = v["task"]["id"].as_str().expect("id").to_string();
+    assert_eq!(
+        f.ok("GET", &format!("/acme/tasks/{id}"), None)["id"],
         id.as_str()
     );
+    // Another tenant: not found, not listed, not cancelable, no stream.
+    let e = f.refused("GET", &format!("/globex/tasks/{id}"), None, 404);
+    assert_eq!(e["details"][0]["reason"], "TASK_NOT_FOUND");
+    f.refused("POST", &format!("/globex/tasks/{id}:cancel"), None, 404);
+    f.refused("GET", &format!("/globex/tasks/{id}:subscribe"), None, 404);
+    assert_eq!(f.ok("GET", "/globex/tasks", None)["tasks"], json!([]));
+    assert_eq!(
+        f.ok("GET", "/acme/tasks", None)["tasks"]
+            .as_array()
+            .expect("tasks")
+            .len(),
+        1
+    );
+    // A message naming the task from another tenant cannot continue it.
+    let other = f.rest(
+        "POST",
+        "/globex/message:send",
+        Some(json!({"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": id, "parts": [{"text": "hi"}]}})),
+    );
+    assert_ne!(other.status, 200, "{}", other.body_snippet(300));
 }
 
 #[test]

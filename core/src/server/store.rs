@@ -25,6 +25,9 @@ pub struct TaskFilter {
     /// Only tasks whose status changed at or after this instant (Unix ms;
     /// `statusTimestampAfter` is inclusive in a2a.proto).
     pub updated_after_ms: Option<u64>,
+    /// Only this caller's tasks ([`Task::owner`]); `None`: everyone's (the
+    /// server authenticates nobody). A store filters by it while listing.
+    pub owner: Option<String>,
 }
 
 impl TaskFilter {
@@ -37,6 +40,10 @@ impl TaskFilter {
             && self
                 .updated_after_ms
                 .is_none_or(|after| task.updated_ms.is_some_and(|t| t >= after))
+            && self
+                .owner
+                .as_ref()
+                .is_none_or(|o| task.owner.as_ref() == Some(o))
     }
 }
 
@@ -391,6 +398,7 @@ mod tests {
             artifacts: vec![],
             history: vec![],
             dialect: crate::model::task::Shape::V03,
+            owner: None,
         }
     }
 

@@ -980,6 +980,7 @@ fn a_cancel_the_store_refuses_is_an_error_not_canceled() {
         artifacts: vec![],
         history: vec![],
         dialect: Shape::V03,
+        owner: None,
     };
     f.store.inner.save_now(&t).expect("seed");
     *lock(&f.store.refuse) = Some(TaskState::Canceled);
@@ -1648,6 +1649,7 @@ fn a_task_abandoned_by_a_gone_instance_is_failed_when_read() {
             artifacts: vec![],
             history: vec![],
             dialect: Shape::V03,
+            owner: None,
         };
         f.store.inner.save_now(&task).expect("seed");
     };
@@ -1686,6 +1688,7 @@ fn without_interrupted_after_a_stored_working_task_is_left_alone() {
         artifacts: vec![],
         history: vec![],
         dialect: Shape::V03,
+        owner: None,
     };
     f.store.inner.save_now(&task).expect("seed");
     let got = f.rpc(None, "tasks/get", json!({"id": "old"}));

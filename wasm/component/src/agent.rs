@@ -54,7 +54,8 @@ impl TaskStore for AgentStore {
                 let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
                     StoreError::with_source(format!("task {id} is not valid JSON: {e}"), e)
                 })?;
-                Ok(Task::from_value(&value))
+                // The stored form: the task and its owner.
+                Ok(Task::from_stored(&value))
             }
         }
     }
@@ -65,7 +66,9 @@ impl TaskStore for AgentStore {
             AgentStore::Dir(dir) => {
                 let path = task_file(dir, &task.id);
                 let tmp = path.with_extension(format!("json.tmp-{}", crate::wasi_host::new_id()));
-                let body = task.to_value(Shape::V03).to_string();
+                let body = serde_json::to_string(&task.stored()).map_err(|e| {
+                    StoreError::with_source(format!("cannot write task {}: {e}", task.id), e)
+                })?;
                 std::fs::write(&tmp, body)
                     .and_then(|()| std::fs::rename(&tmp, &path))
                     .map_err(|e| {

@@ -1,0 +1,433 @@
+//! The authentication step of the server: a request's credentials read
+//! (an API key in a header, query parameter or cookie; a bearer token),
+//! each configured verifier asked, and the refusal when none accepts
+//! (401 with one `WWW-Authenticate` per declared scheme, or 403).
+//!
+//! Only a JSON-RPC call (`POST /`) is authenticated: the public card,
+//! `/healthz` and CORS preflights stay open, as the spec's public card must.
+
+use super::auth::{ApiKeys, AuthConfig, Claims, JwtConfig, KeyLocation, Principal, Verdict};
+use super::ServerHost;
+use crate::wire::http::HttpRequest;
+use serde_json::Value;
+
+/// The realm every challenge names.
+pub const REALM: &str = "a2a";
+
+/// Why a request was refused, and how to challenge it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// 401 (no valid credential) or 403 (valid, not allowed).
+    pub status: u16,
+    /// Said to the caller; never the credential.
+    pub reason: String,
+    /// RFC 6750's `error` for the Bearer challenge: `invalid_token` when a
+    /// token was given and refused, `insufficient_scope` for a 403.
+    pub bearer_error: Option<&'static str>,
+}
+
+impl Refusal {
+    fn unauthenticated(reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status: 401,
+            reason: reason.into(),
+            bearer_error: None,
+        }
+    }
+
+    fn invalid_token(reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status: 401,
+            reason: reason.into(),
+            bearer_error: Some("invalid_token"),
+        }
+    }
+}
+
+/// Runs the verifiers `auth` configures on `req`, cheapest first (API keys,
+/// then a bearer JWT through [`ServerHost::verify_jwt`] and the claims
+/// checked here, then the host's own [`ServerHost::authenticate`]): the
+/// first to accept names the caller. When none does, the refusal of the
+/// verifiers that read a credential (a 403 over a 401: that caller did
+/// prove who it is), else "no credentials".
+pub(crate) async fn authenticate<H: ServerHost>(
+    auth: &AuthConfig,
+    host: &H,
+    req: &HttpRequest,
+) -> Result<Principal, Refusal> {
+    let mut refused: Option<Refusal> = None;
+    let mut keep = |r: Refusal| {
+        if refused.as_ref().is_none_or(|kept| kept.status != 403) {
+            refused = Some(r);
+        }
+    };
+    if let Some(keys) = &auth.api_keys {
+        if let Some(given) = api_key(req, keys) {
+            match key_owner(keys, given.as_bytes()) {
+                Some(subject) => {
+                    return Ok(Principal {
+                        subject: subject.to_string(),
+                        ..Principal::default()
+                    })
+                }
+                None => keep(Refusal::unauthenticated(format!(
+                    "the API key in {} is not one this agent knows",
+                    key_place(keys)
+                ))),
+            }
+        }
+    }
+    if let Some(jwt) = &auth.jwt {
+        if let Some(token) = bearer(req) {
+            match host.verify_jwt(token).await {
+                Ok(claims) => match check_claims(jwt, &claims, host.unix_ms()) {
+                    Ok(principal) => return Ok(principal),
+                    Err(r) => keep(r),
+                },
+                Err(why) => {
+                    // The host's reason, unless it would echo the token.
+                    let why = if why.contains(token) {
+                        "its signature or algorithm was not accepted".to_string()
+                    } else {
+                        why
+                    };
+                    keep(Refusal::invalid_token(format!(
+                        "the bearer token was refused: {why}"
+                    )))
+                }
+            }
+        }
+    }
+    if let Some(verdict) = host.authenticate(req) {
+        match verdict.await {
+            Verdict::Accepted(principal) => return Ok(principal),
+            Verdict::NotMine => {}
+            Verdict::Rejected { status, reason } => keep(Refusal {
+                status: if status == 403 { 403 } else { 401 },
+                reason,
+                bearer_error: None,
+            }),
+        }
+    }
+    Err(refused.unwrap_or_else(|| {
+        Refusal::unauthenticated("this agent needs credentials: none were given")
+    }))
+}
+
+/// Where the API key goes, for messages.
+fn key_place(keys: &ApiKeys) -> String {
+    let kind = match keys.location {
+        KeyLocation::Header => "header",
+        KeyLocation::Query => "query parameter",
+        KeyLocation::Cookie => "cookie",
+    };
+    format!("the {kind} {}", keys.name)
+}
+
+/// The API key a request carries where `keys` says it travels; `None`
+/// when it carries none (an empty one counts as none).
+pub fn api_key(req: &HttpRequest, keys: &ApiKeys) -> Option<String> {
+    let key = match keys.location {
+        KeyLocation::Header => req.header(&keys.name).map(|v| v.trim().to_string()),
+        KeyLocation::Query => query_param(&req.url, &keys.name),
+        KeyLocation::Cookie => req
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("Cookie"))
+            .find_map(|(_, v)| cookie(v, &keys.name)),
+    };
+    key.filter(|k| !k.is_empty())
+}
+
+/// The first `name` parameter of `url`'s query, percent-decoded.
+fn query_param(url: &str, name: &str) -> Option<String> {
+    let query = url.split('#').next()?.split_once('?')?.1;
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(k)? == name).then(|| percent_decode(v))?
+    })
+}
+
+/// `text` with `%XX` escapes and `+` (a space, in a query) decoded; `None`
+/// when an escape is malformed or the bytes are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = text.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The value of cookie `name` in a `Cookie` header (`a=1; b=2`), its
+/// optional double quotes removed.
+fn cookie(header: &str, name: &str) -> Option<String> {
+    header.split(';').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k.trim() == name).then(|| {
+            let v = v.trim();
+            v.strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(v)
+                .to_string()
+        })
+    })
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme
+/// case-insensitive); `None` without one.
+pub fn bearer(req: &HttpRequest) -> Option<&str> {
+    let value = req.header("Authorization")?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("Bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Whether `a` and `b` are equal, in time that depends only on their
+/// lengths: every byte of `b` is looked at whatever differs first.
+pub fn same_key(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for (i, &y) in b.iter().enumerate() {
+        let x = a.get(i).copied().unwrap_or(!y);
+        diff |= x ^ y;
+    }
+    // Keep the optimizer from turning the loop back into an early exit.
+    std::hint::black_box(diff) == 0
+}
+
+/// The principal whose key `given` is: compared with every key, in
+/// constant time each, without stopping at the first match.
+pub fn key_owner<'a>(keys: &'a ApiKeys, given: &[u8]) -> Option<&'a str> {
+    let mut found = None;
+    for (subject, key) in &keys.keys {
+        let matched = same_key(given, key.as_bytes());
+        // Keys are distinct (the config reader refuses two alike): at most one matches.
+        if matched {
+            found = Some(subject.as_str());
+        }
+    }
+    found
+}
+
+/// A numeric date claim (`exp`, `nbf`) in seconds; `Err` when present but
+/// not a number.
+fn date_claim(claims: &Claims, name: &str) -> Result<Option<f64>, Refusal> {
+    match claims.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .filter(|n| n.is_finite())
+            .map(Some)
+            .ok_or_else(|| Refusal::invalid_token(format!("the token's {name} is not a date"))),
+    }
+}
+
+/// The scopes of a token: `scope` (space-separated) or `scp` (an array,
+/// or a space-separated string).
+pub fn token_scopes(claims: &Claims) -> Vec<String> {
+    let split = |s: &str| {
+        s.split(' ')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let mut scopes = Vec::new();
+    for key in ["scope", "scp"] {
+        match claims.get(key) {
+            Some(Value::String(s)) => scopes.extend(split(s)),
+            Some(Value::Array(list)) => {
+                scopes.extend(list.iter().filter_map(Value::as_str).map(str::to_string))
+            }
+            _ => {}
+        }
+    }
+    scopes
+}
+
+/// Checks the claims of a token whose signature the host accepted:
+/// `exp` (required) and `nbf` against `now_ms` (the host's wall clock)
+/// with the configured leeway, `iss` and `aud` when configured, a `sub`,
+/// then the required scopes (missing ones: 403). The principal is `sub`
+/// with `iss`.
+pub fn check_claims(
+    jwt: &JwtConfig,
+    claims: &Claims,
+    now_ms: Option<u64>,
+) -> Result<Principal, Refusal> {
+    let Some(now_ms) = now_ms else {
+        return Err(Refusal::invalid_token(
+            "this host has no clock to check the token's expiry with",
+        ));
+    };
+    let now = now_ms as f64 / 1000.0;
+    let leeway = jwt.leeway_seconds as f64;
+    match date_claim(claims, "exp")? {
+        None => return Err(Refusal::invalid_token("the token has no exp")),
+        Some(exp) if now > exp + leeway => {
+            return Err(Refusal::invalid_token("the token has expired"))
+        }
+        Some(_) => {}
+    }
+    if let Some(nbf) = date_claim(claims, "nbf")? {
+        if now + leeway < nbf {
+            return Err(Refusal::invalid_token("the token is not valid yet (nbf)"));
+        }
+    }
+    let issuer = claims.get("iss").and_then(Value::as_str);
+    if let Some(want) = &jwt.issuer {
+        if issuer != Some(want.as_str()) {
+            return Err(Refusal::invalid_token(
+                "the token's issuer (iss) is not the one this agent trusts",
+            ));
+        }
+    }
+    if let Some(want) = &jwt.audience {
+        let ok = match claims.get("aud") {
+            Some(Value::String(aud)) => aud == want,
+            Some(Value::Array(list)) => list.iter().any(|a| a.as_str() == Some(want.as_str())),
+            _ => false,
+        };
+        if !ok {
+            return Err(Refusal::invalid_token(
+                "the token's audience (aud) is not this agent",
+            ));
+        }
+    }
+    let subject = match claims.get("sub").and_then(Value::as_str) {
+        Some(sub) if !sub.is_empty() => sub.to_string(),
+        _ => return Err(Refusal::invalid_token("the token names no subject (sub)")),
+    };
+    let scopes = token_scopes(claims);
+    let missing: Vec<&str> = jwt
+        .required_scopes
+        .iter()
+        .filter(|s| !scopes.contains(s))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(Refusal {
+            status: 403,
+            reason: format!(
+                "the token lacks the scopes this agent requires: {}",
+                missing.join(" ")
+            ),
+            bearer_error: Some("insufficient_scope"),
+        });
+    }
+    Ok(Principal {
+        subject,
+        issuer: issuer.map(str::to_string),
+        tenant: None,
+        scopes,
+    })
+}
+
+/// A challenge parameter's value: quotes and backslashes dropped, so it
+/// cannot end its quoted string.
+fn param(text: &str) -> String {
+    text.chars().filter(|c| !matches!(c, '"' | '\\')).collect()
+}
+
+/// The `WWW-Authenticate` values of a refusal, one per declared scheme:
+/// `ApiKey realm="a2a", in="header", name="X-API-Key"` for API keys and
+/// `Bearer realm="a2a"` for JWTs (with RFC 6750's `error`, and the
+/// required `scope` for `insufficient_scope`). A 403 challenges only the
+/// bearer scheme that refused; a custom verifier declares none.
+pub fn challenges(auth: &AuthConfig, refusal: &Refusal) -> Vec<String> {
+    let mut out = Vec::new();
+    if refusal.status == 401 {
+        if let Some(keys) = &auth.api_keys {
+            let location = match keys.location {
+                KeyLocation::Header => "header",
+                KeyLocation::Query => "query",
+                KeyLocation::Cookie => "cookie",
+            };
+            out.push(format!(
+                "ApiKey realm=\"{REALM}\", in=\"{location}\", name=\"{}\"",
+                param(&keys.name)
+            ));
+        }
+    }
+    if let Some(jwt) = &auth.jwt {
+        let mut c = format!("Bearer realm=\"{REALM}\"");
+        if let Some(error) = refusal.bearer_error {
+            c.push_str(&format!(", error=\"{error}\""));
+            if error == "insufficient_scope" {
+                c.push_str(&format!(
+                    ", scope=\"{}\"",
+                    param(&jwt.required_scopes.join(" "))
+                ));
+            }
+        }
+        if refusal.status == 401 || refusal.bearer_error.is_some() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The JSON-RPC error code of a refused request (the implementation-defined
+/// server error; the HTTP status says 401 or 403).
+pub const UNAUTHORIZED: i64 = -32000;
+
+/// The answer to a refused request: its status (401 or 403), the
+/// [`challenges`], and a JSON-RPC error saying why (with, for a 1.0 caller,
+/// a `google.rpc.ErrorInfo` whose reason is `UNAUTHENTICATED` or
+/// `PERMISSION_DENIED`). The body names the verifier's reason, never the
+/// credential.
+pub(crate) fn refusal_response(
+    auth: &AuthConfig,
+    refusal: &Refusal,
+    v10: bool,
+) -> crate::wire::http::HttpResponse {
+    use crate::wire::json::object;
+    let (title, reason) = match refusal.status {
+        403 => ("Forbidden", "PERMISSION_DENIED"),
+        _ => ("Unauthorized", "UNAUTHENTICATED"),
+    };
+    let mut error = serde_json::Map::new();
+    error.insert("code".into(), UNAUTHORIZED.into());
+    error.insert(
+        "message".into(),
+        format!("{title}: {}", refusal.reason).into(),
+    );
+    if v10 {
+        error.insert(
+            "data".into(),
+            Value::Array(vec![object([
+                ("@type", "type.googleapis.com/google.rpc.ErrorInfo".into()),
+                ("reason", reason.into()),
+                ("domain", "a2a-protocol.org".into()),
+                ("metadata", Value::Object(serde_json::Map::new())),
+            ])]),
+        );
+    }
+    let body = object([
+        ("jsonrpc", "2.0".into()),
+        ("id", Value::Null),
+        ("error", Value::Object(error)),
+    ]);
+    let mut resp = crate::wire::http::HttpResponse::json(
+        refusal.status,
+        crate::wire::json::text(&body).into_bytes(),
+    );
+    for c in challenges(auth, refusal) {
+        resp.headers.push(("WWW-Authenticate".into(), c));
+    }
+    resp
+}
