@@ -45,6 +45,24 @@ impl Rng {
 }
 
 const KEYS: &[&str] = &[
+    "securitySchemes",
+    "securityRequirements",
+    "security",
+    "schemes",
+    "list",
+    "type",
+    "in",
+    "location",
+    "flows",
+    "clientCredentials",
+    "tokenUrl",
+    "scopes",
+    "apiKeySecurityScheme",
+    "oauth2SecurityScheme",
+    "openIdConnectUrl",
+    "access_token",
+    "token_type",
+    "expires_in",
     "id",
     "name",
     "url",
@@ -229,6 +247,80 @@ fn fuzz_the_card_reader_never_panics_and_names_stay_unique() {
     }
 }
 
+const SECURED_CARDS: &[&[u8]] = &[
+    br#"{"name":"a","url":"http://127.0.0.1:9/","skills":[{"id":"s"}],"securitySchemes":{"k":{"apiKeySecurityScheme":{"location":"query","name":"key"}},"b":{"httpAuthSecurityScheme":{"scheme":"Bearer","bearerFormat":"JWT"}},"o":{"oauth2SecurityScheme":{"flows":{"clientCredentials":{"tokenUrl":"https://idp/t","scopes":{"a":"b"}}}}},"i":{"openIdConnectSecurityScheme":{"openIdConnectUrl":"https://idp/"}}},"securityRequirements":[{"schemes":{"o":{"list":["a"]}}},{}]}"#,
+    br#"{"name":"a","url":"http://127.0.0.1:9/","skills":[],"securitySchemes":{"k":{"type":"apiKey","in":"cookie","name":"sid"},"h":{"type":"http","scheme":"basic"},"o":{"type":"oauth2","flows":{"clientCredentials":{"tokenUrl":"/t","scopes":{}}}},"i":{"type":"openIdConnect","openIdConnectUrl":"/oidc"}},"security":[{"o":["a","b"]},{"k":[]}]}"#,
+];
+
+/// Every credential kind, to plan against fuzzed cards.
+fn auths() -> [crate::Auth; 4] {
+    [
+        crate::Auth::Bearer("t".into()),
+        crate::Auth::ApiKey("k".into()),
+        crate::Auth::OAuth2(crate::OAuth2Client {
+            client_id: "c".into(),
+            ..Default::default()
+        }),
+        crate::Auth::OAuth2(crate::OAuth2Client {
+            client_id: "c".into(),
+            token_url: Some("https://idp/t".into()),
+            scopes: vec!["s".into()],
+            ..Default::default()
+        }),
+    ]
+}
+
+#[test]
+fn fuzz_the_card_scheme_reader_never_panics_and_plans_stay_placeable() {
+    let mut rng = Rng::new(11);
+    let card_url = "http://127.0.0.1:9/.well-known/agent-card.json";
+    for _ in 0..RUNS {
+        let bytes = input(&mut rng, SECURED_CARDS);
+        let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
+            continue;
+        };
+        let schemes = crate::read_schemes(&v);
+        let reqs = crate::read_requirements(&v);
+        let _ = crate::requires_credentials(&reqs);
+        for auth in auths() {
+            if let Ok(Some(plan)) =
+                crate::client::auth::plan(Some(&auth), card_url, &schemes, &reqs)
+            {
+                // Wherever it goes, the request stays a request to the same origin.
+                let req = crate::HttpRequest::post_json("http://127.0.0.1:9/rpc", Vec::new());
+                let sent = plan.placement.apply(req, "v");
+                assert_eq!(crate::url_origin(&sent.url), Some("http://127.0.0.1:9"));
+            }
+        }
+    }
+}
+
+const TOKEN_ANSWERS: &[&[u8]] = &[
+    br#"{"access_token":"abc","token_type":"Bearer","expires_in":3600,"scope":"a b"}"#,
+    br#"{"access_token":"abc","token_type":"bearer","expires_in":"60"}"#,
+    br#"{"error":"invalid_client","error_description":"no such client"}"#,
+];
+
+#[test]
+fn fuzz_the_token_answer_reader_never_panics() {
+    let mut rng = Rng::new(12);
+    for _ in 0..RUNS {
+        let body = input(&mut rng, TOKEN_ANSWERS);
+        let status = *rng.pick(&[200u16, 201, 400, 401, 500]);
+        let resp = HttpResponse {
+            status,
+            headers: Vec::new(),
+            body,
+        };
+        let now = rng.next();
+        if let Ok(t) = crate::read_token_response(&resp, "https://idp/t", now) {
+            assert!(!t.value.is_empty());
+            assert!((200..300).contains(&status));
+            assert!(t.expires_ms.is_none_or(|e| e >= now));
+        }
+    }
+}
+
 const REPLIES: &[&[u8]] = &[
     br#"{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c","kind":"task","status":{"state":"completed","message":{"role":"agent","parts":[{"kind":"text","text":"ok"}]}},"artifacts":[{"artifactId":"a","parts":[{"kind":"text","text":"x"}]}],"history":[]}}"#,
     br#"{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t1","status":{"state":"TASK_STATE_WORKING","timestamp":"2025-12-01T22:50:00Z"}}}}"#,
@@ -310,11 +402,15 @@ fn fuzz_the_outbound_call_against_random_replies() {
             streaming: rng.below(2) == 0,
             started_ms: None,
             jitter_seed: rng.next(),
+            auth: None,
         };
-        let result = block_on(crate::host::driver::drive(
+        let no_tokens = |_| std::future::ready(Err(crate::Error::Misuse("no tokens".into())));
+        let result = block_on(crate::host::driver::drive_with_work(
             &mut crate::client::call::CallMachine::new(spec),
             &script,
             std::future::pending(),
+            |_| {},
+            no_tokens,
         ));
         let ms = result.metadata.as_ref().and_then(|m| m["ms"].as_u64());
         assert!(

@@ -45,7 +45,13 @@ pub mod testing;
 #[cfg(test)]
 mod fuzz_tests;
 
-pub use client::call::{CallMachine, CallSpec};
+pub use client::auth::{
+    credentials_may_go_to, read_requirements, read_schemes, read_token_response,
+    requires_credentials, token, token_url_allowed, Acquire, Auth, AuthPlan, KeyLocation,
+    OAuth2Client, Placement, PlanCredential, Requirement, SecurityScheme, SharedTokenCell, Token,
+    TokenCache, TokenCell, TokenEndpoint, TokenMachine, TokenSource,
+};
+pub use client::call::{CallAuth, CallMachine, CallSpec, TokenRequest};
 pub use client::card::{
     AgentCard, CardInterface, CardMachine, CardSkill, CardSummary, SkillSummary,
     LONG_POLL_EXTENSION,
@@ -56,17 +62,20 @@ pub use client::sanitize::sanitize;
 #[cfg(feature = "server")]
 pub use client::toolkit::ToolCallHook;
 pub use client::toolkit::{
-    agent_tools, card_tools, fetch_card, find_tool, find_tool_by, A2aTool, AgentFailure, HostFn,
-    Toolkit,
+    agent_tools, card_tools, fetch_card, find_tool, find_tool_by, route as credential_route_for,
+    A2aTool, AgentFailure, AgentTokens, CredentialRoute, HostFn, Toolkit,
 };
 pub use error::{Cause, Error, Reason, TransportError};
 pub use host::driver::{drive, drive_with_events, drive_with_work, Machine, ResponseHead, Step};
+#[cfg(target_arch = "wasm32")]
+pub use host::lock::CellLock;
+pub use host::lock::Lock;
 pub use host::transport::{
     BodyStream, BoxFuture, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport,
 };
 pub use model::agent::{
-    expand_env, headers_may_go_to, Agent, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_SKILLS,
-    DEFAULT_POLL_EVERY_MS, DEFAULT_TIMEOUT_MS,
+    expand_env, Agent, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_SKILLS, DEFAULT_POLL_EVERY_MS,
+    DEFAULT_TIMEOUT_MS,
 };
 pub use model::event::{ArtifactUpdate, ShapedEvent, StatusUpdate, StreamEvent};
 pub use model::part::Part;

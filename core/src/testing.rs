@@ -232,6 +232,11 @@ struct Script {
     card_delay: u64,
     /// Replies by JSON-RPC method, consumed in order; the last one repeats.
     by_method: HashMap<String, Vec<Reply>>,
+    /// Replies by exact URL (a token endpoint, say), before any other rule.
+    by_url: HashMap<String, Vec<Reply>>,
+    /// JSON-RPC requests must carry this header with one of these values;
+    /// others are answered HTTP 401.
+    require: Option<(String, Vec<String>)>,
 }
 
 /// An in-memory peer implementing [`Transport`], with a virtual clock that
@@ -270,6 +275,35 @@ impl ScriptedPeer {
             .by_method
             .insert(method.to_string(), replies);
         self
+    }
+
+    /// Answer requests to exactly `url` (any method) with these replies in
+    /// turn (the last repeats): [`Reply::Http`] or [`Reply::Delay`] of it.
+    pub fn on_url(self, url: &str, replies: Vec<Reply>) -> Self {
+        self.script
+            .lock()
+            .expect("script lock")
+            .by_url
+            .insert(url.to_string(), replies);
+        self
+    }
+
+    /// Answer HTTP 401 to every JSON-RPC request whose `header` is none of `accepted`.
+    pub fn require(self, header: &str, accepted: &[&str]) -> Self {
+        self.script.lock().expect("script lock").require = Some((
+            header.to_string(),
+            accepted.iter().map(|a| a.to_string()).collect(),
+        ));
+        self
+    }
+
+    /// The requests sent to `url` so far.
+    pub fn requests_to(&self, url: &str) -> Vec<HttpRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|(_, r)| r.url == url)
+            .map(|(_, r)| r)
+            .collect()
     }
 
     /// An environment variable the host would expose.
@@ -323,6 +357,41 @@ impl ScriptedPeer {
         Option<(Vec<(u64, Value)>, bool, Value)>,
     ) {
         let mut script = self.script.lock().expect("script lock");
+        let by_url = match script.by_url.get_mut(&req.url) {
+            Some(list) if list.len() > 1 => Some(list.remove(0)),
+            Some(list) => list.first().cloned(),
+            None => None,
+        };
+        if let Some(mut reply) = by_url {
+            let mut delay = 0;
+            while let Reply::Delay(ms, inner) = reply {
+                delay += ms;
+                reply = *inner;
+            }
+            let out = match reply {
+                Reply::Http(status, text) => Ok(HttpResponse {
+                    status,
+                    headers: vec![("Content-Type".into(), "application/json".into())],
+                    body: text.as_bytes().to_vec(),
+                }),
+                _ => Err(TransportError::new("connection refused")),
+            };
+            return ((delay, out), None);
+        }
+        let refused = script.require.as_ref().is_some_and(|(name, accepted)| {
+            req.method == "POST"
+                && !req
+                    .header(name)
+                    .is_some_and(|v| accepted.iter().any(|a| a == v))
+        });
+        if refused {
+            let out = Ok(HttpResponse {
+                status: 401,
+                headers: vec![("WWW-Authenticate".into(), "Bearer".into())],
+                body: b"unauthorized".to_vec(),
+            });
+            return ((0, out), None);
+        }
         if req.method == "GET" {
             let out = match &script.card {
                 Some(card) => (
@@ -508,11 +577,9 @@ impl Transport for ScriptedPeer {
 pub struct TestLocks;
 
 /// The lock of [`TestLocks`].
-#[cfg(feature = "server")]
 pub struct TestLock<T>(Mutex<T>);
 
-#[cfg(feature = "server")]
-impl<T: MaybeSend> crate::server::Lock<T> for TestLock<T> {
+impl<T: MaybeSend> crate::host::lock::Lock<T> for TestLock<T> {
     type Guard<'a>
         = std::sync::MutexGuard<'a, T>
     where

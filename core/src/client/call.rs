@@ -89,6 +89,37 @@ pub struct CallSpec {
     /// A random seed from the host (core has no randomness), for the jitter
     /// of retry pauses; hosts derive it from [`crate::Transport::new_id`].
     pub jitter_seed: u64,
+    /// The credential every request to the agent carries, if any.
+    pub auth: Option<CallAuth>,
+}
+
+/// How a call authenticates: where the credential goes, and either the
+/// credential itself or `None` for a token the machine asks for
+/// ([`Step::Work`] of a [`TokenRequest`]) before the first request, when
+/// it nears expiry, after a 401 (once) and for an `auth-required` task (once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallAuth {
+    /// The card's scheme name, for messages.
+    pub scheme: String,
+    pub placement: crate::client::auth::Placement,
+    /// A fixed credential (already expanded); `None`: tokens (refreshable).
+    pub credential: Option<String>,
+}
+
+/// What a [`CallMachine`] asks of its host between requests: a token for
+/// the agent; `stale` is one the agent refused, to drop first. The answer
+/// ([`Machine::handle_work`]) is the token or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRequest {
+    pub stale: Option<String>,
+}
+
+/// The request a call sends once it has a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resume {
+    Send,
+    Poll,
+    Resubscribe,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +139,8 @@ enum Phase {
     Canceling,
     /// Pausing before sending again a request the peer answered 429 or 503.
     Retrying(Retry),
+    /// Waiting for a token, then this request.
+    Authorizing(Resume),
 }
 
 /// The request a [`Phase::Retrying`] sends again.
@@ -161,11 +194,27 @@ pub struct CallMachine {
     /// (state, status message id and text, status time), which is not a new
     /// question; `None` once the task has been seen at work again.
     answered: Option<Option<Question>>,
+    /// The token in use (token auth only).
+    token: Option<crate::client::auth::Token>,
+    /// A 401 was answered with a fresh token; another one is the end.
+    reauthorized: bool,
+    /// An `auth-required` task was continued with a fresh token (once).
+    auth_continued: bool,
 }
 
 /// What tells one question of a task from another: its state, its status
 /// message's id and text, and its status time.
 type Question = (TaskState, String, String, Option<u64>);
+
+fn question(task: &Task) -> Question {
+    let message = task.status_message.as_ref();
+    (
+        task.state,
+        message.map(|m| m.message_id.clone()).unwrap_or_default(),
+        message.map(|m| m.text()).unwrap_or_default(),
+        task.updated_ms,
+    )
+}
 
 impl CallMachine {
     pub fn new(spec: CallSpec) -> Self {
@@ -201,6 +250,9 @@ impl CallMachine {
             refs: MessageRefs::default(),
             context_id: None,
             answered: None,
+            token: None,
+            reauthorized: false,
+            auth_continued: false,
             spec,
         }
     }
@@ -230,13 +282,7 @@ impl CallMachine {
         let Some(seen) = &mut self.answered else {
             return true;
         };
-        let message = task.status_message.as_ref();
-        let question = (
-            task.state,
-            message.map(|m| m.message_id.clone()).unwrap_or_default(),
-            message.map(|m| m.text()).unwrap_or_default(),
-            task.updated_ms,
-        );
+        let question = question(task);
         match seen {
             None => {
                 *seen = Some(question);
@@ -258,10 +304,85 @@ impl CallMachine {
 
     fn with_headers(&self, mut req: crate::HttpRequest) -> crate::HttpRequest {
         req.headers.extend(self.spec.headers.iter().cloned());
-        req
+        let Some(auth) = &self.spec.auth else {
+            return req;
+        };
+        let credential = auth
+            .credential
+            .as_deref()
+            .or(self.token.as_ref().map(|t| t.value.as_str()));
+        match credential {
+            Some(c) => auth.placement.apply(req, c),
+            None => req,
+        }
     }
 
-    fn send_message(&mut self) -> Step<ToolResult> {
+    /// Whether the credential is a token the machine asks for.
+    fn uses_tokens(&self) -> bool {
+        self.spec
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.credential.is_none())
+    }
+
+    /// Asks for a token before `resume` when there is none usable at
+    /// `now_ms`; `None`: go on.
+    fn authorize(&mut self, now_ms: u64, resume: Resume) -> Option<Step<ToolResult, TokenRequest>> {
+        if !self.uses_tokens() || self.token.as_ref().is_some_and(|t| t.usable(now_ms)) {
+            return None;
+        }
+        let stale = self.token.take().map(|t| t.value);
+        self.phase = Phase::Authorizing(resume);
+        Some(Step::Work(TokenRequest { stale }))
+    }
+
+    /// The agent answered 401 to a request (`resume` sends it again): with
+    /// tokens, drop this one, fetch another and retry once; otherwise, or
+    /// the second time, the call fails naming the scheme.
+    fn unauthorized(
+        &mut self,
+        now_ms: u64,
+        resume: Resume,
+        status: u16,
+    ) -> Step<ToolResult, TokenRequest> {
+        if self.uses_tokens() && !self.reauthorized {
+            self.reauthorized = true;
+            let stale = self.token.take().map(|t| t.value);
+            self.phase = Phase::Authorizing(resume);
+            return Step::Work(TokenRequest { stale });
+        }
+        let what = match resume {
+            Resume::Send => "SendMessage",
+            Resume::Poll => "GetTask",
+            Resume::Resubscribe => "SubscribeToTask",
+        };
+        let why = match &self.spec.auth {
+            Some(a) if self.uses_tokens() => format!(
+                "the agent refused a fresh token for its scheme {} (HTTP {status})",
+                crate::wire::json::quoted(&a.scheme)
+            ),
+            Some(a) => format!(
+                "the agent refused the credential for its scheme {} (HTTP {status})",
+                crate::wire::json::quoted(&a.scheme)
+            ),
+            None => format!(
+                "the agent wants credentials (HTTP {status}) and none were given for it (auth: bearer, apiKey or oauth2)"
+            ),
+        };
+        let err = Error::Misuse(why);
+        self.fail(now_ms, &format!("{what} to {}", self.endpoint()), &err)
+    }
+
+    /// Sends `resume` now that a token is in hand.
+    fn resume(&mut self, now_ms: u64, resume: Resume) -> Step<ToolResult, TokenRequest> {
+        match resume {
+            Resume::Send => self.send_message(),
+            Resume::Poll => self.get_task(now_ms),
+            Resume::Resubscribe => self.resubscribe(),
+        }
+    }
+
+    fn send_message(&mut self) -> Step<ToolResult, TokenRequest> {
         let id = self.next_rpc_id();
         let req = self.dialect.send_in(
             &self.spec.endpoint,
@@ -295,7 +416,7 @@ impl CallMachine {
         self.plain.clear();
     }
 
-    fn resubscribe(&mut self) -> Step<ToolResult> {
+    fn resubscribe(&mut self) -> Step<ToolResult, TokenRequest> {
         let id = self.next_rpc_id();
         let task_id = self.task_id.clone().unwrap_or_default();
         let req = self.dialect.subscribe(&self.spec.endpoint, id, &task_id);
@@ -313,7 +434,7 @@ impl CallMachine {
         self.task_id.as_deref().is_some_and(|own| own != id)
     }
 
-    fn foreign_task(&self, now_ms: u64, what: &str, id: &str) -> Step<ToolResult> {
+    fn foreign_task(&self, now_ms: u64, what: &str, id: &str) -> Step<ToolResult, TokenRequest> {
         let err = Error::malformed(format!(
             "protocol error: the answer is about task {}, not {}",
             crate::wire::http::snippet(id, 200),
@@ -333,7 +454,7 @@ impl CallMachine {
         status: u16,
         headers: &[(String, String)],
         body: String,
-    ) -> Step<ToolResult> {
+    ) -> Step<ToolResult, TokenRequest> {
         // At least the backoff: a `Retry-After: 0` must not make a loop.
         let pause = retry_after(headers).unwrap_or(0).max(self.backoff());
         self.retries += 1;
@@ -374,7 +495,7 @@ impl CallMachine {
     }
 
     /// A GetTask for the followed task (long-polling when the card allows).
-    fn get_task(&mut self, now_ms: u64) -> Step<ToolResult> {
+    fn get_task(&mut self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         self.phase = Phase::Polling;
         self.polls += 1;
         self.last_poll_ms = Some(now_ms);
@@ -392,7 +513,12 @@ impl CallMachine {
     }
 
     /// Sends a best-effort CancelTask that may take `grace_ms`.
-    fn cancel(&mut self, now_ms: u64, task_id: String, grace_ms: u64) -> Step<ToolResult> {
+    fn cancel(
+        &mut self,
+        now_ms: u64,
+        task_id: String,
+        grace_ms: u64,
+    ) -> Step<ToolResult, TokenRequest> {
         self.phase = Phase::Canceling;
         let id = self.next_rpc_id();
         let req = self.dialect.cancel_task(&self.spec.endpoint, id, &task_id);
@@ -413,14 +539,22 @@ impl CallMachine {
     }
 
     /// The answer to the first send (or a stream request answered in plain JSON).
-    fn on_send_reply(&mut self, now_ms: u64, response: HttpResponse) -> Step<ToolResult> {
+    fn on_send_reply(
+        &mut self,
+        now_ms: u64,
+        response: HttpResponse,
+    ) -> Step<ToolResult, TokenRequest> {
         let reply = self.dialect.read_reply(&response, &self.endpoint());
         self.on_send_result(now_ms, reply)
     }
 
     /// The send's JSON-RPC result or error, however it arrived (a reply, or
     /// an error event that opened a stream).
-    fn on_send_result(&mut self, now_ms: u64, reply: Result<Value, Error>) -> Step<ToolResult> {
+    fn on_send_result(
+        &mut self,
+        now_ms: u64,
+        reply: Result<Value, Error>,
+    ) -> Step<ToolResult, TokenRequest> {
         let what = format!("SendMessage to {}", self.endpoint());
         match reply {
             Err(Error::Rpc { code, .. })
@@ -460,7 +594,7 @@ impl CallMachine {
         &mut self,
         now_ms: u64,
         message: crate::model::task::Message,
-    ) -> Step<ToolResult> {
+    ) -> Step<ToolResult, TokenRequest> {
         self.state = TaskState::Completed;
         self.attachments = attachments(std::iter::once(&message.parts[..]));
         let text = message.text();
@@ -469,7 +603,7 @@ impl CallMachine {
     }
 
     /// Reads the complete SSE events received so far; a step when one ends the call.
-    fn read_events(&mut self, now_ms: u64) -> Option<Step<ToolResult>> {
+    fn read_events(&mut self, now_ms: u64) -> Option<Step<ToolResult, TokenRequest>> {
         while let Some(next) = self.sse.next_event() {
             let event = match next {
                 Ok(event) => event,
@@ -522,7 +656,11 @@ impl CallMachine {
     }
 
     /// Applies one stream event; a step when it settles the task.
-    fn on_event(&mut self, now_ms: u64, event: StreamEvent) -> Option<Step<ToolResult>> {
+    fn on_event(
+        &mut self,
+        now_ms: u64,
+        event: StreamEvent,
+    ) -> Option<Step<ToolResult, TokenRequest>> {
         if let StreamEvent::Message(m) = &event {
             if self.task.is_none() {
                 return Some(self.on_message(now_ms, m.clone()));
@@ -584,7 +722,11 @@ impl CallMachine {
     }
 
     /// The stream ended (or broke) before the task settled.
-    fn stream_ended(&mut self, now_ms: u64, why: Option<TransportError>) -> Step<ToolResult> {
+    fn stream_ended(
+        &mut self,
+        now_ms: u64,
+        why: Option<TransportError>,
+    ) -> Step<ToolResult, TokenRequest> {
         if self.task_id.is_none() {
             let err = match why {
                 Some(e) => e.into(),
@@ -610,7 +752,7 @@ impl CallMachine {
     }
 
     /// A resubscription was refused: follow the task by GetTask from now on.
-    fn poll_instead(&mut self, now_ms: u64) -> Step<ToolResult> {
+    fn poll_instead(&mut self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         self.resubscribes = MAX_RESUBSCRIBES;
         self.wait_for(now_ms, 0)
     }
@@ -622,7 +764,12 @@ impl CallMachine {
         }
     }
 
-    fn finish(&self, now_ms: u64, is_error: bool, output: String) -> Step<ToolResult> {
+    fn finish(
+        &self,
+        now_ms: u64,
+        is_error: bool,
+        output: String,
+    ) -> Step<ToolResult, TokenRequest> {
         let mut metadata = crate::wire::json::object([
             ("agent", self.spec.agent.as_str().into()),
             ("taskId", self.task_id.clone().into()),
@@ -648,13 +795,13 @@ impl CallMachine {
         })
     }
 
-    fn fail(&self, now_ms: u64, what: &str, err: &Error) -> Step<ToolResult> {
+    fn fail(&self, now_ms: u64, what: &str, err: &Error) -> Step<ToolResult, TokenRequest> {
         self.finish(now_ms, true, format!("A2A {what} failed: {err}"))
     }
 
     /// The deadline passed: tell the peer (best effort, as on abort) when
     /// the task is known, then give the timeout result.
-    fn timed_out(&mut self, now_ms: u64) -> Step<ToolResult> {
+    fn timed_out(&mut self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         match self.task_id.clone() {
             Some(task_id) if !self.timing_out && self.phase != Phase::Canceling => {
                 self.timing_out = true;
@@ -664,7 +811,7 @@ impl CallMachine {
         }
     }
 
-    fn timeout_result(&self, now_ms: u64) -> Step<ToolResult> {
+    fn timeout_result(&self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         let output = format!(
             "A2A task {} timed out after {}ms (state={})",
             self.task_label(),
@@ -674,7 +821,7 @@ impl CallMachine {
         self.finish(now_ms, true, output)
     }
 
-    fn canceled(&mut self, now_ms: u64) -> Step<ToolResult> {
+    fn canceled(&mut self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         if self.timing_out {
             return self.timeout_result(now_ms);
         }
@@ -684,7 +831,7 @@ impl CallMachine {
     }
 
     /// A task arrived (from SendMessage, GetTask or a stream): finish or wait for the next poll.
-    fn on_task(&mut self, now_ms: u64, task: Task) -> Step<ToolResult> {
+    fn on_task(&mut self, now_ms: u64, task: Task) -> Step<ToolResult, TokenRequest> {
         let asks = self.asks(&task);
         self.task_id = Some(task.id.clone());
         if !task.context_id.is_empty() {
@@ -705,6 +852,21 @@ impl CallMachine {
                     None => format!("A2A task {id} {state}"),
                 };
                 self.finish(now_ms, true, output)
+            }
+            // The agent wants a credential the token source can renew:
+            // continue the task once with a fresh token.
+            TaskState::AuthRequired if asks && self.uses_tokens() && !self.auth_continued => {
+                self.auth_continued = true;
+                self.refs = MessageRefs {
+                    task_id: Some(task.id.clone()),
+                    context_id: (!task.context_id.is_empty()).then(|| task.context_id.clone()),
+                };
+                self.spec.message_id.push_str("-auth");
+                // The same question again is its echo; another one is surfaced.
+                self.answered = Some(Some(question(&task)));
+                let stale = self.token.take().map(|t| t.value);
+                self.phase = Phase::Authorizing(Resume::Send);
+                Step::Work(TokenRequest { stale })
             }
             // The agent waits for the caller: polling on would only burn the timeout.
             TaskState::InputRequired | TaskState::AuthRequired if asks => {
@@ -730,7 +892,7 @@ impl CallMachine {
         }
     }
 
-    fn wait(&mut self, now_ms: u64) -> Step<ToolResult> {
+    fn wait(&mut self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         // A peer that long-polls holds the first GetTask itself: ask at once.
         if self.spec.long_poll && self.polls == 0 {
             return self.wait_for(now_ms, 0);
@@ -751,7 +913,7 @@ impl CallMachine {
     /// Sleeps `delay_ms`, and never less than the schedule allows after the
     /// last GetTask: whatever the peer says or does (a long-poll answered at
     /// once, say), polls stay at least one interval apart.
-    fn wait_for(&mut self, now_ms: u64, delay_ms: u64) -> Step<ToolResult> {
+    fn wait_for(&mut self, now_ms: u64, delay_ms: u64) -> Step<ToolResult, TokenRequest> {
         if now_ms >= self.deadline_ms {
             return self.timed_out(now_ms);
         }
@@ -783,15 +945,18 @@ fn attachments<'a>(lists: impl Iterator<Item = &'a [crate::model::task::Part]>) 
 impl Machine for CallMachine {
     type Output = ToolResult;
     type Event = StreamEvent;
-    type Work = std::convert::Infallible;
-    type Worked = std::convert::Infallible;
+    type Work = TokenRequest;
+    type Worked = Result<crate::client::auth::Token, Error>;
 
-    fn start(&mut self, now_ms: u64) -> Step<ToolResult> {
+    fn start(&mut self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         self.started_ms = self.spec.started_ms.unwrap_or(now_ms).min(now_ms);
         self.deadline_ms = self.started_ms.saturating_add(self.spec.timeout_ms);
         if now_ms >= self.deadline_ms {
             // The card fetch took all the time there was.
             return self.timeout_result(now_ms);
+        }
+        if let Some(step) = self.authorize(now_ms, Resume::Send) {
+            return step;
         }
         self.send_message()
     }
@@ -800,7 +965,7 @@ impl Machine for CallMachine {
         &mut self,
         now_ms: u64,
         response: Result<HttpResponse, TransportError>,
-    ) -> Step<ToolResult> {
+    ) -> Step<ToolResult, TokenRequest> {
         let endpoint = self.endpoint();
         match self.phase {
             Phase::Sending => match response {
@@ -809,7 +974,11 @@ impl Machine for CallMachine {
                     let body = resp.body_snippet(200);
                     self.retry_later(now_ms, Retry::Send, resp.status, &resp.headers, body)
                 }
-                Ok(resp) => self.on_send_reply(now_ms, resp),
+                Ok(resp) if resp.status == 401 => self.unauthorized(now_ms, Resume::Send, 401),
+                Ok(resp) => {
+                    self.reauthorized = false;
+                    self.on_send_reply(now_ms, resp)
+                }
             },
             Phase::Polling => {
                 let what = format!("GetTask {}", self.task_label());
@@ -827,8 +996,10 @@ impl Machine for CallMachine {
                         let body = resp.body_snippet(200);
                         self.retry_later(now_ms, Retry::Poll, resp.status, &resp.headers, body)
                     }
+                    Ok(resp) if resp.status == 401 => self.unauthorized(now_ms, Resume::Poll, 401),
                     Ok(resp) => {
                         self.poll_failures = 0;
+                        self.reauthorized = false;
                         let long_polled = resp
                             .header("Preference-Applied")
                             .is_some_and(|p| crate::wire::http::find_str(p, "wait").is_some());
@@ -875,7 +1046,9 @@ impl Machine for CallMachine {
             }
             Phase::Canceling => self.canceled(now_ms),
             // No plain request is in flight otherwise; a stray response changes nothing.
-            Phase::Waiting | Phase::Backoff | Phase::Retrying(_) => self.wait(now_ms),
+            Phase::Waiting | Phase::Backoff | Phase::Retrying(_) | Phase::Authorizing(_) => {
+                self.wait(now_ms)
+            }
             Phase::Opening | Phase::Streaming | Phase::Collecting => Step::Read {
                 deadline_ms: self.deadline_ms,
             },
@@ -886,7 +1059,7 @@ impl Machine for CallMachine {
         &mut self,
         now_ms: u64,
         head: Result<ResponseHead, TransportError>,
-    ) -> Step<ToolResult> {
+    ) -> Step<ToolResult, TokenRequest> {
         if self.phase == Phase::Canceling {
             return self.canceled(now_ms);
         }
@@ -904,7 +1077,18 @@ impl Machine for CallMachine {
                     "".into(),
                 );
             }
-            Ok(head) => head,
+            Ok(head) if head.status == 401 => {
+                let resume = if self.resubscribing {
+                    Resume::Resubscribe
+                } else {
+                    Resume::Send
+                };
+                return self.unauthorized(now_ms, resume, 401);
+            }
+            Ok(head) => {
+                self.reauthorized = false;
+                head
+            }
             Err(e) if self.resubscribing => return self.stream_ended(now_ms, Some(e)),
             Err(e) => {
                 let what = format!("SendStreamingMessage to {}", self.endpoint());
@@ -927,7 +1111,7 @@ impl Machine for CallMachine {
         &mut self,
         now_ms: u64,
         chunk: Result<Option<Vec<u8>>, TransportError>,
-    ) -> Step<ToolResult> {
+    ) -> Step<ToolResult, TokenRequest> {
         let read_on = Step::Read {
             deadline_ms: self.deadline_ms,
         };
@@ -989,13 +1173,21 @@ impl Machine for CallMachine {
         }
     }
 
-    fn handle_timeout(&mut self, now_ms: u64) -> Step<ToolResult> {
+    fn handle_timeout(&mut self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         match self.phase {
             Phase::Canceling => self.canceled(now_ms),
             _ if now_ms >= self.deadline_ms => self.timed_out(now_ms),
-            Phase::Backoff => self.resubscribe(),
-            Phase::Waiting | Phase::Retrying(Retry::Poll) => self.get_task(now_ms),
-            Phase::Retrying(Retry::Send) => self.send_message(),
+            Phase::Backoff => self
+                .authorize(now_ms, Resume::Resubscribe)
+                .unwrap_or_else(|| self.resubscribe()),
+            Phase::Waiting | Phase::Retrying(Retry::Poll) => self
+                .authorize(now_ms, Resume::Poll)
+                .unwrap_or_else(|| self.get_task(now_ms)),
+            Phase::Retrying(Retry::Send) => self
+                .authorize(now_ms, Resume::Send)
+                .unwrap_or_else(|| self.send_message()),
+            // The host runs the token work with no deadline of its own.
+            Phase::Authorizing(_) => self.timed_out(now_ms),
             // A request's deadline is the call's deadline, handled above.
             Phase::Sending
             | Phase::Polling
@@ -1005,7 +1197,7 @@ impl Machine for CallMachine {
         }
     }
 
-    fn handle_abort(&mut self, now_ms: u64) -> Step<ToolResult> {
+    fn handle_abort(&mut self, now_ms: u64) -> Step<ToolResult, TokenRequest> {
         let following = !matches!(self.phase, Phase::Sending | Phase::Canceling);
         match self.task_id.clone() {
             // Best effort: tell the peer, but never wait long for it.
@@ -1018,8 +1210,29 @@ impl Machine for CallMachine {
         self.events.pop_front()
     }
 
-    fn handle_work(&mut self, _now_ms: u64, worked: std::convert::Infallible) -> Step<ToolResult> {
-        match worked {}
+    fn handle_work(
+        &mut self,
+        now_ms: u64,
+        worked: Result<crate::client::auth::Token, Error>,
+    ) -> Step<ToolResult, TokenRequest> {
+        let Phase::Authorizing(resume) = self.phase else {
+            return self.wait(now_ms);
+        };
+        match worked {
+            _ if now_ms >= self.deadline_ms => self.timed_out(now_ms),
+            Ok(token) => {
+                self.token = Some(token);
+                self.resume(now_ms, resume)
+            }
+            Err(e) => {
+                let scheme = self.spec.auth.as_ref().map(|a| a.scheme.as_str());
+                let what = format!(
+                    "getting a token for the scheme {}",
+                    crate::wire::json::quoted(scheme.unwrap_or_default())
+                );
+                self.fail(now_ms, &what, &e)
+            }
+        }
     }
 }
 

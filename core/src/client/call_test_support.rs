@@ -2,7 +2,6 @@
 //! peer in virtual time, and reading the result's metadata.
 
 use super::{CallMachine, CallSpec};
-use crate::host::driver::drive;
 use crate::model::tool::ToolResult;
 use crate::testing::{block_on, Reply, ScriptedPeer};
 use crate::wire::rpc::Dialect;
@@ -24,7 +23,29 @@ pub fn spec(dialect: Dialect) -> CallSpec {
         streaming: false,
         started_ms: None,
         jitter_seed: 7,
+        auth: None,
     }
+}
+
+/// Drives a call that asks for no token (a request for one fails it).
+pub async fn drive<T: crate::Transport>(
+    m: &mut CallMachine,
+    transport: &T,
+    abort: impl std::future::Future<Output = ()>,
+) -> ToolResult {
+    drive_with_events(m, transport, abort, |_| {}).await
+}
+
+/// [`drive`] handing each event to `on_event`.
+pub async fn drive_with_events<T: crate::Transport>(
+    m: &mut CallMachine,
+    transport: &T,
+    abort: impl std::future::Future<Output = ()>,
+    on_event: impl FnMut(crate::StreamEvent),
+) -> ToolResult {
+    let no_tokens =
+        |_| std::future::ready(Err(crate::Error::Misuse("no tokens in this test".into())));
+    crate::host::driver::drive_with_work(m, transport, abort, on_event, no_tokens).await
 }
 
 /// Runs the call to its result against `peer`, never aborted.

@@ -1,7 +1,7 @@
 //! Every outcome of the outbound call, on the scripted peer with virtual time.
 
+use super::test_support::drive;
 use super::*;
-use crate::host::driver::drive;
 use crate::model::event::StreamEvent;
 use crate::testing::{block_on, completed, task, task_with_message, Reply, ScriptedPeer};
 use serde_json::{json, Value};
@@ -557,7 +557,7 @@ fn task10(id: &str, state: &str) -> Value {
 
 fn run_events(peer: &ScriptedPeer, spec: CallSpec) -> (ToolResult, Vec<(u64, StreamEvent)>) {
     let mut events = Vec::new();
-    let r = block_on(crate::host::driver::drive_with_events(
+    let r = block_on(super::test_support::drive_with_events(
         &mut CallMachine::new(spec),
         peer,
         std::future::pending(),

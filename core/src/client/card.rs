@@ -49,6 +49,10 @@ pub struct AgentCard {
     pub extensions: Vec<String>,
     /// `capabilities.streaming`: the agent answers `SendStreamingMessage` with SSE.
     pub streaming: bool,
+    /// `securitySchemes` the client can use, by name, in the card's order.
+    pub security_schemes: Vec<(String, crate::SecurityScheme)>,
+    /// `securityRequirements` (1.0) or `security` (0.3): any one suffices.
+    pub security_requirements: Vec<crate::Requirement>,
 }
 
 /// The A2A extension a card lists when its GetTask honours `Prefer: wait=N`
@@ -163,7 +167,15 @@ impl AgentCard {
                 .and_then(|c| c.get("streaming"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            security_schemes: crate::client::auth::read_schemes(v),
+            security_requirements: crate::client::auth::read_requirements(v),
         })
+    }
+
+    /// Whether the card requires a credential for every call (it lists
+    /// security requirements, none of them empty).
+    pub fn requires_credentials(&self) -> bool {
+        crate::client::auth::requires_credentials(&self.security_requirements)
     }
 
     /// Whether GetTask may be asked to long-poll ([`LONG_POLL_EXTENSION`]).

@@ -4,8 +4,11 @@ use crate::model::agent::Agent;
 use serde_json::Value;
 use std::time::Duration;
 
-/// Parses an `agents` block `{ "<id>": {card, headers?, timeout?, pollEvery?,
-/// enabled?, disabled?, conversational?, binding?} }` into descriptors, in the block's order.
+/// Parses an `agents` block `{ "<id>": {card, headers?, auth?, allowedOrigins?,
+/// timeout?, pollEvery?, enabled?, disabled?, conversational?, binding?} }` into
+/// descriptors, in the block's order. `auth` is `{"bearer": ".."}`,
+/// `{"apiKey": ".."}` or `{"oauth2": {clientId, clientSecret, tokenUrl?,
+/// scopes?}}` (see [`crate::Auth::from_value`]); `binding` is `jsonrpc` or `rest`.
 ///
 /// Entries without a string `card` are skipped. `disabled: true` wins, then
 /// `enabled: false`; anything else is enabled. `null` (or any non-object)
@@ -45,6 +48,14 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
             agent.max_card_bytes = entry.get("maxCardBytes").and_then(Value::as_u64);
             agent.max_skills = entry.get("maxSkills").and_then(Value::as_u64);
             agent.allow_insecure_headers = flag("allowInsecureHeaders") == Some(true);
+            agent.auth = entry.get("auth").and_then(crate::Auth::from_value);
+            agent.allowed_origins = entry
+                .get("allowedOrigins")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|o| o.as_str().map(str::to_string))
+                .collect();
             agent.conversational =
                 entry.get("conversational").and_then(Value::as_bool) == Some(true);
             // `"binding": "rest"` prefers HTTP+JSON; `"jsonrpc"` (the default) JSON-RPC.
@@ -124,6 +135,35 @@ mod tests {
         assert_eq!(parsed[0].card, "http://x/ok");
         assert_eq!((parsed[0].timeout, parsed[0].poll_every), (None, None));
         assert_eq!(parsed[0].headers, vec![("B".to_string(), "b".to_string())]);
+    }
+
+    #[test]
+    fn reads_each_auth_shape_and_the_allowed_origins() {
+        let parsed = parse_agents_config(&json!({
+            "a": {"card": "http://x/1", "auth": {"bearer": "${TOKEN}"},
+                  "allowedOrigins": ["https://api.example", 7]},
+            "b": {"card": "http://x/2", "auth": {"apiKey": "${KEY}"}},
+            "c": {"card": "http://x/3", "auth": {"oauth2": {"clientId": "app",
+                  "clientSecret": "${SECRET}", "scopes": ["read", 1, "write"]}}},
+            "d": {"card": "http://x/4", "auth": {"oauth2": {"clientSecret": "no id"}}},
+            "e": {"card": "http://x/5", "auth": "bearer"},
+        }));
+        assert_eq!(parsed[0].auth, Some(crate::Auth::Bearer("${TOKEN}".into())));
+        assert_eq!(parsed[0].allowed_origins, ["https://api.example"]);
+        assert_eq!(parsed[1].auth, Some(crate::Auth::ApiKey("${KEY}".into())));
+        assert_eq!(
+            parsed[2].auth,
+            Some(crate::Auth::OAuth2(crate::OAuth2Client {
+                client_id: "app".into(),
+                client_secret: "${SECRET}".into(),
+                token_url: None,
+                scopes: vec!["read".into(), "write".into()],
+            }))
+        );
+        assert_eq!(
+            (parsed[3].auth.clone(), parsed[4].auth.clone()),
+            (None, None)
+        );
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! ListTasks from the client side (A2A 1.0; 0.3 has no such method): the
 //! request, a page read back, and [`list_tasks`], which follows the pages.
 
+use crate::client::auth::{plan, AuthPlan, PlanCredential};
 use crate::client::card::AgentCard;
+use crate::client::toolkit::{route, CredentialRoute};
 use crate::error::Error;
 use crate::host::transport::Transport;
-use crate::model::agent::Agent;
+use crate::model::agent::{expand_env, Agent};
 use crate::model::task::{Task, TaskState};
 use crate::wire::http::HttpRequest;
 use crate::wire::json::{object, with};
@@ -84,8 +86,34 @@ pub fn read_page(v: &Value) -> Option<(Vec<Task>, String, Option<u64>)> {
     ))
 }
 
+/// Where the ListTasks credentials go: the route, the expanded headers, and
+/// the credential plan (none when withheld).
+fn credentials<T: Transport>(
+    transport: &T,
+    agent: &Agent,
+    card: &AgentCard,
+    endpoint: &str,
+) -> Result<(Vec<(String, String)>, Option<AuthPlan>), Error> {
+    match route(agent, endpoint, card.requires_credentials(), "ListTasks") {
+        CredentialRoute::Refuse(e) => Err(e),
+        CredentialRoute::Withhold(_) => Ok((Vec::new(), None)),
+        CredentialRoute::Send => Ok((
+            agent.expanded_headers(|n| transport.env(n)),
+            plan(
+                agent.auth.as_ref(),
+                &agent.card,
+                &card.security_schemes,
+                &card.security_requirements,
+            )?,
+        )),
+    }
+}
+
 /// Lists the tasks of the agent behind `card` that match `filter`, page by
-/// page (up to [`MAX_PAGES`]).
+/// page (up to [`MAX_PAGES`]). Credentials go as for a call
+/// ([`crate::A2aTool::credential_route`]: hosts show the warning of
+/// [`crate::client::toolkit::route`]); an OAuth2 token refused with 401 is
+/// fetched again once.
 pub async fn list_tasks<T: Transport>(
     transport: &T,
     agent: &Agent,
@@ -93,15 +121,42 @@ pub async fn list_tasks<T: Transport>(
     filter: &ListFilter,
 ) -> Result<TaskList, Error> {
     let (dialect, endpoint) = card.endpoint_for(&agent.card, agent.binding);
-    let headers = agent.expanded_headers(|n| transport.env(n));
+    let (headers, plan) = credentials(transport, agent, card, &endpoint)?;
+    let deadline_ms = transport.now_ms().saturating_add(agent.timeout_ms());
+    let mut credential = match plan.as_ref().map(|p| &p.credential) {
+        Some(PlanCredential::Static(v)) => Some(expand_env(v, |n| transport.env(n))),
+        _ => None,
+    };
+    let source = match plan.as_ref().map(|p| &p.credential) {
+        Some(PlanCredential::Token(source)) => Some(source),
+        _ => None,
+    };
     let mut list = TaskList::default();
     let mut token = String::new();
-    for page in 0..MAX_PAGES {
+    let mut refetched = false;
+    let mut page = 0;
+    while page < MAX_PAGES {
+        if let (Some(source), None) = (source, &credential) {
+            credential = Some(
+                crate::client::auth::token(transport, None, source, None, deadline_ms)
+                    .await?
+                    .value,
+            );
+        }
         let mut req = list_request_in(dialect, &endpoint, page as u64 + 1, filter, Some(&token));
         for (k, v) in &headers {
             req = req.with_header(k, v);
         }
+        if let (Some(plan), Some(c)) = (&plan, &credential) {
+            req = plan.placement.apply(req, c);
+        }
         let resp = transport.send(req).await?;
+        if resp.status == 401 && source.is_some() && !refetched {
+            refetched = true;
+            credential = None;
+            continue;
+        }
+        page += 1;
         let result = dialect.read_reply(&resp, &endpoint)?;
         let (tasks, next, total) = read_page(&result).ok_or_else(|| {
             Error::malformed(format!(

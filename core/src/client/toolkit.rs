@@ -1,12 +1,14 @@
 //! A2A agents as tools, and the [`Toolkit`] that gathers tools from several
 //! sources behind one `execute(name, args)`.
 
-use crate::client::call::{CallMachine, CallSpec};
+use crate::client::auth::{AuthPlan, PlanCredential, SharedTokenCell};
+use crate::client::call::{CallAuth, CallMachine, CallSpec, TokenRequest};
 use crate::client::card::AgentCard;
 use crate::client::sanitize::sanitize;
 use crate::error::Error;
-use crate::host::driver::drive_with_events;
+use crate::host::driver::drive_with_work;
 use crate::host::transport::{BoxFuture, MaybeSend, Transport};
+use crate::model::agent::expand_env;
 use crate::model::agent::Agent;
 use crate::model::event::StreamEvent;
 use crate::model::tool::{
@@ -35,9 +37,77 @@ pub struct A2aTool {
     /// already made it (`dup`/`dup`, `d.u.p`/`d_u_p`): this one then carries a
     /// `_2`, `_3`… suffix, in card order. Hosts should say so.
     pub clash: Option<String>,
+    /// How calls authenticate (the agent's `auth` against the card's
+    /// schemes), or why the agent's `auth` cannot be used with this card.
+    pub auth: Result<Option<AuthPlan>, Error>,
+    /// The card requires a credential for every call.
+    pub requires_credentials: bool,
+    /// The agent's token cache, shared by its tools and their concurrent
+    /// calls; `None`: each call fetches its own token. Hosts set it
+    /// ([`A2aTool::with_tokens`], [`Toolkit::with_token_cells`]).
+    pub tokens: Option<AgentTokens>,
+}
+
+/// An agent's shared [`crate::TokenCell`] (its `Debug` shows nothing of it).
+#[derive(Clone)]
+pub struct AgentTokens(pub SharedTokenCell);
+
+impl std::fmt::Debug for AgentTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AgentTokens")
+    }
+}
+
+/// Where the credentials of calls to `agent` at `endpoint` go; `what`
+/// names the call in messages (a tool name, `ListTasks`).
+pub fn route(agent: &Agent, endpoint: &str, required: bool, what: &str) -> CredentialRoute {
+    if !agent.has_credentials() || agent.credentials_may_go_to(endpoint) {
+        return CredentialRoute::Send;
+    }
+    let endpoint = crate::wire::url::origin(endpoint).unwrap_or("(no origin)");
+    let card = crate::wire::url::redact(&agent.card);
+    if required {
+        return CredentialRoute::Refuse(Error::Misuse(format!(
+            "refusing to call {what}: the card at {card} names an endpoint on another origin, {endpoint}, and requires credentials; trust that origin with --allow-credentials-to {endpoint} (allowedOrigins in a config)"
+        )));
+    }
+    CredentialRoute::Withhold(format!(
+        "calling {what} without credentials: the card at {card} names an endpoint on another origin, {endpoint}; trust it with --allow-credentials-to {endpoint} (allowedOrigins in a config)"
+    ))
+}
+
+/// Where a call's credentials go ([`A2aTool::credential_route`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CredentialRoute {
+    /// To the endpoint (the card's origin, or one the user allowed); or
+    /// there are none.
+    Send,
+    /// Not sent: the card names an endpoint on another origin. The call
+    /// goes without them; hosts show this warning.
+    Withhold(String),
+    /// Not sent, and the card requires them: the call is refused.
+    Refuse(Error),
 }
 
 impl A2aTool {
+    /// The tool, sharing `tokens` (the agent's token cache) with others.
+    pub fn with_tokens(mut self, tokens: SharedTokenCell) -> Self {
+        self.tokens = Some(AgentTokens(tokens));
+        self
+    }
+
+    /// Whether the caller's credentials (the agent's `auth` and headers) go
+    /// to the endpoint the card names: only to the card's own origin and
+    /// the origins the agent lists ([`Agent::allowed_origins`]).
+    pub fn credential_route(&self) -> CredentialRoute {
+        route(
+            &self.agent,
+            &self.endpoint,
+            self.requires_credentials,
+            &self.spec.name,
+        )
+    }
+
     /// Runs the skill with `args.task` and follows the task until it settles
     /// (see [`CallMachine`]). Never fails: every problem comes back as `is_error`.
     pub async fn execute<T: Transport>(
@@ -95,9 +165,16 @@ impl A2aTool {
                 self.spec.name
             ));
         };
-        if let Some(refused) = self.agent.header_refusal(&self.endpoint) {
-            return ToolResult::error(refused.to_string());
-        }
+        let send_credentials = match self.credential_route() {
+            CredentialRoute::Send => true,
+            CredentialRoute::Withhold(_) => false,
+            CredentialRoute::Refuse(e) => return ToolResult::error(e.to_string()),
+        };
+        let plan = match (&self.auth, send_credentials) {
+            (Err(e), true) => return ToolResult::error(e.to_string()),
+            (Ok(Some(plan)), true) => Some(plan),
+            _ => None,
+        };
         let message_id = transport.new_id();
         // FNV-1a of the fresh id: the host's randomness, for retry jitter.
         let jitter_seed = message_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
@@ -107,11 +184,28 @@ impl A2aTool {
             Ok(refs) => refs,
             Err(e) => return ToolResult::error(format!("{}: {e}", self.spec.name)),
         };
+        let auth = plan.map(|p| CallAuth {
+            scheme: p.scheme.clone(),
+            placement: p.placement.clone(),
+            credential: match &p.credential {
+                PlanCredential::Static(v) => Some(expand_env(v, |n| transport.env(n))),
+                PlanCredential::Token(_) => None,
+            },
+        });
+        let source = plan.and_then(|p| match &p.credential {
+            PlanCredential::Token(source) => Some(source),
+            PlanCredential::Static(_) => None,
+        });
+        let headers = if send_credentials {
+            self.agent.expanded_headers(|n| transport.env(n))
+        } else {
+            Vec::new()
+        };
         let spec = CallSpec {
             agent: self.agent_name.clone(),
             endpoint: self.endpoint.clone(),
             dialect: self.dialect,
-            headers: self.agent.expanded_headers(|n| transport.env(n)),
+            headers,
             timeout_ms: self.agent.timeout_ms(),
             poll_every_ms: self.agent.poll_every_ms(),
             message_id,
@@ -120,9 +214,29 @@ impl A2aTool {
             streaming: self.streaming,
             started_ms,
             jitter_seed,
+            auth,
         };
+        let deadline_ms = started_ms
+            .unwrap_or_else(|| transport.now_ms())
+            .saturating_add(self.agent.timeout_ms());
+        let cell = self.tokens.as_ref().map(|t| &*t.0 as &dyn crate::TokenCell);
         let mut call = CallMachine::new(spec).continuing(refs);
-        drive_with_events(&mut call, transport, abort, on_event).await
+        let work = |req: TokenRequest| async move {
+            match source {
+                Some(source) => {
+                    crate::client::auth::token(
+                        transport,
+                        cell,
+                        source,
+                        req.stale.as_deref(),
+                        deadline_ms,
+                    )
+                    .await
+                }
+                None => Err(Error::Misuse("no token source for this agent".into())),
+            }
+        };
+        drive_with_work(&mut call, transport, abort, on_event, work).await
     }
 }
 
@@ -159,6 +273,12 @@ pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<Ag
 /// first free `_2`, `_3`… suffix and says so in [`A2aTool::clash`].
 pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
     let (dialect, endpoint) = card.endpoint_for(&agent.card, agent.binding);
+    let auth = crate::client::auth::plan(
+        agent.auth.as_ref(),
+        &agent.card,
+        &card.security_schemes,
+        &card.security_requirements,
+    );
     // (base name, name) of each tool so far; at most `max_skills` of them.
     let mut taken: Vec<(String, String)> = Vec::new();
     card.skills
@@ -199,6 +319,9 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
                 dialect,
                 long_poll: card.long_poll(),
                 streaming: card.streaming,
+                auth: auth.clone(),
+                requires_credentials: card.requires_credentials(),
+                tokens: None,
             })
         })
         .collect()
@@ -302,6 +425,8 @@ pub struct Toolkit<T: Transport> {
     failures: Vec<AgentFailure>,
     #[cfg(feature = "server")]
     skills: Option<Arc<crate::skills::SkillSet>>,
+    /// Makes each agent's token cache (the host's lock around a `TokenCache`).
+    token_cells: Option<fn() -> SharedTokenCell>,
 }
 
 impl<T: Transport> Toolkit<T> {
@@ -313,7 +438,17 @@ impl<T: Transport> Toolkit<T> {
             failures: Vec::new(),
             #[cfg(feature = "server")]
             skills: None,
+            token_cells: None,
         }
+    }
+
+    /// Gives each agent added from now on one token cache, made by `make`
+    /// (the host's lock around a [`crate::TokenCache`]), shared by its
+    /// tools and their concurrent calls. Without it each call fetches its
+    /// own OAuth2 token.
+    pub fn with_token_cells(mut self, make: fn() -> SharedTokenCell) -> Self {
+        self.token_cells = Some(make);
+        self
     }
 
     /// The transport the tools call through.
@@ -371,9 +506,14 @@ impl<T: Transport> Toolkit<T> {
         agent: &Agent,
         resolved: Result<Vec<A2aTool>, Error>,
     ) -> Result<Vec<String>, Error> {
+        let cell = self.token_cells.map(|make| make());
         match resolved {
             Ok(tools) => Ok(tools
                 .into_iter()
+                .map(|t| match (&cell, &t.tokens) {
+                    (Some(c), None) => t.with_tokens(c.clone()),
+                    _ => t,
+                })
                 .filter_map(|t| {
                     let name = t.spec.name.clone();
                     self.push(t.spec.clone(), ToolImpl::A2a(Arc::new(t)))
@@ -674,52 +814,76 @@ mod tests {
     }
 
     #[test]
-    fn headers_never_go_to_a_plain_http_stranger_the_card_names() {
+    fn credentials_go_to_the_card_origin_and_listed_origins_only() {
         let agent = Agent {
-            headers: vec![("Authorization".into(), "Bearer ${TOKEN}".into())],
-            ..Agent::new(CARD_URL)
+            headers: vec![("X-Trace".into(), "${TOKEN}".into())],
+            ..Agent::new(CARD_URL).with_auth(crate::Auth::Bearer("${TOKEN}".into()))
         };
-        let stranger = card(
-            json!({"name": "d", "url": "http://collector.example/rpc", "skills": [{"id": "s"}]}),
-        );
-        let peer = ScriptedPeer::new().env_var("TOKEN", "s3cret");
-        let tool = &card_tools(&agent, &stranger)[0];
-        let r = block_on(tool.execute(&peer, &json!({"task": "x"}), std::future::pending()));
-        assert!(r.is_error);
-        assert!(
-            r.output
-                .starts_with("refusing to send the -H headers to http://collector.example/rpc"),
-            "{}",
-            r.output
-        );
-        assert!(peer.requests().is_empty(), "nothing sent");
-
-        // Opted in, or https, or the card's own origin: sent.
-        for (agent, url) in [
-            (
-                Agent {
-                    allow_insecure_headers: true,
-                    ..agent.clone()
-                },
-                "http://collector.example/rpc",
-            ),
-            (agent.clone(), "https://collector.example/rpc"),
-            (agent.clone(), "/rpc"),
-        ] {
+        let call = |agent: &Agent, card_json: Value| {
             let peer = ScriptedPeer::new()
                 .env_var("TOKEN", "s3cret")
                 .on("SendMessage", vec![Reply::Result(completed("t1", "ok"))]);
-            let c = card(json!({"name": "d", "url": url, "skills": [{"id": "s"}]}));
-            let r = block_on(card_tools(&agent, &c)[0].execute(
-                &peer,
-                &json!({"task": "x"}),
-                std::future::pending(),
-            ));
-            assert_eq!(r.output, "ok", "{url}");
-            assert_eq!(
-                peer.requests()[0].1.header("Authorization"),
-                Some("Bearer s3cret")
+            let tool = card_tools(agent, &card(card_json))[0].clone();
+            let route = tool.credential_route();
+            let r = block_on(tool.execute(&peer, &json!({"task": "x"}), std::future::pending()));
+            (route, r, peer.requests())
+        };
+        // Another origin, http or https: the call goes without them, with a warning.
+        for stranger in [
+            "http://collector.example/rpc",
+            "https://collector.example/rpc",
+            "http://127.0.0.1:10/",
+        ] {
+            let (route, r, requests) = call(
+                &agent,
+                json!({"name": "d", "url": stranger, "skills": [{"id": "s"}]}),
             );
+            let CredentialRoute::Withhold(warning) = route else {
+                panic!("not withheld for {stranger}")
+            };
+            assert!(warning.contains("--allow-credentials-to"), "{warning}");
+            assert!(!warning.contains("s3cret"), "{warning}");
+            assert_eq!(r.output, "ok", "{stranger}");
+            let req = &requests[0].1;
+            assert_eq!(req.header("Authorization"), None, "{stranger}");
+            assert_eq!(req.header("X-Trace"), None, "{stranger}");
+        }
+        // A card that requires credentials: refused, nothing sent.
+        let (route, r, requests) = call(
+            &agent,
+            json!({"name": "d", "url": "https://collector.example/rpc", "skills": [{"id": "s"}],
+                   "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+                   "securityRequirements": [{"schemes": {"bearer": {"list": []}}}]}),
+        );
+        assert!(matches!(route, CredentialRoute::Refuse(_)));
+        assert!(
+            r.is_error && r.output.starts_with("refusing to call d_s"),
+            "{}",
+            r.output
+        );
+        assert!(requests.is_empty(), "nothing sent");
+        // The card's own origin, an allowed origin, or the deprecated blanket opt-in: sent.
+        let allowed = agent
+            .clone()
+            .with_allowed_origin("https://collector.example");
+        let blanket = Agent {
+            allow_insecure_headers: true,
+            ..agent.clone()
+        };
+        for (agent, url) in [
+            (&agent, "/rpc"),
+            (&allowed, "https://collector.example/rpc"),
+            (&blanket, "http://collector.example/rpc"),
+        ] {
+            let (route, r, requests) = call(
+                agent,
+                json!({"name": "d", "url": url, "skills": [{"id": "s"}]}),
+            );
+            assert_eq!(route, CredentialRoute::Send, "{url}");
+            assert_eq!(r.output, "ok", "{url}");
+            let req = &requests[0].1;
+            assert_eq!(req.header("Authorization"), Some("Bearer s3cret"), "{url}");
+            assert_eq!(req.header("X-Trace"), Some("s3cret"), "{url}");
         }
     }
 }

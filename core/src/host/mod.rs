@@ -3,6 +3,5 @@
 //! server) the host's `Lock` for state that requests share.
 
 pub(crate) mod driver;
-#[cfg(feature = "server")]
 pub(crate) mod lock;
 pub(crate) mod transport;

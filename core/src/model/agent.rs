@@ -42,10 +42,18 @@ pub struct Agent {
     pub max_card_bytes: Option<u64>,
     /// The most skills the card may list (default [`DEFAULT_MAX_SKILLS`]).
     pub max_skills: Option<u64>,
-    /// Send `headers` to the endpoint the card names even when it is another
-    /// origin over plain http and not loopback (refused otherwise: see
-    /// [`headers_may_go_to`]).
+    /// Deprecated: trusts whatever origin the card names as its endpoint
+    /// with the credentials (`headers` and `auth`). Prefer listing the
+    /// origins in [`Agent::allowed_origins`].
     pub allow_insecure_headers: bool,
+    /// The credential for this agent's protected calls (bearer, API key,
+    /// OAuth2 client credentials); sent only where
+    /// [`crate::credentials_may_go_to`] allows.
+    pub auth: Option<crate::Auth>,
+    /// Origins (`https://host[:port]`) besides the card's own that may
+    /// receive the credentials (`auth` and `headers`), when the card names
+    /// an endpoint there.
+    pub allowed_origins: Vec<String>,
     /// Advertise the optional `taskId` and `contextId` arguments in the
     /// tools' input schema, so a model can answer a task waiting for input
     /// and continue a conversation. Off: the fixed `{task}` schema of the
@@ -96,10 +104,23 @@ impl Agent {
         self
     }
 
-    /// Allows (or not) sending the headers to an endpoint the card names on
-    /// another origin over plain http (see [`headers_may_go_to`]).
+    /// Deprecated: trusts any endpoint origin the card names with the
+    /// credentials (see [`Agent::allow_insecure_headers`]).
     pub fn with_insecure_headers_allowed(mut self, allowed: bool) -> Self {
         self.allow_insecure_headers = allowed;
+        self
+    }
+
+    /// Sets the credential (`${NAME}` in its values expands at every call).
+    pub fn with_auth(mut self, auth: crate::Auth) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Lets the credentials go to `origin` too, when the card names an
+    /// endpoint there.
+    pub fn with_allowed_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
         self
     }
 
@@ -128,22 +149,17 @@ impl Agent {
         )
     }
 
-    /// Why this agent's headers may not go to `endpoint` (the card's
-    /// choice), or `None` when they may: no headers, the same origin as the
-    /// card, https, loopback, or the user allowed it.
-    pub fn header_refusal(&self, endpoint: &str) -> Option<crate::Error> {
-        if self.headers.is_empty()
-            || self.allow_insecure_headers
-            || headers_may_go_to(&self.card, endpoint)
-        {
-            return None;
-        }
-        Some(crate::Error::Misuse(format!(
-            "refusing to send the -H headers to {}: the card at {} names another origin over plain http; \
-             allow it with --allow-insecure-headers (allowInsecureHeaders in a config)",
-            crate::wire::url::redact(endpoint),
-            crate::wire::url::redact(&self.card)
-        )))
+    /// Whether this agent's credentials (`auth` and `headers`) may go to
+    /// `endpoint`: the card's origin, an allowed origin, or the deprecated
+    /// blanket [`Agent::allow_insecure_headers`].
+    pub fn credentials_may_go_to(&self, endpoint: &str) -> bool {
+        self.allow_insecure_headers
+            || crate::credentials_may_go_to(&self.card, endpoint, &self.allowed_origins)
+    }
+
+    /// Whether the agent has any caller credential (`auth` or a header).
+    pub fn has_credentials(&self) -> bool {
+        self.auth.is_some() || !self.headers.is_empty()
     }
 
     /// The headers with `${NAME}` expanded through `lookup`.
@@ -183,33 +199,6 @@ pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Strin
     out
 }
 
-/// Whether credentials given for the card at `card_url` may go to
-/// `endpoint`: the same origin, https (the card's owner chose a host that
-/// proves who it is), or a loopback host.
-pub fn headers_may_go_to(card_url: &str, endpoint: &str) -> bool {
-    let Some(to) = crate::wire::url::origin(endpoint) else {
-        return false;
-    };
-    if crate::wire::url::origin(card_url).is_some_and(|o| o.eq_ignore_ascii_case(to)) {
-        return true;
-    }
-    let to = to.to_ascii_lowercase();
-    if to.starts_with("https://") {
-        return true;
-    }
-    // A loopback host, without userinfo (which could hide the real host),
-    // before the port ("[::1]" keeps its brackets).
-    let host = to.strip_prefix("http://").unwrap_or("@");
-    let end = match host.strip_prefix('[') {
-        Some(v6) => v6.find(']').map_or(0, |i| i + 2),
-        None => host.find(':').unwrap_or(host.len()),
-    };
-    let host = host.get(..end).unwrap_or_default();
-    host == "localhost"
-        || host == "[::1]"
-        || (host.starts_with("127.") && host.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,44 +229,30 @@ mod tests {
     }
 
     #[test]
-    fn headers_go_to_the_card_origin_https_or_loopback_only() {
+    fn credentials_go_to_the_card_origin_and_the_listed_ones_only() {
         let card = "http://cards.example/.well-known/agent-card.json";
-        for ok in [
-            "http://cards.example/rpc",
-            "HTTP://CARDS.EXAMPLE/rpc",
-            "https://elsewhere.example/rpc",
-            "http://127.0.0.1:9/",
-            "http://localhost:8080/a2a",
-            "http://[::1]:9/",
-        ] {
-            assert!(headers_may_go_to(card, ok), "{ok}");
+        let mut agent = Agent::new(card);
+        for ok in ["http://cards.example/rpc", "HTTP://CARDS.EXAMPLE/rpc"] {
+            assert!(agent.credentials_may_go_to(ok), "{ok}");
         }
         for refused in [
+            "https://cards.example/rpc",
+            "https://elsewhere.example/rpc",
             "http://elsewhere.example/rpc",
             "http://cards.example:8080/rpc",
-            "http://127.0.0.1.evil.example/",
-            "http://localhost.evil.example/",
+            "http://127.0.0.1:9/",
+            "http://localhost:8080/a2a",
             "http://user@evil.example/",
             "/relative",
         ] {
-            assert!(!headers_may_go_to(card, refused), "{refused}");
+            assert!(!agent.credentials_may_go_to(refused), "{refused}");
         }
-        let mut agent = Agent::new(card);
-        assert!(
-            agent.header_refusal("http://evil.example/").is_none(),
-            "no headers"
-        );
-        agent.headers = vec![("Authorization".into(), "Bearer s3cret".into())];
-        let err = agent
-            .header_refusal("http://evil.example/?k=1")
-            .expect("refused");
-        assert!(
-            !err.to_string().contains("s3cret") && !err.to_string().contains("k=1"),
-            "{err}"
-        );
+        agent = agent.with_allowed_origin("https://API.example/");
+        assert!(agent.credentials_may_go_to("https://api.example/a2a"));
+        assert!(!agent.credentials_may_go_to("https://api.example:444/a2a"));
         agent.allow_insecure_headers = true;
         assert!(
-            agent.header_refusal("http://evil.example/").is_none(),
+            agent.credentials_may_go_to("http://evil.example/"),
             "opted in"
         );
     }
