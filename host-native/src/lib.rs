@@ -60,14 +60,23 @@ impl RemoteTool {
         self.inner.clash.as_deref()
     }
 
-    /// Why the agent's headers may not go to the endpoint the card names
-    /// (another origin, plain http, not loopback, not allowed); calls then fail.
-    pub fn header_refusal(&self) -> Option<Error> {
-        self.inner.agent.header_refusal(&self.inner.endpoint)
+    /// Whether the agent's credentials (`auth` and headers) go to the
+    /// endpoint the card names: only to the card's origin and the origins
+    /// the agent allows. `Withhold`: calls go without them (each call logs
+    /// the warning); `Refuse`: the card requires them, calls fail.
+    pub fn credential_route(&self) -> toolnexus_core::CredentialRoute {
+        self.inner.credential_route()
+    }
+
+    fn warn_if_withheld(&self) {
+        if let toolnexus_core::CredentialRoute::Withhold(warning) = self.inner.credential_route() {
+            tracing::warn!("{warning}");
+        }
     }
 
     /// Runs the skill with `args` (`{"task": "…"}`). Never fails; see [`ToolResult::is_error`].
     pub async fn execute(&self, args: &Value) -> ToolResult {
+        self.warn_if_withheld();
         self.inner
             .execute(&self.transport, args, std::future::pending())
             .await
@@ -79,6 +88,7 @@ impl RemoteTool {
         args: &Value,
         abort: impl std::future::Future<Output = ()> + Send,
     ) -> ToolResult {
+        self.warn_if_withheld();
         self.inner.execute(&self.transport, args, abort).await
     }
 
@@ -91,6 +101,7 @@ impl RemoteTool {
         abort: impl std::future::Future<Output = ()> + Send,
         on_event: impl FnMut(toolnexus_core::StreamEvent) + Send,
     ) -> ToolResult {
+        self.warn_if_withheld();
         self.inner
             .execute_with_events(&self.transport, args, abort, on_event)
             .await
@@ -106,6 +117,7 @@ impl RemoteTool {
         abort: impl std::future::Future<Output = ()> + Send,
         on_event: impl FnMut(toolnexus_core::StreamEvent) + Send,
     ) -> ToolResult {
+        self.warn_if_withheld();
         self.inner
             .execute_since(&self.transport, args, started_ms, abort, on_event)
             .await
@@ -124,27 +136,30 @@ pub async fn agent_tools_with(
     transport: &Arc<NativeTransport>,
     agent: &Agent,
 ) -> Result<Vec<RemoteTool>, Error> {
-    let tools = toolnexus_core::agent_tools(transport, agent).await?;
-    Ok(tools
-        .into_iter()
-        .map(|inner| RemoteTool {
-            inner,
-            transport: transport.clone(),
-        })
-        .collect())
+    let card = toolnexus_core::fetch_card(transport, agent).await?;
+    Ok(card_tools(transport, agent, &card))
+}
+
+/// A token cache for one agent behind the native lock: the tools of an
+/// agent share it, so N concurrent calls cause one OAuth2 token fetch.
+pub fn token_cell() -> toolnexus_core::SharedTokenCell {
+    use toolnexus_core::server::Lock;
+    Arc::new(lock::NativeLock::new(toolnexus_core::TokenCache::new()))
 }
 
 /// The tools of a card you already hold (fetched yourself, or cached), called
-/// over `transport`. No request is sent.
+/// over `transport`. No request is sent. The tools share one token cache
+/// ([`token_cell`]).
 pub fn card_tools(
     transport: &Arc<NativeTransport>,
     agent: &Agent,
     card: &toolnexus_core::AgentCard,
 ) -> Vec<RemoteTool> {
+    let tokens = token_cell();
     toolnexus_core::card_tools(agent, card)
         .into_iter()
         .map(|inner| RemoteTool {
-            inner,
+            inner: inner.with_tokens(tokens.clone()),
             transport: transport.clone(),
         })
         .collect()
@@ -216,7 +231,7 @@ pub async fn toolkit_with(
     agents: &[Agent],
     config: Option<&Value>,
 ) -> Toolkit {
-    let mut tk = toolnexus_core::Toolkit::new(transport);
+    let mut tk = toolnexus_core::Toolkit::new(transport).with_token_cells(token_cell);
     tk.add_agents(agents).await;
     if let Some(config) = config {
         tk.add_config(config).await;

@@ -86,14 +86,17 @@ pub fn read_page(v: &Value) -> Option<(Vec<Task>, String, Option<u64>)> {
     ))
 }
 
-/// Where the ListTasks credentials go: the route, the expanded headers, and
-/// the credential plan (none when withheld).
+/// The expanded headers and the credential plan of a ListTasks.
+type Credentials = (Vec<(String, String)>, Option<AuthPlan>);
+
+/// Where the ListTasks credentials go: the expanded headers, and the
+/// credential plan (none when withheld).
 fn credentials<T: Transport>(
     transport: &T,
     agent: &Agent,
     card: &AgentCard,
     endpoint: &str,
-) -> Result<(Vec<(String, String)>, Option<AuthPlan>), Error> {
+) -> Result<Credentials, Error> {
     match route(agent, endpoint, card.requires_credentials(), "ListTasks") {
         CredentialRoute::Refuse(e) => Err(e),
         CredentialRoute::Withhold(_) => Ok((Vec::new(), None)),

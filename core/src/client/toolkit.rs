@@ -501,6 +501,8 @@ impl<T: Transport> Toolkit<T> {
     /// failure (recorded in [`Toolkit::failures`] and returned). Returns the
     /// names of the tools added. For hosts that resolve without holding the
     /// toolkit (resolve, then add to a clone and swap it in).
+    // On wasm32 (one thread) a tool's token cell is an `Rc`-like `RefCell`.
+    #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
     pub fn add_resolved(
         &mut self,
         agent: &Agent,

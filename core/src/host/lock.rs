@@ -29,6 +29,7 @@ pub trait Lock<T>: MaybeSend + MaybeSync {
 
 /// The host's kind of [`Lock`], for any `T`: the server and
 /// [`MemoryStore`](crate::server::MemoryStore) name it once and build theirs.
+#[cfg(feature = "server")]
 pub trait Locks: 'static {
     /// The host's lock around a `T`.
     type Lock<T: MaybeSend>: Lock<T>;
@@ -38,7 +39,7 @@ pub trait Locks: 'static {
 /// worker, a WASI component): a `RefCell`, since core never holds a lock
 /// across an `.await`. Natively a server is shared between threads, so
 /// this exists on wasm32 only.
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "server"))]
 pub struct CellLocks;
 
 /// The lock of [`CellLocks`].
@@ -61,7 +62,7 @@ impl<T> Lock<T> for CellLock<T> {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "server"))]
 impl Locks for CellLocks {
     type Lock<T: MaybeSend> = CellLock<T>;
 }

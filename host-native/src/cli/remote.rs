@@ -22,7 +22,9 @@ pub struct Remote {
     pub timeout: Option<u64>,
     /// Fetch the card even if the cache holds a fresh copy, and store nothing.
     /// (Cards are cached as their server's Cache-Control / ETag allow, in the
-    /// user cache dir or $TOOLNEXUS_CACHE_DIR; never with -H headers.)
+    /// user cache dir or $TOOLNEXUS_CACHE_DIR; never with -H headers. The
+    /// --bearer-env/--api-key-env/--oauth-* credentials never go with the
+    /// card request, so the cached card is the public one.)
     #[arg(long)]
     pub no_cache: bool,
     /// Who runs the call: native (this binary), or wasm (the same core as the
@@ -39,15 +41,66 @@ pub struct Remote {
     /// The most skills an Agent Card may list [default: 1000]
     #[arg(long, value_name = "N")]
     pub max_skills: Option<u64>,
-    /// Send the -H headers to the endpoint the card names even when it is
-    /// another origin over plain http and not loopback (refused otherwise).
+    /// Deprecated: send the credentials to whatever origin the card names as
+    /// its endpoint. Prefer --allow-credentials-to ORIGIN.
     #[arg(long)]
     pub allow_insecure_headers: bool,
+    /// Send `Authorization: Bearer <token>`, the token read from the
+    /// environment variable NAME (never from the command line).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["api_key_env", "oauth_client_id"])]
+    pub bearer_env: Option<String>,
+    /// Send the API key read from the environment variable NAME where the
+    /// card's apiKey security scheme says (a header, query parameter or cookie).
+    #[arg(long, value_name = "NAME", conflicts_with = "oauth_client_id")]
+    pub api_key_env: Option<String>,
+    /// Get OAuth2 tokens with the client-credentials grant as client ID
+    /// (cached, refreshed before expiry, fetched again once on a 401).
+    #[arg(long, value_name = "ID", requires = "oauth_client_secret_env")]
+    pub oauth_client_id: Option<String>,
+    /// The environment variable holding the OAuth2 client secret.
+    #[arg(long, value_name = "NAME", requires = "oauth_client_id")]
+    pub oauth_client_secret_env: Option<String>,
+    /// The token endpoint [default: the card's clientCredentials flow, or its
+    /// OpenID Connect discovery document]. Must be https or loopback http.
+    #[arg(long, value_name = "URL", requires = "oauth_client_id")]
+    pub oauth_token_url: Option<String>,
+    /// An OAuth2 scope to ask for [default: the card's requirement]. Repeatable.
+    #[arg(long = "oauth-scope", value_name = "S", requires = "oauth_client_id")]
+    pub oauth_scopes: Vec<String>,
+    /// Let the credentials (--bearer-env, --api-key-env, OAuth2 tokens, and
+    /// the -H headers) go to this origin (https://host[:port]) too, when the
+    /// card names an endpoint there. By default they go only to the card's
+    /// own origin: elsewhere the call goes without them (a warning), or is
+    /// refused when the card requires credentials. Repeatable.
+    #[arg(long = "allow-credentials-to", value_name = "ORIGIN")]
+    pub allow_credentials_to: Vec<String>,
     /// The binding to prefer when the card lists both: jsonrpc (then rest),
     /// or rest (HTTP+JSON, then jsonrpc). A card with only HTTP+JSON is
     /// called over it either way [default: jsonrpc]
     #[arg(long, value_name = "jsonrpc|rest", value_parser = ["jsonrpc", "rest"])]
     pub binding: Option<String>,
+}
+
+/// An environment variable's name for a `--*-env` option, checked: a name,
+/// and set (its value is never shown).
+fn env_name(option: &str, name: &str) -> Result<String, Fail> {
+    let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !valid {
+        return Err(Fail(
+            1,
+            format!(
+                "{option} takes the name of an environment variable (letters, digits, _), not {:?}",
+                name.chars().take(40).collect::<String>()
+            ),
+        ));
+    }
+    if std::env::var_os(name).is_none_or(|v| v.is_empty()) {
+        return Err(Fail(
+            1,
+            format!("{option} {name}: the environment variable {name} is not set"),
+        ));
+    }
+    Ok(format!("${{{name}}}"))
 }
 
 /// Says on stderr that a skill's tool was renamed because an earlier skill
@@ -153,7 +206,46 @@ impl Remote {
             .binding
             .as_deref()
             .and_then(toolnexus_core::Binding::parse);
+        agent.auth = self.auth()?;
+        for origin in &self.allow_credentials_to {
+            let trimmed = origin.strip_suffix('/').unwrap_or(origin);
+            if toolnexus_core::url_origin(trimmed) != Some(trimmed) {
+                return Err(Fail(
+                    1,
+                    format!("--allow-credentials-to takes an origin (https://host[:port]), not {origin:?}"),
+                ));
+            }
+            agent.allowed_origins.push(trimmed.to_string());
+        }
+        if self.wasm() && (agent.auth.is_some() || !agent.allowed_origins.is_empty()) {
+            return Err(Fail(
+                1,
+                "--engine wasm takes no credential options yet (--bearer-env, --api-key-env, --oauth-*, --allow-credentials-to): use --engine native".into(),
+            ));
+        }
         Ok(agent)
+    }
+
+    /// The credential the options name; secrets stay in the environment
+    /// (`${NAME}`, expanded at each request).
+    fn auth(&self) -> Result<Option<toolnexus_core::Auth>, Fail> {
+        use toolnexus_core::{Auth, OAuth2Client};
+        if let Some(name) = &self.bearer_env {
+            return Ok(Some(Auth::Bearer(env_name("--bearer-env", name)?)));
+        }
+        if let Some(name) = &self.api_key_env {
+            return Ok(Some(Auth::ApiKey(env_name("--api-key-env", name)?)));
+        }
+        let Some(client_id) = &self.oauth_client_id else {
+            return Ok(None);
+        };
+        let secret = self.oauth_client_secret_env.as_deref().unwrap_or_default();
+        Ok(Some(Auth::OAuth2(OAuth2Client {
+            client_id: client_id.clone(),
+            client_secret: env_name("--oauth-client-secret-env", secret)?,
+            token_url: self.oauth_token_url.clone(),
+            scopes: self.oauth_scopes.clone(),
+        })))
     }
 }
 
@@ -239,6 +331,16 @@ pub async fn tasks(
         let card = card_cache::fetch_card(&transport, &agent, cache.as_ref())
             .await
             .map_err(|e| Fail(1, e.to_string()))?;
+        let (_, endpoint) = card.endpoint(&agent.card);
+        let route = toolnexus_core::credential_route_for(
+            &agent,
+            &endpoint,
+            card.requires_credentials(),
+            "ListTasks",
+        );
+        if let toolnexus_core::CredentialRoute::Withhold(warning) = route {
+            eprintln!("toolnexus: {}", super::terminal::line(&warning));
+        }
         let filter = ListFilter {
             context_id: context,
             status,
@@ -300,8 +402,14 @@ pub async fn call(
         (t.spec().name.as_str(), t.skill())
     })
     .map_err(|e| Fail(1, e.to_string()))?;
-    if let Some(refused) = found.header_refusal() {
-        return Err(Fail(1, refused.to_string()));
+    match found.credential_route() {
+        toolnexus_core::CredentialRoute::Refuse(refused) => {
+            return Err(Fail(1, refused.to_string()))
+        }
+        toolnexus_core::CredentialRoute::Withhold(warning) => {
+            eprintln!("toolnexus: {}", super::terminal::line(&warning));
+        }
+        toolnexus_core::CredentialRoute::Send => {}
     }
     let print_event = |event: StreamEvent| {
         if events {

@@ -149,7 +149,8 @@ fn run_call(
         let tools = tools_of(&agent).await?;
         on_tools(&tools);
         let found = toolnexus_core::find_tool(&tools, name).map_err(error)?;
-        if let Some(refused) = found.agent.header_refusal(&found.endpoint) {
+        // Withheld credentials are dropped by the call itself; refused ones fail here.
+        if let toolnexus_core::CredentialRoute::Refuse(refused) = found.credential_route() {
             return Err(error(refused));
         }
         let deadline = async {
