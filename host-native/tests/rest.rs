@@ -224,10 +224,10 @@ async fn the_1_0_1_error_statuses_on_the_wire() {
         "{v}"
     );
 
-    // GetTask works with and without a tenant segment; JSON-RPC still
-    // answers application/json beside it.
+    // A tenant's requests see only its own tasks; JSON-RPC still answers
+    // application/json beside it.
     let (status, _, v) = send(request("GET", format!("{base}/acme/tasks/{id}"), "")).await;
-    assert_eq!((status, v["id"].as_str()), (200, Some(id.as_str())), "{v}");
+    assert_eq!(status, 404, "{v}");
     let rpc = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{id}"}}}}"#);
     let mut req = HttpRequest::post_json(format!("{}/", server.url), rpc.into_bytes());
     req.headers.push(("A2A-Version".into(), "1.0".into()));
@@ -383,4 +383,51 @@ async fn binding_rest_prefers_http_json_on_our_server() {
         out.contains(r["metadata"]["taskId"].as_str().expect("id")),
         "{out}"
     );
+}
+
+/// A card with a tenant: every request of our client and of the SDK
+/// clients carries it (a path segment), and another tenant sees nothing.
+#[tokio::test]
+async fn a_card_tenant_is_sent_with_every_request_and_tenants_stay_apart() {
+    let server = served(&["--tenant", "acme"]).await;
+    let card = format!("{}/.well-known/agent-card.json", server.url);
+    let base = format!("{}/rest", server.url);
+    let visible = |tenant: &'static str, id: String| {
+        let base = base.clone();
+        async move {
+            let url = format!("{base}/{tenant}/tasks/{id}");
+            send(request("GET", url, "")).await.0 == 200
+        }
+    };
+    let (code, r, stderr) = call(&card, "hello-world", "for acme", &["--binding", "rest"]).await;
+    assert_eq!(code, 0, "{r} {stderr}");
+    let id = r["metadata"]["taskId"].as_str().expect("id").to_string();
+    assert!(
+        visible("acme", id.clone()).await,
+        "made under the card's tenant"
+    );
+    assert!(
+        !visible("globex", id.clone()).await,
+        "another tenant sees nothing"
+    );
+    // ListTasks over REST carries it too.
+    let (code, out, stderr) = run_to_end(
+        &toolnexus_bin(),
+        &["tasks", &card, "--no-cache", "--binding", "rest"],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.contains(&id), "{out}");
+    for sdk in [Sdk::Python, Sdk::Js] {
+        let (code, v, stderr) =
+            official_client(sdk, &card, "sdk for acme", &["--rest", "--list"]).await;
+        assert_eq!(code, 0, "{sdk:?}: {v} {stderr}");
+        let listed = v["listed"].as_array().expect("listed");
+        let sdk_id = listed[0]["id"].as_str().expect("id").to_string();
+        assert!(
+            visible("acme", sdk_id.clone()).await,
+            "{sdk:?} sent the tenant"
+        );
+        assert!(!visible("globex", sdk_id).await);
+    }
 }
