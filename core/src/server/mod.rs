@@ -683,6 +683,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .to_vec()
         });
         let mut resp = HttpResponse::json(200, body);
+        // A client that sends the A2A media type (1.0.1) gets it back;
+        // `application/json` to the others.
+        if req
+            .header("Content-Type")
+            .is_some_and(|t| t.trim_start().starts_with(rest::A2A_JSON))
+        {
+            resp.headers = vec![("Content-Type".into(), rest::A2A_JSON.into())];
+        }
         if let Some(secs) = waited {
             resp.headers
                 .push(("Preference-Applied".into(), format!("wait={secs}")));

@@ -545,3 +545,18 @@ fn percent_decoding() {
     assert_eq!(rest::percent_decode("%zz%4", false), "%zz%4");
     assert_eq!(rest::percent_decode("%C3%A9", false), "é");
 }
+
+#[test]
+fn json_rpc_answers_the_media_type_it_was_sent() {
+    let f = rest();
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}"#.to_vec();
+    for (sent, answered) in [
+        ("application/json", "application/json"),
+        ("application/a2a+json", "application/a2a+json"),
+    ] {
+        let mut req = HttpRequest::post_json("/", body.clone());
+        req.headers = vec![("Content-Type".into(), sent.into())];
+        let resp = f.run(f.server.handle(req));
+        assert_eq!(resp.header("Content-Type"), Some(answered), "{sent}");
+    }
+}
