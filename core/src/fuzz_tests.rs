@@ -598,3 +598,169 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
         }
     }
 }
+
+#[cfg(feature = "server")]
+const AUTH_BLOCKS: &[&[u8]] = &[
+    br#"{"apiKeys":{"in":"header","name":"X-API-Key","keys":{"alice":"${ALICE_KEY}","bob":"${BOB_KEY}"}}}"#,
+    br#"{"apiKeys":{"in":"cookie","name":"k","keys":{"a":"k1"}},"jwt":{"secretEnv":"HS","leewaySeconds":5}}"#,
+    br#"{"jwt":{"issuer":"https://id.example","audience":"a2a","jwksUrl":"https://id.example/jwks","algorithms":["RS256","ES256","EdDSA"],"leewaySeconds":30,"requiredScopes":["a2a.call"]}}"#,
+    br#"{"jwt":{"issuer":"https://id.example/","algorithms":["none","HS256"]}}"#,
+];
+
+/// The `a2a.auth` reader: never a panic, and what it accepts is never weak
+/// (an empty or shared key, `none`, HS256 beside asymmetric keys, no verifier).
+#[cfg(feature = "server")]
+#[test]
+fn fuzz_the_auth_config_reader_never_panics_nor_accepts_a_weak_block() {
+    use crate::server::auth::{AuthConfig, JWT_ALGORITHMS};
+    let env = |name: &str| match name {
+        "ALICE_KEY" => Some("alice-secret".to_string()),
+        "BOB_KEY" => Some("bob-secret".to_string()),
+        "HS" => Some("hs-secret".to_string()),
+        "EMPTY" => Some(String::new()),
+        _ => None,
+    };
+    let mut rng = Rng::new(8);
+    for _ in 0..RUNS {
+        let bytes = input(&mut rng, AUTH_BLOCKS);
+        let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+            continue;
+        };
+        let Ok(config) = AuthConfig::from_value(&value, env) else {
+            continue;
+        };
+        let shown = String::from_utf8_lossy(&bytes);
+        assert!(config.api_keys.is_some() || config.jwt.is_some(), "{shown}");
+        if let Some(keys) = &config.api_keys {
+            assert!(!keys.keys.is_empty(), "{shown}");
+            for (i, (_, k)) in keys.keys.iter().enumerate() {
+                assert!(!k.is_empty(), "an empty key: {shown}");
+                assert!(
+                    keys.keys[..i].iter().all(|(_, other)| other != k),
+                    "a shared key: {shown}"
+                );
+            }
+        }
+        if let Some(jwt) = &config.jwt {
+            assert!(!jwt.algorithms.is_empty(), "{shown}");
+            for alg in &jwt.algorithms {
+                assert!(JWT_ALGORITHMS.contains(&alg.as_str()), "{alg}: {shown}");
+            }
+            let hs = jwt.algorithms.iter().any(|a| a == "HS256");
+            assert_eq!(hs, jwt.secret_env.is_some(), "{shown}");
+            if hs {
+                assert!(jwt.algorithms.iter().all(|a| a == "HS256"), "{shown}");
+                assert!(jwt.jwks_url.is_none(), "{shown}");
+            }
+        }
+    }
+}
+
+/// The credential readers (an API key in a header, query or cookie; a
+/// bearer token) on hostile requests, and the claims check on hostile
+/// claims: never a panic; a principal always has a subject, and a key
+/// accepted is exactly a configured one.
+#[cfg(feature = "server")]
+#[test]
+fn fuzz_the_credential_readers_and_the_claims_check_never_panic() {
+    use crate::server::auth::{ApiKeys, JwtConfig, KeyLocation};
+    use crate::server::verify::{api_key, bearer, check_claims, key_owner};
+    const PIECES: &[&str] = &[
+        "k",
+        "key",
+        "=",
+        ";",
+        "&",
+        "?",
+        "%",
+        "%2",
+        "%41",
+        "%zz",
+        "%ff",
+        "+",
+        " ",
+        "\"",
+        "Bearer",
+        "bearer ",
+        "alice-key",
+        "é",
+        "\u{0}",
+        "#",
+        "api_key",
+        "/",
+        "X-API-Key",
+    ];
+    let text = |rng: &mut Rng| -> String { (0..rng.below(8)).map(|_| *rng.pick(PIECES)).collect() };
+    let mut rng = Rng::new(9);
+    let locations = [KeyLocation::Header, KeyLocation::Query, KeyLocation::Cookie];
+    for _ in 0..RUNS {
+        let keys = ApiKeys {
+            location: *rng.pick(&locations),
+            name: rng.pick(&["k", "key", "api_key", "X-API-Key"]).to_string(),
+            keys: vec![
+                ("alice".into(), "alice-key".into()),
+                ("bob".into(), "b".into()),
+            ],
+        };
+        let mut req = crate::HttpRequest::post_json(format!("/{}", text(&mut rng)), Vec::new());
+        for _ in 0..rng.below(4) {
+            let name = rng.pick(&["Cookie", "Authorization", "k", "X-API-Key", "api_key"]);
+            req = req.with_header(*name, text(&mut rng));
+        }
+        if let Some(given) = api_key(&req, &keys) {
+            assert!(!given.is_empty());
+            if let Some(who) = key_owner(&keys, given.as_bytes()) {
+                assert!(keys.keys.iter().any(|(s, k)| s == who && *k == given));
+            }
+        }
+        if let Some(token) = bearer(&req) {
+            assert!(!token.is_empty() && !token.starts_with(' '));
+        }
+        let claims = match random_json(&mut rng, 3) {
+            Value::Object(mut map) => {
+                for key in ["exp", "nbf", "iss", "aud", "sub", "scope", "scp"] {
+                    if rng.below(2) == 0 {
+                        map.insert(key.into(), random_json(&mut rng, 2));
+                    }
+                }
+                map
+            }
+            _ => Map::new(),
+        };
+        let jwt = JwtConfig {
+            issuer: Some("https://id.example".into()).filter(|_| rng.below(2) == 0),
+            audience: Some("a2a".into()).filter(|_| rng.below(2) == 0),
+            leeway_seconds: rng.below(100) as u64,
+            required_scopes: if rng.below(2) == 0 {
+                vec!["text".into()]
+            } else {
+                Vec::new()
+            },
+            ..JwtConfig::default()
+        };
+        let now = [None, Some(0), Some(u64::MAX), Some(1_764_547_200_000)];
+        if let Ok(p) = check_claims(&jwt, &claims, *rng.pick(&now)) {
+            assert!(!p.subject.is_empty(), "{claims:?}");
+        }
+    }
+}
+
+/// The stored form of a task with an owner reads back with it.
+#[test]
+fn fuzz_the_stored_form_keeps_the_owner() {
+    let mut rng = Rng::new(10);
+    for _ in 0..RUNS / 10 {
+        let bytes = input(&mut rng, STORED);
+        let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+            continue;
+        };
+        let Some(mut task) = Task::from_stored(&value) else {
+            continue;
+        };
+        task.owner = Some(rng.pick(STRINGS).to_string());
+        let stored = serde_json::to_value(task.stored()).expect("stored");
+        let again = Task::from_stored(&stored).expect("reads back");
+        assert_eq!(again.owner, task.owner);
+        assert!(task.to_value(task.dialect).get("owner").is_none());
+    }
+}

@@ -462,6 +462,8 @@ fn start(
             max_queued: options.max_queued,
             heartbeat: options.heartbeat,
             push: options.push,
+            // The verifiers of the `a2a` block (`--config`'s `a2a.auth`).
+            auth: options.a2a.as_ref().and_then(|a2a| a2a.auth.clone()),
             ..Default::default()
         },
         store,

@@ -33,6 +33,8 @@ pub(crate) enum Until {
 }
 
 /// What a waiter gets.
+// Handed once to each waiter: boxing the task would cost an allocation there.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Waited {
     /// The task as saved.

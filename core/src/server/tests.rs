@@ -29,7 +29,14 @@ struct TestHost {
     timers: Mutex<Vec<(u64, u64)>>,
     /// The requests sent (push notifications); each answered 204.
     sent: Mutex<Vec<HttpRequest>>,
+    /// The tokens whose signature this host accepts, and their claims.
+    jwts: Mutex<Vec<(String, auth::Claims)>>,
+    /// The user's own verifier, when one is configured.
+    custom: Mutex<Option<CustomVerifier>>,
 }
+
+/// A test's own verifier ([`ServerHost::authenticate`]).
+type CustomVerifier = fn(&HttpRequest) -> auth::Verdict;
 
 impl Default for TestHost {
     fn default() -> Self {
@@ -41,6 +48,8 @@ impl Default for TestHost {
             time: VirtualTime::manual(),
             timers: Mutex::default(),
             sent: Mutex::default(),
+            jwts: Mutex::default(),
+            custom: Mutex::default(),
         }
     }
 }
@@ -93,6 +102,20 @@ impl ServerHost for Arc<TestHost> {
             body: Vec::new(),
         };
         Some(Box::pin(std::future::ready(Ok(answer))))
+    }
+    /// A token "signed" when the test registered it: its claims as given.
+    fn verify_jwt(&self, token: &str) -> BoxFuture<'static, Result<auth::Claims, String>> {
+        let found = lock(&self.jwts)
+            .iter()
+            .find(|(t, _)| t == token)
+            .map(|(_, c)| c.clone());
+        Box::pin(std::future::ready(
+            found.ok_or_else(|| "InvalidSignature".to_string()),
+        ))
+    }
+    fn authenticate(&self, req: &HttpRequest) -> Option<BoxFuture<'static, auth::Verdict>> {
+        let verdict = (*lock(&self.custom))?(req);
+        Some(Box::pin(std::future::ready(verdict)))
     }
 }
 
@@ -1718,6 +1741,10 @@ fn a_task_running_here_is_never_failed_as_abandoned() {
 
 #[path = "conversation_tests.rs"]
 mod conversation_tests;
+
+/// Who calls: authentication, owners, scoping (issue 18).
+#[path = "auth_tests.rs"]
+mod auth_tests;
 use conversation_tests::conversation_rules;
 
 /// Required fields, error details, dialect inference (issue 9).
