@@ -362,6 +362,7 @@ pub(crate) fn from_v03_part(p: &mut Value) {
     }
 }
 
+#[cfg(feature = "server")]
 /// A 1.0 part as the 0.3 proto writes it.
 pub(crate) fn to_v03_part(p: &mut Value) {
     let Some(o) = p.as_object_mut() else { return };
@@ -397,6 +398,7 @@ pub(crate) fn from_v03_message(m: &mut Value) {
     }
 }
 
+#[cfg(feature = "server")]
 pub(crate) fn to_v03_message(m: &mut Value) {
     let Some(o) = m.as_object_mut() else { return };
     if let Some(mut parts) = o.remove("parts") {
@@ -407,6 +409,7 @@ pub(crate) fn to_v03_message(m: &mut Value) {
     }
 }
 
+#[cfg(feature = "server")]
 /// The proto JSON's field names in lowerCamelCase: protobuf readers take
 /// either, and the Python SDK's 0.3 REST client sends the snake_case names
 /// (`message_id`) and `request` for `message`. The keys of `metadata` and
@@ -442,6 +445,7 @@ pub(crate) fn camel_keys(v: &mut Value) {
     }
 }
 
+#[cfg(feature = "server")]
 /// A 0.3 SendMessage body read into 1.0 params.
 pub(crate) fn from_v03_send(params: &mut Map<String, Value>) {
     for v in params.values_mut() {
@@ -460,6 +464,7 @@ pub(crate) fn from_v03_send(params: &mut Map<String, Value>) {
     }
 }
 
+#[cfg(feature = "server")]
 /// A 0.3 push config (`authentication.schemes`) as a 1.0 one.
 pub(crate) fn from_v03_push_config(mut c: Value) -> Value {
     camel_keys(&mut c);
@@ -473,6 +478,7 @@ pub(crate) fn from_v03_push_config(mut c: Value) -> Value {
     c
 }
 
+#[cfg(feature = "server")]
 /// A 1.0 push config as the 0.3 proto's `TaskPushNotificationConfig`:
 /// `{name: tasks/T/pushNotificationConfigs/C, pushNotificationConfig}`.
 pub(crate) fn to_v03_push_config(c: &mut Value) {
@@ -493,6 +499,7 @@ pub(crate) fn to_v03_push_config(c: &mut Value) {
     o.insert("pushNotificationConfig".into(), config);
 }
 
+#[cfg(feature = "server")]
 /// A 1.0 status as the 0.3 proto's: `TASK_STATE_CANCELLED`, its message's `content`.
 pub(crate) fn to_v03_status(s: &mut Value) {
     let Some(o) = s.as_object_mut() else { return };
@@ -504,6 +511,7 @@ pub(crate) fn to_v03_status(s: &mut Value) {
     }
 }
 
+#[cfg(feature = "server")]
 pub(crate) fn to_v03_task(t: &mut Value) {
     let Some(o) = t.as_object_mut() else { return };
     if let Some(s) = o.get_mut("status") {
@@ -521,6 +529,7 @@ pub(crate) fn to_v03_task(t: &mut Value) {
     }
 }
 
+#[cfg(feature = "server")]
 /// A 1.0 `StreamResponse` (or `SendMessageResponse`) as the 0.3 proto's.
 pub(crate) fn to_v03_stream_response(v: &mut Value) {
     let Some(o) = v.as_object_mut() else { return };
@@ -701,6 +710,7 @@ mod tests {
         ));
     }
 
+    #[cfg(feature = "server")]
     #[test]
     fn the_0_3_proto_shapes_are_read_as_1_0() {
         let v = json!({"task": {"id": "t", "status": {"state": "TASK_STATE_CANCELLED",
@@ -733,6 +743,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "server")]
     #[test]
     fn snake_case_proto_names_are_read() {
         let mut p = serde_json::Map::new();
