@@ -565,7 +565,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             return self.json_rpc(&req, caller.as_ref()).await;
         }
         if let Some(under) = self.rest_path(&req) {
-            return self.rest(&req, &under).await;
+            if let Some(reply) = self.rest(&req, &under).await {
+                return reply;
+            }
         }
         Reply::Full(self.route_plain(&req, card))
     }

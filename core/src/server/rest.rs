@@ -506,8 +506,18 @@ pub fn a2a_json(status: u16, body: Vec<u8>) -> HttpResponse {
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    /// Answers a request under the REST mount (`rest` is the path below it).
-    pub(super) async fn rest(self: &Arc<Self>, req: &HttpRequest, rest: &str) -> Reply {
+    /// Answers a request under the REST mount (`rest` is the path below
+    /// it); `None` for a path that is no route when the mount is the root
+    /// (the card, the health check and the rest are answered as before).
+    pub(super) async fn rest(self: &Arc<Self>, req: &HttpRequest, rest: &str) -> Option<Reply> {
+        let at_root = self.rest.as_ref().is_some_and(|m| m.path.is_empty());
+        if at_root && matches!(parse(req, rest), Err(Refused::NotFound)) {
+            return None;
+        }
+        Some(self.rest_call(req, rest).await)
+    }
+
+    async fn rest_call(self: &Arc<Self>, req: &HttpRequest, rest: &str) -> Reply {
         let call = match parse(req, rest) {
             Ok(call) => call,
             Err(Refused::NotFound) => {

@@ -560,3 +560,39 @@ fn json_rpc_answers_the_media_type_it_was_sent() {
         assert_eq!(resp.header("Content-Type"), Some(answered), "{sent}");
     }
 }
+
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+#[test]
+fn a_card_with_http_json_at_the_root_keeps_its_other_routes() {
+    let card = json!({"name": "root", "skills": [], "capabilities": {"streaming": true},
+        "supportedInterfaces": [{"url": "http://h:1", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]});
+    let host = Arc::new(TestHost::default());
+    let store = Arc::new(Recording::default());
+    let options = ServerOptions {
+        card: Some(card.into()),
+        ..Default::default()
+    };
+    let f = Fixture {
+        server: A2aServer::new(options, store.clone(), host.clone(), Rules),
+        host,
+        store,
+    };
+    assert_eq!(get(&f, CARD_PATH, "GET").status, 200, "the card");
+    assert_eq!(get(&f, HEALTH_PATH, "GET").status, 200, "the health check");
+    let req = HttpRequest {
+        method: "POST".into(),
+        url: "/message:send".into(),
+        headers: Vec::new(),
+        body: json!({"message": msg("at the root")})
+            .to_string()
+            .into_bytes(),
+    };
+    let resp = f.run(f.server.handle(req));
+    assert_eq!(resp.status, 200, "{}", resp.body_snippet(300));
+    // No JSON-RPC on this card.
+    let rpc = f.post(
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}"#,
+    );
+    assert_ne!(rpc.status, 200);
+}
