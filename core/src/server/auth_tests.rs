@@ -180,6 +180,10 @@ fn a_call_without_credentials_is_401_with_a_challenge_per_scheme_in_both_dialect
             Some("*"),
             "a page can read why"
         );
+        assert_eq!(
+            resp.header("Access-Control-Expose-Headers"),
+            Some("Preference-Applied, WWW-Authenticate")
+        );
         let v = body(&resp);
         assert_eq!(v["error"]["code"], verify::UNAUTHORIZED);
         assert!(

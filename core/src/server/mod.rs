@@ -25,7 +25,10 @@ pub mod verify;
 #[cfg(target_arch = "wasm32")]
 pub use crate::host::lock::{CellLock, CellLocks};
 pub use crate::host::lock::{Lock, Locks};
-pub use card::{build_agent_card, A2aConfig, Provider, DEFAULT_NAME, DEFAULT_VERSION};
+pub use card::{
+    build_agent_card, A2aConfig, Provider, API_KEY_SCHEME, BEARER_SCHEME, DEFAULT_NAME,
+    DEFAULT_VERSION, OIDC_SCHEME,
+};
 pub use conversation::{context_turns, MAX_CONTEXT_MESSAGES};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use policy::{
@@ -491,10 +494,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             resp.headers
                 .push(("Access-Control-Allow-Origin".into(), origin.into()));
-            resp.headers.push((
-                "Access-Control-Expose-Headers".into(),
-                "Preference-Applied".into(),
-            ));
+            // A page reads a refusal's challenges too when callers authenticate.
+            let exposed = if self.auth.is_some() {
+                "Preference-Applied, WWW-Authenticate"
+            } else {
+                "Preference-Applied"
+            };
+            resp.headers
+                .push(("Access-Control-Expose-Headers".into(), exposed.into()));
             if origin != "*" {
                 resp.headers.push(("Vary".into(), "Origin".into()));
             }
@@ -554,7 +561,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // The authentication step: only calls need credentials.
             let caller = match &self.auth {
                 None => None,
-                Some(auth) => match verify::authenticate(auth, &self.host, &req).await {
+                // Boxed: the calls of a server without auth keep a small future.
+                Some(auth) => match Box::pin(verify::authenticate(auth, &self.host, &req)).await {
                     Ok(principal) => Some(Caller::new(principal)),
                     Err(refusal) => {
                         let v10 = rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
