@@ -53,7 +53,7 @@ pub use client::auth::{
 };
 pub use client::call::{CallAuth, CallMachine, CallSpec, TokenRequest};
 pub use client::card::{
-    AgentCard, CardInterface, CardMachine, CardSkill, CardSummary, SkillSummary,
+    AgentCard, CardInterface, CardMachine, CardSkill, CardSummary, SchemeSummary, SkillSummary,
     LONG_POLL_EXTENSION,
 };
 pub use client::config::parse_agents_config;

@@ -40,6 +40,10 @@ pub struct ClientOptions {
     /// bounds the connections a burst opens to one peer or model endpoint.
     /// Default [`DEFAULT_MAX_CONNECTIONS_PER_HOST`]; `None`: no bound.
     pub max_connections_per_host: Option<usize>,
+    /// More trusted root certificates (PEM, one or more per entry), besides
+    /// the webpki roots: a private CA, a test CA. The default holds those of
+    /// the file `SSL_CERT_FILE` names, when it is set (added, not replacing).
+    pub extra_roots: Vec<Vec<u8>>,
 }
 
 /// The default bound on requests in flight to one host.
@@ -53,23 +57,73 @@ impl Default for ClientOptions {
             connect_timeout: None,
             nodelay: true,
             max_connections_per_host: Some(DEFAULT_MAX_CONNECTIONS_PER_HOST),
+            extra_roots: roots_from_env(),
         }
     }
 }
 
+/// The PEM file `SSL_CERT_FILE` names, if set and readable (else a warning).
+fn roots_from_env() -> Vec<Vec<u8>> {
+    let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
+        return Vec::new();
+    };
+    match std::fs::read(&path) {
+        Ok(pem) => vec![pem],
+        Err(e) => {
+            tracing::warn!(
+                "SSL_CERT_FILE {}: {e}",
+                std::path::Path::new(&path).display()
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// rustls with the webpki roots and `extra` (PEM); `None` when `extra` has
+/// no certificate.
+fn tls_config(extra: &[Vec<u8>]) -> Option<rustls::ClientConfig> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let mut added = 0;
+    for pem in extra {
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            match cert
+                .map_err(|e| e.to_string())
+                .and_then(|c| roots.add(c).map_err(|e| e.to_string()))
+            {
+                Ok(()) => added += 1,
+                Err(e) => tracing::warn!("an extra root certificate was skipped: {e}"),
+            }
+        }
+    }
+    if added == 0 {
+        return None;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Some(config)
+}
+
 impl ClientOptions {
     /// The client these options describe: plain HTTP, and https through
-    /// rustls with the webpki roots.
+    /// rustls with the webpki roots (and [`ClientOptions::extra_roots`]).
     pub fn build(&self) -> HttpClient {
         let mut http = HttpConnector::new();
         http.set_nodelay(self.nodelay);
         http.set_connect_timeout(self.connect_timeout);
         http.enforce_http(false);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let builder = hyper_rustls::HttpsConnectorBuilder::new();
+        let builder = match tls_config(&self.extra_roots) {
+            Some(config) => builder.with_tls_config(config),
+            None => builder.with_webpki_roots(),
+        };
+        let https = builder.https_or_http().enable_http1().wrap_connector(http);
         Client::builder(TokioExecutor::new())
             .pool_idle_timeout(self.pool_idle_timeout)
             .pool_max_idle_per_host(self.pool_max_idle_per_host)

@@ -406,7 +406,7 @@ async fn colliding_tool_names_are_made_unique_in_card_order_and_said() {
 // §17
 
 #[tokio::test]
-async fn header_credentials_never_go_to_a_plain_http_stranger_named_by_the_card() {
+async fn header_credentials_never_go_to_a_stranger_named_by_the_card() {
     let peer = Hostile::start(|seen, _| {
         if seen.method == "GET" {
             // A card on 127.0.0.1 that names a plain-http endpoint elsewhere.
@@ -427,13 +427,21 @@ async fn header_credentials_never_go_to_a_plain_http_stranger_named_by_the_card(
         "Authorization: Bearer s3cret-token",
     ])
     .await;
-    assert_eq!(code, 1, "{stdout} {stderr}");
+    // The call goes without them (and fails: the name does not resolve).
+    assert_eq!(code, 2, "{stdout} {stderr}");
+    // (`--engine wasm` withholds them too, in the component, without the warning.)
+    if std::env::var("TOOLNEXUS_ENGINE").as_deref() != Ok("wasm") {
+        assert!(
+            stderr.contains("calling desk_work without credentials: the card at")
+                && stderr.contains("another origin, http://collector.example.invalid;"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("--allow-credentials-to"), "{stderr}");
+    }
     assert!(
-        stderr.contains("refusing to send the -H headers to http://collector.example.invalid/rpc"),
+        !stderr.contains("s3cret") && !stdout.contains("s3cret"),
         "{stderr}"
     );
-    assert!(stderr.contains("--allow-insecure-headers"), "{stderr}");
-    assert!(!stderr.contains("s3cret"), "{stderr}");
     let seen = peer.seen();
     assert_eq!(seen.len(), 1, "only the card request");
     assert_eq!(

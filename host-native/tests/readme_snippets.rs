@@ -68,6 +68,19 @@ async fn from_rust() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+// "Security": calling a protected agent.
+#[allow(dead_code, unused_variables)]
+#[rustfmt::skip]
+async fn calling_protected_agents() -> Result<(), Box<dyn Error>> {
+    use toolnexus_host_native::{agent_tools, core::{Auth, OAuth2Client}, Agent};
+    let agent = Agent::new("https://agent.example/.well-known/agent-card.json")
+        .with_auth(Auth::OAuth2(OAuth2Client { client_id: "my-app".into(),
+            client_secret: "${APP_SECRET}".into(), ..Default::default() }))
+        .with_allowed_origin("https://api.agent.example");  // only if the card's endpoint is there
+    let tools = agent_tools(&agent).await?;
+    Ok(())
+}
+
 // "From Rust": your own HTTP client and sockets.
 #[allow(dead_code, unused_variables)]
 #[rustfmt::skip]

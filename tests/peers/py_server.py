@@ -1,6 +1,7 @@
 """Official a2a-sdk (Python) A2A peer server for interop tests.
 
 Usage:  .venv/bin/python py_server.py --port P [--compat-03 [--card-03]] [--rest-only [--tenant T]]
+            [--auth-bearer TOKEN | --auth-oauth CLIENT_ID:SECRET [--oauth-ttl S]]
 
 Serves (single uvicorn/Starlette app on 127.0.0.1:P):
   GET  /.well-known/agent-card.json   agent card
@@ -8,6 +9,18 @@ Serves (single uvicorn/Starlette app on 127.0.0.1:P):
 With --rest-only, HTTP+JSON (the SDK's create_rest_routes at the root, also
 under /{tenant}; the 0.3 /v1 routes with --compat-03) instead of JSON-RPC, and
 a card that lists only HTTP+JSON interfaces (with `tenant` T when given).
+
+Protected (for our client's auth tests), everything but the card needs a credential
+(HTTP 401 with `WWW-Authenticate: Bearer` otherwise), and the card declares it:
+  --auth-bearer TOKEN   `Authorization: Bearer TOKEN`; card scheme `bearer`
+                        (httpAuthSecurityScheme), required.
+  --auth-oauth ID:SECRET  tokens from this server's own OAuth2 token endpoint
+                        POST /oauth/token (client credentials, client by HTTP
+                        Basic, tokens `tok-N` valid --oauth-ttl seconds, default
+                        3600); card scheme `oauth` (oauth2SecurityScheme with that
+                        tokenUrl, scope `a2a.call`), required.
+                        GET /oauth/stats -> {"tokenRequests": N, "unauthorized": N,
+                        "scopes": [..]}; POST /oauth/revoke invalidates every token.
 
 Prints exactly one line `listening on http://127.0.0.1:P` (flushed) when ready.
 Exits cleanly on SIGTERM / SIGINT.
@@ -70,6 +83,13 @@ from a2a.types import (
     AgentInterface,
     AgentProvider,
     AgentSkill,
+    ClientCredentialsOAuthFlow,
+    HTTPAuthSecurityScheme,
+    OAuth2SecurityScheme,
+    OAuthFlows,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
     Part,
     Task,
     TaskState,
@@ -192,8 +212,116 @@ class PeerExecutor(AgentExecutor):
         await updater.cancel()
 
 
+class Guard:
+    """ASGI middleware: a credential on every request but the card's, and
+    the OAuth2 token endpoint when tokens are issued here."""
+
+    def __init__(self, app, bearer: str | None, oauth: str | None, ttl: int):
+        self.app = app
+        self.bearer = bearer
+        self.oauth = oauth
+        self.ttl = ttl
+        self.tokens: dict[str, float] = {}
+        self.issued = 0
+        self.stats = {'tokenRequests': 0, 'unauthorized': 0, 'scopes': []}
+
+    async def send_json(self, send, status: int, body: dict, extra=()) -> None:
+        import json
+
+        data = json.dumps(body).encode()
+        headers = [(b'content-type', b'application/json'), *extra]
+        await send({'type': 'http.response.start', 'status': status, 'headers': headers})
+        await send({'type': 'http.response.body', 'body': data})
+
+    async def read_body(self, receive) -> bytes:
+        body = b''
+        while True:
+            message = await receive()
+            body += message.get('body', b'')
+            if not message.get('more_body'):
+                return body
+
+    async def token(self, scope, receive, send) -> None:
+        import base64
+        import time
+        from urllib.parse import parse_qs, unquote_plus
+
+        self.stats['tokenRequests'] += 1
+        form = parse_qs((await self.read_body(receive)).decode())
+        auth = dict(scope['headers']).get(b'authorization', b'').decode()
+        client = ''
+        if auth.startswith('Basic '):
+            pair = base64.b64decode(auth[6:]).decode()
+            cid, _, secret = pair.partition(':')
+            client = f'{unquote_plus(cid)}:{unquote_plus(secret)}'
+        if form.get('grant_type') != ['client_credentials']:
+            await self.send_json(send, 400, {'error': 'unsupported_grant_type'})
+            return
+        if client != self.oauth:
+            await self.send_json(send, 401, {'error': 'invalid_client'})
+            return
+        self.stats['scopes'] = form.get('scope', [''])[0].split()
+        self.issued += 1
+        token = f'tok-{self.issued}'
+        self.tokens[token] = time.monotonic() + self.ttl
+        await self.send_json(
+            send, 200, {'access_token': token, 'token_type': 'Bearer', 'expires_in': self.ttl}
+        )
+
+    def allowed(self, scope) -> bool:
+        import time
+
+        auth = dict(scope['headers']).get(b'authorization', b'').decode()
+        if self.bearer is not None:
+            return auth == f'Bearer {self.bearer}'
+        token = auth.removeprefix('Bearer ')
+        return self.tokens.get(token, 0) > time.monotonic()
+
+    async def __call__(self, scope, receive, send):
+        if scope['type'] != 'http' or (self.bearer is None and self.oauth is None):
+            return await self.app(scope, receive, send)
+        path = scope['path']
+        if path.startswith('/.well-known/'):
+            return await self.app(scope, receive, send)
+        if self.oauth is not None and path == '/oauth/token':
+            return await self.token(scope, receive, send)
+        if self.oauth is not None and path == '/oauth/stats':
+            return await self.send_json(send, 200, self.stats)
+        if self.oauth is not None and path == '/oauth/revoke':
+            self.tokens.clear()
+            return await self.send_json(send, 200, {})
+        if not self.allowed(scope):
+            self.stats['unauthorized'] += 1
+            return await self.send_json(
+                send, 401, {'error': 'unauthorized'}, [(b'www-authenticate', b'Bearer')]
+            )
+        return await self.app(scope, receive, send)
+
+
+def security(port: int, bearer: str | None, oauth: str | None) -> dict:
+    """The card's securitySchemes and securityRequirements for the guard."""
+    if bearer is not None:
+        scheme = SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme='Bearer'))
+        name = 'bearer'
+    elif oauth is not None:
+        flow = ClientCredentialsOAuthFlow(
+            token_url=f'http://{HOST}:{port}/oauth/token', scopes={'a2a.call': 'call the agent'}
+        )
+        scheme = SecurityScheme(
+            oauth2_security_scheme=OAuth2SecurityScheme(flows=OAuthFlows(client_credentials=flow))
+        )
+        name = 'oauth'
+    else:
+        return {}
+    scopes = ['a2a.call'] if name == 'oauth' else []
+    return {
+        'security_schemes': {name: scheme},
+        'security_requirements': [SecurityRequirement(schemes={name: StringList(list=scopes)})],
+    }
+
+
 def build_card(port: int, compat_03: bool, rest_only: bool = False,
-               tenant: str = '') -> AgentCard:
+               tenant: str = '', **secured) -> AgentCard:
     url = f'http://{HOST}:{port}/'
     binding = 'HTTP+JSON' if rest_only else 'JSONRPC'
     if rest_only:
@@ -219,6 +347,7 @@ def build_card(port: int, compat_03: bool, rest_only: bool = False,
         provider=AgentProvider(organization='interop-tests', url='http://127.0.0.1/'),
         supported_interfaces=interfaces,
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        **secured,
         default_input_modes=['text/plain'],
         default_output_modes=['text/plain'],
         skills=[
@@ -240,9 +369,9 @@ def build_card(port: int, compat_03: bool, rest_only: bool = False,
     )
 
 
-def build_app(port: int, compat_03: bool, rest_only: bool = False,
-              tenant: str = '') -> Starlette:
-    card = build_card(port, compat_03, rest_only, tenant)
+def build_app(port: int, compat_03: bool, rest_only: bool = False, tenant: str = '',
+              bearer=None, oauth=None, ttl=3600):
+    card = build_card(port, compat_03, rest_only, tenant, **security(port, bearer, oauth))
     handler = DefaultRequestHandler(
         agent_executor=PeerExecutor(),
         task_store=InMemoryTaskStore(),
@@ -258,13 +387,13 @@ def build_app(port: int, compat_03: bool, rest_only: bool = False,
         routes += create_jsonrpc_routes(
             request_handler=handler, rpc_url='/', enable_v0_3_compat=compat_03
         )
-    return Starlette(routes=routes)
+    return Guard(Starlette(routes=routes), bearer, oauth, ttl)
 
 
-async def serve(port: int, compat_03: bool, rest_only: bool = False,
-                tenant: str = '') -> None:
+async def serve(port: int, compat_03: bool, rest_only: bool = False, tenant: str = '',
+                bearer=None, oauth=None, ttl=3600) -> None:
     config = uvicorn.Config(
-        build_app(port, compat_03, rest_only, tenant),
+        build_app(port, compat_03, rest_only, tenant, bearer, oauth, ttl),
         host=HOST,
         port=port,
         log_level=os.environ.get('PEER_LOG_LEVEL', 'warning'),
@@ -298,6 +427,9 @@ def main() -> None:
                         help='serve HTTP+JSON (REST) only; the card lists only it')
     parser.add_argument('--tenant', default='',
                         help='the tenant the card\'s interfaces name (with --rest-only)')
+    parser.add_argument('--auth-bearer', metavar='TOKEN')
+    parser.add_argument('--auth-oauth', metavar='CLIENT_ID:SECRET')
+    parser.add_argument('--oauth-ttl', type=int, default=3600)
     args = parser.parse_args()
     logging.basicConfig(
         level=os.environ.get('PEER_LOG_LEVEL', 'WARNING').upper(),
@@ -306,7 +438,10 @@ def main() -> None:
     # SIGTERM before uvicorn installs its handlers: just exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     compat = 'only' if args.compat_03 and args.card_03 else args.compat_03
-    asyncio.run(serve(args.port, compat, args.rest_only, args.tenant))
+    asyncio.run(
+        serve(args.port, compat, args.rest_only, args.tenant,
+              args.auth_bearer, args.auth_oauth, args.oauth_ttl)
+    )
 
 
 if __name__ == '__main__':

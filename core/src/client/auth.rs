@@ -278,16 +278,12 @@ impl Placement {
                     .push((name.clone(), format!("{prefix}{credential}")));
             }
             Placement::Query(name) => {
-                let sep = if request.url.as_bytes().contains(&b'?') {
-                    '&'
-                } else {
-                    '?'
-                };
+                let bytes = request.url.as_bytes();
+                let sep = if bytes.contains(&b'?') { '&' } else { '?' };
                 // Before any fragment (a request URL has none in practice).
-                let (base, frag) = match request.url.find('#') {
-                    Some(i) => request.url.split_at(i),
-                    None => (request.url.as_str(), ""),
-                };
+                // `split_at_checked`, not `split_at`: see `find_str`.
+                let at = bytes.iter().position(|&b| b == b'#').unwrap_or(bytes.len());
+                let (base, frag) = request.url.split_at_checked(at).unwrap_or_default();
                 request.url = format!(
                     "{base}{sep}{}={}{frag}",
                     form_encode(name),
@@ -727,7 +723,18 @@ impl Drop for FetchGuard<'_> {
 /// agent just refused (HTTP 401): dropped first, so a new one is fetched.
 /// Without a cell, every call fetches its own. The fetch gives up at
 /// `deadline_ms`.
-pub async fn token<T: Transport>(
+pub fn token<'a, T: Transport>(
+    transport: &'a T,
+    cell: Option<&'a dyn TokenCell>,
+    source: &'a TokenSource,
+    stale: Option<&'a str>,
+    deadline_ms: u64,
+) -> crate::host::transport::BoxFuture<'a, Result<Token, Error>> {
+    // Boxed: one copy of it in a build, not one inlined in each caller.
+    Box::pin(token_inner(transport, cell, source, stale, deadline_ms))
+}
+
+async fn token_inner<T: Transport>(
     transport: &T,
     cell: Option<&dyn TokenCell>,
     source: &TokenSource,
@@ -739,7 +746,7 @@ pub async fn token<T: Transport>(
         source.client_secret =
             crate::model::agent::expand_env(&source.client_secret, |n| transport.env(n));
         let mut m = TokenMachine::new(source, deadline_ms);
-        async move { crate::host::driver::drive(&mut m, transport, std::future::pending()).await }
+        async move { m.run(transport).await }
     };
     let Some(cell) = cell else {
         return fetch().await;
@@ -804,6 +811,47 @@ impl TokenMachine {
             deadline_ms,
             url: String::new(),
             discovering: false,
+        }
+    }
+
+    /// Runs the machine over `transport`: its steps are plain sends with a
+    /// deadline, so this small loop does what the generic driver would,
+    /// without another copy of the driver in every build.
+    pub async fn run<T: Transport>(&mut self, transport: &T) -> Result<Token, Error> {
+        use std::future::Future;
+        use std::task::Poll;
+        let mut step = self.start(transport.now_ms());
+        // Discovery and the POST: two sends at most.
+        for _ in 0..3 {
+            let (request, deadline_ms) = match step {
+                Step::Send {
+                    request,
+                    deadline_ms,
+                } => (request, deadline_ms),
+                Step::Done(out) => return out,
+                _ => break,
+            };
+            let mut send = std::pin::pin!(transport.send(request));
+            let mut timer = std::pin::pin!(transport.sleep_until(deadline_ms));
+            let answer = std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = send.as_mut().poll(cx) {
+                    return Poll::Ready(Some(r));
+                }
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(None),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await;
+            let now = transport.now_ms();
+            step = match answer {
+                Some(r) => self.handle_response(now, r),
+                None => self.handle_timeout(now),
+            };
+        }
+        match step {
+            Step::Done(out) => out,
+            _ => Err(Error::Misuse("the token fetch took too many steps".into())),
         }
     }
 

@@ -574,3 +574,48 @@ fn without_auth_a_401_says_credentials_are_wanted() {
         r.output
     );
 }
+
+#[test]
+fn a_token_that_nears_expiry_mid_call_is_replaced_before_the_next_poll() {
+    let working = json!({"id": "t", "status": {"state": "working"}});
+    let peer = peer()
+        .on_url(TOKEN_URL, vec![token_json("t1"), token_json("t2")])
+        .on("SendMessage", vec![Reply::Result(working.clone())])
+        .on(
+            "GetTask",
+            vec![
+                Reply::Delay(95_000, Box::new(Reply::Result(working))),
+                Reply::Result(completed("t", "late")),
+            ],
+        );
+    let r = run(&oauth_tool(), &peer);
+    assert_eq!(r.output, "late", "{}", r.output);
+    assert_eq!(peer.requests_to(TOKEN_URL).len(), 2);
+    assert_eq!(
+        auth_headers(&peer),
+        ["Bearer t1", "Bearer t1", "Bearer t2"].map(|s| Some(s.to_string()))
+    );
+}
+
+#[test]
+fn list_tasks_sends_the_token_and_fetches_again_once_on_401() {
+    let peer = peer()
+        .on_url(TOKEN_URL, vec![token_json("t1"), token_json("t2")])
+        .require("Authorization", &["Bearer t2"])
+        .on(
+            "ListTasks",
+            vec![Reply::Result(json!({"tasks": [], "nextPageToken": ""}))],
+        );
+    let list = block_on(crate::list_tasks(
+        &peer,
+        &oauth_agent(),
+        &oauth_card(),
+        &crate::ListFilter::default(),
+    ))
+    .expect("listed");
+    assert!(list.tasks.is_empty());
+    assert_eq!(
+        auth_headers(&peer),
+        ["Bearer t1", "Bearer t2"].map(|s| Some(s.to_string()))
+    );
+}

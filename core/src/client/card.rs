@@ -301,6 +301,20 @@ impl AgentCard {
                 Dialect::Rest10 => "the card lists an HTTP+JSON interface of protocol 1.x",
                 Dialect::Rest03 => "the card lists an HTTP+JSON interface of protocol 0.3",
             },
+            requires_credentials: self.requires_credentials(),
+            security_schemes: self
+                .security_schemes
+                .iter()
+                .map(|(name, scheme)| SchemeSummary {
+                    name: name.clone(),
+                    kind: match scheme {
+                        crate::SecurityScheme::ApiKey { .. } => "apiKey",
+                        crate::SecurityScheme::Http { .. } => "http",
+                        crate::SecurityScheme::OAuth2 { .. } => "oauth2",
+                        crate::SecurityScheme::OpenIdConnect { .. } => "openIdConnect",
+                    },
+                })
+                .collect(),
             endpoint,
             streaming: self.streaming,
             long_poll: self.long_poll(),
@@ -334,12 +348,24 @@ pub struct CardSummary {
     pub dialect_reason: &'static str,
     /// The JSON-RPC endpoint the client sends to.
     pub endpoint: String,
+    /// The card requires a credential for every call.
+    pub requires_credentials: bool,
+    /// The security schemes the client can use, by name and kind.
+    pub security_schemes: Vec<SchemeSummary>,
     pub streaming: bool,
     pub long_poll: bool,
     /// How a call follows its task: `"stream"` (SSE), `"block"` (a blocking
     /// SendMessage) or `"poll"` (GetTask).
     pub follow: &'static str,
     pub skills: Vec<SkillSummary>,
+}
+
+/// One security scheme of a [`CardSummary`]: its name on the card, and its
+/// kind (`apiKey`, `http`, `oauth2`, `openIdConnect`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SchemeSummary {
+    pub name: String,
+    pub kind: &'static str,
 }
 
 /// One skill of a [`CardSummary`].

@@ -402,14 +402,10 @@ pub async fn call(
         (t.spec().name.as_str(), t.skill())
     })
     .map_err(|e| Fail(1, e.to_string()))?;
-    match found.credential_route() {
-        toolnexus_core::CredentialRoute::Refuse(refused) => {
-            return Err(Fail(1, refused.to_string()))
-        }
-        toolnexus_core::CredentialRoute::Withhold(warning) => {
-            eprintln!("toolnexus: {}", super::terminal::line(&warning));
-        }
-        toolnexus_core::CredentialRoute::Send => {}
+    // Refused before anything is sent; withheld ones are said by the
+    // library's warning (on stderr through the CLI's subscriber).
+    if let toolnexus_core::CredentialRoute::Refuse(refused) = found.credential_route() {
+        return Err(Fail(1, refused.to_string()));
     }
     let print_event = |event: StreamEvent| {
         if events {

@@ -79,3 +79,13 @@ pub async fn official_client(
         stderr,
     )
 }
+
+/// The Python SDK's echo server with more options (`--auth-bearer TOKEN`,
+/// `--auth-oauth ID:SECRET --oauth-ttl S`, …: see `py_server.py`).
+pub async fn py_server_with(extra: &[&str]) -> Proc {
+    let (program, mut args) = peer_command(Sdk::Python, "py_server.py", "js/server.mjs");
+    args.extend(["--port".to_string(), free_port().to_string()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    start_listening(&program, &args).await
+}
