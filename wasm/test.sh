@@ -132,7 +132,7 @@ run_node_suite() { # suite file...
 }
 
 wants package && run_node_suite package package.test.mjs
-wants node && run_node_suite node node.test.mjs
+wants node && run_node_suite node node.test.mjs auth.test.mjs
 wants chromium && run_node_suite chromium browser.test.mjs
 wants workerd && run_node_suite workerd workerd.test.mjs
 wants push && run_node_suite push push.test.mjs

@@ -18,6 +18,10 @@
 #          a dead agent, an agent without CORS, non-card URLs, keyboard use, and
 #          a streaming agent (the official @a2a-js/sdk peer of tests/peers/js,
 #          behind a CORS proxy) whose events and text show before the end
+#   security  the browser attack on a default `toolnexus serve`, in headless Chromium:
+#          a page of another local origin cannot read its tasks (no CORS, no
+#          preflight grant) nor start one blind, a DNS-rebinding page and a
+#          foreign Host header get 421, and --cors-origin naming the page works
 #
 # Usage: www/test.sh [suite ...]     (default: all)
 set -uo pipefail
@@ -27,7 +31,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 # shellcheck source=../tests/node-suites.sh
 . "$ROOT/tests/node-suites.sh"
 export PATH="$HOME/.cargo/bin:$PATH"
-ALL_SUITES="events ui"
+ALL_SUITES="events ui security"
 SUITES="${*:-$ALL_SUITES}"
 say() { printf '\n[www] %s\n' "$*"; }
 die() { printf '[www] FATAL: %s\n' "$*" >&2; exit 1; }
@@ -41,7 +45,7 @@ done
 command -v node >/dev/null || die "node (>= 20) is required"
 [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || die "node >= 20 is required (playwright-core)"
 
-if wants ui; then
+if wants ui || wants security; then
   say "installing playwright-core (npm ci in www/)"
   if ! cmp -s "$HERE/package-lock.json" "$HERE/node_modules/.toolnexus-lock" 2>/dev/null; then
     (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in www/"
@@ -55,6 +59,11 @@ if wants ui; then
       die "apt-get install chromium chromium-driver failed"
   fi
 
+  say "building the toolnexus CLI (cargo build -p toolnexus-host-native)"
+  (cd "$ROOT" && cargo build -q -p toolnexus-host-native) || die "cargo build -p toolnexus-host-native failed"
+fi
+
+if wants ui; then
   if ! [ -d "$ROOT/tests/peers/js/node_modules/@a2a-js/sdk" ] || ! [ -d "$ROOT/tests/peers/js/node_modules/express" ]; then
     say "installing the official SDK peers (tests/peers/setup.sh)"
     bash "$ROOT/tests/peers/setup.sh" || die "tests/peers/setup.sh failed"
@@ -62,9 +71,6 @@ if wants ui; then
 
   say "building the page (www/build.sh)"
   bash "$HERE/build.sh" || die "www/build.sh failed"
-
-  say "building the toolnexus CLI (cargo build -p toolnexus-host-native)"
-  (cd "$ROOT" && cargo build -q -p toolnexus-host-native) || die "cargo build -p toolnexus-host-native failed"
   mkdir -p "$ROOT/test-output/www"
 fi
 
@@ -86,6 +92,7 @@ run_suite() { # suite file
 
 wants events && run_suite events events.test.mjs
 wants ui && run_suite ui ui.test.mjs
+wants security && run_suite security security.test.mjs
 
 # --- summary ------------------------------------------------------------------------
 say "summary"

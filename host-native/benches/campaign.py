@@ -588,7 +588,7 @@ def item5():
     # A new client must be served within about EVICT_AFTER (1 s) plus a scheduling margin.
     served = lambda f: len(f.probes) > 0 and all(p is not None and p < 3 for p in f.probes)
     for what, n, first, trickle, secs in (
-            ("1,000 slowloris (half a head, then a byte every 2 s)", 1000, b"POST / HTTP/1.1\r\nHost: x\r\nX-A", b"a", 40),
+            ("1,000 slowloris (half a head, then a byte every 2 s)", 1000, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A", b"a", 40),
             ("5,000 idle", 5000, b"", b"", 30)):
         s = Serve(["--llm", "echo"])
         base = fds(s.pid)
@@ -716,11 +716,11 @@ const [url, n] = [process.argv[1], Number(process.argv[2])]; let ok = 0;
 """, s.url + "/", str(n)], capture_output=True, text=True, timeout=180).stdout.strip()
         now(f"{n:,} bytes: urllib read the 413 {got}/10, Node fetch {node}/10")
         ok &= got == 10 and node == "10"
-    line, resp = raw(s.port, b"POST / HTTP/1.1\r\nHost: x\r\nOrigin: http://page\r\nContent-Length: 2000000\r\n\r\n")
+    line, resp = raw(s.port, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://page\r\nContent-Length: 2000000\r\n\r\n")
     cors = b"access-control-allow-origin" in resp.lower()
     now(f"a declared 2 MB body: {line!r}, CORS header on it: {cors}")
-    chunk, _ = raw(s.port, b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n")
-    short, _ = raw(s.port, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":", shut=True)
+    chunk, _ = raw(s.port, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n")
+    short, _ = raw(s.port, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"a\":", shut=True)
     now(f"a malformed chunk size: {chunk!r}; a body shorter than its Content-Length: {short!r}")
     ok &= "413" in line and cors and " 400 " in chunk + " " and " 400 " in short + " "
     verdict(8, ok)
@@ -762,7 +762,7 @@ def item9():
     idle = socket.create_connection(("127.0.0.1", s.port))
     sse = socket.create_connection(("127.0.0.1", s.port))
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": msg("s", True)}).encode()
-    sse.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n"
+    sse.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n"
                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
     time.sleep(1)
     t0 = time.time(); s.p.send_signal(signal.SIGTERM); s.p.wait(timeout=60)

@@ -7,12 +7,27 @@
 //! Process, file and socket handling live here; protocol logic does not.
 //! The library logs through [`tracing`] (target `toolnexus_host_native`) and
 //! never prints; install a subscriber to see its warnings.
+//!
+//! ## Who may call a served agent
+//!
+//! [`serve()`] answers loopback `Host`s only by default
+//! ([`ServeOptions::allowed_hosts`]), sends no CORS headers unless
+//! [`ServeOptions::cors_origin`] names origins, and refuses a non-loopback
+//! address with no verifier unless [`ServeOptions::allow_anonymous`].
+//! Verifiers: the `auth` block of [`ServeOptions::a2a`] (API keys; JWT,
+//! whose signatures [`jwt::JwtVerifier`] checks with the `jsonwebtoken`
+//! crate), and your own, [`ServeOptions::authenticate`]: a closure given
+//! each request (method, URL, headers, body) that returns a future of a
+//! [`Verdict`](toolnexus_core::server::auth::Verdict): the caller's
+//! `Principal`, a 401/403 refusal, or `NotMine` to let the others decide.
+//! A request passes when one verifier accepts it.
 
 #[cfg(feature = "component")]
 pub mod component_host;
 pub mod config_file;
 mod head_timeout;
 pub mod http_server;
+pub mod jwt;
 pub mod lock;
 pub mod serve;
 pub mod skills_dir;
@@ -22,7 +37,7 @@ pub mod transport;
 pub use http_server::Listener;
 pub use lock::{MemoryStore, NativeLocks};
 use serde_json::Value;
-pub use serve::{serve, serve_on, Model, ServeError, ServeHandle, ServeOptions};
+pub use serve::{serve, serve_on, Authenticate, Model, ServeError, ServeHandle, ServeOptions};
 use std::sync::Arc;
 pub use toolnexus_core::server::PushOptions;
 pub use toolnexus_core::{self as core, Agent, Error, ToolResult, ToolSpec};

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use toolnexus_core::llm::LlmConfig;
+use toolnexus_core::server::auth::{AuthConfig, Claims, Verdict};
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CorsOrigin, EchoFulfiller,
-    Fulfiller, Health, LlmFulfiller, PushOptions, Reply, ServerHost, ServerOptions, TaskEvent,
-    CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
+    build_agent_card, is_loopback_host, misdirected, A2aConfig, A2aServer, Admission, AllowedHosts,
+    BodyRefusal, CorsOrigin, EchoFulfiller, Fulfiller, Health, LlmFulfiller, PushOptions, Reply,
+    ServerHost, ServerOptions, TaskEvent, CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
 use toolnexus_core::Task;
@@ -31,6 +32,31 @@ pub enum Model {
     Custom(Arc<dyn Fulfiller>),
 }
 
+/// Your own verifier: given a request (method, URL, headers and body),
+/// its caller ([`Verdict::Accepted`] with a
+/// [`Principal`](toolnexus_core::server::auth::Principal)), a refusal
+/// ([`Verdict::Rejected`]: 401 or 403 with a reason), or
+/// [`Verdict::NotMine`] to let the configured verifiers (API keys, JWT)
+/// decide. A request passes when one verifier accepts it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use toolnexus_host_native::Authenticate;
+/// use toolnexus_host_native::core::server::auth::{Principal, Verdict};
+///
+/// let hook: Authenticate = Arc::new(|req| {
+///     let user = req.header("X-User").map(str::to_string);
+///     Box::pin(async move {
+///         match user {
+///             Some(subject) => Verdict::Accepted(Principal { subject, ..Default::default() }),
+///             None => Verdict::NotMine,
+///         }
+///     })
+/// });
+/// ```
+pub type Authenticate =
+    Arc<dyn Fn(&toolnexus_core::HttpRequest) -> BoxFuture<'static, Verdict> + Send + Sync>;
+
 /// A task hook.
 pub type OnTask = Arc<dyn Fn(&TaskEvent) + Send + Sync>;
 
@@ -47,8 +73,21 @@ pub struct ServeOptions {
     pub store: StoreConfig,
     /// The base URL the card advertises (behind a proxy, or bound to 0.0.0.0).
     pub public_url: Option<String>,
-    /// `Access-Control-Allow-Origin`; `None` disables CORS headers. Default `*`.
+    /// `Access-Control-Allow-Origin` (one origin, `*`, or a list:
+    /// [`CorsOrigin::list`]); `None` (the default) sends no CORS headers,
+    /// so no other web page can read the answers.
     pub cors_origin: Option<CorsOrigin>,
+    /// The `Host` headers answered; others get 421 (against DNS
+    /// rebinding). Default: loopback names; the bound address (every IP
+    /// literal when bound to all interfaces) and the host of
+    /// [`ServeOptions::public_url`] are added when serving. `None`: any.
+    pub allowed_hosts: Option<AllowedHosts>,
+    /// Your own verifier, asked with the configured ones ([`Authenticate`]).
+    pub authenticate: Option<Authenticate>,
+    /// Serve a non-loopback address with no verifier (no
+    /// [`A2aConfig::auth`], no `authenticate`). Off by default: [`serve`] then refuses to start
+    /// ([`ServeError::Anonymous`]).
+    pub allow_anonymous: bool,
     /// Largest accepted request body; default 1 MiB (larger ⇒ 413).
     pub body_limit: usize,
     /// At most this many tasks are fulfilled at once (default 64): each may
@@ -133,7 +172,8 @@ impl TaskStore for ObservedStore {
 }
 
 impl ServeOptions {
-    /// Defaults: an A2A profile with default identity, memory store, CORS `*`, 1 MiB bodies.
+    /// Defaults: an A2A profile with default identity, memory store, no
+    /// CORS, loopback `Host`s, no verifier, 1 MiB bodies.
     pub fn new(toolkit: Arc<Toolkit>, model: Model) -> Self {
         ServeOptions {
             a2a: Some(A2aConfig::default()),
@@ -141,7 +181,10 @@ impl ServeOptions {
             model,
             store: StoreConfig::default(),
             public_url: None,
-            cors_origin: Some(CorsOrigin::any()),
+            cors_origin: None,
+            allowed_hosts: Some(AllowedHosts::loopback()),
+            authenticate: None,
+            allow_anonymous: false,
             body_limit: DEFAULT_BODY_LIMIT,
             http: HttpOptions::default(),
             max_running: toolnexus_core::server::DEFAULT_MAX_RUNNING,
@@ -175,6 +218,9 @@ struct NativeHost {
     jobs: Arc<Jobs>,
     /// The zero of `now_ms`.
     epoch: std::time::Instant,
+    /// Checks JWT signatures, when a `jwt` verifier is configured.
+    jwt: Option<Arc<crate::jwt::JwtVerifier>>,
+    authenticate: Option<Authenticate>,
 }
 
 impl ServerHost for NativeHost {
@@ -222,6 +268,20 @@ impl ServerHost for NativeHost {
     fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {
         let at = self.epoch + Duration::from_millis(at_ms);
         Some(Box::pin(tokio::time::sleep_until(at.into())))
+    }
+
+    fn verify_jwt(&self, token: &str) -> BoxFuture<'static, Result<Claims, String>> {
+        let Some(jwt) = self.jwt.clone() else {
+            return Box::pin(std::future::ready(Err(
+                "no JWT verifier is configured".to_string()
+            )));
+        };
+        let token = token.to_string();
+        Box::pin(async move { jwt.verify(&token).await })
+    }
+
+    fn authenticate(&self, req: &HttpRequest) -> Option<BoxFuture<'static, Verdict>> {
+        self.authenticate.as_ref().map(|hook| hook(req))
     }
 
     fn send(
@@ -318,6 +378,11 @@ pub enum ServeError {
     },
     /// The address cannot be listened on (`on` is the address, or "the given socket").
     Listen { on: String, source: std::io::Error },
+    /// The `auth` block cannot be used (an unset secret, a bad key URL, …).
+    Auth(String),
+    /// A non-loopback address with no verifier, and not
+    /// [`ServeOptions::allow_anonymous`].
+    Anonymous { on: String },
 }
 
 impl std::fmt::Display for ServeError {
@@ -328,6 +393,14 @@ impl std::fmt::Display for ServeError {
                 write!(f, "cannot serve the UI folder {}: {source}", dir.display())
             }
             ServeError::Listen { on, source } => write!(f, "cannot listen on {on}: {source}"),
+            ServeError::Auth(e) => write!(f, "{e}"),
+            ServeError::Anonymous { on } => write!(
+                f,
+                "refusing to serve {on} without authentication: it is not a loopback address, \
+                 so anyone who can reach it could read every task and spend the model's key. \
+                 Configure a verifier (the a2a.auth block of --config: apiKeys or jwt), \
+                 bind 127.0.0.1, or pass --allow-anonymous to serve it open anyway"
+            ),
         }
     }
 }
@@ -337,12 +410,16 @@ impl std::error::Error for ServeError {
         match self {
             ServeError::Store(e) => Some(e),
             ServeError::Ui { source, .. } | ServeError::Listen { source, .. } => Some(source),
+            ServeError::Auth(_) | ServeError::Anonymous { .. } => None,
         }
     }
 }
 
 /// Serves `options` on `addr` (`HOST:PORT`; port 0 picks a free one).
 pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, ServeError> {
+    if !is_loopback_address(addr) {
+        refuse_anonymous(addr, &options)?;
+    }
     let opened = Opened::open(&options)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -362,7 +439,37 @@ pub async fn serve_on(
 ) -> Result<ServeHandle, ServeError> {
     let opened = Opened::open(&options)?;
     let listener = listener.into_tokio().map_err(given_socket)?;
+    let addr = listener.local_addr().map_err(given_socket)?;
+    if !addr.ip().is_loopback() {
+        refuse_anonymous(&addr.to_string(), &options)?;
+    }
     start(listener, options, opened)
+}
+
+/// Whether `addr` (`HOST:PORT`) is a loopback address or name.
+pub fn is_loopback_address(addr: &str) -> bool {
+    if let Ok(sock) = addr.parse::<std::net::SocketAddr>() {
+        return sock.ip().is_loopback();
+    }
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    is_loopback_host(host)
+}
+
+/// Whether anyone can call: no verifier of any kind.
+fn anonymous(options: &ServeOptions) -> bool {
+    let configured = options
+        .a2a
+        .as_ref()
+        .and_then(|a| a.auth.as_ref())
+        .is_some_and(|a| a.api_keys.is_some() || a.jwt.is_some() || a.custom);
+    !configured && options.authenticate.is_none()
+}
+
+fn refuse_anonymous(on: &str, options: &ServeOptions) -> Result<(), ServeError> {
+    if anonymous(options) && !options.allow_anonymous && options.a2a.is_some() {
+        return Err(ServeError::Anonymous { on: on.to_string() });
+    }
+    Ok(())
 }
 
 /// What `serve` opens before it listens, so a bad store or UI folder fails
@@ -371,6 +478,7 @@ struct Opened {
     store: AnyStore,
     recovered: Vec<String>,
     ui: Option<Arc<StaticFiles>>,
+    jwt: Option<Arc<crate::jwt::JwtVerifier>>,
 }
 
 /// The listener a caller gave could not be used.
@@ -394,10 +502,19 @@ impl Opened {
             })?)),
             None => None,
         };
+        let auth = options.a2a.as_ref().and_then(|a| a.auth.as_ref());
+        let jwt = match auth.and_then(|a| a.jwt.as_ref()) {
+            Some(cfg) => Some(Arc::new(
+                crate::jwt::JwtVerifier::new(cfg, |name| std::env::var(name).ok())
+                    .map_err(ServeError::Auth)?,
+            )),
+            None => None,
+        };
         Ok(Opened {
             store,
             recovered,
             ui,
+            jwt,
         })
     }
 }
@@ -411,6 +528,7 @@ fn start(
         store,
         recovered,
         ui,
+        jwt,
     } = opened;
     // The listener is bound: the card can name its real port.
     let addr = listener.local_addr().map_err(given_socket)?;
@@ -424,7 +542,11 @@ fn start(
         .skills()
         .map(|s| s.skills().to_vec())
         .unwrap_or_default();
-    let card = options.a2a.as_ref().map(|cfg| {
+    let mut a2a = options.a2a.clone();
+    if let (Some(cfg), Some(_)) = (a2a.as_mut(), &options.authenticate) {
+        cfg.auth.get_or_insert_with(AuthConfig::default).custom = true;
+    }
+    let card = a2a.as_ref().map(|cfg| {
         let cfg = A2aConfig {
             push_notifications: options.push.is_some(),
             ..cfg.clone()
@@ -448,7 +570,21 @@ fn start(
             .as_ref()
             .is_some_and(|p| p.allow_private_webhooks),
         jobs: jobs.clone(),
+        jwt,
+        authenticate: options.authenticate.clone(),
     };
+    let auth = a2a.as_ref().and_then(|a| a.auth.clone());
+    let allowed_hosts = options.allowed_hosts.map(|hosts| {
+        let hosts = match addr.ip() {
+            ip if ip.is_unspecified() => hosts.with_any_ip(),
+            std::net::IpAddr::V6(ip) => hosts.with(&format!("[{ip}]")),
+            ip => hosts.with(&ip.to_string()),
+        };
+        match &options.public_url {
+            Some(u) => hosts.with(u),
+            None => hosts,
+        }
+    });
     let store = ObservedStore {
         inner: store,
         on_state: options.on_state,
@@ -463,7 +599,8 @@ fn start(
             heartbeat: options.heartbeat,
             push: options.push,
             // The verifiers of the `a2a` block (`--config`'s `a2a.auth`).
-            auth: options.a2a.as_ref().and_then(|a2a| a2a.auth.clone()),
+            auth,
+            allowed_hosts,
             ..Default::default()
         },
         store,
@@ -477,10 +614,15 @@ fn start(
     };
     let handler: http_server::StreamHandler = Arc::new(move |req| {
         let server = server.clone();
-        let ui = ui.as_ref().filter(|_| is_ui_request(&req)).cloned();
+        let ui = ui
+            .as_ref()
+            .filter(|_| is_ui_request(&req))
+            .cloned()
+            .map(|ui| (ui, server.host_allowed(req.header("Host"))));
         Box::pin(async move {
             match ui {
-                Some(ui) => Reply::Full(ui.respond(&req.url).await),
+                Some((ui, true)) => Reply::Full(ui.respond(&req.url).await),
+                Some((_, false)) => Reply::Full(misdirected()),
                 None => server.serve(req).await,
             }
         })

@@ -214,3 +214,141 @@ async fn a_bad_configuration_is_a_500_that_says_why() {
         resp.body_snippet(300)
     );
 }
+
+/// An HS256 JWT of `claims` signed with `secret`.
+fn hs256(claims: &Value, secret: &str) -> String {
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    encode(
+        &Header::new(Algorithm::HS256),
+        claims,
+        &EncodingKey::from_secret(secret.as_bytes()).expect("an HS256 key"),
+    )
+    .expect("an HS256 token")
+}
+
+/// A JSON-RPC call with extra headers; the HTTP status and the body.
+async fn rpc_as(
+    url: &str,
+    headers: &[(&str, &str)],
+    method: &str,
+    params: Value,
+) -> (u16, Value, Vec<(String, String)>) {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let mut req = HttpRequest::post_json(format!("{url}/"), body.to_string().into_bytes())
+        .with_header("A2A-Version", "1.0");
+    for (k, v) in headers {
+        req = req.with_header(*k, *v);
+    }
+    let resp = NativeTransport::shared().send(req).await.expect("rpc");
+    let v = serde_json::from_slice(&resp.body).unwrap_or(Value::Null);
+    (resp.status, v, resp.headers)
+}
+
+/// The component protected by API keys and HS256 JWTs from its environment:
+/// 401 with a challenge without (or with a wrong) credential, success with
+/// either, and each caller sees only its own tasks.
+#[tokio::test]
+async fn the_agent_component_verifies_api_keys_and_hs256_jwts_from_its_environment() {
+    let secret = "component-test-secret";
+    let agent = wasmtime_serve(&[
+        ("TOOLNEXUS_API_KEYS", "alice=alice-key,bob=bob-key"),
+        ("TOOLNEXUS_JWT_SECRET", secret),
+        ("TOOLNEXUS_JWT_ISSUER", "https://issuer.test"),
+        ("TOOLNEXUS_JWT_AUDIENCE", "component"),
+    ])
+    .await;
+    let card = NativeTransport::shared()
+        .send(HttpRequest::get(format!(
+            "{}/.well-known/agent-card.json",
+            agent.url
+        )))
+        .await
+        .expect("card");
+    assert_eq!(card.status, 200, "the public card needs no credential");
+    let send = |text: &str| json!({"message": {"role": "ROLE_USER", "messageId": format!("m-{text}"), "parts": [{"text": text}]}});
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let good = hs256(
+        &json!({"sub": "carol", "iss": "https://issuer.test", "aud": "component", "exp": exp}),
+        secret,
+    );
+    let wrong_secret = hs256(
+        &json!({"sub": "carol", "iss": "https://issuer.test", "aud": "component", "exp": exp}),
+        "another-secret",
+    );
+    let wrong_aud = hs256(
+        &json!({"sub": "carol", "iss": "https://issuer.test", "aud": "elsewhere", "exp": exp}),
+        secret,
+    );
+    for (what, header) in [
+        ("no credential", None),
+        (
+            "a wrong key",
+            Some(("X-API-Key", "mallory-key".to_string())),
+        ),
+        (
+            "a JWT signed with another secret",
+            Some(("Authorization", format!("Bearer {wrong_secret}"))),
+        ),
+        (
+            "a JWT for another audience",
+            Some(("Authorization", format!("Bearer {wrong_aud}"))),
+        ),
+    ] {
+        let headers: Vec<(&str, &str)> = header.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (status, v, resp_headers) =
+            rpc_as(&agent.url, &headers, "SendMessage", send("x")).await;
+        assert_eq!(status, 401, "{what}: {v}");
+        assert!(
+            resp_headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("www-authenticate")),
+            "{what}: a challenge"
+        );
+    }
+    let bearer = format!("Bearer {good}");
+    let (status, by_alice, _) = rpc_as(
+        &agent.url,
+        &[("X-API-Key", "alice-key")],
+        "SendMessage",
+        send("from alice"),
+    )
+    .await;
+    assert_eq!(status, 200, "{by_alice}");
+    let alice_task = by_alice["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    let (status, by_carol, _) = rpc_as(
+        &agent.url,
+        &[("Authorization", &bearer)],
+        "SendMessage",
+        send("from carol"),
+    )
+    .await;
+    assert_eq!(status, 200, "{by_carol}");
+    assert_eq!(
+        by_carol["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{by_carol}"
+    );
+    // alice's task is not found for bob or carol; alice reads it.
+    for headers in [
+        vec![("X-API-Key", "bob-key")],
+        vec![("Authorization", bearer.as_str())],
+    ] {
+        let (_, got, _) = rpc_as(&agent.url, &headers, "GetTask", json!({"id": alice_task})).await;
+        assert_eq!(got["error"]["code"], -32001, "{got}");
+    }
+    let (_, got, _) = rpc_as(
+        &agent.url,
+        &[("X-API-Key", "alice-key")],
+        "GetTask",
+        json!({"id": alice_task}),
+    )
+    .await;
+    assert_eq!(got["result"]["id"], alice_task.as_str(), "{got}");
+    // (ListTasks: the component's file store cannot list, -32004 for everyone.)
+}

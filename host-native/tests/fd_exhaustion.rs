@@ -31,7 +31,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 async fn health(addr: &str, bound: Duration) -> Option<String> {
     let ask = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             .await
             .ok()?;
         let mut answer = Vec::new();
@@ -80,7 +80,7 @@ async fn out_of_descriptors_the_accept_loop_backs_off_and_serves_again() {
     let mut held = Vec::new();
     for _ in 0..100 {
         let mut c = TcpStream::connect(&addr).await.expect("connect");
-        c.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        c.write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n")
             .await
             .expect("head");
         held.push(c);

@@ -275,7 +275,7 @@ async fn slow_idle_and_flooding_connections_are_closed() {
     let addr = server.url.trim_start_matches("http://").to_string();
 
     let mut slow = TcpStream::connect(&addr).await.expect("connect");
-    slow.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Ty")
+    slow.write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
         .await
         .expect("write");
     assert!(
@@ -286,7 +286,7 @@ async fn slow_idle_and_flooding_connections_are_closed() {
     );
 
     let mut idle = TcpStream::connect(&addr).await.expect("connect");
-    idle.write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: x\r\n\r\n")
+    idle.write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
         .expect("write");
     let answered = read_until_closed(&mut idle, Duration::from_secs(20))
@@ -324,7 +324,7 @@ async fn the_head_timeout_does_not_cut_a_request_being_served() {
         .to_string();
     let mut s = TcpStream::connect(&addr).await.expect("connect");
     let head = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).await.expect("head");
@@ -360,7 +360,7 @@ async fn past_the_connection_cap_new_clients_wait_for_a_free_slot() {
         .await
         .expect("the backlog takes it");
     third
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .await
         .expect("write");
     let mut buf = [0u8; 256];
@@ -403,7 +403,7 @@ async fn at_the_connection_cap_the_longest_idle_connection_makes_room() {
     let mut busy = TcpStream::connect(&addr).await.expect("connect");
     busy.write_all(
         format!(
-            "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             body.len()
         )
         .as_bytes(),
@@ -415,7 +415,7 @@ async fn at_the_connection_cap_the_longest_idle_connection_makes_room() {
         .await
         .expect("the backlog takes it");
     third
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .await
         .expect("write");
     let answer = read_until_closed(&mut third, Duration::from_secs(30))
@@ -463,12 +463,14 @@ async fn send_all_then_read(addr: &str, head: &str, body: &[u8]) -> String {
 /// malformed chunk size and a body shorter than its length are 400.
 #[tokio::test]
 async fn over_limit_bodies_get_a_readable_413_and_broken_framing_400() {
-    let server = start(options(Model::Echo)).await;
+    let mut options = options(Model::Echo);
+    options.cors_origin = Some(toolnexus_core::server::CorsOrigin::any());
+    let server = start(options).await;
     let addr = server.url.trim_start_matches("http://").to_string();
     let big = vec![b'x'; 10 * 1024 * 1024];
     for _ in 0..5 {
         let head = format!(
-            "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             big.len()
         );
         let answer = send_all_then_read(&addr, &head, &big).await;
@@ -488,11 +490,11 @@ async fn over_limit_bodies_get_a_readable_413_and_broken_framing_400() {
         chunked.extend_from_slice(b"\r\n");
     }
     chunked.extend_from_slice(b"0\r\n\r\n");
-    let head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n";
     let answer = send_all_then_read(&addr, head, &chunked).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
 
-    let head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n";
     let answer = send_all_then_read(&addr, head, b"zz\r\nhello\r\n0\r\n\r\n").await;
     assert!(
         answer.starts_with("HTTP/1.1 400"),
@@ -501,7 +503,7 @@ async fn over_limit_bodies_get_a_readable_413_and_broken_framing_400() {
 
     let mut short = TcpStream::connect(&addr).await.expect("connect");
     short
-        .write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
+        .write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
         .await
         .expect("write");
     short.shutdown().await.expect("half-close");

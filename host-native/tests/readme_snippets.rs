@@ -119,3 +119,24 @@ async fn component_from_rust(card_url: &str) -> Result<(), Box<dyn Error>> {
     let result = host.call_live(&agent, "echo", "hello", MessageRefs::default(), abort, listener).await?;
     Ok(())
 }
+
+// "Security": your own verifier, the `authenticate` hook of ServeOptions.
+#[allow(dead_code, unused_variables)]
+#[rustfmt::skip]
+fn security_authenticate_hook(mut options: toolnexus_host_native::ServeOptions) {
+    use std::sync::Arc;
+    use toolnexus_host_native::Authenticate;
+    use toolnexus_host_native::core::server::auth::{Principal, Verdict};
+
+    let hook: Authenticate = Arc::new(|req| {
+        let user = req.header("X-User").map(str::to_string); // e.g. set by your proxy
+        Box::pin(async move {
+            match user {
+                Some(subject) => Verdict::Accepted(Principal { subject, ..Default::default() }),
+                None => Verdict::NotMine,
+            }
+        })
+    });
+    // options.authenticate = Some(hook);
+    options.authenticate = Some(hook);
+}

@@ -268,7 +268,7 @@ async fn public_url_is_what_the_card_advertises() {
         &[
             "serve",
             "--addr",
-            "0.0.0.0:0",
+            "127.0.0.1:0",
             "--llm",
             "echo",
             "--public-url",

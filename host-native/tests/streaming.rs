@@ -15,6 +15,8 @@ async fn serve_steps(heartbeat: Option<Duration>) -> ServeHandle {
     let tk = toolnexus_core::Toolkit::new(NativeTransport::shared());
     let mut options = ServeOptions::new(Arc::new(tk), Model::Custom(Arc::new(Steps)));
     options.heartbeat = heartbeat;
+    // Streams carry the CORS headers when CORS is on (off by default).
+    options.cors_origin = Some(toolnexus_core::server::CorsOrigin::any());
     serve("127.0.0.1:0", options).await.expect("serve")
 }
 

@@ -194,9 +194,10 @@ async fn the_card_and_json_rpc_still_work_beside_the_page() {
         "hi from the page"
     );
 
+    // The page is same-origin: it needs no CORS, and other pages get none.
     let preflight = raw(&proc.url, "OPTIONS", "/", None).await;
-    assert_eq!(preflight.status, 204);
-    assert_eq!(preflight.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(preflight.status, 405);
+    assert_eq!(preflight.header("access-control-allow-origin"), None);
 }
 
 #[tokio::test]

@@ -1,16 +1,9 @@
 """Official a2a-sdk (Python) A2A client for interop tests.
 
 Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
-                                      [--rest
-  Use the SDK's HTTP+JSON (REST) transport (ClientConfig.supported_protocol_bindings
-  = ['HTTP+JSON']): the card must list an HTTP+JSON interface. With --legacy, its
-  v0.3 REST transport (the /v1 routes).
-
---cancel
-  Then CancelTask the finished task and add "cancel": the SDK error class name
-  (a finished task is not cancelable: TaskNotCancelableError).
-
---answer ANSWER] [--list] [--push URL]
+                                      [--rest] [--cancel]
+                                      [--answer ANSWER] [--list] [--push URL]
+                                      [--api-key-env NAME | --bearer-env NAME]
 
   CARD_URL   full URL of the agent card, e.g.
              http://127.0.0.1:P/.well-known/agent-card.json
@@ -20,6 +13,11 @@ Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-bloc
   --non-blocking
              send with configuration.returnImmediately=true (0.3: blocking=false)
              and rely on GetTask polling.
+  --rest     use the SDK's HTTP+JSON (REST) transport (ClientConfig.supported_protocol_bindings
+             = ['HTTP+JSON']): the card must list an HTTP+JSON interface. With --legacy, its
+             v0.3 REST transport (the /v1 routes).
+  --cancel   then CancelTask the finished task and add "cancel": the SDK error class name
+             (a finished task is not cancelable: TaskNotCancelableError).
 
 Fetches the card with the SDK (ClientFactory.create_from_url), sends one
 blocking, non-streaming message, polls GetTask (<= 10 s) while the returned
@@ -63,6 +61,17 @@ Exit: 0 completed (or a Message reply), 2 other final state, 1 error/timeout.
   followed the same way. The output then describes the task after the answer,
   with two more keys: "asked" (the question: the status message text the task
   stopped with) and "sameTask" (whether the answer continued the same task id).
+
+--api-key-env NAME / --bearer-env NAME
+  Authenticate with the SDK's own plumbing: an AuthInterceptor
+  (a2a.client.auth) whose CredentialService answers, for each scheme the card
+  declares (securitySchemes / securityRequirements), with the value of the
+  environment variable NAME when the scheme is of that kind: --api-key-env for
+  apiKey schemes, --bearer-env for http bearer, oauth2 and openIdConnect
+  schemes. The interceptor places it (an apiKey in the header the scheme names;
+  SDK 1.3.0 skips query and cookie keys; a bearer as Authorization). The card
+  itself is fetched without credentials (it is public). On an HTTP error the
+  stderr line carries the SDK's message, "HTTP Error 401: ..." for a refusal.
 """
 
 from __future__ import annotations
@@ -70,11 +79,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
 
+import httpx
+
 from a2a.client import ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.auth import AuthInterceptor, CredentialService
+from a2a.client.card_resolver import A2ACardResolver
 from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.types import (
     AgentCard,
@@ -145,6 +159,35 @@ class LegacyClientFactory(ClientFactory):
         del forced.supported_interfaces[:]
         forced.supported_interfaces.extend(legacy)
         return super().create(forced, interceptors)
+
+
+class EnvCredentials(CredentialService):
+    """A credential for the card's schemes of one kind, from an env variable."""
+
+    BEARER_KINDS = ('http_auth_security_scheme', 'oauth2_security_scheme',
+                    'open_id_connect_security_scheme')
+
+    def __init__(self, card: AgentCard, api_key_env: str | None, bearer_env: str | None):
+        self._schemes = card.security_schemes
+        self._api_key = os.environ.get(api_key_env, '') if api_key_env else ''
+        self._bearer = os.environ.get(bearer_env, '') if bearer_env else ''
+
+    async def get_credentials(self, security_scheme_name, context):
+        scheme = self._schemes.get(security_scheme_name)
+        if scheme is None:
+            return None
+        kind = scheme.WhichOneof('scheme')
+        if kind == 'api_key_security_scheme':
+            return self._api_key or None
+        if kind in self.BEARER_KINDS:
+            return self._bearer or None
+        return None
+
+
+async def fetch_card(card_url: str) -> AgentCard:
+    """The public card, fetched as ClientFactory.create_from_url does."""
+    async with httpx.AsyncClient(headers={'A2A-Version': '1.0'}) as http:
+        return await A2ACardResolver(http, card_url).get_agent_card(relative_card_path='/')
 
 
 def status_timestamp(status) -> str | None:
@@ -236,7 +279,8 @@ class Answered(Exception):
 async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
               stream: bool = False, answer: str | None = None,
               list_after: bool = False, push_url: str | None = None,
-              rest: bool = False, cancel: bool = False) -> int:
+              rest: bool = False, cancel: bool = False,
+              api_key_env: str | None = None, bearer_env: str | None = None) -> int:
     factory_cls = LegacyClientFactory if legacy else ClientFactory
     bindings = ['HTTP+JSON'] if rest else []
     if legacy:
@@ -245,8 +289,14 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
     # --stream: streaming=True, SendStreamingMessage / message/stream (SSE).
     factory = factory_cls(ClientConfig(streaming=stream,
                                        supported_protocol_bindings=bindings))
-    # relative_card_path='/' means "fetch CARD_URL as given".
-    client = await factory.create_from_url(card_url, relative_card_path='/')
+    if api_key_env or bearer_env:
+        # The SDK's own auth plumbing: an interceptor over a credential service.
+        card = await fetch_card(card_url)
+        client = factory.create(
+            card, interceptors=[AuthInterceptor(EnvCredentials(card, api_key_env, bearer_env))])
+    else:
+        # relative_card_path='/' means "fetch CARD_URL as given".
+        client = await factory.create_from_url(card_url, relative_card_path='/')
     ctx = ClientCallContext(timeout=CALL_TIMEOUT_S)
     events: list[dict] | None = [] if stream else None
 
@@ -387,6 +437,10 @@ def main() -> None:
                         help="use the SDK's HTTP+JSON (REST) transport")
     parser.add_argument('--cancel', action='store_true',
                         help='then CancelTask the finished task; adds "cancel"')
+    parser.add_argument('--api-key-env', metavar='NAME',
+                        help="the API key for the card's apiKey schemes, from env NAME")
+    parser.add_argument('--bearer-env', metavar='NAME',
+                        help="the bearer token for the card's http/oauth2/oidc schemes, from env NAME")
     args = parser.parse_args()
     if args.stream and args.non_blocking:
         print('error: --stream and --non-blocking are mutually exclusive', file=sys.stderr)
@@ -394,7 +448,7 @@ def main() -> None:
     try:
         rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking,
                              args.stream, args.answer, args.list, args.push,
-                             args.rest, args.cancel))
+                             args.rest, args.cancel, args.api_key_env, args.bearer_env))
     except Exception as e:  # noqa: BLE001
         msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
         print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)

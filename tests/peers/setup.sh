@@ -25,7 +25,7 @@ else
   fi
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
     --no-input -r "$HERE/requirements.txt"
-  "$VENV/bin/python" -c 'import a2a.server.routes, uvicorn, starlette, sse_starlette' 
+  "$VENV/bin/python" -c 'import a2a.server.routes, uvicorn, starlette, sse_starlette, jwt, cryptography' 
   echo "$py_want" > "$PY_STAMP"
 fi
 

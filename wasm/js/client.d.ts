@@ -52,7 +52,37 @@ export interface Agent {
    * accepts the ids either way).
    */
   conversational?: boolean;
+  /**
+   * The caller's credential for this agent's protected calls, placed as the
+   * card's `securitySchemes` say: `{bearer}` (`Authorization: Bearer`),
+   * `{apiKey}` (the header, query parameter or cookie of the card's apiKey
+   * scheme), or `{oauth2}` (client credentials: tokens fetched from
+   * `tokenUrl`, default the card's client-credentials flow or its OpenID
+   * Connect discovery; cached, refreshed before expiry, one fetch shared by
+   * concurrent calls, one retry with a fresh token on 401). `${NAME}` in a
+   * value expands from `process.env` at every call. Credentials go only to
+   * the card's own origin and `allowedOrigins`.
+   */
+  auth?: AgentAuth;
+  /**
+   * A bearer token from your code, asked for before every call (a browser
+   * user's login): resolve to the current token. Not with `auth`.
+   */
+  getToken?: () => string | Promise<string>;
+  /**
+   * Origins (`https://host[:port]`) besides the card's own that may receive
+   * the credentials (`auth`, `getToken`, `headers`) when the card names an
+   * endpoint there. Elsewhere the call goes without them (with a warning),
+   * or is refused when the card requires them.
+   */
+  allowedOrigins?: string[];
 }
+
+/** A caller credential, the shapes of an `agents.<name>.auth` config entry. */
+export type AgentAuth =
+  | { bearer: string }
+  | { apiKey: string }
+  | { oauth2: { clientId: string; clientSecret: string; tokenUrl?: string; scopes?: string[] } };
 
 /** An agent descriptor, or just its card URL. */
 export type AgentLike = Agent | string;
@@ -63,7 +93,7 @@ export interface AgentConfigEntry extends Agent {
   disabled?: boolean;
 }
 
-/** An `agents` config block: `{ "<id>": {card, headers?, timeout?, pollEvery?, enabled?, disabled?, conversational?} }`. */
+/** An `agents` config block: `{ "<id>": {card, headers?, auth?, allowedOrigins?, timeout?, pollEvery?, enabled?, disabled?, conversational?} }`. */
 export type AgentsConfig = Record<string, AgentConfigEntry>;
 
 /** Where a tool comes from. */

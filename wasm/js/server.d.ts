@@ -246,6 +246,67 @@ export interface A2AHandlerOptions {
    * answer -32003.
    */
   push?: boolean | { allowPrivateWebhooks?: boolean };
+  /**
+   * Your own verifier, asked for every request but the public card and CORS
+   * preflights. Return a {@link Principal} to accept the caller; a
+   * `Response` to refuse the request with exactly that response (the
+   * handler adds its CORS headers); `null` or `undefined` when the request
+   * carries no credential this function reads: the `auth` verifiers are
+   * asked next, and without one that accepts, the answer is 401 with
+   * `WWW-Authenticate`. A throw (or anything else) refuses the request
+   * (401) and is logged. With a verifier, each task belongs to its
+   * caller: another caller's task is TaskNotFound, and ListTasks shows each
+   * caller its own.
+   */
+  authenticate?: (request: Request) => Principal | Response | null | undefined | Promise<Principal | Response | null | undefined>;
+  /** The verifiers of the native `a2a.auth` block; the card's `securitySchemes` are derived from them. */
+  auth?: A2AAuthConfig;
+  /**
+   * Where `${NAME}` in `auth.apiKeys.keys` and `auth.jwt.secretEnv` are
+   * looked up (a worker's `env`). Default: `process.env` where there is one.
+   */
+  env?: Record<string, string | undefined>;
+}
+
+/** An authenticated caller. */
+export interface Principal {
+  /** Who (a user name, the JWT's `sub`). Non-empty. */
+  subject: string;
+  /** Who vouches for it (the JWT's `iss`): the same subject from two issuers is two callers. */
+  issuer?: string;
+  tenant?: string;
+  scopes?: string[];
+}
+
+/**
+ * The `a2a.auth` block. A request passes when one verifier accepts it.
+ * JWT signatures are checked with WebCrypto (`crypto.subtle`): HS256, RS256,
+ * ES256, and EdDSA (Ed25519) where the runtime has it. Keys come from
+ * `jwksUrl` or the issuer's OpenID Connect discovery, fetched with `fetch`
+ * and cached per `Cache-Control` (one re-fetch per unknown `kid`, rate
+ * limited; the last good set is kept when the endpoint is down). Claims
+ * checked: `iss`, `aud`, `exp` / `nbf` with `leewaySeconds`, `requiredScopes`.
+ */
+export interface A2AAuthConfig {
+  apiKeys?: {
+    /** Default "header". */
+    in?: "header" | "query" | "cookie";
+    /** Default "X-API-Key". */
+    name?: string;
+    /** Caller name to key; `${NAME}` expands from `env`. */
+    keys: Record<string, string>;
+  };
+  jwt?: {
+    issuer?: string;
+    audience?: string;
+    jwksUrl?: string;
+    algorithms?: ("HS256" | "RS256" | "ES256" | "EdDSA")[];
+    /** The variable of `env` holding the HS256 secret. */
+    secretEnv?: string;
+    /** Default 30. */
+    leewaySeconds?: number;
+    requiredScopes?: string[];
+  };
 }
 
 /** What keeps a worker alive after the response (workerd's `ExecutionContext`). */

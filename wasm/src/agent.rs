@@ -32,6 +32,38 @@ pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
     agent.timeout = ms("timeout")?;
     agent.poll_every = ms("pollEvery")?;
     agent.conversational = get(v, "conversational").as_bool() == Some(true);
+    let auth = get(v, "auth");
+    let get_token = get(v, "getToken");
+    if !is_absent(&auth) {
+        if !is_absent(&get_token) {
+            return Err(misuse("an agent takes auth or getToken, not both"));
+        }
+        agent.auth = Some(toolnexus_core::Auth::from_value(&to_json(&auth, "agent.auth")?).ok_or_else(|| {
+            misuse("agent.auth must be {bearer}, {apiKey} or {oauth2: {clientId, clientSecret, tokenUrl?, scopes?}}")
+        })?);
+    } else if get_token.is_function() {
+        agent.auth = Some(crate::credentials::get_token_auth(
+            get_token.unchecked_into(),
+        ));
+    } else if !is_absent(&get_token) {
+        return Err(misuse(
+            "agent.getToken must be a function () => token (or a promise of one)",
+        ));
+    }
+    let origins = get(v, "allowedOrigins");
+    if !is_absent(&origins) {
+        let list = Array::is_array(&origins)
+            .then(|| {
+                Array::from(&origins)
+                    .iter()
+                    .map(|o| o.as_string())
+                    .collect::<Option<Vec<_>>>()
+            })
+            .flatten();
+        agent.allowed_origins = list.ok_or_else(|| {
+            misuse("agent.allowedOrigins must be an array of origins (https://host[:port])")
+        })?;
+    }
     Ok(agent)
 }
 
@@ -54,6 +86,40 @@ pub fn agent_to_js(a: &Agent) -> JsValue {
     }
     if a.conversational {
         set(&o, "conversational", &true.into());
+    }
+    match crate::credentials::get_token_of(a) {
+        Some(f) => set(&o, "getToken", &f),
+        None => {
+            if let Some(auth) = &a.auth {
+                let (key, value): (&str, JsValue) = match auth {
+                    toolnexus_core::Auth::Bearer(t) => ("bearer", t.as_str().into()),
+                    toolnexus_core::Auth::ApiKey(k) => ("apiKey", k.as_str().into()),
+                    toolnexus_core::Auth::OAuth2(c) => {
+                        let o2: JsValue = Object::new().into();
+                        set(&o2, "clientId", &c.client_id.as_str().into());
+                        set(&o2, "clientSecret", &c.client_secret.as_str().into());
+                        if let Some(u) = &c.token_url {
+                            set(&o2, "tokenUrl", &u.as_str().into());
+                        }
+                        let scopes: Array =
+                            c.scopes.iter().map(|s| JsValue::from(s.as_str())).collect();
+                        set(&o2, "scopes", &scopes);
+                        ("oauth2", o2)
+                    }
+                };
+                let auth_js: JsValue = Object::new().into();
+                set(&auth_js, key, &value);
+                set(&o, "auth", &auth_js);
+            }
+        }
+    }
+    if !a.allowed_origins.is_empty() {
+        let list: Array = a
+            .allowed_origins
+            .iter()
+            .map(|s| JsValue::from(s.as_str()))
+            .collect();
+        set(&o, "allowedOrigins", &list);
     }
     o
 }
@@ -91,12 +157,19 @@ pub fn parse_agents_config(block: JsValue) -> Result<JsValue, JsValue> {
 pub fn agent_tools(agent: JsValue) -> Promise {
     promise(Box::pin(async move {
         let agent = agent_from_js(&agent)?;
+        crate::credentials::refresh(&agent).await?;
         let tools = toolnexus_core::agent_tools(&JsTransport, &agent)
             .await
             .map_err(|e| core_error(&e))?;
+        // One token cache for the agent's tools.
+        let cell = crate::credentials::token_cell();
         Ok(tools
             .into_iter()
-            .map(|t| JsValue::from(Tool { inner: Rc::new(t) }))
+            .map(|t| {
+                JsValue::from(Tool {
+                    inner: Rc::new(t.with_tokens(cell.clone())),
+                })
+            })
             .collect::<Array>()
             .into())
     }))
@@ -117,6 +190,7 @@ async fn list_tasks_of(agent: JsValue, filter: JsValue) -> Result<JsValue, JsVal
     use futures_util::future::{select, Either};
     use toolnexus_core::{ListFilter, TaskState};
     let agent = agent_from_js(&agent)?;
+    crate::credentials::refresh(&agent).await?;
     let mut wanted = ListFilter {
         context_id: get(&filter, "contextId").as_string(),
         status: None,
@@ -217,8 +291,13 @@ impl Tool {
         promise(Box::pin(async move {
             let result = match (args, abort, sink) {
                 (Ok(args), Ok(abort), Ok(sink)) => {
-                    tool.execute_with_events(&JsTransport, &args, abort, sink)
-                        .await
+                    match crate::credentials::refresh(&tool.agent).await {
+                        Ok(()) => {
+                            tool.execute_with_events(&JsTransport, &args, abort, sink)
+                                .await
+                        }
+                        Err(e) => ToolResult::error(error_text(&e)),
+                    }
                 }
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                     ToolResult::error(error_text(&e))

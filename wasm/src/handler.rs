@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use toolnexus_core::llm::LlmConfig;
+use toolnexus_core::server::auth::{AuthConfig, Claims, Verdict};
 use toolnexus_core::server::{
     build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CorsOrigin,
     EchoFulfiller, EventBody, FulfilRequest, Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply,
@@ -101,6 +102,8 @@ thread_local! {
 /// delivery after the fulfilment saved a state) is kept alive as well.
 struct WithCtx<F: ?Sized> {
     ctx: Option<JsValue>,
+    /// Where a JS verifier's rejecting `Response` goes (requests only).
+    refusal: Option<crate::auth::Refusal>,
     fut: Pin<Box<F>>,
 }
 
@@ -109,8 +112,10 @@ impl<F: Future + ?Sized> Future for WithCtx<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.get_mut();
         let outer = CURRENT_CTX.with(|c| c.replace(this.ctx.clone()));
+        let outer_refusal = crate::auth::CURRENT_REFUSAL.with(|c| c.replace(this.refusal.clone()));
         let polled = this.fut.as_mut().poll(cx);
         CURRENT_CTX.with(|c| *c.borrow_mut() = outer);
+        crate::auth::CURRENT_REFUSAL.with(|c| *c.borrow_mut() = outer_refusal);
         polled
     }
 }
@@ -118,6 +123,10 @@ impl<F: Future + ?Sized> Future for WithCtx<F> {
 #[derive(Clone)]
 struct WasmHost {
     on_task: Option<Function>,
+    /// The user's `authenticate(request)`.
+    authenticate: Option<Function>,
+    /// The `auth.jwt` verifier's signature check (WebCrypto).
+    jwt: Option<Rc<crate::auth::JwtVerifier>>,
 }
 
 fn report(problem: &str) {
@@ -136,6 +145,7 @@ impl ServerHost for WasmHost {
             Some(ctx) => {
                 let job = WithCtx {
                     ctx: Some(ctx.clone()),
+                    refusal: None,
                     fut: job,
                 };
                 let done = promise(Box::pin(async move {
@@ -168,6 +178,27 @@ impl ServerHost for WasmHost {
 
     fn report(&self, problem: &str) {
         report(problem);
+    }
+
+    /// The signature of a JWT, through WebCrypto (see [`crate::auth`]).
+    fn verify_jwt(&self, token: &str) -> BoxFuture<'static, Result<Claims, String>> {
+        match &self.jwt {
+            Some(jwt) => Box::pin(jwt.clone().verify(token.to_string())),
+            None => Box::pin(std::future::ready(Err(
+                "no jwt verifier is configured".into()
+            ))),
+        }
+    }
+
+    /// The user's `authenticate(request)` (see [`crate::auth`]).
+    fn authenticate(&self, req: &HttpRequest) -> Option<BoxFuture<'static, Verdict>> {
+        let function = self.authenticate.clone()?;
+        let refusal = crate::auth::CURRENT_REFUSAL.with(|c| c.borrow().clone());
+        Some(Box::pin(crate::auth::js_authenticate(
+            function,
+            req.clone(),
+            refusal,
+        )))
     }
 
     /// `Date.now()`: status timestamps.
@@ -337,6 +368,7 @@ struct Parts {
     cors: Option<CorsOrigin>,
     heartbeat: Option<Duration>,
     interrupted_after: Option<Duration>,
+    auth: Option<AuthConfig>,
     #[cfg(feature = "push")]
     push: Option<toolnexus_core::server::PushOptions>,
 }
@@ -399,6 +431,7 @@ impl HandlerState {
                 cors_origin: p.cors,
                 heartbeat: p.heartbeat,
                 interrupted_after: p.interrupted_after,
+                auth: p.auth,
                 #[cfg(feature = "push")]
                 push: p.push,
                 ..Default::default()
@@ -519,19 +552,32 @@ impl HandlerState {
         let ctx = [second, third]
             .into_iter()
             .find(|c| get(c, "waitUntil").is_function());
+        let refusal = crate::auth::Refusal::default();
+        let refused = refusal.clone();
         let fut = async move {
             let req = match read_request(&self.server, &request).await? {
                 Ok(req) => req,
                 Err(answer) => return to_response(answer),
             };
             let server = self.server.clone();
-            match server.serve(req).await {
+            let reply = server.serve(req).await;
+            // The user's verifier refused with its own Response: that one,
+            // with the core's CORS headers so a page can read it.
+            if let Some(theirs) = refused.borrow_mut().take() {
+                let head = match &reply {
+                    Reply::Full(resp) => &resp.headers,
+                    Reply::Stream { head, .. } => &head.headers,
+                };
+                return crate::auth::with_cors(theirs, head);
+            }
+            match reply {
                 Reply::Full(resp) => to_response(resp),
                 Reply::Stream { head, body } => to_stream_response(head, body),
             }
         };
         promise(Box::pin(WithCtx {
             ctx,
+            refusal: Some(refusal),
             fut: Box::pin(fut),
         }))
     }
@@ -614,18 +660,23 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     // its abandoned tasks are failed when read. The memory store dies with them.
     let interrupted_default = store.is_some().then_some(DEFAULT_INTERRUPTED_AFTER);
     let interrupted_after = opt_duration(&options, "interruptedAfterMs", interrupted_default)?;
+    let authenticate = opt_function(&options, "authenticate", WHAT)?;
+    let (auth, jwt) = crate::auth::auth_config(&options, authenticate.is_some())?;
     let state = Rc::new(HandlerState::new(Parts {
         a2a: a2a_config(&get(&options, "a2a"))?,
         skills: skill_list(&skills),
         store,
         host: WasmHost {
             on_task: opt_function(&options, "onTask", WHAT)?,
+            authenticate,
+            jwt,
         },
         fulfiller,
         url: opt_string(&options, "url", WHAT)?,
         cors,
         heartbeat,
         interrupted_after,
+        auth,
         #[cfg(feature = "push")]
         push: push_options(&get(&options, "push"))?,
     }));

@@ -28,7 +28,11 @@ mod abort;
 mod agent;
 #[cfg(feature = "server")]
 mod client;
+#[cfg(feature = "client")]
+mod credentials;
 // The skills entry alone uses only its error constructor.
+#[cfg(feature = "server")]
+mod auth;
 #[cfg_attr(not(feature = "client"), allow(dead_code))]
 mod convert;
 #[cfg(feature = "server")]

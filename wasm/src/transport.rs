@@ -323,6 +323,9 @@ impl Transport for JsTransport {
     /// `process.env[name]` where there is a `process` (Node, workerd with
     /// `nodejs_compat`); browsers have no environment.
     fn env(&self, name: &str) -> Option<String> {
+        if let Some(token) = crate::credentials::token_var(name) {
+            return token;
+        }
         let process = get(&js_sys::global(), "process");
         get(&get(&process, "env"), name).as_string()
     }

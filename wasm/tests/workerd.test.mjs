@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
 import { Miniflare } from 'miniflare';
 import {
   killChildren, pkgDir, run, startJsSdkServer, startPeer, startStubLlm, TOOLNEXUS, withTimeout,
@@ -378,4 +379,105 @@ export default {
   await card.arrayBuffer();
   t.diagnostic(`cold start: Miniflare ready ${baseline.readyMs.toFixed(0)} ms (empty worker) vs ${w.readyMs.toFixed(0)} ms (both entries), first request ${firstMs.toFixed(0)} ms`);
   t.diagnostic(`cold start: createA2AHandler worker ready ${s.readyMs.toFixed(0)} ms, first request (card) ${cardMs.toFixed(0)} ms`);
+});
+
+// --- identity: createA2AHandler({authenticate}) -------------------------------
+
+const AUTH_WORKER = `
+import { createA2AHandler } from "toolnexus-wasm";
+
+// Bearer tokens of two users; "Bearer banned" gets the function's own 403.
+const TOKENS = { "alice-token": "alice", "bob-token": "bob" };
+let handler;
+export default {
+  fetch(request, env, ctx) {
+    handler ??= createA2AHandler({
+      client: "echo",
+      skills: [{ name: "echo", description: "Echoes the task" }],
+      a2a: { name: "edge-protected" },
+      authenticate: (req) => {
+        const h = req.headers.get("authorization") ?? "";
+        if (h === "Bearer banned") return new Response("go away", { status: 403, headers: { "x-why": "banned" } });
+        const user = TOKENS[h.replace(/^Bearer /, "")];
+        return user ? { subject: user, scopes: ["tasks"] } : null;
+      },
+    });
+    return handler(request, env, ctx);
+  },
+};
+`;
+
+/** The official @a2a-js/sdk client (tests/peers/js), loaded in this process. */
+function sdkModules() {
+  const req = createRequire(fileURLToPath(new URL('../../tests/peers/js/package.json', import.meta.url)));
+  return { sdk: req('@a2a-js/sdk'), client: req('@a2a-js/sdk/client') };
+}
+
+/** An SDK client for cardUrl whose fetch carries `Bearer token` through the SDK's AuthenticationHandler. */
+async function sdkClientWithBearer(cardUrl, token) {
+  const { client: c } = sdkModules();
+  const seen = { headerCalls: 0 };
+  const handler = {
+    headers: async () => { seen.headerCalls++; return token ? { Authorization: `Bearer ${token}` } : {}; },
+    shouldRetryWithHeaders: async () => undefined,
+  };
+  const fetchImpl = c.createAuthenticatingFetchWithRetry(fetch, handler);
+  const factory = new c.ClientFactory(c.ClientFactoryOptions.createFrom(c.ClientFactoryOptions.default, {
+    cardResolver: new c.DefaultAgentCardResolver({ fetchImpl }),
+    transports: [new c.JsonRpcTransportFactory({ fetchImpl })],
+    preferredTransports: ['JSONRPC'],
+  }));
+  return { client: await factory.createFromUrl(cardUrl, ''), seen };
+}
+
+test('a worker with createA2AHandler({authenticate}): 401 without a credential, the function\'s own Response, each caller sees only its tasks; the official SDK client sends a bearer token', async () => {
+  const w = await startWorker(AUTH_WORKER);
+  const cardUrl = `${w.url}/.well-known/agent-card.json`;
+  // The public card stays readable without credentials.
+  const cardResp = await fetch(cardUrl);
+  assert.equal(cardResp.status, 200);
+  const rpc = async (token, method, params) => {
+    const headers = { 'content-type': 'application/json', 'A2A-Version': '1.0' };
+    if (token) headers.authorization = `Bearer ${token}`;
+    const resp = await fetch(`${w.url}/`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+    return { status: resp.status, headers: resp.headers, body: await resp.text() };
+  };
+  const send = (token, text, messageId) => rpc(token, 'SendMessage', { message: { role: 'ROLE_USER', messageId, parts: [{ text }] } });
+
+  // No credential, an unknown one (the function answers null): the core's 401.
+  for (const token of [null, 'nobody-token']) {
+    const r = await send(token, 'anonymous', `m-anon-${token}`);
+    assert.equal(r.status, 401, r.body);
+  }
+  // The function's own Response, as it made it.
+  const banned = await send('banned', 'hi', 'm-banned');
+  assert.deepEqual([banned.status, banned.body, banned.headers.get('x-why')], [403, 'go away', 'banned']);
+
+  // Alice, through the official SDK client and its AuthenticationHandler.
+  const alice = await sdkClientWithBearer(cardUrl, 'alice-token');
+  const sent = await alice.client.sendMessage({
+    message: { messageId: 'm-alice', role: sdkModules().sdk.Role.ROLE_USER, parts: [{ content: { $case: 'text', value: 'from alice' } }] },
+  });
+  assert.equal(sent.$case ?? sent.payload?.$case ?? 'task', 'task', JSON.stringify(sent));
+  const task = sent.value ?? sent.payload?.value ?? sent;
+  assert.ok(task.id, JSON.stringify(sent));
+  assert.ok(alice.seen.headerCalls >= 1, 'the SDK asked the handler for headers');
+  const got = await alice.client.getTask({ tenant: '', id: task.id });
+  assert.equal(got.id, task.id);
+  // The SDK without a token is refused.
+  const anon = await sdkClientWithBearer(cardUrl, null);
+  await assert.rejects(anon.client.getTask({ tenant: '', id: task.id }), /401|auth/i);
+
+  // Bob: alice's task does not exist for him; his list holds only his own.
+  assert.equal((await send('bob-token', 'from bob', 'm-bob')).status, 200);
+  const bobGet = JSON.parse((await rpc('bob-token', 'GetTask', { id: task.id })).body);
+  assert.equal(bobGet.error?.code, -32001, JSON.stringify(bobGet));
+  const bobCancel = JSON.parse((await rpc('bob-token', 'CancelTask', { id: task.id })).body);
+  assert.equal(bobCancel.error?.code, -32001, JSON.stringify(bobCancel));
+  const bobList = JSON.parse((await rpc('bob-token', 'ListTasks', {})).body).result;
+  assert.equal(bobList.totalSize, 1, JSON.stringify(bobList));
+  assert.deepEqual(bobList.tasks.map((t) => t.history?.[0]?.parts?.[0]?.text), ['from bob']);
+  const aliceList = JSON.parse((await rpc('alice-token', 'ListTasks', {})).body).result;
+  assert.deepEqual(aliceList.tasks.map((t) => t.id), [task.id]);
+  assert.equal(aliceList.totalSize, 1);
 });

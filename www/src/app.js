@@ -17,6 +17,8 @@ const el = {
   timeout: $("timeout"),
   pollEvery: $("poll-every"),
   header: $("header"),
+  credential: $("credential"),
+  credentialKind: $("credential-kind"),
   connectBtn: $("connect-btn"),
   connectStatus: $("connect-status"),
   agents: $("agents"),
@@ -126,7 +128,10 @@ function plan() {
     if (!card) throw new Error("Enter an Agent Card URL.");
     checkCardUrl(card, "The Agent Card URL");
     const headers = parseHeader(el.header.value);
-    const desc = pkg.agent({ card, timeout, pollEvery, ...(headers ? { headers } : {}) });
+    // The credential stays in this page's memory: the field and the descriptor.
+    const secret = el.credential.value.trim();
+    const auth = secret ? { [el.credentialKind.value === "apiKey" ? "apiKey" : "bearer"]: secret } : undefined;
+    const desc = pkg.agent({ card, timeout, pollEvery, ...(headers ? { headers } : {}), ...(auth ? { auth } : {}) });
     return { peers: [{ id: null, desc }], block: { agent: desc } };
   }
   let parsed;

@@ -65,7 +65,7 @@ export async function explainCardFailure(failure, cardUrl, peek) {
         title: "The agent does not allow this page (CORS)",
         text: `<strong>${host}</strong> answered, but without an <code>Access-Control-Allow-Origin</code> header that lets <strong>${esc(location.origin)}</strong> read it, so the browser hid the answer.`,
         fix: `let the agent allow this page's origin:<ul>
-          <li><code>toolnexus serve</code> sends <code>Access-Control-Allow-Origin: *</code> unless started with <code>--cors-origin none</code>: drop that, or pass <code>--cors-origin ${esc(location.origin)}</code>.</li>
+          <li><code>toolnexus serve</code> sends no CORS headers unless started with <code>--cors-origin ${esc(location.origin)}</code> (repeatable, one origin each).</li>
           <li>An <code>@a2a-js/sdk</code> (Express) agent: <code>app.use(cors())</code> from the <code>cors</code> package.</li>
           <li>A Python <code>a2a-sdk</code> (Starlette) agent: add Starlette's <code>CORSMiddleware</code>.</li>
           <li>Or open this page from the agent's own origin: <code>toolnexus serve --ui www/dist</code>.</li></ul>`,

@@ -68,8 +68,8 @@ export function stop(child) {
   });
 }
 
-/** A fresh headless Chromium profile: {context, close()}. */
-export async function launchChromium({ viewport }) {
+/** A fresh headless Chromium profile: {context, close()}; `args` adds switches. */
+export async function launchChromium({ viewport, args = [] }) {
   // A cold first start of Chromium on a loaded 2-core machine can pass 30 s
   // (seen in CI): one more try, with a fresh profile and longer, then fail.
   let profile;
@@ -83,7 +83,7 @@ export async function launchChromium({ viewport }) {
       context = await chromium.launchPersistentContext(profile, {
         executablePath: CHROMIUM,
         headless: true,
-        args: FLAGS,
+        args: [...FLAGS, ...args],
         viewport,
         timeout,
       });

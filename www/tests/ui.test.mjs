@@ -10,7 +10,8 @@
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launchChromium, ROOT, serve, stop } from "./harness.mjs";
 import { startPeer } from "./peer.mjs";
@@ -503,6 +504,43 @@ test("recent tasks: a task waiting for input opens with its question and is answ
     { timeout: 10_000 },
   );
   assert.equal(await page.getAttribute("#task-detail", "data-state"), "completed");
+});
+
+test("a protected agent: the credential field's API key reaches it, a run without it is refused, and no storage holds the secret", async () => {
+  const SECRET = "www-secret-key-4f1c";
+  const dir = mkdtempSync(join(tmpdir(), "toolnexus-www-auth-"));
+  const config = join(dir, "auth.json");
+  writeFileSync(config, JSON.stringify({ a2a: { auth: { apiKeys: { keys: { alice: SECRET } } } } }));
+  const guarded = await serve(children, [
+    "--config", config, "--skills", "examples/skills", "--name", "guarded", "--llm", "echo", "--cors-origin", agent.url,
+  ]);
+  await open();
+  await page.locator("details.options").evaluate((d) => {
+    d.open = true;
+  });
+  assert.equal(await page.getAttribute("#credential", "type"), "password");
+  await page.selectOption("#credential-kind", "apiKey");
+  await page.fill("#credential", SECRET);
+  await connectCard(cardOf(guarded.url));
+  assert.equal(await page.getAttribute("#connect-status", "data-tone"), "ok", await text("#connect-status"));
+  const state = await runTask("guarded_hello-world", "hello behind a key");
+  assert.equal(state, "completed", await text("#result"));
+  assert.equal(await page.getAttribute("#result", "data-error"), "false");
+  // The key was what let it in: the same run without it is refused.
+  await page.fill("#credential", "");
+  await connectCard(cardOf(guarded.url));
+  const refused = await runTask("guarded_hello-world", "hello without a key");
+  assert.equal(await page.getAttribute("#result", "data-error"), "true", `${refused}: ${await text("#result")}`);
+  assert.match(await text("#result"), /401|auth/i);
+  // Nothing the page keeps holds the secret.
+  const kept = await page.evaluate(() => JSON.stringify({
+    local: Object.entries(localStorage),
+    session: Object.entries(sessionStorage),
+    url: location.href,
+    cookies: document.cookie,
+  }));
+  assert.ok(!kept.includes(SECRET), kept);
+  assert.ok(!(await context.cookies()).some((c) => c.value.includes(SECRET)));
 });
 
 test("no uncaught errors in the page", () => {

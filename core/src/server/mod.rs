@@ -10,6 +10,8 @@ pub mod auth;
 mod card;
 mod conversation;
 mod fulfil;
+pub mod jwks;
+pub mod jws;
 mod list;
 mod machine;
 mod policy;
@@ -32,8 +34,8 @@ pub use card::{
 pub use conversation::{context_turns, MAX_CONTEXT_MESSAGES};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use policy::{
-    admit, malformed_body, payload_too_large, Admission, BodyRefusal, CorsOrigin, Health,
-    InvalidOption, DEFAULT_BODY_LIMIT, HEALTH_PATH,
+    admit, is_loopback_host, malformed_body, misdirected, payload_too_large, Admission,
+    AllowedHosts, BodyRefusal, CorsOrigin, Health, InvalidOption, DEFAULT_BODY_LIMIT, HEALTH_PATH,
 };
 pub use store::{
     task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
@@ -334,6 +336,10 @@ pub struct ServerOptions {
     /// anonymous and tasks have no owner (for loopback and tests; hosts
     /// refuse it on a public address unless told to allow it).
     pub auth: Option<auth::AuthConfig>,
+    /// The `Host` headers answered ([`AllowedHosts`]: loopback names plus
+    /// those listed); any other gets 421 before anything else is done,
+    /// which stops DNS rebinding. `None` (the default): every `Host`.
+    pub allowed_hosts: Option<AllowedHosts>,
 }
 
 /// Fulfilments a server runs at once by default: each may hold a model
@@ -360,6 +366,7 @@ impl Default for ServerOptions {
             push: None,
             interrupted_after: None,
             auth: None,
+            allowed_hosts: None,
         }
     }
 }
@@ -375,6 +382,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     fulfiller: F,
     card: Option<Card>,
     cors_origin: Option<CorsOrigin>,
+    allowed_hosts: Option<AllowedHosts>,
     body_limit: usize,
     heartbeat_ms: Option<u64>,
     interrupted_after_ms: Option<u64>,
@@ -430,6 +438,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }),
             auth,
             cors_origin: options.cors_origin,
+            allowed_hosts: options.allowed_hosts,
             body_limit: options.body_limit,
             heartbeat_ms: options
                 .heartbeat
@@ -461,9 +470,18 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Checks a request's head (its headers) before the host reads the
     /// body: how much body to read, or the answer to give at once.
     pub fn admit(&self, headers: &[(String, String)]) -> Admission {
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        };
+        if !self.host_allowed(header("Host")) {
+            return Admission::Refuse(misdirected());
+        }
         match policy::admit(headers, self.body_limit) {
             Admission::Refuse(mut resp) => {
-                self.add_cors(&mut resp);
+                self.add_cors_for(header("Origin"), &mut resp);
                 Admission::Refuse(resp)
             }
             read => read,
@@ -481,10 +499,23 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         resp
     }
 
-    /// Adds the CORS headers (when configured) to an answer.
+    /// Whether a request with this `Host` header is answered
+    /// ([`ServerOptions::allowed_hosts`]); the host's other routes (a UI's
+    /// files) ask too.
+    pub fn host_allowed(&self, host: Option<&str>) -> bool {
+        self.allowed_hosts.as_ref().is_none_or(|a| a.allows(host))
+    }
+
+    /// Adds the CORS headers (when configured) to an answer, for a request
+    /// whose `Origin` is unknown (a list of origins then sends none).
     pub fn add_cors(&self, resp: &mut HttpResponse) {
-        if let Some(origin) = &self.cors_origin {
-            let origin = origin.as_str();
+        self.add_cors_for(None, resp)
+    }
+
+    /// Adds the CORS headers (when configured) to the answer to a request
+    /// from `origin` (its `Origin` header).
+    pub fn add_cors_for(&self, origin: Option<&str>, resp: &mut HttpResponse) {
+        if let Some(origin) = self.cors_origin.as_ref().and_then(|o| o.allow(origin)) {
             if resp
                 .headers
                 .iter()
@@ -544,9 +575,31 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// and `SubscribeToTask` / `tasks/resubscribe` with an SSE stream, the
     /// rest (errors included) with a whole response.
     pub async fn serve(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        if !self.host_allowed(req.header("Host")) {
+            return Reply::Full(misdirected());
+        }
+        let origin = req.header("Origin").map(str::to_string);
+        if req.method == "POST" && !policy::call_content_type(req.header("Content-Type")) {
+            let mut resp = policy::not_json();
+            self.add_cors_for(origin.as_deref(), &mut resp);
+            return Reply::Full(resp);
+        }
         let mut reply = self.route(req).await;
-        self.add_cors(reply.head_mut());
+        self.add_cors_for(origin.as_deref(), reply.head_mut());
         reply
+    }
+
+    /// `Access-Control-Allow-Private-Network: true` for a Private Network
+    /// Access preflight, when the CORS options allow it.
+    fn private_network_preflight(&self, req: &HttpRequest) -> Option<(String, String)> {
+        let asked = req
+            .header("Access-Control-Request-Private-Network")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let allowed = self
+            .cors_origin
+            .as_ref()
+            .is_some_and(|c| c.private_network());
+        (asked && allowed).then(|| ("Access-Control-Allow-Private-Network".into(), "true".into()))
     }
 
     async fn route(self: &Arc<Self>, req: HttpRequest) -> Reply {
@@ -596,7 +649,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         match (req.method.as_str(), path) {
             ("OPTIONS", _) if self.cors_origin.is_some() => HttpResponse {
                 status: 204,
-                headers: vec![
+                headers: [
                     (
                         "Access-Control-Allow-Methods".into(),
                         "GET, POST, DELETE, OPTIONS".into(),
@@ -608,7 +661,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                             .into(),
                     ),
                     ("Access-Control-Max-Age".into(), "86400".into()),
-                ],
+                ]
+                .into_iter()
+                .chain(self.private_network_preflight(req))
+                .collect(),
                 body: Vec::new(),
             },
             ("GET" | "HEAD", CARD_PATH | LEGACY_CARD_PATH) => {

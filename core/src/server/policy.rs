@@ -32,55 +32,233 @@ impl std::fmt::Display for InvalidOption {
 
 impl std::error::Error for InvalidOption {}
 
-/// The `Access-Control-Allow-Origin` value a server sends: `*`, `null`,
-/// or one origin (`scheme://host[:port]`). Checked when made, so it can
-/// never turn a response into an invalid one (a CR or LF would).
+/// The `Access-Control-Allow-Origin` a server sends: `*`, `null`, one
+/// origin (`scheme://host[:port]`), or a list of origins (the request's
+/// `Origin` is echoed when it is one of them, and nothing is sent
+/// otherwise). Checked when made, so it can never turn a response into an
+/// invalid one (a CR or LF would).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CorsOrigin(String);
+pub struct CorsOrigin {
+    origins: Vec<String>,
+    private_network: bool,
+}
 
 impl CorsOrigin {
     /// `*`: any page may read the answers.
     pub fn any() -> CorsOrigin {
-        CorsOrigin("*".into())
+        CorsOrigin {
+            origins: vec!["*".into()],
+            private_network: false,
+        }
     }
 
     /// Checks `value` (surrounding spaces and tabs ignored; a CR or LF anywhere is refused).
     pub fn parse(value: &str) -> Result<CorsOrigin, InvalidOption> {
-        let v = value.trim_matches([' ', '\t']);
-        let origin = |v: &str| {
-            find_str(v, "://").is_some_and(|at| {
-                let scheme = v.get(..at).unwrap_or_default();
-                let rest = v.get(at + 3..).unwrap_or_default();
-                !scheme.is_empty()
-                    && scheme
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-                    && !rest.is_empty()
-                    && !rest.contains(['/', '?', '#', ',', '@'])
-            })
-        };
-        // Printable ASCII only: no space, CR or LF can reach a header.
-        if v.chars().all(|c| c.is_ascii_graphic()) && (v == "*" || v == "null" || origin(v)) {
-            return Ok(CorsOrigin(v.into()));
-        }
-        Err(InvalidOption {
-            option: "CORS origin",
-            reason: format!(
-                "{}: use *, null or one origin, scheme://host[:port], in printable ASCII (no spaces, CR, LF or path)",
-                quoted(v)
-            ),
+        Ok(CorsOrigin {
+            origins: vec![parse_origin(value)?],
+            private_network: false,
         })
     }
 
-    /// The header value.
-    pub fn as_str(&self) -> &str {
-        &self.0
+    /// Several origins (each as [`CorsOrigin::parse`] checks it; `*`
+    /// only alone). Empty: `None`.
+    pub fn list<S: AsRef<str>>(values: &[S]) -> Result<Option<CorsOrigin>, InvalidOption> {
+        let origins = values
+            .iter()
+            .map(|v| parse_origin(v.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if origins.len() > 1 && origins.iter().any(|o| o == "*") {
+            return Err(InvalidOption {
+                option: "CORS origin",
+                reason: "* allows every origin: give it alone, or list origins".into(),
+            });
+        }
+        Ok((!origins.is_empty()).then_some(CorsOrigin {
+            origins,
+            private_network: false,
+        }))
     }
+
+    /// Also answer Private Network Access preflights
+    /// (`Access-Control-Request-Private-Network: true`) with
+    /// `Access-Control-Allow-Private-Network: true`, so pages on public
+    /// origins may call this server on a private address. Off by default.
+    pub fn with_private_network(mut self, allow: bool) -> CorsOrigin {
+        self.private_network = allow;
+        self
+    }
+
+    /// Whether Private Network Access preflights are allowed.
+    pub fn private_network(&self) -> bool {
+        self.private_network
+    }
+
+    /// The header value for a request from `origin` (its `Origin`
+    /// header): `*`, the one configured origin, or `origin` when listed;
+    /// `None`: send no CORS headers.
+    pub fn allow<'a>(&'a self, origin: Option<&'a str>) -> Option<&'a str> {
+        match self.origins.as_slice() {
+            [one] => Some(one),
+            many => {
+                let origin = origin?;
+                many.iter()
+                    .find(|o| o.eq_ignore_ascii_case(origin))
+                    .map(String::as_str)
+            }
+        }
+    }
+
+    /// The configured origins.
+    pub fn origins(&self) -> &[String] {
+        &self.origins
+    }
+
+    /// The header value when one origin (or `*`) is configured; the first
+    /// of a list otherwise.
+    pub fn as_str(&self) -> &str {
+        self.origins.first().map_or("", String::as_str)
+    }
+}
+
+fn parse_origin(value: &str) -> Result<String, InvalidOption> {
+    let v = value.trim_matches([' ', '\t']);
+    let origin = |v: &str| {
+        find_str(v, "://").is_some_and(|at| {
+            let scheme = v.get(..at).unwrap_or_default();
+            let rest = v.get(at + 3..).unwrap_or_default();
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+                && !rest.is_empty()
+                && !rest.contains(['/', '?', '#', ',', '@'])
+        })
+    };
+    // Printable ASCII only: no space, CR or LF can reach a header.
+    if v.chars().all(|c| c.is_ascii_graphic()) && (v == "*" || v == "null" || origin(v)) {
+        return Ok(v.into());
+    }
+    Err(InvalidOption {
+        option: "CORS origin",
+        reason: format!(
+            "{}: use *, null or one origin, scheme://host[:port], in printable ASCII (no spaces, CR, LF or path)",
+            quoted(v)
+        ),
+    })
 }
 
 impl std::fmt::Display for CorsOrigin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.origins.join(", "))
+    }
+}
+
+/// Whether `host` (a host name or IP literal, without port; IPv6 in
+/// brackets) is loopback: `localhost` (and `*.localhost`), `127.x.y.z`,
+/// `[::1]`.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host == "[::1]"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The `Host` headers a server answers, against DNS rebinding (a page on
+/// an attacker's name that resolves to this server): loopback names
+/// always, plus the names listed here (the bound address, the host of the
+/// public URL). Other hosts get [`misdirected`] (421).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AllowedHosts {
+    names: Vec<String>,
+    any_ip: bool,
+}
+
+impl AllowedHosts {
+    /// Loopback names only.
+    pub fn loopback() -> AllowedHosts {
+        AllowedHosts::default()
+    }
+
+    /// Also `host` (a name or IP literal, `[v6]` in brackets; a port or a
+    /// whole URL is fine: only its host is kept).
+    pub fn with(mut self, host: &str) -> AllowedHosts {
+        let h = host_of(host).to_ascii_lowercase();
+        if !h.is_empty() && !self.names.contains(&h) {
+            self.names.push(h);
+        }
+        self
+    }
+
+    /// Also every IP literal (a server bound to all interfaces). An IP
+    /// literal cannot be rebound: rebinding needs a name.
+    pub fn with_any_ip(mut self) -> AllowedHosts {
+        self.any_ip = true;
+        self
+    }
+
+    /// Whether a request with this `Host` header (`None`: none) is answered.
+    pub fn allows(&self, host_header: Option<&str>) -> bool {
+        let Some(h) = host_header.map(str::trim).filter(|h| !h.is_empty()) else {
+            return false;
+        };
+        let host = host_of(h);
+        if is_loopback_host(host) {
+            return true;
+        }
+        let lower = host.trim_end_matches('.').to_ascii_lowercase();
+        if self.names.contains(&lower) {
+            return true;
+        }
+        self.any_ip
+            && (lower.parse::<std::net::Ipv4Addr>().is_ok()
+                || lower
+                    .strip_prefix('[')
+                    .and_then(|v| v.strip_suffix(']'))
+                    .is_some_and(|v| v.parse::<std::net::Ipv6Addr>().is_ok()))
+    }
+}
+
+/// The host of a `Host` header or URL: no scheme, userinfo, path or port.
+fn host_of(value: &str) -> &str {
+    let v = value.split_once("://").map_or(value, |(_, rest)| rest);
+    let v = v.split(['/', '?', '#']).next().unwrap_or_default();
+    let v = v.rsplit_once('@').map_or(v, |(_, h)| h);
+    super::jwks::host_only(v)
+}
+
+/// The answer to a request whose `Host` is not this server's: 421.
+pub fn misdirected() -> HttpResponse {
+    HttpResponse {
+        status: 421,
+        headers: vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
+        body: b"misdirected request: this server does not answer for that Host\n".to_vec(),
+    }
+}
+
+/// Whether a POST with this `Content-Type` may be a call: none at all
+/// (programs often send none), or a JSON media type (`application/json`,
+/// `application/a2a+json`, any `+json`). A form, multipart or `text/plain`
+/// body is what a page on any origin may send without a CORS preflight (a
+/// "simple request"): it is refused before it runs, so no page can start a
+/// task blind, whatever the CORS settings.
+pub fn call_content_type(content_type: Option<&str>) -> bool {
+    let Some(v) = content_type else {
+        return true;
+    };
+    let media = v.split(';').next().unwrap_or_default().trim();
+    let media = media.to_ascii_lowercase();
+    media.ends_with("/json") || media.ends_with("+json") || media == "application/json-rpc"
+}
+
+/// The answer to a POST whose body is not JSON: 415.
+pub fn not_json() -> HttpResponse {
+    HttpResponse {
+        status: 415,
+        headers: vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
+        body: b"unsupported media type: send calls as application/json\n".to_vec(),
     }
 }
 
@@ -235,6 +413,69 @@ mod tests {
             let e = CorsOrigin::parse(bad).expect_err(bad);
             assert!(e.to_string().starts_with("invalid CORS origin: "), "{e}");
         }
+    }
+
+    #[test]
+    fn a_cors_list_echoes_listed_origins_only() {
+        let list = CorsOrigin::list(&["http://a.test", "https://b.test:8443"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(list.allow(Some("http://a.test")), Some("http://a.test"));
+        assert_eq!(
+            list.allow(Some("https://b.test:8443")),
+            Some("https://b.test:8443")
+        );
+        assert_eq!(list.allow(Some("http://evil.test")), None);
+        assert_eq!(list.allow(None), None);
+        let one = CorsOrigin::parse("http://a.test").unwrap();
+        assert_eq!(one.allow(Some("http://evil.test")), Some("http://a.test"));
+        assert_eq!(CorsOrigin::any().allow(None), Some("*"));
+        assert_eq!(CorsOrigin::list::<&str>(&[]), Ok(None));
+        assert!(CorsOrigin::list(&["*", "http://a.test"]).is_err());
+        assert!(CorsOrigin::list(&["http://a.test", "x\ny"]).is_err());
+        assert!(!one.private_network());
+        assert!(one.with_private_network(true).private_network());
+    }
+
+    #[test]
+    fn hosts_are_loopback_or_listed() {
+        let loopback = AllowedHosts::loopback();
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "LOCALHOST.",
+            "app.localhost:1",
+            "127.0.0.1:9",
+            "127.1.2.3",
+            "[::1]:8080",
+            "[::1]",
+        ] {
+            assert!(loopback.allows(Some(ok)), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "127.0.0.1.evil.example",
+            "localhost.evil.example",
+            "10.0.0.1:80",
+            "[::2]:80",
+            "",
+        ] {
+            assert!(!loopback.allows(Some(bad)), "{bad}");
+        }
+        assert!(!loopback.allows(None));
+        let public = AllowedHosts::loopback()
+            .with("https://agent.example/a2a")
+            .with("10.0.0.5:8080");
+        assert!(public.allows(Some("agent.example")));
+        assert!(public.allows(Some("Agent.Example:443")));
+        assert!(public.allows(Some("10.0.0.5:8080")));
+        assert!(!public.allows(Some("10.0.0.6:8080")));
+        assert!(!public.allows(Some("evil.example")));
+        let any = AllowedHosts::loopback().with_any_ip();
+        assert!(any.allows(Some("192.168.1.9:80")) && any.allows(Some("[fe80::1]:80")));
+        assert!(!any.allows(Some("rebind.evil.example:80")));
+        assert_eq!(misdirected().status, 421);
     }
 
     #[test]

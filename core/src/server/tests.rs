@@ -1753,3 +1753,42 @@ mod conformance;
 
 #[path = "rest_tests.rs"]
 mod rest_tests;
+
+#[test]
+fn a_post_a_page_may_send_without_a_preflight_starts_nothing() {
+    let f = fixture();
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
+        "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hi"}]}}})
+    .to_string();
+    // The content types of a CORS "simple request": refused before anything runs.
+    for blind in [
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let mut req = HttpRequest::post_json("/", send.as_bytes().to_vec());
+        req.headers
+            .retain(|(k, _)| !k.eq_ignore_ascii_case("Content-Type"));
+        req = req.with_header("Content-Type", blind);
+        let resp = f.run(f.server.handle(req));
+        assert_eq!(resp.status, 415, "{blind}");
+    }
+    let listed = f.rpc(None, "ListTasks", json!({}));
+    assert_eq!(listed["result"]["tasks"], json!([]), "no task was made");
+    // JSON in any spelling, or no type at all, is a call.
+    for json_type in [
+        Some("application/json"),
+        Some("application/a2a+json; charset=utf-8"),
+        None,
+    ] {
+        let mut req = HttpRequest::post_json("/", send.as_bytes().to_vec());
+        req.headers
+            .retain(|(k, _)| !k.eq_ignore_ascii_case("Content-Type"));
+        if let Some(t) = json_type {
+            req = req.with_header("Content-Type", t);
+        }
+        let resp = f.run(f.server.handle(req));
+        assert_eq!(resp.status, 200, "{json_type:?}");
+    }
+}

@@ -65,9 +65,18 @@ pub struct ServeArgs {
     /// The base URL the card advertises (behind a proxy, or when bound to 0.0.0.0).
     #[arg(long = "public-url", value_name = "URL")]
     public_url: Option<String>,
-    /// Access-Control-Allow-Origin for browsers; "none" sends no CORS headers [default: *]
-    #[arg(long = "cors-origin", value_name = "O")]
-    cors_origin: Option<String>,
+    /// Let web pages on this origin (`scheme://host[:port]`, or `*`) call the
+    /// agent: CORS headers for it. Repeatable. [default: none, no CORS headers]
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    cors_origin: Vec<String>,
+    /// Also answer Private Network Access preflights (pages on public
+    /// origins calling this private address). Needs --cors-origin.
+    #[arg(long = "cors-private-network", requires = "cors_origin")]
+    cors_private_network: bool,
+    /// Serve a non-loopback --addr with no verifier (no a2a.auth block):
+    /// anyone who reaches it may call. Refused without this flag.
+    #[arg(long = "allow-anonymous")]
+    allow_anonymous: bool,
     /// Offer push notifications: callers set webhooks (the config methods,
     /// or SendMessage's configuration) and get each state change POSTed.
     #[arg(long = "push-notifications")]
@@ -219,16 +228,16 @@ fn model(args: &ServeArgs, config: &ConfigFile) -> Result<Model, Fail> {
     Ok(Model::Llm(cfg))
 }
 
-/// `--cors-origin`: `none`, or an origin checked now (a CR or LF would
-/// otherwise break every response).
-fn cors_origin(arg: Option<&str>) -> Result<Option<CorsOrigin>, Fail> {
-    match arg {
-        Some("none") => Ok(None),
-        Some(o) => CorsOrigin::parse(o)
-            .map(Some)
-            .map_err(|e| Fail(1, format!("--cors-origin: {e}"))),
-        None => Ok(Some(CorsOrigin::any())),
-    }
+/// `--cors-origin`s, checked now (a CR or LF would otherwise break every
+/// response); none (or `none`): no CORS headers.
+fn cors_origin(args: &[String], private_network: bool) -> Result<Option<CorsOrigin>, Fail> {
+    let origins: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|o| *o != "none")
+        .collect();
+    let cors = CorsOrigin::list(&origins).map_err(|e| Fail(1, format!("--cors-origin: {e}")))?;
+    Ok(cors.map(|c| c.with_private_network(private_network)))
 }
 
 pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
@@ -236,7 +245,7 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
         return serve_component(&args, component).await;
     }
     // Options first: a bad one fails before anything is resolved or bound.
-    let cors = cors_origin(args.cors_origin.as_deref())?;
+    let cors = cors_origin(&args.cors_origin, args.cors_private_network)?;
     if let Some(dir) = &args.ui {
         if !dir.is_dir() {
             return Err(Fail(
@@ -285,6 +294,7 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     options.store = StoreConfig::parse(&store).map_err(|e| Fail(1, e.to_string()))?;
     options.public_url = args.public_url.clone();
     options.cors_origin = cors;
+    options.allow_anonymous = args.allow_anonymous;
     options.ui_dir = args.ui.clone();
     if args.push_notifications || args.allow_private_webhooks {
         options.push = Some(toolnexus_host_native::PushOptions {

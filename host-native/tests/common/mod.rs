@@ -145,9 +145,19 @@ pub struct Proc {
 /// Starts `program args…` and waits (bounded) for its first stdout line,
 /// `listening on http://HOST:PORT`.
 pub async fn start_listening(program: &std::path::Path, args: &[&str]) -> Proc {
+    start_listening_env(program, args, &[]).await
+}
+
+/// [`start_listening`] with these environment variables set.
+pub async fn start_listening_env(
+    program: &std::path::Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> Proc {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(program)
         .args(args)
+        .envs(envs.iter().copied())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
@@ -197,6 +207,15 @@ pub async fn run_to_end(program: &std::path::Path, args: &[&str]) -> (i32, Strin
     run_with_cache(program, args, &test_cache_dir()).await
 }
 
+/// [`run_to_end`] with these environment variables set.
+pub async fn run_to_end_env(
+    program: &std::path::Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (i32, String, String) {
+    run_with_env(program, args, &test_cache_dir(), envs).await
+}
+
 /// [`run_to_end`] of `toolnexus` with the card cache in `cache`.
 pub async fn run_to_end_in(cache: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     run_with_cache(&toolnexus_bin(), args, cache).await
@@ -207,11 +226,21 @@ async fn run_with_cache(
     args: &[&str],
     cache: &std::path::Path,
 ) -> (i32, String, String) {
+    run_with_env(program, args, cache, &[]).await
+}
+
+async fn run_with_env(
+    program: &std::path::Path,
+    args: &[&str],
+    cache: &std::path::Path,
+    envs: &[(&str, &str)],
+) -> (i32, String, String) {
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(90),
         tokio::process::Command::new(program)
             .args(args)
             .env("TOOLNEXUS_CACHE_DIR", cache)
+            .envs(envs.iter().copied())
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output(),

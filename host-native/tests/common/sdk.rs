@@ -2,7 +2,7 @@
 //! `@a2a-js/sdk`, installed by `bash tests/peers/setup.sh`): their echo
 //! servers, and their client script run to the end with its one JSON line read.
 
-use super::{free_port, repo_root, run_to_end, start_listening, Proc};
+use super::{free_port, repo_root, run_to_end_env, start_listening, Proc};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -68,11 +68,23 @@ pub async fn official_client(
     text: &str,
     extra: &[&str],
 ) -> (i32, Value, String) {
+    official_client_env(sdk, card, text, extra, &[]).await
+}
+
+/// [`official_client`] with these environment variables set (the
+/// credentials its `--api-key-env` / `--bearer-env` name).
+pub async fn official_client_env(
+    sdk: Sdk,
+    card: &str,
+    text: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> (i32, Value, String) {
     let (program, mut args) = peer_command(sdk, "py_client.py", "js/client.mjs");
     args.extend([card.to_string(), text.to_string()]);
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, stdout, stderr) = run_to_end(&program, &args).await;
+    let (code, stdout, stderr) = run_to_end_env(&program, &args, envs).await;
     (
         code,
         serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),

@@ -1,6 +1,7 @@
 // Official @a2a-js/sdk A2A client for interop tests.
 //
 // Usage:  node js/client.mjs CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream] [--answer ANSWER]
+//                            [--list] [--push URL] [--api-key-env NAME | --bearer-env NAME]
 //
 //   CARD_URL   full URL of the agent card,
 //              e.g. http://127.0.0.1:P/.well-known/agent-card.json
@@ -59,6 +60,21 @@
 //   followed the same way. The output then describes the task after the answer,
 //   with two more keys: "asked" (the question: the status message text the task
 //   stopped with) and "sameTask" (whether the answer continued the same task id).
+//
+// --api-key-env NAME / --bearer-env NAME
+//   Authenticate with the SDK's own plumbing: an AuthenticationHandler wrapped
+//   around fetch by createAuthenticatingFetchWithRetry and given to the
+//   transport (fetchImpl). The SDK 1.3.0 handler does not read the card, so this
+//   one does: for the card's securityRequirements, in order, the first scheme of
+//   the matching kind places the value of env NAME (an apiKey scheme with
+//   location "header": that header; http bearer, oauth2, openIdConnect:
+//   Authorization: Bearer). It never retries (shouldRetryWithHeaders answers
+//   undefined), so a refusal shows as it is. The card is fetched without
+//   credentials.
+//
+// On an error the stderr line is `error: NAME: MESSAGE`, followed, when the
+// transport got a non-2xx answer, by ` (http STATUS, www-authenticate: ...)`
+// (the SDK's own error drops the status when the body is a JSON-RPC error).
 
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
@@ -70,6 +86,7 @@ import {
   DefaultAgentCardResolver,
   JsonRpcTransportFactory,
   RestTransportFactory,
+  createAuthenticatingFetchWithRetry,
 } from '@a2a-js/sdk/client';
 
 const POLL_BUDGET_MS = 10_000;
@@ -170,24 +187,89 @@ function foldEvent(task, event) {
   return t;
 }
 
-async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined, rest = false, cancel = false) {
+// The last HTTP refusal the transport saw: the SDK turns a non-2xx answer
+// whose body is a JSON-RPC error into that error, dropping the status, so the
+// error line adds it (and the challenge) from here.
+const refusal = { status: 0, challenge: null };
+async function recordingFetch(url, init) {
+  const response = await fetch(url, init);
+  if (!response.ok) {
+    refusal.status = response.status;
+    refusal.challenge = response.headers.get('www-authenticate');
+  }
+  return response;
+}
+
+const BEARER_KINDS = new Set(['httpAuthSecurityScheme', 'oauth2SecurityScheme', 'openIdConnectSecurityScheme']);
+
+/**
+ * {kind, value} of a card's security scheme. The resolver hands the card's
+ * JSON over as it came (not the `{scheme: {$case, value}}` shape its types
+ * declare), so the 1.0 JSON shape (`{"apiKeySecurityScheme": {...}}`) and the
+ * typed one are both read.
+ */
+function schemeOf(s) {
+  if (!s) return undefined;
+  if (s.scheme?.$case) return { kind: s.scheme.$case, value: s.scheme.value };
+  for (const kind of ['apiKeySecurityScheme', ...BEARER_KINDS]) {
+    if (s[kind]) return { kind, value: s[kind] };
+  }
+  return undefined;
+}
+
+/**
+ * An AuthenticationHandler placing one credential per the card's schemes
+ * (`cardRef.card`, set once the card is resolved).
+ */
+function envAuthHandler(cardRef, apiKeyEnv, bearerEnv) {
+  const apiKey = apiKeyEnv ? process.env[apiKeyEnv] ?? '' : '';
+  const bearer = bearerEnv ? process.env[bearerEnv] ?? '' : '';
+  return {
+    headers: async () => {
+      const card = cardRef.card;
+      for (const requirement of card?.securityRequirements ?? []) {
+        for (const name of Object.keys(requirement?.schemes ?? {})) {
+          const scheme = schemeOf(card.securitySchemes?.[name]);
+          if (scheme?.kind === 'apiKeySecurityScheme' && apiKey) {
+            if (scheme.value.location?.toLowerCase() === 'header') return { [scheme.value.name]: apiKey };
+          } else if (BEARER_KINDS.has(scheme?.kind) && bearer) {
+            return { Authorization: `Bearer ${bearer}` };
+          }
+        }
+      }
+      return {};
+    },
+    shouldRetryWithHeaders: async () => undefined,
+  };
+}
+
+async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined, rest = false, cancel = false, apiKeyEnv = undefined, bearerEnv = undefined) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
+  const auth = apiKeyEnv || bearerEnv;
+  const cardRef = { card: undefined };
   const binding = rest ? 'HTTP+JSON' : 'JSONRPC';
+  const fetchImpl = auth
+    ? createAuthenticatingFetchWithRetry(recordingFetch, envAuthHandler(cardRef, apiKeyEnv, bearerEnv))
+    : recordingFetch;
   const factory = new ClientFactory(
     ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
       cardResolver: resolver,
-      transports: [rest ? new RestTransportFactory({ legacyCompat }) : new JsonRpcTransportFactory({ legacyCompat })],
+      transports: [rest ? new RestTransportFactory({ legacyCompat, fetchImpl }) : new JsonRpcTransportFactory({ legacyCompat, fetchImpl })],
       preferredTransports: [binding],
     })
   );
 
   let client;
-  if (!legacy) {
+  if (auth && !legacy) {
+    cardRef.card = await resolver.resolve(cardUrl, '');
+    client = await factory.createFromAgentCard(cardRef.card);
+  } else if (!legacy) {
     // Empty path = fetch CARD_URL exactly (see ClientFactory.createFromUrl docs).
     client = await factory.createFromUrl(cardUrl, '');
   } else {
     const card = await resolver.resolve(cardUrl, '');
+    cardRef.card = card;
     const ifaces = card.supportedInterfaces ?? [];
     const isLegacy = (v) => typeof v === 'string' && /^0\.(3|[4-9])/.test(v);
     let legacyIfaces = ifaces.filter(
@@ -340,6 +422,8 @@ try {
       answer: { type: 'string' },
       rest: { type: 'boolean', default: false },
       cancel: { type: 'boolean', default: false },
+      'api-key-env': { type: 'string' },
+      'bearer-env': { type: 'string' },
     },
   });
   if (parsed.positionals.length !== 2) throw new Error('expected CARD_URL and TEXT');
@@ -364,11 +448,16 @@ try {
     parsed.values.list,
     parsed.values.push,
     parsed.values.rest,
-    parsed.values.cancel
+    parsed.values.cancel,
+    parsed.values['api-key-env'],
+    parsed.values['bearer-env']
   );
 } catch (e) {
   const code = e?.code !== undefined ? ` (code ${e.code})` : '';
-  process.stderr.write(`error: ${e?.name ?? 'Error'}: ${e?.message ?? e}${code}\n`);
+  const http = refusal.status
+    ? ` (http ${refusal.status}${refusal.challenge ? `, www-authenticate: ${refusal.challenge}` : ''})`
+    : '';
+  process.stderr.write(`error: ${e?.name ?? 'Error'}: ${e?.message ?? e}${code}${http}\n`);
   rc = 1;
 }
 process.exitCode = rc;

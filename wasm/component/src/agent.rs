@@ -11,18 +11,26 @@
 //! | `TOOLNEXUS_API_KEY_ENV` | the variable holding the model's key [default: OPENAI_API_KEY or ANTHROPIC_API_KEY] |
 //! | `TOOLNEXUS_STORE` | `memory` (default: one instance's life) or `file:DIR` (a preopened dir, shared by instances) |
 //! | `TOOLNEXUS_PUBLIC_URL` | the URL the card advertises [default: each request's origin] |
+//! | `TOOLNEXUS_API_KEYS` | API keys, each naming its caller: `alice=KEY1,bob=KEY2` |
+//! | `TOOLNEXUS_API_KEY_HEADER` | the header that carries them [default: `X-API-Key`] |
+//! | `TOOLNEXUS_JWT_SECRET` | the HS256 secret of bearer JWTs (the caller is their `sub` with their `iss`) |
+//! | `TOOLNEXUS_JWT_ISSUER`, `TOOLNEXUS_JWT_AUDIENCE` | the `iss` and `aud` those JWTs must have |
+//!
+//! With API keys or a JWT secret set, every request but the public card
+//! needs a credential (401 otherwise), and each caller sees only its own tasks.
 
 use crate::wasi_host::{forbidden_header, header_pairs, MemoryStore, WasiHost, WasiTransport};
 use futures_util::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
+use toolnexus_core::server::auth::{ApiKeys, AuthConfig, JwtConfig, KeyLocation};
 use toolnexus_core::server::{
     build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, Fulfiller, LlmFulfiller,
     Reply, ServerOptions, StoreError, TaskStore, DEFAULT_BODY_LIMIT,
 };
 use toolnexus_core::skills::{Skill, SkillSet};
-use toolnexus_core::{HttpRequest, HttpResponse, Shape, Task, Toolkit};
+use toolnexus_core::{HttpRequest, HttpResponse, Task, Toolkit};
 use wstd::http::{Body, Request, Response};
 
 /// Tasks in memory, or one JSON file per task in a preopened folder, so
@@ -158,6 +166,10 @@ pub fn from_env() -> Result<Arc<Server>, String> {
             f
         }
     };
+    let auth = auth_from_env()?;
+    let host = WasiHost {
+        jwt: auth.as_ref().and_then(|a| a.jwt.clone()),
+    };
     let card = match env("TOOLNEXUS_PUBLIC_URL") {
         Some(url) => CardSpec::Fixed(build_agent_card(&config, &skills, &url)),
         None => CardSpec::RequestOrigin { config, skills },
@@ -165,12 +177,76 @@ pub fn from_env() -> Result<Arc<Server>, String> {
     Ok(A2aServer::new(
         ServerOptions {
             card: Some(card),
+            auth,
             ..Default::default()
         },
         store,
-        WasiHost,
+        host,
         fulfiller,
     ))
+}
+
+/// The verifiers the environment names (see the module's table), or none.
+fn auth_from_env() -> Result<Option<AuthConfig>, String> {
+    let api_keys = match env("TOOLNEXUS_API_KEYS") {
+        None => None,
+        Some(list) => Some(ApiKeys {
+            location: KeyLocation::Header,
+            name: env("TOOLNEXUS_API_KEY_HEADER").unwrap_or_else(|| "X-API-Key".into()),
+            keys: api_key_list(&list)?,
+        }),
+    };
+    let jwt = env("TOOLNEXUS_JWT_SECRET").map(|_| JwtConfig {
+        issuer: env("TOOLNEXUS_JWT_ISSUER"),
+        audience: env("TOOLNEXUS_JWT_AUDIENCE"),
+        algorithms: vec!["HS256".into()],
+        secret_env: Some("TOOLNEXUS_JWT_SECRET".into()),
+        leeway_seconds: 30,
+        ..Default::default()
+    });
+    if api_keys.is_none() && jwt.is_none() {
+        for lone in [
+            "TOOLNEXUS_API_KEY_HEADER",
+            "TOOLNEXUS_JWT_ISSUER",
+            "TOOLNEXUS_JWT_AUDIENCE",
+        ] {
+            if env(lone).is_some() {
+                return Err(format!(
+                    "{lone} is set but no verifier is: set TOOLNEXUS_API_KEYS or TOOLNEXUS_JWT_SECRET"
+                ));
+            }
+        }
+        return Ok(None);
+    }
+    Ok(Some(AuthConfig {
+        api_keys,
+        jwt,
+        custom: false,
+    }))
+}
+
+/// `alice=KEY1,bob=KEY2` as (caller, key) pairs. Errors name the entry by
+/// its position and caller, never by its key.
+fn api_key_list(list: &str) -> Result<Vec<(String, String)>, String> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for (i, entry) in list.split(',').enumerate() {
+        let entry = entry.trim();
+        let (who, key) = entry.split_once('=').unwrap_or((entry, ""));
+        let (who, key) = (who.trim(), key.trim());
+        if who.is_empty() || key.is_empty() {
+            return Err(format!(
+                "TOOLNEXUS_API_KEYS entry {} must be CALLER=KEY (entries separated by commas)",
+                i + 1
+            ));
+        }
+        if keys.iter().any(|(_, k)| k == key) {
+            return Err(format!(
+                "TOOLNEXUS_API_KEYS gives {who} a key another caller has"
+            ));
+        }
+        keys.push((who.to_string(), key.to_string()));
+    }
+    Ok(keys)
 }
 
 /// A stream body for wstd, which asks for `Send` bodies. A wasm32-wasip2

@@ -324,7 +324,7 @@ impl GuestEchoServer for EchoServer {
                 ..Default::default()
             },
             MemoryStore::default(),
-            WasiHost,
+            WasiHost::default(),
             EchoFulfiller,
         );
         EchoServer { server }

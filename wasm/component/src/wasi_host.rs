@@ -158,9 +158,14 @@ pub fn header_pairs(headers: &wstd::http::HeaderMap) -> Vec<(String, String)> {
 
 /// The server's host: background jobs on wstd's executor (they run until
 /// they finish, before the export call or the request handler returns),
-/// wasi clocks, problems to stderr.
-#[derive(Clone, Copy, Default)]
-pub struct WasiHost;
+/// wasi clocks, problems to stderr; in the agent world, HS256 signatures
+/// of the `jwt` verifier (`hmac` + `sha2`, the secret from the environment).
+#[derive(Clone, Default)]
+pub struct WasiHost {
+    /// The `jwt` verifier whose HS256 signatures this host checks.
+    #[cfg(feature = "agent")]
+    pub jwt: Option<toolnexus_core::server::auth::JwtConfig>,
+}
 
 /// The memory store of a component.
 pub type MemoryStore = toolnexus_core::server::MemoryStore<toolnexus_core::server::CellLocks>;
@@ -192,4 +197,38 @@ impl toolnexus_core::server::ServerHost for WasiHost {
     fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {
         Some(Box::pin(sleep_until(at_ms)))
     }
+
+    #[cfg(feature = "agent")]
+    fn verify_jwt(
+        &self,
+        token: &str,
+    ) -> BoxFuture<'static, Result<toolnexus_core::server::auth::Claims, String>> {
+        Box::pin(std::future::ready(verify_hs256(self.jwt.as_ref(), token)))
+    }
+}
+
+/// A JWT's claims when it is HS256, accepted by `jwt`, and signed with the
+/// secret in `jwt.secret_env` (compared in constant time by `hmac`).
+#[cfg(feature = "agent")]
+pub fn verify_hs256(
+    jwt: Option<&toolnexus_core::server::auth::JwtConfig>,
+    token: &str,
+) -> Result<toolnexus_core::server::auth::Claims, String> {
+    use hmac::{Hmac, KeyInit, Mac};
+    let jwt = jwt.ok_or("no jwt verifier is configured")?;
+    let jws = toolnexus_core::server::jws::parse(token)?;
+    if jws.alg != "HS256" || !jwt.algorithms.iter().any(|a| a == "HS256") {
+        return Err(format!("alg {} is not accepted", jws.alg));
+    }
+    let name = jwt.secret_env.as_deref().unwrap_or_default();
+    let secret = std::env::var(name)
+        .ok()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| format!("the HS256 secret ({name}) is not set"))?;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
+        .map_err(|_| "the HS256 secret is unusable".to_string())?;
+    mac.update(jws.signing_input.as_bytes());
+    mac.verify_slice(&jws.signature)
+        .map_err(|_| "the token's signature does not verify".to_string())?;
+    Ok(jws.claims)
 }
