@@ -84,6 +84,7 @@ pub use model::time::{format_rfc3339, millis, parse_rfc3339};
 pub use model::tool::{ToolResult, ToolSource, ToolSpec};
 pub use wire::http::{find_str, HttpRequest, HttpResponse};
 pub use wire::json::{object as json_object, quoted, text as json_text};
+pub use wire::rest::Binding;
 pub use wire::rpc::{Dialect, MessageRefs};
 pub use wire::url::{origin as url_origin, redact as redact_url};
 

@@ -664,9 +664,11 @@ impl http_server::RequestPolicy for Policy {
 /// Whether a request is for the UI's static files rather than the agent:
 /// a GET or HEAD of anything but the card.
 fn is_ui_request(req: &toolnexus_core::HttpRequest) -> bool {
+    let path = http_server::url_path(&req.url);
     matches!(req.method.as_str(), "GET" | "HEAD")
-        && !matches!(
-            http_server::url_path(&req.url),
-            CARD_PATH | LEGACY_CARD_PATH | HEALTH_PATH
-        )
+        && !matches!(path, CARD_PATH | LEGACY_CARD_PATH | HEALTH_PATH)
+        // The HTTP+JSON binding's routes.
+        && !path
+            .strip_prefix(toolnexus_core::server::rest::REST_PATH)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }

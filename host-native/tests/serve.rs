@@ -82,6 +82,7 @@ async fn the_served_card_is_build_agent_card() {
         skills: None,
         push_notifications: false,
         auth: None,
+        ..Default::default()
     };
     let mut options = ServeOptions::new(toolkit_with(set.clone()), openai(llm.url()));
     options.a2a = Some(a2a.clone());

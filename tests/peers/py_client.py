@@ -1,6 +1,7 @@
 """Official a2a-sdk (Python) A2A client for interop tests.
 
 Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-blocking|--stream]
+                                      [--rest] [--cancel]
                                       [--answer ANSWER] [--list] [--push URL]
                                       [--api-key-env NAME | --bearer-env NAME]
 
@@ -12,6 +13,11 @@ Usage:  .venv/bin/python py_client.py CARD_URL TEXT [--legacy|--v03] [--non-bloc
   --non-blocking
              send with configuration.returnImmediately=true (0.3: blocking=false)
              and rely on GetTask polling.
+  --rest     use the SDK's HTTP+JSON (REST) transport (ClientConfig.supported_protocol_bindings
+             = ['HTTP+JSON']): the card must list an HTTP+JSON interface. With --legacy, its
+             v0.3 REST transport (the /v1 routes).
+  --cancel   then CancelTask the finished task and add "cancel": the SDK error class name
+             (a finished task is not cancelable: TaskNotCancelableError).
 
 Fetches the card with the SDK (ClientFactory.create_from_url), sends one
 blocking, non-streaming message, polls GetTask (<= 10 s) while the returned
@@ -88,6 +94,7 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AuthenticationInfo,
+    CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
@@ -126,23 +133,26 @@ class LegacyClientFactory(ClientFactory):
     its JSONRPC interfaces are re-stamped as 0.3.
     """
 
+    binding = 'JSONRPC'
+
     def create(self, card: AgentCard, interceptors=None):  # type: ignore[override]
+        binding = self.binding
         legacy = [
             i
             for i in card.supported_interfaces
-            if i.protocol_binding == 'JSONRPC'
+            if i.protocol_binding == binding
             and is_legacy_version(i.protocol_version)
         ]
         if not legacy:
             legacy = [
                 AgentInterface(
                     url=i.url,
-                    protocol_binding='JSONRPC',
+                    protocol_binding=binding,
                     protocol_version='0.3',
                     tenant=i.tenant,
                 )
                 for i in card.supported_interfaces
-                if i.protocol_binding == 'JSONRPC'
+                if i.protocol_binding == binding
             ]
         forced = AgentCard()
         forced.CopyFrom(card)
@@ -269,11 +279,16 @@ class Answered(Exception):
 async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
               stream: bool = False, answer: str | None = None,
               list_after: bool = False, push_url: str | None = None,
+              rest: bool = False, cancel: bool = False,
               api_key_env: str | None = None, bearer_env: str | None = None) -> int:
     factory_cls = LegacyClientFactory if legacy else ClientFactory
+    bindings = ['HTTP+JSON'] if rest else []
+    if legacy:
+        LegacyClientFactory.binding = 'HTTP+JSON' if rest else 'JSONRPC'
     # streaming=False: use SendMessage / message/send (blocking), not SSE.
     # --stream: streaming=True, SendStreamingMessage / message/stream (SSE).
-    factory = factory_cls(ClientConfig(streaming=stream))
+    factory = factory_cls(ClientConfig(streaming=stream,
+                                       supported_protocol_bindings=bindings))
     if api_key_env or bearer_env:
         # The SDK's own auth plumbing: an interceptor over a credential service.
         card = await fetch_card(card_url)
@@ -383,6 +398,12 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
             asked['push'] = {'taskId': task.id, 'created': made.id, 'got': got.url,
                               'listed': len(configs.configs),
                               'afterDelete': len(after.configs)}
+        if cancel:
+            try:
+                await client.cancel_task(CancelTaskRequest(id=task.id), context=ctx)
+                asked['cancel'] = 'canceled'
+            except Exception as e:  # noqa: BLE001
+                asked['cancel'] = type(e).__name__
         if list_after:
             page = await client.list_tasks(
                 ListTasksRequest(context_id=task.context_id, include_artifacts=True),
@@ -412,6 +433,10 @@ def main() -> None:
                         help='then ListTasks of the task\'s context; adds "listed" and "totalSize"')
     parser.add_argument('--push', metavar='URL',
                         help='send with this webhook, then create/get/list/delete a config; adds "push"')
+    parser.add_argument('--rest', action='store_true',
+                        help="use the SDK's HTTP+JSON (REST) transport")
+    parser.add_argument('--cancel', action='store_true',
+                        help='then CancelTask the finished task; adds "cancel"')
     parser.add_argument('--api-key-env', metavar='NAME',
                         help="the API key for the card's apiKey schemes, from env NAME")
     parser.add_argument('--bearer-env', metavar='NAME',
@@ -423,7 +448,7 @@ def main() -> None:
     try:
         rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking,
                              args.stream, args.answer, args.list, args.push,
-                             args.api_key_env, args.bearer_env))
+                             args.rest, args.cancel, args.api_key_env, args.bearer_env))
     except Exception as e:  # noqa: BLE001
         msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
         print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)

@@ -1,11 +1,14 @@
 """Official a2a-sdk (Python) A2A peer server for interop tests.
 
-Usage:  .venv/bin/python py_server.py --port P [--compat-03]
+Usage:  .venv/bin/python py_server.py --port P [--compat-03 [--card-03]] [--rest-only [--tenant T]]
             [--auth-bearer TOKEN | --auth-oauth CLIENT_ID:SECRET [--oauth-ttl S]]
 
 Serves (single uvicorn/Starlette app on 127.0.0.1:P):
   GET  /.well-known/agent-card.json   agent card
   POST /                              JSON-RPC (A2A 1.0; plus 0.3 with --compat-03)
+With --rest-only, HTTP+JSON (the SDK's create_rest_routes at the root, also
+under /{tenant}; the 0.3 /v1 routes with --compat-03) instead of JSON-RPC, and
+a card that lists only HTTP+JSON interfaces (with `tenant` T when given).
 
 Protected (for our client's auth tests), everything but the card needs a credential
 (HTTP 401 with `WWW-Authenticate: Bearer` otherwise), and the card declares it:
@@ -68,7 +71,11 @@ from starlette.applications import Starlette
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
@@ -313,16 +320,24 @@ def security(port: int, bearer: str | None, oauth: str | None) -> dict:
     }
 
 
-def build_card(port: int, compat_03: bool, **secured) -> AgentCard:
+def build_card(port: int, compat_03: bool, rest_only: bool = False,
+               tenant: str = '', **secured) -> AgentCard:
     url = f'http://{HOST}:{port}/'
+    binding = 'HTTP+JSON' if rest_only else 'JSONRPC'
+    if rest_only:
+        url = f'http://{HOST}:{port}'
     interfaces = [
-        AgentInterface(protocol_binding='JSONRPC', protocol_version='1.0', url=url)
+        AgentInterface(protocol_binding=binding, protocol_version='1.0', url=url,
+                       tenant=tenant)
     ]
+    if compat_03 == 'only':
+        # --card-03: the card lists only the 0.3 interface (served as well).
+        interfaces.clear()
     if compat_03:
         # The SDK only routes a binding to v0.3 clients if the card says so.
         interfaces.append(
             AgentInterface(
-                protocol_binding='JSONRPC', protocol_version='0.3', url=url
+                protocol_binding=binding, protocol_version='0.3', url=url
             )
         )
     return AgentCard(
@@ -354,8 +369,9 @@ def build_card(port: int, compat_03: bool, **secured) -> AgentCard:
     )
 
 
-def build_app(port: int, compat_03: bool, bearer=None, oauth=None, ttl=3600):
-    card = build_card(port, compat_03, **security(port, bearer, oauth))
+def build_app(port: int, compat_03: bool, rest_only: bool = False, tenant: str = '',
+              bearer=None, oauth=None, ttl=3600):
+    card = build_card(port, compat_03, rest_only, tenant, **security(port, bearer, oauth))
     handler = DefaultRequestHandler(
         agent_executor=PeerExecutor(),
         task_store=InMemoryTaskStore(),
@@ -363,15 +379,21 @@ def build_app(port: int, compat_03: bool, bearer=None, oauth=None, ttl=3600):
     )
     routes = []
     routes += create_agent_card_routes(agent_card=card)
-    routes += create_jsonrpc_routes(
-        request_handler=handler, rpc_url='/', enable_v0_3_compat=compat_03
-    )
+    if rest_only:
+        routes += create_rest_routes(
+            request_handler=handler, enable_v0_3_compat=compat_03
+        )
+    else:
+        routes += create_jsonrpc_routes(
+            request_handler=handler, rpc_url='/', enable_v0_3_compat=compat_03
+        )
     return Guard(Starlette(routes=routes), bearer, oauth, ttl)
 
 
-async def serve(port: int, compat_03: bool, bearer=None, oauth=None, ttl=3600) -> None:
+async def serve(port: int, compat_03: bool, rest_only: bool = False, tenant: str = '',
+                bearer=None, oauth=None, ttl=3600) -> None:
     config = uvicorn.Config(
-        build_app(port, compat_03, bearer, oauth, ttl),
+        build_app(port, compat_03, rest_only, tenant, bearer, oauth, ttl),
         host=HOST,
         port=port,
         log_level=os.environ.get('PEER_LOG_LEVEL', 'warning'),
@@ -399,6 +421,12 @@ def main() -> None:
         action='store_true',
         help='enable the SDK v0.3 JSON-RPC compatibility layer',
     )
+    parser.add_argument('--card-03', action='store_true',
+                        help='with --compat-03: the card lists only the 0.3 interface')
+    parser.add_argument('--rest-only', action='store_true',
+                        help='serve HTTP+JSON (REST) only; the card lists only it')
+    parser.add_argument('--tenant', default='',
+                        help='the tenant the card\'s interfaces name (with --rest-only)')
     parser.add_argument('--auth-bearer', metavar='TOKEN')
     parser.add_argument('--auth-oauth', metavar='CLIENT_ID:SECRET')
     parser.add_argument('--oauth-ttl', type=int, default=3600)
@@ -409,8 +437,10 @@ def main() -> None:
     )
     # SIGTERM before uvicorn installs its handlers: just exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    compat = 'only' if args.compat_03 and args.card_03 else args.compat_03
     asyncio.run(
-        serve(args.port, args.compat_03, args.auth_bearer, args.auth_oauth, args.oauth_ttl)
+        serve(args.port, compat, args.rest_only, args.tenant,
+              args.auth_bearer, args.auth_oauth, args.oauth_ttl)
     )
 
 

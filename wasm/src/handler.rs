@@ -63,7 +63,7 @@ fn a2a_config(v: &JsValue) -> Result<Option<A2aConfig>, JsValue> {
     let value = to_json(v, "a2a")?;
     A2aConfig::from_value(&value).map(Some).map_err(|e| {
         misuse(format!(
-            "a2a must be {{name?, description?, version?, provider?, skills?}}: {e}"
+            "a2a must be {{name?, description?, version?, provider?, skills?, bindings?, tenant?}}: {e}"
         ))
     })
 }

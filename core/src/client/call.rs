@@ -38,9 +38,7 @@ use crate::model::tool::ToolResult;
 use crate::wire::http::HttpResponse;
 use crate::wire::json::with;
 use crate::wire::rpc::MessageRefs;
-use crate::wire::rpc::{
-    parse_reply, parse_response_value, Dialect, SendMode, UNSUPPORTED_OPERATION,
-};
+use crate::wire::rpc::{Dialect, SendMode, UNSUPPORTED_OPERATION};
 use crate::wire::sse::{is_event_stream, SseParser};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -546,7 +544,7 @@ impl CallMachine {
         now_ms: u64,
         response: HttpResponse,
     ) -> Step<ToolResult, TokenRequest> {
-        let reply = parse_reply(&response, &self.endpoint());
+        let reply = self.dialect.read_reply(&response, &self.endpoint());
         self.on_send_result(now_ms, reply)
     }
 
@@ -634,7 +632,7 @@ impl CallMachine {
                     return Some(self.fail(now_ms, "streaming", &err));
                 }
             };
-            let result = match parse_response_value(value) {
+            let result = match self.dialect.read_event(value) {
                 Ok(result) => result,
                 // An error before any event means the request itself failed.
                 Err(e @ Error::Rpc { .. }) if self.task.is_none() && !self.resubscribing => {
@@ -1005,7 +1003,7 @@ impl Machine for CallMachine {
                         let long_polled = resp
                             .header("Preference-Applied")
                             .is_some_and(|p| crate::wire::http::find_str(p, "wait").is_some());
-                        match parse_reply(&resp, &endpoint) {
+                        match self.dialect.read_reply(&resp, &endpoint) {
                             Err(e) => self.fail(now_ms, &what, &e),
                             Ok(v) => {
                                 // 1.0 peers may wrap the task; accept both.
@@ -1155,7 +1153,7 @@ impl Machine for CallMachine {
                     return self.on_send_reply(now_ms, resp);
                 }
                 // A resubscription answered in JSON: an error, or the task itself.
-                match parse_reply(&resp, &self.endpoint()) {
+                match self.dialect.read_reply(&resp, &self.endpoint()) {
                     Ok(v) => match Task::from_value(v.get("task").unwrap_or(&v)) {
                         Some(task) if self.foreign(&task.id) => {
                             self.foreign_task(now_ms, "resubscribing", &task.id)

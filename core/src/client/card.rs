@@ -28,6 +28,8 @@ pub struct CardInterface {
     pub url: String,
     pub protocol_binding: String,
     pub protocol_version: Option<String>,
+    /// `tenant` (1.0): sent with every request (HTTP+JSON: a path segment).
+    pub tenant: Option<String>,
 }
 
 /// The parts of an Agent Card the client uses. Unknown fields are ignored;
@@ -72,6 +74,7 @@ fn interfaces(v: &Value, key: &str) -> Vec<CardInterface> {
                 // 0.3 says `transport`, 1.0 says `protocolBinding`.
                 protocol_binding: text(i, "protocolBinding").or_else(|| text(i, "transport"))?,
                 protocol_version: text(i, "protocolVersion"),
+                tenant: text(i, "tenant").filter(|t| !t.is_empty()),
             })
         })
         .collect()
@@ -188,6 +191,68 @@ impl AgentCard {
     /// 0.3 markers (`preferredTransport`, interfaces), else the toolnexus
     /// dialect. With no usable URL at all, the card URL's origin.
     pub fn endpoint(&self, card_url: &str) -> (Dialect, String) {
+        self.endpoint_for(card_url, None)
+    }
+
+    /// The HTTP+JSON interface, if the card lists one: 1.x before 0.3 (the
+    /// base URL carries its tenant).
+    fn rest_endpoint(&self, card_url: &str) -> Option<(Dialect, String)> {
+        let rest = |i: &&CardInterface| i.protocol_binding.eq_ignore_ascii_case("HTTP+JSON");
+        let list = || self.supported_interfaces.iter().filter(rest);
+        let v1 = |i: &&CardInterface| {
+            i.protocol_version
+                .as_deref()
+                .is_some_and(|p| p.starts_with('1'))
+        };
+        let (dialect, i) = match list().find(v1) {
+            Some(i) => (Dialect::Rest10, i),
+            None => {
+                let i = list().next()?;
+                // No version: the card's own (0.3 cards say `protocolVersion`).
+                let card_10 = self
+                    .protocol_version
+                    .as_deref()
+                    .is_some_and(|p| p.starts_with('1'));
+                let named_03 = i.protocol_version.is_some();
+                let d = if named_03 || !card_10 {
+                    Dialect::Rest03
+                } else {
+                    Dialect::Rest10
+                };
+                (d, i)
+            }
+        };
+        let url = url::resolve(card_url, &i.url);
+        Some((
+            dialect,
+            crate::wire::rest::base_url(&url, i.tenant.as_deref()),
+        ))
+    }
+
+    /// [`AgentCard::endpoint`] with a preferred binding: JSON-RPC first
+    /// (`None` or [`Binding::JsonRpc`](crate::wire::rest::Binding)), then
+    /// HTTP+JSON; or HTTP+JSON first. A card that lists HTTP+JSON and no
+    /// JSON-RPC (and does not prefer it) is called over HTTP+JSON either way.
+    pub fn endpoint_for(
+        &self,
+        card_url: &str,
+        prefer: Option<crate::wire::rest::Binding>,
+    ) -> (Dialect, String) {
+        let lists = |b: &str| {
+            self.supported_interfaces
+                .iter()
+                .any(|i| i.protocol_binding.eq_ignore_ascii_case(b))
+        };
+        let rest_only = !lists("JSONRPC")
+            && self
+                .preferred_transport
+                .as_deref()
+                .is_none_or(|p| p.eq_ignore_ascii_case("HTTP+JSON"));
+        if prefer == Some(crate::wire::rest::Binding::Rest) || rest_only {
+            if let Some(found) = self.rest_endpoint(card_url) {
+                return found;
+            }
+        }
         let jsonrpc = |i: &&CardInterface| i.protocol_binding.eq_ignore_ascii_case("JSONRPC");
         let v1 = self.supported_interfaces.iter().filter(jsonrpc).find(|i| {
             i.protocol_version
@@ -233,6 +298,8 @@ impl AgentCard {
                 Dialect::V10 => "the card lists a JSON-RPC interface of protocol 1.x",
                 Dialect::V03 => "the card has A2A 0.3 markers (preferredTransport or interfaces)",
                 Dialect::Toolnexus => "the card has a bare url and no A2A 0.3/1.0 markers",
+                Dialect::Rest10 => "the card lists an HTTP+JSON interface of protocol 1.x",
+                Dialect::Rest03 => "the card lists an HTTP+JSON interface of protocol 0.3",
             },
             requires_credentials: self.requires_credentials(),
             security_schemes: self
@@ -729,5 +796,65 @@ impl crate::host::driver::Machine for CardMachine {
         worked: std::convert::Infallible,
     ) -> crate::host::driver::Step<Self::Output> {
         match worked {}
+    }
+}
+
+#[cfg(test)]
+mod binding_tests {
+    use super::*;
+    use crate::wire::rest::Binding;
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    const CARD_URL: &str = "http://127.0.0.1:9/.well-known/agent-card.json";
+
+    fn card(v: Value) -> AgentCard {
+        AgentCard::from_value(&v).expect("a card")
+    }
+
+    #[test]
+    fn json_rpc_first_then_http_json_unless_preferred() {
+        let both = card(json!({"name": "n", "supportedInterfaces": [
+            {"url": "http://127.0.0.1:9/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": "http://127.0.0.1:9/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0", "tenant": "acme"}]}));
+        assert_eq!(
+            both.endpoint(CARD_URL),
+            (Dialect::V10, "http://127.0.0.1:9/".into())
+        );
+        assert_eq!(
+            both.endpoint_for(CARD_URL, Some(Binding::JsonRpc)),
+            (Dialect::V10, "http://127.0.0.1:9/".into())
+        );
+        assert_eq!(
+            both.endpoint_for(CARD_URL, Some(Binding::Rest)),
+            (Dialect::Rest10, "http://127.0.0.1:9/rest/acme".into()),
+            "the tenant is the first path segment"
+        );
+        let rest_only = card(json!({"name": "n", "supportedInterfaces": [
+            {"url": "/api", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+            {"url": "/api", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]}));
+        assert_eq!(
+            rest_only.endpoint(CARD_URL),
+            (Dialect::Rest10, "http://127.0.0.1:9/api".into())
+        );
+        // A 0.3 card: `url` + `preferredTransport` HTTP+JSON, `additionalInterfaces`.
+        let v03 = card(
+            json!({"name": "n", "protocolVersion": "0.3.0", "url": "http://127.0.0.1:9/r",
+            "preferredTransport": "HTTP+JSON",
+            "additionalInterfaces": [{"url": "http://127.0.0.1:9/r", "transport": "HTTP+JSON"}]}),
+        );
+        assert_eq!(
+            v03.endpoint(CARD_URL),
+            (Dialect::Rest03, "http://127.0.0.1:9/r".into())
+        );
+        // Preferring REST on a card without it keeps JSON-RPC.
+        let rpc = card(
+            json!({"name": "n", "url": "http://127.0.0.1:9/", "preferredTransport": "JSONRPC"}),
+        );
+        assert_eq!(
+            rpc.endpoint_for(CARD_URL, Some(Binding::Rest)),
+            (Dialect::V03, "http://127.0.0.1:9/".into())
+        );
     }
 }

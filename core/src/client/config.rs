@@ -5,10 +5,10 @@ use serde_json::Value;
 use std::time::Duration;
 
 /// Parses an `agents` block `{ "<id>": {card, headers?, auth?, allowedOrigins?,
-/// timeout?, pollEvery?, enabled?, disabled?, conversational?} }` into
+/// timeout?, pollEvery?, enabled?, disabled?, conversational?, binding?} }` into
 /// descriptors, in the block's order. `auth` is `{"bearer": ".."}`,
 /// `{"apiKey": ".."}` or `{"oauth2": {clientId, clientSecret, tokenUrl?,
-/// scopes?}}` (see [`crate::Auth::from_value`]).
+/// scopes?}}` (see [`crate::Auth::from_value`]); `binding` is `jsonrpc` or `rest`.
 ///
 /// Entries without a string `card` are skipped. `disabled: true` wins, then
 /// `enabled: false`; anything else is enabled. `null` (or any non-object)
@@ -58,6 +58,11 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
                 .collect();
             agent.conversational =
                 entry.get("conversational").and_then(Value::as_bool) == Some(true);
+            // `"binding": "rest"` prefers HTTP+JSON; `"jsonrpc"` (the default) JSON-RPC.
+            agent.binding = entry
+                .get("binding")
+                .and_then(Value::as_str)
+                .and_then(crate::wire::rest::Binding::parse);
             Some(agent)
         })
         .collect()

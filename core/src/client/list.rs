@@ -10,7 +10,7 @@ use crate::model::agent::{expand_env, Agent};
 use crate::model::task::{Task, TaskState};
 use crate::wire::http::HttpRequest;
 use crate::wire::json::{object, with};
-use crate::wire::rpc::{parse_reply, Dialect, Method};
+use crate::wire::rpc::{Dialect, Method};
 use serde_json::Value;
 
 /// Which tasks to list.
@@ -54,6 +54,25 @@ pub fn list_request(
         params = with(params, "pageToken", t.into());
     }
     Dialect::V10.request(endpoint, rpc_id, Method::List, params)
+}
+
+/// [`list_request`] in `dialect`: over HTTP+JSON, `GET /tasks?…`.
+fn list_request_in(
+    dialect: Dialect,
+    endpoint: &str,
+    rpc_id: u64,
+    filter: &ListFilter,
+    page_token: Option<&str>,
+) -> HttpRequest {
+    let req = list_request(endpoint, rpc_id, filter, page_token);
+    if !dialect.is_rest() {
+        return req;
+    }
+    let params = serde_json::from_slice::<Value>(&req.body)
+        .ok()
+        .and_then(|mut b| b.get_mut("params").map(Value::take))
+        .unwrap_or(Value::Null);
+    crate::wire::rest::list(endpoint, &params)
 }
 
 /// One ListTasks result: its tasks, the next page's token (empty at the
@@ -104,7 +123,7 @@ pub async fn list_tasks<T: Transport>(
     card: &AgentCard,
     filter: &ListFilter,
 ) -> Result<TaskList, Error> {
-    let (_, endpoint) = card.endpoint(&agent.card);
+    let (dialect, endpoint) = card.endpoint_for(&agent.card, agent.binding);
     let (headers, plan) = credentials(transport, agent, card, &endpoint)?;
     let deadline_ms = transport.now_ms().saturating_add(agent.timeout_ms());
     let mut credential = match plan.as_ref().map(|p| &p.credential) {
@@ -127,7 +146,7 @@ pub async fn list_tasks<T: Transport>(
                     .value,
             );
         }
-        let mut req = list_request(&endpoint, page as u64 + 1, filter, Some(&token));
+        let mut req = list_request_in(dialect, &endpoint, page as u64 + 1, filter, Some(&token));
         for (k, v) in &headers {
             req = req.with_header(k, v);
         }
@@ -141,7 +160,7 @@ pub async fn list_tasks<T: Transport>(
             continue;
         }
         page += 1;
-        let result = parse_reply(&resp, &endpoint)?;
+        let result = dialect.read_reply(&resp, &endpoint)?;
         let (tasks, next, total) = read_page(&result).ok_or_else(|| {
             Error::malformed(format!(
                 "the ListTasks answer has no tasks: {}",

@@ -273,7 +273,7 @@ pub async fn fetch_card<T: Transport>(transport: &T, agent: &Agent) -> Result<Ag
 /// Names are unique: a skill whose name an earlier one already made gets the
 /// first free `_2`, `_3`… suffix and says so in [`A2aTool::clash`].
 pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
-    let (dialect, endpoint) = card.endpoint(&agent.card);
+    let (dialect, endpoint) = card.endpoint_for(&agent.card, agent.binding);
     let auth = crate::client::auth::plan(
         agent.auth.as_ref(),
         &agent.card,

@@ -59,6 +59,9 @@ pub struct Agent {
     /// and continue a conversation. Off: the fixed `{task}` schema of the
     /// toolnexus contract (the arguments are accepted either way).
     pub conversational: bool,
+    /// The binding to prefer when the card lists both: `None` is JSON-RPC
+    /// first, then HTTP+JSON (a card with only HTTP+JSON is called over it).
+    pub binding: Option<crate::wire::rest::Binding>,
 }
 
 impl Agent {

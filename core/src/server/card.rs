@@ -25,6 +25,12 @@ pub struct A2aConfig {
     /// Advertise `capabilities.pushNotifications` (the server must offer
     /// them: [`super::ServerOptions::push`]).
     pub push_notifications: bool,
+    /// The bindings offered (`jsonrpc`, `rest`); `None`: both. HTTP+JSON is
+    /// served at `<url>rest` ([`super::rest::REST_PATH`]).
+    pub bindings: Option<Vec<String>>,
+    /// The tenant the card's interfaces name (`AgentInterface.tenant`):
+    /// clients send it as the first path segment of every HTTP+JSON request.
+    pub tenant: Option<String>,
     /// Who may call (the `auth` key, [`AuthConfig::from_value`]): the card
     /// then declares its `securitySchemes` and an extended card. Not read
     /// by the derived `Deserialize` (its keys need the environment): read
@@ -75,11 +81,23 @@ impl A2aConfig {
                 Some(Value::Bool(b)) => *b,
                 Some(_) => return Err("`push_notifications` must be a boolean".into()),
             };
+            let bindings = match v.get("bindings") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(list)) => Some(
+                    list.iter()
+                        .map(|s| s.as_str().map(str::to_string))
+                        .collect::<Option<Vec<String>>>()
+                        .ok_or("`bindings` must be an array of strings")?,
+                ),
+                Some(_) => return Err("`bindings` must be an array of strings".into()),
+            };
             let auth = match v.get("auth") {
                 None | Some(Value::Null) => None,
                 Some(a) => Some(AuthConfig::from_value(a, env)?),
             };
             Ok(A2aConfig {
+                bindings,
+                tenant: opt_string(v, "tenant")?,
                 auth,
                 name: opt_string(v, "name")?,
                 description: opt_string(v, "description")?,
@@ -89,6 +107,22 @@ impl A2aConfig {
                 push_notifications,
             })
         })
+    }
+}
+
+impl A2aConfig {
+    /// The bindings offered: both unless `bindings` names some (unknown
+    /// names are ignored; naming none known offers JSON-RPC).
+    pub fn bindings(&self) -> super::rest::Bindings {
+        match &self.bindings {
+            None => super::rest::Bindings::default(),
+            Some(list) => {
+                super::rest::Bindings::parse(&list.join(",")).unwrap_or(super::rest::Bindings {
+                    jsonrpc: true,
+                    rest: false,
+                })
+            }
+        }
     }
 }
 
@@ -138,23 +172,40 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
         "version",
         cfg.version.as_deref().unwrap_or(DEFAULT_VERSION).into(),
     );
+    let bindings = cfg.bindings();
+    let rest_url = format!("{}{}", url.trim_end_matches('/'), super::rest::REST_PATH);
+    let mut interfaces = Vec::new();
+    let mut additional = Vec::new();
+    for (offered, binding, at) in [
+        (bindings.jsonrpc, "JSONRPC", url),
+        (bindings.rest, "HTTP+JSON", rest_url.as_str()),
+    ] {
+        if !offered {
+            continue;
+        }
+        for v in ["1.0", "0.3"] {
+            let mut i = object([
+                ("url", at.into()),
+                ("protocolBinding", binding.into()),
+                ("protocolVersion", v.into()),
+            ]);
+            if let (Some(t), Some(o)) = (&cfg.tenant, i.as_object_mut()) {
+                o.insert("tenant".into(), t.as_str().into());
+            }
+            interfaces.push(i);
+        }
+        additional.push(object([("url", at.into()), ("transport", binding.into())]));
+    }
+    let (main_url, main_binding) = if bindings.jsonrpc {
+        (url, "JSONRPC")
+    } else {
+        (rest_url.as_str(), "HTTP+JSON")
+    };
     put("protocolVersion", "0.3.0".into());
-    put("url", url.into());
-    put("preferredTransport", "JSONRPC".into());
-    put(
-        "supportedInterfaces",
-        Value::Array(
-            ["1.0", "0.3"]
-                .map(|v| {
-                    object([
-                        ("url", url.into()),
-                        ("protocolBinding", "JSONRPC".into()),
-                        ("protocolVersion", v.into()),
-                    ])
-                })
-                .into(),
-        ),
-    );
+    put("url", main_url.into());
+    put("preferredTransport", main_binding.into());
+    put("supportedInterfaces", Value::Array(interfaces));
+    put("additionalInterfaces", Value::Array(additional));
     put(
         "capabilities",
         object([

@@ -18,6 +18,7 @@ mod machine;
 mod policy;
 #[cfg(feature = "push")]
 pub mod push;
+pub mod rest;
 mod rpc;
 mod store;
 mod stream;
@@ -387,6 +388,9 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     heartbeat_ms: Option<u64>,
     interrupted_after_ms: Option<u64>,
     card_cache_control: String,
+    /// The bindings the card lists: JSON-RPC at `/`, HTTP+JSON at its mount.
+    jsonrpc: bool,
+    rest: Option<rest::Mount>,
     /// The verifiers; `None`: every caller is anonymous.
     auth: Option<auth::AuthConfig>,
     tasks: TasksLock<H>,
@@ -405,8 +409,21 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// its security schemes and extended card are derived from that config
     /// (whatever the card given says of them).
     pub fn new(options: ServerOptions, store: S, host: H, fulfiller: F) -> Arc<Self> {
+        let (jsonrpc, rest) = match &options.card {
+            Some(CardSpec::Fixed(card)) => rest::card_bindings(card),
+            Some(CardSpec::RequestOrigin { config, .. }) => {
+                let b = config.bindings();
+                let mount = b.rest.then(|| rest::Mount {
+                    path: rest::REST_PATH.into(),
+                });
+                (b.jsonrpc, mount)
+            }
+            None => (false, None),
+        };
         let auth = options.auth;
         Arc::new(A2aServer {
+            jsonrpc,
+            rest,
             store,
             host,
             fulfiller,
@@ -594,7 +611,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let answer = self.tasks().health.respond();
             return Reply::Full(answer);
         }
-        if req.method == "POST" && path_of(&req.url) == "/" {
+        if self.jsonrpc && req.method == "POST" && path_of(&req.url) == "/" {
             // The authentication step: only calls need credentials.
             let caller = match &self.auth {
                 None => None,
@@ -609,7 +626,23 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             };
             return self.json_rpc(&req, caller.as_ref()).await;
         }
+        if let Some(under) = self.rest_path(&req) {
+            if let Some(reply) = self.rest(&req, &under).await {
+                return reply;
+            }
+        }
         Reply::Full(self.route_plain(&req, card))
+    }
+
+    /// The path of a request below the HTTP+JSON mount, if it is under it
+    /// (preflights excepted).
+    fn rest_path(&self, req: &HttpRequest) -> Option<String> {
+        let mount = self.rest.as_ref()?;
+        if req.method == "OPTIONS" {
+            return None;
+        }
+        let under = path_of(&req.url).strip_prefix(mount.path.as_str())?;
+        (under.len() > 1 && under.starts_with('/')).then(|| under.to_string())
     }
 
     fn route_plain(&self, req: &HttpRequest, card: &Card) -> HttpResponse {
@@ -620,7 +653,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 headers: [
                     (
                         "Access-Control-Allow-Methods".into(),
-                        "GET, POST, OPTIONS".into(),
+                        "GET, POST, DELETE, OPTIONS".into(),
                     ),
                     (
                         "Access-Control-Allow-Headers".into(),
@@ -717,6 +750,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .to_vec()
         });
         let mut resp = HttpResponse::json(200, body);
+        // A client that sends the A2A media type (1.0.1) gets it back;
+        // `application/json` to the others.
+        if req
+            .header("Content-Type")
+            .is_some_and(|t| t.trim_start().starts_with(rest::A2A_JSON))
+        {
+            resp.headers = vec![("Content-Type".into(), rest::A2A_JSON.into())];
+        }
         if let Some(secs) = waited {
             resp.headers
                 .push(("Preference-Applied".into(), format!("wait={secs}")));
@@ -745,7 +786,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
-            body: stream::event_body(call.id, shape, first, slot, hooks),
+            body: stream::event_body(stream::Framing::of(&call), shape, first, slot, hooks),
         })
     }
 

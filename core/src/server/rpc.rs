@@ -5,9 +5,10 @@ use crate::wire::http::HttpRequest;
 use serde_json::Value;
 
 pub use crate::wire::rpc::{
-    Method, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-    PUSH_NOTIFICATION_NOT_SUPPORTED, TASK_NOT_CANCELABLE, TASK_NOT_FOUND, UNSUPPORTED_OPERATION,
-    VERSION_NOT_SUPPORTED,
+    Method, CONTENT_TYPE_NOT_SUPPORTED, EXTENDED_CARD_NOT_CONFIGURED, EXTENSION_SUPPORT_REQUIRED,
+    INTERNAL_ERROR, INVALID_AGENT_RESPONSE, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+    PARSE_ERROR, PUSH_NOTIFICATION_NOT_SUPPORTED, TASK_NOT_CANCELABLE, TASK_NOT_FOUND,
+    UNSUPPORTED_OPERATION, VERSION_NOT_SUPPORTED,
 };
 
 /// The protocol version a request asks for: its `A2A-Version` header, else
@@ -70,6 +71,10 @@ fn reason(code: i64) -> &'static str {
         PUSH_NOTIFICATION_NOT_SUPPORTED => "PUSH_NOTIFICATION_NOT_SUPPORTED",
         UNSUPPORTED_OPERATION => "UNSUPPORTED_OPERATION",
         VERSION_NOT_SUPPORTED => "VERSION_NOT_SUPPORTED",
+        CONTENT_TYPE_NOT_SUPPORTED => "CONTENT_TYPE_NOT_SUPPORTED",
+        INVALID_AGENT_RESPONSE => "INVALID_AGENT_RESPONSE",
+        EXTENDED_CARD_NOT_CONFIGURED => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        EXTENSION_SUPPORT_REQUIRED => "EXTENSION_SUPPORT_REQUIRED",
         INVALID_PARAMS => "INVALID_PARAMS",
         INVALID_REQUEST => "INVALID_REQUEST",
         METHOD_NOT_FOUND => "METHOD_NOT_FOUND",
@@ -139,11 +144,23 @@ pub struct RpcRequest {
     /// method name); if not, a call on an existing task answers in the
     /// shape the task was made in.
     pub versioned: bool,
+    /// The binding it came in: how it is answered.
+    pub binding: Binding,
+}
+
+/// The binding a call came in, and so how its answer is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    JsonRpc,
+    /// HTTP+JSON (1.0): the resource, bare `StreamResponse` events.
+    Rest,
+    /// HTTP+JSON of A2A 0.3 (the `/v1` routes): the 0.3 proto's JSON.
+    Rest03,
 }
 
 /// The shape of a supported `A2A-Version`: `1`, `1.0` (a patch is ignored,
 /// as the spec asks) or `0.3`; `None` for any other.
-fn version_shape(v: &str) -> Option<Shape> {
+pub(crate) fn version_shape(v: &str) -> Option<Shape> {
     let mut parts = v.split('.');
     let (major, minor) = (parts.next()?, parts.next().unwrap_or("0"));
     match (major, minor) {
@@ -343,6 +360,7 @@ impl RpcRequest {
             shape: shape.unwrap_or_else(|| infer_shape(&method, &params)),
             // A 0.3 method name (`tasks/get`) names its dialect too.
             versioned: shape.is_some() || method.as_bytes().contains(&b'/'),
+            binding: Binding::JsonRpc,
             id,
             method,
             params,

@@ -193,8 +193,43 @@ impl Progress {
     }
 }
 
-/// One SSE frame: `data: <JSON-RPC response with the request's id>`.
-fn frame(id: &Value, shape: Shape, event: &StreamEvent) -> Vec<u8> {
+/// How a stream's events are written.
+pub(crate) enum Framing {
+    /// `data: <JSON-RPC response with the request's id>`.
+    JsonRpc(Value),
+    /// HTTP+JSON: `data: <StreamResponse>`.
+    Rest,
+    /// HTTP+JSON of A2A 0.3: the `StreamResponse` of the 0.3 proto.
+    Rest03,
+}
+
+impl Framing {
+    pub(crate) fn of(call: &super::rpc::RpcRequest) -> Framing {
+        match call.binding {
+            super::rpc::Binding::JsonRpc => Framing::JsonRpc(call.id.clone()),
+            super::rpc::Binding::Rest => Framing::Rest,
+            super::rpc::Binding::Rest03 => Framing::Rest03,
+        }
+    }
+}
+
+/// One SSE frame of `event`, as `framing` writes it.
+fn frame(framing: &Framing, shape: Shape, event: &StreamEvent) -> Vec<u8> {
+    let id = match framing {
+        Framing::JsonRpc(id) => id,
+        rest => {
+            let json = if matches!(rest, Framing::Rest03) {
+                let mut v = serde_json::to_value(event.shaped(shape)).unwrap_or_default();
+                super::rest::to_v03_stream_response(&mut v);
+                crate::wire::json::text(&v)
+            } else {
+                serde_json::to_string(&event.shaped(shape)).unwrap_or_default()
+            };
+            let mut out = Vec::with_capacity(json.len() + 8);
+            crate::wire::sse::write_event(&mut out, None, &json);
+            return out;
+        }
+    };
     #[derive(serde::Serialize)]
     struct Envelope<'a> {
         jsonrpc: &'static str,
@@ -218,7 +253,7 @@ fn frame(id: &Value, shape: Shape, event: &StreamEvent) -> Vec<u8> {
 pub const HEARTBEAT_COMMENT: &str = "ping";
 
 struct Body {
-    id: Value,
+    framing: Framing,
     shape: Shape,
     first: Option<Task>,
     /// The task's later events, until they end.
@@ -242,7 +277,7 @@ impl futures_util::Stream for Body {
             if ends_stream(task.state) {
                 b.end();
             }
-            return Poll::Ready(Some(frame(&b.id, b.shape, &StreamEvent::Task(task))));
+            return Poll::Ready(Some(frame(&b.framing, b.shape, &StreamEvent::Task(task))));
         }
         let Some(slot) = b.slot else {
             return Poll::Ready(None);
@@ -254,7 +289,7 @@ impl futures_util::Stream for Body {
                 if event.state().is_some_and(ends_stream) {
                     b.end();
                 }
-                Poll::Ready(Some(frame(&b.id, b.shape, &event)))
+                Poll::Ready(Some(frame(&b.framing, b.shape, &event)))
             }
             // The task settled or its job ended.
             Poll::Ready(None) => {
@@ -303,14 +338,14 @@ pub(crate) fn stream_head() -> HttpResponse {
 /// The event stream of one call: `first` (the task as it is), then what
 /// `slot` delivers until the task ends, with a heartbeat while idle.
 pub(crate) fn event_body(
-    id: Value,
+    framing: Framing,
     shape: Shape,
     first: Task,
     slot: Option<Slot>,
     hooks: Arc<dyn Hooks>,
 ) -> EventBody {
     Box::pin(Body {
-        id,
+        framing,
         shape,
         first: Some(first),
         slot,

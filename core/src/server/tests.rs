@@ -1751,6 +1751,9 @@ use conversation_tests::conversation_rules;
 #[path = "conformance_tests.rs"]
 mod conformance;
 
+#[path = "rest_tests.rs"]
+mod rest_tests;
+
 #[test]
 fn a_post_a_page_may_send_without_a_preflight_starts_nothing() {
     let f = fixture();

@@ -3,6 +3,7 @@
 
 pub(crate) mod http;
 pub(crate) mod json;
+pub(crate) mod rest;
 pub(crate) mod rpc;
 pub(crate) mod sse;
 pub(crate) mod url;

@@ -14,6 +14,10 @@ pub enum Dialect {
     V03,
     /// A2A 1.0: `SendMessage`, `GetTask`, `CancelTask`, `A2A-Version: 1.0`, 1.0 shapes.
     V10,
+    /// A2A 1.0 over HTTP+JSON (REST): `POST /message:send`, `GET /tasks/{id}`, …
+    Rest10,
+    /// A2A 0.3 over HTTP+JSON: the `/v1/...` routes and the 0.3 proto's JSON.
+    Rest03,
 }
 
 /// How a SendMessage asks to be answered.
@@ -47,8 +51,14 @@ pub const TASK_NOT_CANCELABLE: i64 = -32002;
 pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
 /// A2A: the operation is not supported (e.g. streaming on a peer without it).
 pub const UNSUPPORTED_OPERATION: i64 = -32004;
+/// A2A: a media type in the request is not supported.
+pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+/// A2A: the agent answered something that is not a valid A2A answer.
+pub const INVALID_AGENT_RESPONSE: i64 = -32006;
 /// A2A: the agent has no extended agent card.
 pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
+/// A2A: the client must support an extension the agent requires.
+pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
 /// A2A: the protocol version is not supported.
 pub const VERSION_NOT_SUPPORTED: i64 = -32009;
 
@@ -132,6 +142,33 @@ impl Dialect {
             Dialect::Toolnexus => "toolnexus",
             Dialect::V03 => "0.3",
             Dialect::V10 => "1.0",
+            Dialect::Rest10 => "rest-1.0",
+            Dialect::Rest03 => "rest-0.3",
+        }
+    }
+
+    /// Whether it is the HTTP+JSON binding.
+    pub fn is_rest(self) -> bool {
+        matches!(self, Dialect::Rest10 | Dialect::Rest03)
+    }
+
+    /// Reads an answer: the JSON-RPC `result` (HTTP+JSON: the resource), or
+    /// the peer's error, the same for both bindings.
+    pub fn read_reply(self, resp: &HttpResponse, url: &str) -> Result<Value, Error> {
+        if self.is_rest() {
+            crate::wire::rest::parse_reply(self, resp, url)
+        } else {
+            parse_reply(resp, url)
+        }
+    }
+
+    /// Reads one stream event's data: the JSON-RPC response's `result`
+    /// (HTTP+JSON: the `StreamResponse` itself), or the error it carries.
+    pub fn read_event(self, v: Value) -> Result<Value, Error> {
+        if self.is_rest() {
+            crate::wire::rest::parse_event(self, v)
+        } else {
+            parse_response_value(v)
         }
     }
 
@@ -143,6 +180,7 @@ impl Dialect {
             (Dialect::V03 | Dialect::Toolnexus, VERSION_NOT_SUPPORTED) => Some(Dialect::V10),
             (Dialect::V03, METHOD_NOT_FOUND) => Some(Dialect::Toolnexus),
             (Dialect::Toolnexus, METHOD_NOT_FOUND) => Some(Dialect::V03),
+            // HTTP+JSON: the interface the card named, as it is.
             _ => None,
         }
     }
@@ -190,7 +228,7 @@ impl Dialect {
 
     fn send_params_of(self, message_id: &str, text: &str, mode: SendMode) -> Value {
         match self {
-            Dialect::V10 => {
+            Dialect::V10 | Dialect::Rest10 | Dialect::Rest03 => {
                 let message = object([
                     ("role", "ROLE_USER".into()),
                     ("messageId", message_id.into()),
@@ -246,7 +284,9 @@ impl Dialect {
         ]);
         let req = HttpRequest::post_json(endpoint, text(&body).into_bytes());
         match self {
-            Dialect::V10 => req.with_header("A2A-Version", "1.0"),
+            Dialect::V10 | Dialect::Rest10 | Dialect::Rest03 => {
+                req.with_header("A2A-Version", "1.0")
+            }
             Dialect::V03 | Dialect::Toolnexus => req,
         }
     }
@@ -287,6 +327,9 @@ impl Dialect {
         mode: SendMode,
         refs: &MessageRefs,
     ) -> HttpRequest {
+        if self.is_rest() {
+            return crate::wire::rest::send(self, endpoint, message_id, text, mode, refs);
+        }
         let op = if mode == SendMode::Stream {
             Method::Stream
         } else {
@@ -306,6 +349,9 @@ impl Dialect {
 
     /// A SubscribeToTask (0.3: `tasks/resubscribe`) for `task_id`: its events as SSE.
     pub fn subscribe(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
+        if self.is_rest() {
+            return crate::wire::rest::task_op(self, endpoint, Method::Subscribe, task_id);
+        }
         self.request(
             endpoint,
             rpc_id,
@@ -317,6 +363,9 @@ impl Dialect {
 
     /// A GetTask for `task_id`.
     pub fn get_task(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
+        if self.is_rest() {
+            return crate::wire::rest::task_op(self, endpoint, Method::Get, task_id);
+        }
         self.request(
             endpoint,
             rpc_id,
@@ -327,6 +376,9 @@ impl Dialect {
 
     /// A CancelTask for `task_id`.
     pub fn cancel_task(self, endpoint: &str, rpc_id: u64, task_id: &str) -> HttpRequest {
+        if self.is_rest() {
+            return crate::wire::rest::task_op(self, endpoint, Method::Cancel, task_id);
+        }
         self.request(
             endpoint,
             rpc_id,

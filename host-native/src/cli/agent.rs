@@ -42,6 +42,14 @@ pub struct Identity {
     /// Advertise only this skill. Repeatable; unknown names are ignored.
     #[arg(long = "expose", value_name = "SKILL")]
     expose: Vec<String>,
+    /// The bindings offered and listed on the card: jsonrpc (at /), rest
+    /// (HTTP+JSON, at /rest), or both [default: jsonrpc,rest]
+    #[arg(long, value_name = "LIST")]
+    bindings: Option<String>,
+    /// The tenant the card's interfaces name; HTTP+JSON clients send it as
+    /// the first path segment (/rest/TENANT/...).
+    #[arg(long, value_name = "T")]
+    tenant: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -141,6 +149,12 @@ impl Identity {
         if !self.expose.is_empty() {
             card.skills = Some(self.expose.clone());
         }
+        if let Some(list) = &self.bindings {
+            toolnexus_core::server::rest::Bindings::parse(list)
+                .map_err(|e| Fail(2, format!("--bindings: {e}")))?;
+            card.bindings = Some(list.split(',').map(|b| b.trim().to_string()).collect());
+        }
+        set(&mut card.tenant, &self.tenant);
         let skills = load_skill_dirs(&self.skills).map_err(|e| Fail(1, e.to_string()))?;
         for s in skills.skipped() {
             eprintln!("toolnexus: skill {} skipped: {}", s.path, s.reason);

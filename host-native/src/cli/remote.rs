@@ -74,6 +74,11 @@ pub struct Remote {
     /// refused when the card requires credentials. Repeatable.
     #[arg(long = "allow-credentials-to", value_name = "ORIGIN")]
     pub allow_credentials_to: Vec<String>,
+    /// The binding to prefer when the card lists both: jsonrpc (then rest),
+    /// or rest (HTTP+JSON, then jsonrpc). A card with only HTTP+JSON is
+    /// called over it either way [default: jsonrpc]
+    #[arg(long, value_name = "jsonrpc|rest", value_parser = ["jsonrpc", "rest"])]
+    pub binding: Option<String>,
 }
 
 /// An environment variable's name for a `--*-env` option, checked: a name,
@@ -197,6 +202,10 @@ impl Remote {
         agent.max_card_bytes = self.max_card_bytes;
         agent.max_skills = self.max_skills;
         agent.allow_insecure_headers = self.allow_insecure_headers;
+        agent.binding = self
+            .binding
+            .as_deref()
+            .and_then(toolnexus_core::Binding::parse);
         agent.auth = self.auth()?;
         for origin in &self.allow_credentials_to {
             let trimmed = origin.strip_suffix('/').unwrap_or(origin);

@@ -46,11 +46,16 @@ pub fn peer_command(sdk: Sdk, py: &str, js: &str) -> (PathBuf, Vec<String>) {
 /// The SDK's echo server on a free port (with `--compat-03`, the 0.3
 /// transport too), once it says it is listening.
 pub async fn official_server(sdk: Sdk, compat_03: bool) -> Proc {
+    let flags: &[&str] = if compat_03 { &["--compat-03"] } else { &[] };
+    official_server_with(sdk, flags).await
+}
+
+/// The SDK's echo server on a free port with these flags (`--compat-03`,
+/// `--card-03`, `--rest-only`, `--tenant T`), once it says it is listening.
+pub async fn official_server_with(sdk: Sdk, flags: &[&str]) -> Proc {
     let (program, mut args) = peer_command(sdk, "py_server.py", "js/server.mjs");
     args.extend(["--port".to_string(), free_port().to_string()]);
-    if compat_03 {
-        args.push("--compat-03".into());
-    }
+    args.extend(flags.iter().map(|f| f.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     start_listening(&program, &args).await
 }

@@ -46,6 +46,14 @@
 //   artifact-update carries artifactId / append / lastChunk / text (its text parts
 //   joined with "\n"). Same keys and order as py_client.py --stream.
 //
+// --rest
+//   Use the SDK's HTTP+JSON transport (RestTransportFactory, preferredTransports
+//   ['HTTP+JSON']); with --legacy its v0.3 REST transport (the /v1 routes).
+//
+// --cancel
+//   Then cancelTask the finished task and add "cancel": the SDK error name (a
+//   finished task is not cancelable: TaskNotCancelableError).
+//
 // --answer ANSWER
 //   When the task stops in input-required or auth-required, answer it: one more
 //   message with ANSWER that names the task (taskId) and its contextId, sent and
@@ -77,6 +85,7 @@ import {
   ClientFactoryOptions,
   DefaultAgentCardResolver,
   JsonRpcTransportFactory,
+  RestTransportFactory,
   createAuthenticatingFetchWithRetry,
 } from '@a2a-js/sdk/client';
 
@@ -234,19 +243,20 @@ function envAuthHandler(cardRef, apiKeyEnv, bearerEnv) {
   };
 }
 
-async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined, apiKeyEnv = undefined, bearerEnv = undefined) {
+async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined, rest = false, cancel = false, apiKeyEnv = undefined, bearerEnv = undefined) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
   const auth = apiKeyEnv || bearerEnv;
   const cardRef = { card: undefined };
+  const binding = rest ? 'HTTP+JSON' : 'JSONRPC';
   const fetchImpl = auth
     ? createAuthenticatingFetchWithRetry(recordingFetch, envAuthHandler(cardRef, apiKeyEnv, bearerEnv))
     : recordingFetch;
   const factory = new ClientFactory(
     ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
       cardResolver: resolver,
-      transports: [new JsonRpcTransportFactory({ legacyCompat, fetchImpl })],
-      preferredTransports: ['JSONRPC'],
+      transports: [rest ? new RestTransportFactory({ legacyCompat, fetchImpl }) : new JsonRpcTransportFactory({ legacyCompat, fetchImpl })],
+      preferredTransports: [binding],
     })
   );
 
@@ -263,11 +273,11 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = 
     const ifaces = card.supportedInterfaces ?? [];
     const isLegacy = (v) => typeof v === 'string' && /^0\.(3|[4-9])/.test(v);
     let legacyIfaces = ifaces.filter(
-      (i) => i.protocolBinding?.toUpperCase() === 'JSONRPC' && isLegacy(i.protocolVersion)
+      (i) => i.protocolBinding?.toUpperCase() === binding && isLegacy(i.protocolVersion)
     );
     if (!legacyIfaces.length) {
       legacyIfaces = ifaces
-        .filter((i) => i.protocolBinding?.toUpperCase() === 'JSONRPC')
+        .filter((i) => i.protocolBinding?.toUpperCase() === binding)
         .map((i) => ({ ...i, protocolVersion: '0.3' }));
     }
     client = await factory.createFromAgentCard({ ...card, supportedInterfaces: legacyIfaces });
@@ -302,6 +312,14 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = 
     await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: made.id }, opts());
     const after = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
     asked.push = { taskId: task.id, created: made.id, got: got.url, listed: configs.configs.length, afterDelete: after.configs.length };
+  }
+  if (cancel) {
+    try {
+      await client.cancelTask({ tenant: '', id: task.id, metadata: undefined }, opts());
+      asked.cancel = 'canceled';
+    } catch (e) {
+      asked.cancel = e?.constructor?.name ?? 'Error';
+    }
   }
   if (listAfter) {
     const page = await client.listTasks(
@@ -402,6 +420,8 @@ try {
       list: { type: 'boolean', default: false },
       push: { type: 'string' },
       answer: { type: 'string' },
+      rest: { type: 'boolean', default: false },
+      cancel: { type: 'boolean', default: false },
       'api-key-env': { type: 'string' },
       'bearer-env': { type: 'string' },
     },
@@ -427,6 +447,8 @@ try {
     parsed.values.answer,
     parsed.values.list,
     parsed.values.push,
+    parsed.values.rest,
+    parsed.values.cancel,
     parsed.values['api-key-env'],
     parsed.values['bearer-env']
   );

@@ -1,10 +1,13 @@
 // Official @a2a-js/sdk A2A peer server for interop tests.
 //
-// Usage:  node js/server.mjs --port P [--compat-03]
+// Usage:  node js/server.mjs --port P [--compat-03 [--card-03]] [--rest-only [--tenant T]]
 //
 // Serves (one Express app on 127.0.0.1:P):
 //   GET  /.well-known/agent-card.json   agent card
 //   POST /                              JSON-RPC (A2A 1.0; plus 0.3 with --compat-03)
+// With --rest-only: HTTP+JSON instead (the SDK's restHandler at the root, also
+// under /:tenant; its 0.3 /v1 routes with --compat-03), and a card listing only
+// HTTP+JSON interfaces (with `tenant` T when given).
 //
 // Prints exactly one line `listening on http://127.0.0.1:P` once ready.
 // Exits cleanly on SIGTERM / SIGINT.
@@ -34,7 +37,7 @@ import express from 'express';
 
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
-import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
 
 const HOST = '127.0.0.1';
@@ -50,6 +53,9 @@ const { values: args } = parseArgs({
   options: {
     port: { type: 'string' },
     'compat-03': { type: 'boolean', default: false },
+    'rest-only': { type: 'boolean', default: false },
+    'card-03': { type: 'boolean', default: false },
+    tenant: { type: 'string', default: '' },
   },
   strict: true,
 });
@@ -59,6 +65,8 @@ if (!args.port || !/^\d+$/.test(args.port)) {
 }
 const PORT = Number(args.port);
 const COMPAT = args['compat-03'];
+const REST_ONLY = args['rest-only'];
+const TENANT = args.tenant;
 
 const textPart = (text) => ({
   content: { $case: 'text', value: text },
@@ -251,9 +259,10 @@ class PeerExecutor {
   }
 }
 
-const url = `http://${HOST}:${PORT}/`;
+const url = REST_ONLY ? `http://${HOST}:${PORT}` : `http://${HOST}:${PORT}/`;
+const BINDING = REST_ONLY ? 'HTTP+JSON' : 'JSONRPC';
 const v1Interfaces = [
-  { url, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
+  { url, protocolBinding: BINDING, tenant: TENANT, protocolVersion: A2A_PROTOCOL_VERSION },
 ];
 
 const skill = (id, description) => ({
@@ -272,7 +281,12 @@ const card = {
   description: '@a2a-js/sdk interop peer: echo / fail / slow',
   // With --compat-03 every binding is also advertised at protocolVersion 0.3;
   // the SDK only routes v0.3 traffic to bindings the card declares at 0.3.
-  supportedInterfaces: COMPAT ? duplicateInterfacesForLegacy(v1Interfaces, ['JSONRPC']) : v1Interfaces,
+  // --card-03: only the 0.3 ones (the 1.0 routes are served all the same).
+  supportedInterfaces: COMPAT
+    ? duplicateInterfacesForLegacy(v1Interfaces, [BINDING]).filter(
+        (i) => !args['card-03'] || i.protocolVersion !== A2A_PROTOCOL_VERSION
+      )
+    : v1Interfaces,
   provider: { organization: 'interop-tests', url: 'http://127.0.0.1/' },
   version: '1.0.0',
   documentationUrl: '',
@@ -295,7 +309,11 @@ const legacyCompat = COMPAT ? { enabled: true } : undefined;
 
 const app = express();
 app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler, legacyCompat }));
-app.use('/', jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
+if (REST_ONLY) {
+  app.use('/', restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
+} else {
+  app.use('/', jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
+}
 
 const server = app.listen(PORT, HOST, () => {
   process.stdout.write(`listening on http://${HOST}:${PORT}\n`);

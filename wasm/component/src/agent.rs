@@ -100,6 +100,15 @@ pub fn from_env() -> Result<Arc<Server>, String> {
         name: env("TOOLNEXUS_NAME"),
         description: env("TOOLNEXUS_DESCRIPTION"),
         version: env("TOOLNEXUS_VERSION"),
+        // `jsonrpc,rest` (the default), `jsonrpc` or `rest`.
+        bindings: env("TOOLNEXUS_BINDINGS")
+            .map(|b| {
+                toolnexus_core::server::rest::Bindings::parse(&b)
+                    .map(|_| b.split(',').map(|s| s.trim().to_string()).collect())
+                    .map_err(|e| format!("TOOLNEXUS_BINDINGS: {e}"))
+            })
+            .transpose()?,
+        tenant: env("TOOLNEXUS_TENANT"),
         ..Default::default()
     };
     let skills: Vec<Skill> = match env("TOOLNEXUS_SKILLS") {

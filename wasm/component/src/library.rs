@@ -60,8 +60,9 @@ fn agent_out(a: toolnexus_core::Agent) -> wit::Agent {
 
 fn dialect(d: Dialect) -> wit::Dialect {
     match d {
-        Dialect::V10 => wit::Dialect::A2aV1,
-        Dialect::V03 => wit::Dialect::A2aV03,
+        // The WIT enum names no binding yet: HTTP+JSON reads as its version.
+        Dialect::V10 | Dialect::Rest10 => wit::Dialect::A2aV1,
+        Dialect::V03 | Dialect::Rest03 => wit::Dialect::A2aV03,
         Dialect::Toolnexus => wit::Dialect::Toolnexus,
     }
 }
