@@ -71,8 +71,6 @@ const PAGES = {
 };
 
 before(async () => {
-  const agent = await startNativeEchoAgent();
-  agentUrl = agent.url;
   peer = await startPeer({ name: 'browser-peer' });
   site = await listen(async (req, res) => {
     const url = new URL(req.url, 'http://127.0.0.1');
@@ -93,6 +91,9 @@ before(async () => {
     res.writeHead(404);
     res.end();
   });
+  // The page's origin is the only one the agent answers across origins.
+  const agent = await startNativeEchoAgent(['--cors-origin', new URL(site.url).origin]);
+  agentUrl = agent.url;
   // A cold first start of Chromium on a loaded 2-core machine can pass 30 s
   // (seen in CI): one more try, with a fresh profile and longer, then fail.
   for (const timeout of [30_000, 60_000]) {

@@ -335,9 +335,10 @@ export async function startJsSdkServer() {
   return startServer('node', [join(ROOT, 'tests', 'peers', 'js', 'server.mjs'), '--port', String(port)]);
 }
 
-/** `toolnexus serve --llm echo --skills examples/skills` on a free port. */
-export function startNativeEchoAgent() {
-  return startServer(TOOLNEXUS, ['serve', '--addr', '127.0.0.1:0', '--llm', 'echo', '--skills', join(ROOT, 'examples', 'skills')]);
+/** `toolnexus serve --llm echo --skills examples/skills` on a free port, with `extra` flags
+ * (`--cors-origin ORIGIN` for a page on another origin: serve sends no CORS headers unless told). */
+export function startNativeEchoAgent(extra = []) {
+  return startServer(TOOLNEXUS, ['serve', '--addr', '127.0.0.1:0', '--llm', 'echo', '--skills', join(ROOT, 'examples', 'skills'), ...extra]);
 }
 
 /** Serves a fetch-style handler `(Request) => Promise<Response>` with Node's http server. */
