@@ -12,6 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 struct Answer {
     status: u16,
     headers: Vec<(String, String)>,
+    /// What follows the head (read to the end: `Connection: close`).
+    body: Vec<u8>,
 }
 
 impl Answer {
@@ -58,6 +60,11 @@ async fn raw(proc: &Proc, method: &str, target: &str, headers: &[(&str, &str)]) 
         .await
         .expect("an answer within 20 s");
     let text = String::from_utf8_lossy(&bytes).into_owned();
+    let body = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| bytes[at + 4..].to_vec())
+        .unwrap_or_default();
     let head = text.split("\r\n\r\n").next().unwrap_or_default();
     let mut lines = head.lines();
     let status = lines
@@ -71,7 +78,11 @@ async fn raw(proc: &Proc, method: &str, target: &str, headers: &[(&str, &str)]) 
             Some((k.trim().to_string(), v.trim().to_string()))
         })
         .collect();
-    Answer { status, headers }
+    Answer {
+        status,
+        headers,
+        body,
+    }
 }
 
 async fn serve(extra: &[&str]) -> Proc {
@@ -289,8 +300,8 @@ async fn the_config_auth_block_guards_serve_and_shows_on_the_card() {
     )
     .await;
     assert_eq!(with.status, 200);
-    let card = raw(&proc, "GET", "/.well-known/agent-card.json", &[]).await;
-    assert_eq!(card.status, 200, "the public card needs no key");
+    let served = raw(&proc, "GET", "/.well-known/agent-card.json", &[]).await;
+    assert_eq!(served.status, 200, "the public card needs no key");
     // `toolnexus card` derives the same schemes.
     let out = tokio::process::Command::new("/usr/bin/env")
         .args([
@@ -311,9 +322,11 @@ async fn the_config_auth_block_guards_serve_and_shows_on_the_card() {
         String::from_utf8_lossy(&out.stderr)
     );
     let card: serde_json::Value = serde_json::from_slice(&out.stdout).expect("card JSON");
+    let served: serde_json::Value = serde_json::from_slice(&served.body).expect("served card");
+    assert_eq!(card["securitySchemes"], served["securitySchemes"], "{card}");
     assert_eq!(
-        card["securitySchemes"]["apiKey"]["type"], "apiKey",
-        "{card}"
+        card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"],
+        "X-API-Key"
     );
-    assert_eq!(card["securitySchemes"]["apiKey"]["name"], "X-API-Key");
+    assert_eq!(card["securityRequirements"], served["securityRequirements"]);
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
-use toolnexus_core::server::{build_agent_card, A2aConfig, CorsOrigin, Provider};
+use toolnexus_core::server::{build_agent_card, card_for, A2aConfig, CorsOrigin, Provider};
 use toolnexus_core::skills::SkillSet;
 use toolnexus_host_native::config_file::ConfigFile;
 use toolnexus_host_native::skills_dir::load_skill_dirs;
@@ -169,7 +169,9 @@ impl Identity {
 
 pub fn card(args: CardArgs) -> Result<i32, Fail> {
     let r = args.id.resolve()?;
-    super::remote::print_json(&build_agent_card(&r.card, r.skills.skills(), &args.url));
+    // Written as `serve` serves it to a request naming no version: 1.0.
+    let card = build_agent_card(&r.card, r.skills.skills(), &args.url);
+    super::remote::print_json(&card_for(&card, toolnexus_core::Shape::V10));
     Ok(0)
 }
 
