@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{run_to_end, start_listening, toolnexus_bin, Proc};
+use common::{run_to_end, run_to_end_env, start_listening, toolnexus_bin, Proc};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -254,6 +254,61 @@ async fn a_public_address_without_a_verifier_is_refused_before_listening() {
         ] {
             assert!(stderr.contains(says), "{addr}: {says} in {stderr}");
         }
+    }
+}
+
+#[tokio::test]
+async fn a_public_component_without_a_verifier_is_refused_as_serve_is() {
+    // The address check comes before the component is read or an address
+    // bound: this file need not exist, and nothing listens.
+    let missing = "/nonexistent/toolnexus-agent.wasm";
+    let run = |addr: &'static str,
+               extra: &'static [&'static str],
+               env: &'static [(&'static str, &'static str)]| async move {
+        let mut args = vec!["serve", "--component", missing, "--addr", addr];
+        args.extend_from_slice(extra);
+        run_to_end_env(&toolnexus_bin(), &args, env).await
+    };
+    for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:0"] {
+        let (code, stdout, stderr) = run(addr, &[], &[]).await;
+        assert_ne!(code, 0, "{addr}");
+        assert!(!stdout.contains("listening"), "{addr}: {stdout}");
+        for says in [
+            "without authentication",
+            "TOOLNEXUS_API_KEYS",
+            "TOOLNEXUS_JWT_SECRET",
+            "--allow-anonymous",
+            "127.0.0.1",
+        ] {
+            assert!(stderr.contains(says), "{addr}: {says} in {stderr}");
+        }
+    }
+    // A verifier in the component's environment, --allow-anonymous, or a
+    // loopback address: past the check (then the missing file, or a build
+    // without the component feature, stops it).
+    for (addr, extra, env) in [
+        (
+            "192.0.2.1:0",
+            &[][..],
+            &[("TOOLNEXUS_API_KEYS", "alice:k-0123456789abcdef")][..],
+        ),
+        (
+            "192.0.2.1:0",
+            &[][..],
+            &[("TOOLNEXUS_JWT_SECRET", "s3cret-0123456789abcdef")][..],
+        ),
+        ("192.0.2.1:0", &["--allow-anonymous"][..], &[][..]),
+        ("127.0.0.1:0", &[][..], &[][..]),
+    ] {
+        let (code, _, stderr) = run(addr, extra, env).await;
+        assert_ne!(
+            code, 0,
+            "{addr} {extra:?} {env:?}: the component is missing"
+        );
+        assert!(
+            !stderr.contains("without authentication"),
+            "{addr} {extra:?} {env:?}: {stderr}"
+        );
     }
 }
 

@@ -37,6 +37,13 @@ pub struct A2aConfig {
     /// it with [`A2aConfig::from_value_with_env`].
     #[serde(skip)]
     pub auth: Option<AuthConfig>,
+    /// Serve HTTP+JSON at the card URL itself (`<url>message:send`, beside
+    /// JSON-RPC's `POST <url>`) instead of under [`super::rest::REST_PATH`]:
+    /// for a server with nothing else at its root (no UI), and for clients
+    /// that drop the interface URL's path (the official TCK's REST client
+    /// does). Not read from the config file.
+    #[serde(skip)]
+    pub rest_at_root: bool,
 }
 
 impl A2aConfig {
@@ -96,6 +103,7 @@ impl A2aConfig {
                 Some(a) => Some(AuthConfig::from_value(a, env)?),
             };
             Ok(A2aConfig {
+                rest_at_root: false,
                 bindings,
                 tenant: opt_string(v, "tenant")?,
                 auth,
@@ -173,7 +181,11 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
         cfg.version.as_deref().unwrap_or(DEFAULT_VERSION).into(),
     );
     let bindings = cfg.bindings();
-    let rest_url = format!("{}{}", url.trim_end_matches('/'), super::rest::REST_PATH);
+    let rest_url = if cfg.rest_at_root {
+        url.to_string()
+    } else {
+        format!("{}{}", url.trim_end_matches('/'), super::rest::REST_PATH)
+    };
     let mut interfaces = Vec::new();
     let mut additional = Vec::new();
     for (offered, binding, at) in [

@@ -434,7 +434,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(CardSpec::RequestOrigin { config, .. }) => {
                 let b = config.bindings();
                 let mount = b.rest.then(|| rest::Mount {
-                    path: rest::REST_PATH.into(),
+                    path: if config.rest_at_root {
+                        String::new()
+                    } else {
+                        rest::REST_PATH.into()
+                    },
                 });
                 (b.jsonrpc, mount)
             }
