@@ -641,3 +641,22 @@ fn rest_at_root_is_served_beside_json_rpc_and_the_card_says_so() {
     assert_eq!(other.status, 404);
     assert_ne!(other.header("Content-Type"), Some("application/a2a+json"));
 }
+
+#[test]
+fn a_1_0_body_may_use_the_proto_field_names() {
+    // ProtoJSON readers accept the proto names as well as the JSON names;
+    // the official TCK's REST client sends `message_id`.
+    let f = fixture();
+    let v = f.ok(
+        "POST",
+        "/message:send",
+        Some(
+            json!({"message": {"role": "ROLE_USER", "message_id": "m-snake",
+                                "parts": [{"text": "hi"}]},
+                    "configuration": {"history_length": 1}}),
+        ),
+    );
+    let history = v["task"]["history"].as_array().expect("history");
+    assert_eq!(history.len(), 1, "history_length read: {v}");
+    assert_eq!(history[0]["messageId"], "m-snake");
+}
