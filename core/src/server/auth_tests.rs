@@ -474,10 +474,17 @@ fn a_custom_verifier_names_callers_and_its_refusals_stand() {
     assert!(String::from_utf8_lossy(&eve.body).contains("eve is suspended"));
     let nobody = list("zed");
     assert_eq!(nobody.status, 401);
-    assert!(
-        challenges(&nobody).is_empty(),
-        "a custom verifier declares no scheme"
+    assert_eq!(
+        challenges(&nobody),
+        ["Bearer realm=\"a2a\""],
+        "a 401 challenges (RFC 9110), Bearer when the verifier names no scheme"
     );
+    assert!(challenges(&eve).is_empty(), "a 403 needs none");
+    // The host names its verifier's challenge; a line break is never sent.
+    *lock(&f.host.challenge) = Some("Session realm=\"corp\"".into());
+    assert_eq!(challenges(&list("zed")), ["Session realm=\"corp\""]);
+    *lock(&f.host.challenge) = Some("Session\r\nX-Evil: 1".into());
+    assert_eq!(challenges(&list("zed")), ["Bearer realm=\"a2a\""]);
 }
 
 /// The error a caller gets for `id` on `method`: another owner's task

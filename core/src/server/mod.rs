@@ -169,6 +169,14 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     fn authenticate(&self, _req: &HttpRequest) -> Option<BoxFuture<'static, auth::Verdict>> {
         None
     }
+
+    /// The `WWW-Authenticate` challenge of [`ServerHost::authenticate`]'s
+    /// scheme, sent on every 401 (`Session realm="corp"`). `None`: a 401
+    /// no configured scheme challenges says `Bearer realm="a2a"`, as a 401
+    /// must challenge (RFC 9110 §15.5.2).
+    fn authenticate_challenge(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Push notifications, when the server offers them.
