@@ -475,3 +475,57 @@ async fn a_card_tenant_is_sent_with_every_request_and_tenants_stay_apart() {
         assert!(!visible("globex", sdk_id).await);
     }
 }
+
+/// `--rest-at-root`: HTTP+JSON at the card URL itself, beside JSON-RPC, and
+/// listed there; an SDK REST client follows the card to it. Not with `--ui`.
+#[tokio::test]
+async fn rest_at_root_is_listed_and_served_beside_json_rpc() {
+    let server = served(&["--rest-at-root"]).await;
+    let card_url = format!("{}/.well-known/agent-card.json", server.url);
+    let (status, _, card) = send(HttpRequest::get(card_url.clone())).await;
+    assert_eq!(status, 200);
+    let base = format!("{}/", server.url);
+    let listed: Vec<&Value> = card["supportedInterfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .filter(|i| i["protocolBinding"] == "HTTP+JSON")
+        .collect();
+    assert!(
+        !listed.is_empty() && listed.iter().all(|i| i["url"] == base.as_str()),
+        "{card}"
+    );
+    for (sdk, mode) in [
+        (Sdk::Python, &["--rest"][..]),
+        (Sdk::Js, &["--rest", "--stream"][..]),
+    ] {
+        let (code, v, stderr) = official_client(sdk, &card_url, "at the root", mode).await;
+        assert_eq!(code, 0, "{sdk:?}: {v} {stderr}");
+        assert_eq!(v["text"], "at the root", "{sdk:?}: {v}");
+    }
+    let (status, _, v) = send(request(
+        "POST",
+        format!("{}/message:send", server.url),
+        r#"{"message":{"role":"ROLE_USER","message_id":"m-root","parts":[{"text":"proto names"}]}}"#,
+    ))
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+    let ui = repo_root().join("www").display().to_string();
+    let (code, _, stderr) = run_to_end(
+        &toolnexus_bin(),
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--rest-at-root",
+            "--ui",
+            &ui,
+        ],
+    )
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--rest-at-root"), "{stderr}");
+}
