@@ -84,6 +84,10 @@ pub struct ServeOptions {
     pub allowed_hosts: Option<AllowedHosts>,
     /// Your own verifier, asked with the configured ones ([`Authenticate`]).
     pub authenticate: Option<Authenticate>,
+    /// The `WWW-Authenticate` challenge of your verifier's scheme, sent on
+    /// every 401 (`Session realm="corp"`); `None`: `Bearer realm="a2a"`
+    /// when no configured scheme challenges.
+    pub authenticate_challenge: Option<String>,
     /// Serve a non-loopback address with no verifier (no
     /// [`A2aConfig::auth`], no `authenticate`). Off by default: [`serve`] then refuses to start
     /// ([`ServeError::Anonymous`]).
@@ -184,6 +188,7 @@ impl ServeOptions {
             cors_origin: None,
             allowed_hosts: Some(AllowedHosts::loopback()),
             authenticate: None,
+            authenticate_challenge: None,
             allow_anonymous: false,
             body_limit: DEFAULT_BODY_LIMIT,
             http: HttpOptions::default(),
@@ -221,6 +226,7 @@ struct NativeHost {
     /// Checks JWT signatures, when a `jwt` verifier is configured.
     jwt: Option<Arc<crate::jwt::JwtVerifier>>,
     authenticate: Option<Authenticate>,
+    authenticate_challenge: Option<String>,
 }
 
 impl ServerHost for NativeHost {
@@ -282,6 +288,10 @@ impl ServerHost for NativeHost {
 
     fn authenticate(&self, req: &HttpRequest) -> Option<BoxFuture<'static, Verdict>> {
         self.authenticate.as_ref().map(|hook| hook(req))
+    }
+
+    fn authenticate_challenge(&self) -> Option<String> {
+        self.authenticate_challenge.clone()
     }
 
     fn send(
@@ -572,6 +582,7 @@ fn start(
         jobs: jobs.clone(),
         jwt,
         authenticate: options.authenticate.clone(),
+        authenticate_challenge: options.authenticate_challenge.clone(),
     };
     let auth = a2a.as_ref().and_then(|a| a.auth.clone());
     let allowed_hosts = options.allowed_hosts.map(|hosts| {

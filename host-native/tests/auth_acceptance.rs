@@ -311,9 +311,17 @@ fn assert_401(what: &str, resp: &HttpResponse, schemes: &[&str], secret: Option<
 /// Every mode of the client script (blocking, non-blocking, streaming; 1.0
 /// and 0.3) completes with the right credential; without one, or with a
 /// wrong one, the call is refused with 401.
+/// The SDK clients' HTTP+JSON transports, 1.0 and 0.3, blocking and streaming.
+const REST_MODES: [&[&str]; 4] = [
+    &["--rest"],
+    &["--rest", "--stream"],
+    &["--rest", "--legacy"],
+    &["--rest", "--legacy", "--stream"],
+];
+
 async fn sdk_modes(sdk: Sdk, server: &Proc, flag: &str, good: &str, wrong: &str) {
     let card = card_url(server);
-    for mode in CLIENT_MODES {
+    for mode in CLIENT_MODES.iter().chain(REST_MODES.iter()) {
         let text = format!("auth {sdk:?} {flag} {mode:?}");
         let mut args: Vec<&str> = mode.to_vec();
         args.extend([flag, CRED_ENV]);
@@ -337,6 +345,8 @@ async fn sdk_modes(sdk: Sdk, server: &Proc, flag: &str, good: &str, wrong: &str)
         &["--legacy"],
         &["--stream"],
         &["--legacy", "--stream"],
+        &["--rest"],
+        &["--rest", "--legacy", "--stream"],
     ] {
         // A wrong credential, through the same plumbing.
         let mut args: Vec<&str> = mode.to_vec();

@@ -611,8 +611,10 @@ mod through_serve {
         let task = v["result"]["id"].as_str().expect("task id").to_string();
         let (status, _, _) = send(&server.url, &[("X-User", "banned".into())]).await;
         assert_eq!(status, 403);
-        let (status, _, _) = send(&server.url, &[]).await;
+        // A 401 challenges (RFC 9110 §15.5.2): Bearer, unless the hook names its scheme.
+        let (status, challenge, _) = send(&server.url, &[]).await;
         assert_eq!(status, 401);
+        assert_eq!(challenge.as_deref(), Some("Bearer realm=\"a2a\""));
         // Each caller sees its own tasks only.
         let get = |user: &'static str| {
             let url = server.url.clone();
@@ -629,6 +631,63 @@ mod through_serve {
         assert!(
             get("bob").await["error"].is_object(),
             "bob does not see alice's task"
+        );
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_custom_verifier_may_name_its_own_challenge() {
+        let hook: toolnexus_host_native::Authenticate =
+            Arc::new(|_| Box::pin(async { Verdict::NotMine }));
+        let mut toolkit = toolnexus_core::Toolkit::new(NativeTransport::shared());
+        toolkit.add_skills(toolnexus_core::skills::SkillSet::new());
+        let mut options = ServeOptions::new(Arc::new(toolkit), Model::Echo);
+        options.a2a = Some(A2aConfig::default());
+        options.authenticate = Some(hook);
+        options.authenticate_challenge = Some("Session realm=\"corp\", login=\"/login\"".into());
+        let server = serve("127.0.0.1:0", options).await.expect("serve");
+        let (status, challenge, v) = send(&server.url, &[]).await;
+        assert_eq!(status, 401, "{v}");
+        assert_eq!(
+            challenge.as_deref(),
+            Some("Session realm=\"corp\", login=\"/login\"")
+        );
+        server.stop().await;
+        // With a configured scheme too, each scheme challenges.
+        let hook: toolnexus_host_native::Authenticate =
+            Arc::new(|_| Box::pin(async { Verdict::NotMine }));
+        let mut toolkit = toolnexus_core::Toolkit::new(NativeTransport::shared());
+        toolkit.add_skills(toolnexus_core::skills::SkillSet::new());
+        let mut options = ServeOptions::new(Arc::new(toolkit), Model::Echo);
+        options.a2a = Some(A2aConfig {
+            auth: Some(AuthConfig {
+                api_keys: Some(toolnexus_core::server::auth::ApiKeys {
+                    location: toolnexus_core::server::auth::KeyLocation::Header,
+                    name: "X-API-Key".into(),
+                    keys: vec![("alice".into(), "alice-key-0123456789".into())],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        options.authenticate = Some(hook);
+        options.authenticate_challenge = Some("Session realm=\"corp\"".into());
+        let server = serve("127.0.0.1:0", options).await.expect("serve");
+        let req = HttpRequest::post_json(format!("{}/", server.url), b"{}".to_vec());
+        let resp = NativeTransport::shared().send(req).await.expect("answer");
+        assert_eq!(resp.status, 401);
+        let all: Vec<&str> = resp
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("WWW-Authenticate"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(
+            all,
+            [
+                "ApiKey realm=\"a2a\", in=\"header\", name=\"X-API-Key\"",
+                "Session realm=\"corp\""
+            ]
         );
         server.stop().await;
     }

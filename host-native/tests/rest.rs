@@ -28,7 +28,7 @@ async fn served(extra: &[&str]) -> Proc {
 
 /// Every way the SDK clients send over REST, on a server that offers only
 /// HTTP+JSON (so nothing can fall back to JSON-RPC).
-const REST_MODES: [&[&str]; 7] = [
+const REST_MODES: [&[&str]; 8] = [
     &["--rest"],
     &["--rest", "--non-blocking"],
     &["--rest", "--stream"],
@@ -36,6 +36,7 @@ const REST_MODES: [&[&str]; 7] = [
     &["--rest", "--legacy"],
     &["--rest", "--legacy", "--non-blocking"],
     &["--rest", "--legacy", "--stream"],
+    &["--rest", "--legacy", "--cancel"],
 ];
 
 async fn rest_clients_complete_tasks(sdk: Sdk) {
@@ -59,9 +60,14 @@ async fn rest_clients_complete_tasks(sdk: Sdk) {
         }
         if mode.contains(&"--cancel") {
             // A finished task is not cancelable: 400 FAILED_PRECONDITION,
-            // read back by the SDK as its typed error.
+            // read back by the 1.0 SDK clients as their typed error; the 0.3
+            // REST clients raise their generic one (WIRE.md §10.4).
             let name = v["cancel"].as_str().unwrap_or_default();
-            assert!(name.ends_with("TaskNotCancelableError"), "{sdk:?}: {v}");
+            if mode.contains(&"--legacy") {
+                assert!(!name.is_empty(), "{sdk:?}: the cancel was refused: {v}");
+            } else {
+                assert!(name.ends_with("TaskNotCancelableError"), "{sdk:?}: {v}");
+            }
         }
         if mode.contains(&"--list") {
             let listed = v["listed"].as_array().expect("listed");
@@ -256,18 +262,34 @@ async fn call(card: &str, tool: &str, task: &str, extra: &[&str]) -> (i32, Value
 /// completes, a failure is isError, a question is answered in the same
 /// task, and a call that times out cancels its task.
 async fn our_client_against_rest_only(sdk: Sdk, v03: bool) {
+    our_client_against_rest_only_with(sdk, v03, true).await;
+}
+
+/// [`our_client_against_rest_only`]; `streaming: false` serves a card that
+/// says so, and both SDK servers then refuse `message:stream` (400
+/// UnsupportedOperation): every call is a plain (blocking) `message:send`.
+async fn our_client_against_rest_only_with(sdk: Sdk, v03: bool, streaming: bool) {
     let mut flags = vec!["--rest-only"];
     if v03 {
         flags.extend(["--compat-03", "--card-03"]);
     }
+    if !streaming {
+        flags.push("--no-streaming");
+    }
     let server = official_server_with(sdk, &flags).await;
     let card = format!("{}/.well-known/agent-card.json", server.url);
-    let what = format!("{sdk:?} v03={v03}");
+    let what = format!("{sdk:?} v03={v03} streaming={streaming}");
 
     let (code, r, stderr) = call(&card, "echo", "hello over REST", &[]).await;
     assert_eq!(code, 0, "{what}: {r} {stderr}");
     assert_eq!(r["output"], "echo: hello over REST", "{what}");
     assert_eq!(r["metadata"]["state"], "completed");
+    if !streaming {
+        assert_eq!(
+            r["metadata"]["polls"], 0,
+            "{what}: answered by the send: {r}"
+        );
+    }
 
     let (code, r, _) = call(&card, "fail", "fail on purpose", &[]).await;
     assert_eq!(
@@ -318,6 +340,19 @@ async fn our_client_against_rest_only(sdk: Sdk, v03: bool) {
     let (code, stdout, _) = run_to_end(&toolnexus_bin(), &args).await;
     let r: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
     assert_eq!(code, 2, "{what}: {r}");
+    if !streaming {
+        // A blocking send names no task until it answers: the timeout ends
+        // the call, and there is no task id to cancel (as over JSON-RPC).
+        assert_eq!(r["isError"], true, "{what}: {r}");
+        assert!(r["metadata"]["taskId"].is_null(), "{what}: {r}");
+        assert!(
+            r["output"]
+                .as_str()
+                .is_some_and(|o| o.contains("timed out")),
+            "{what}: {r}"
+        );
+        return;
+    }
     let slow = r["metadata"]["taskId"]
         .as_str()
         .expect("task id")
@@ -362,6 +397,15 @@ async fn our_client_against_js_rest_only_1_0() {
 #[tokio::test]
 async fn our_client_against_js_rest_only_0_3() {
     our_client_against_rest_only(Sdk::Js, true).await;
+}
+
+#[tokio::test]
+async fn our_client_sends_blocking_over_rest_to_non_streaming_sdk_servers() {
+    for sdk in [Sdk::Python, Sdk::Js] {
+        for v03 in [false, true] {
+            our_client_against_rest_only_with(sdk, v03, false).await;
+        }
+    }
 }
 
 /// `--binding rest` on a card that lists both: the call goes over HTTP+JSON
@@ -430,4 +474,58 @@ async fn a_card_tenant_is_sent_with_every_request_and_tenants_stay_apart() {
         );
         assert!(!visible("globex", sdk_id).await);
     }
+}
+
+/// `--rest-at-root`: HTTP+JSON at the card URL itself, beside JSON-RPC, and
+/// listed there; an SDK REST client follows the card to it. Not with `--ui`.
+#[tokio::test]
+async fn rest_at_root_is_listed_and_served_beside_json_rpc() {
+    let server = served(&["--rest-at-root"]).await;
+    let card_url = format!("{}/.well-known/agent-card.json", server.url);
+    let (status, _, card) = send(HttpRequest::get(card_url.clone())).await;
+    assert_eq!(status, 200);
+    let base = format!("{}/", server.url);
+    let listed: Vec<&Value> = card["supportedInterfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .filter(|i| i["protocolBinding"] == "HTTP+JSON")
+        .collect();
+    assert!(
+        !listed.is_empty() && listed.iter().all(|i| i["url"] == base.as_str()),
+        "{card}"
+    );
+    for (sdk, mode) in [
+        (Sdk::Python, &["--rest"][..]),
+        (Sdk::Js, &["--rest", "--stream"][..]),
+    ] {
+        let (code, v, stderr) = official_client(sdk, &card_url, "at the root", mode).await;
+        assert_eq!(code, 0, "{sdk:?}: {v} {stderr}");
+        assert_eq!(v["text"], "at the root", "{sdk:?}: {v}");
+    }
+    let (status, _, v) = send(request(
+        "POST",
+        format!("{}/message:send", server.url),
+        r#"{"message":{"role":"ROLE_USER","message_id":"m-root","parts":[{"text":"proto names"}]}}"#,
+    ))
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+    let ui = repo_root().join("www").display().to_string();
+    let (code, _, stderr) = run_to_end(
+        &toolnexus_bin(),
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--rest-at-root",
+            "--ui",
+            &ui,
+        ],
+    )
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--rest-at-root"), "{stderr}");
 }

@@ -5,13 +5,15 @@
 
 mod common;
 
-use common::{run_to_end, start_listening, toolnexus_bin, Proc};
+use common::{run_to_end, run_to_end_env, start_listening, toolnexus_bin, Proc};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Answer {
     status: u16,
     headers: Vec<(String, String)>,
+    /// What follows the head (read to the end: `Connection: close`).
+    body: Vec<u8>,
 }
 
 impl Answer {
@@ -58,6 +60,11 @@ async fn raw(proc: &Proc, method: &str, target: &str, headers: &[(&str, &str)]) 
         .await
         .expect("an answer within 20 s");
     let text = String::from_utf8_lossy(&bytes).into_owned();
+    let body = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| bytes[at + 4..].to_vec())
+        .unwrap_or_default();
     let head = text.split("\r\n\r\n").next().unwrap_or_default();
     let mut lines = head.lines();
     let status = lines
@@ -71,7 +78,11 @@ async fn raw(proc: &Proc, method: &str, target: &str, headers: &[(&str, &str)]) 
             Some((k.trim().to_string(), v.trim().to_string()))
         })
         .collect();
-    Answer { status, headers }
+    Answer {
+        status,
+        headers,
+        body,
+    }
 }
 
 async fn serve(extra: &[&str]) -> Proc {
@@ -247,6 +258,61 @@ async fn a_public_address_without_a_verifier_is_refused_before_listening() {
 }
 
 #[tokio::test]
+async fn a_public_component_without_a_verifier_is_refused_as_serve_is() {
+    // The address check comes before the component is read or an address
+    // bound: this file need not exist, and nothing listens.
+    let missing = "/nonexistent/toolnexus-agent.wasm";
+    let run = |addr: &'static str,
+               extra: &'static [&'static str],
+               env: &'static [(&'static str, &'static str)]| async move {
+        let mut args = vec!["serve", "--component", missing, "--addr", addr];
+        args.extend_from_slice(extra);
+        run_to_end_env(&toolnexus_bin(), &args, env).await
+    };
+    for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:0"] {
+        let (code, stdout, stderr) = run(addr, &[], &[]).await;
+        assert_ne!(code, 0, "{addr}");
+        assert!(!stdout.contains("listening"), "{addr}: {stdout}");
+        for says in [
+            "without authentication",
+            "TOOLNEXUS_API_KEYS",
+            "TOOLNEXUS_JWT_SECRET",
+            "--allow-anonymous",
+            "127.0.0.1",
+        ] {
+            assert!(stderr.contains(says), "{addr}: {says} in {stderr}");
+        }
+    }
+    // A verifier in the component's environment, --allow-anonymous, or a
+    // loopback address: past the check (then the missing file, or a build
+    // without the component feature, stops it).
+    for (addr, extra, env) in [
+        (
+            "192.0.2.1:0",
+            &[][..],
+            &[("TOOLNEXUS_API_KEYS", "alice:k-0123456789abcdef")][..],
+        ),
+        (
+            "192.0.2.1:0",
+            &[][..],
+            &[("TOOLNEXUS_JWT_SECRET", "s3cret-0123456789abcdef")][..],
+        ),
+        ("192.0.2.1:0", &["--allow-anonymous"][..], &[][..]),
+        ("127.0.0.1:0", &[][..], &[][..]),
+    ] {
+        let (code, _, stderr) = run(addr, extra, env).await;
+        assert_ne!(
+            code, 0,
+            "{addr} {extra:?} {env:?}: the component is missing"
+        );
+        assert!(
+            !stderr.contains("without authentication"),
+            "{addr} {extra:?} {env:?}: {stderr}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn the_config_auth_block_guards_serve_and_shows_on_the_card() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("auth-config-{}", std::process::id()));
@@ -289,8 +355,8 @@ async fn the_config_auth_block_guards_serve_and_shows_on_the_card() {
     )
     .await;
     assert_eq!(with.status, 200);
-    let card = raw(&proc, "GET", "/.well-known/agent-card.json", &[]).await;
-    assert_eq!(card.status, 200, "the public card needs no key");
+    let served = raw(&proc, "GET", "/.well-known/agent-card.json", &[]).await;
+    assert_eq!(served.status, 200, "the public card needs no key");
     // `toolnexus card` derives the same schemes.
     let out = tokio::process::Command::new("/usr/bin/env")
         .args([
@@ -311,9 +377,11 @@ async fn the_config_auth_block_guards_serve_and_shows_on_the_card() {
         String::from_utf8_lossy(&out.stderr)
     );
     let card: serde_json::Value = serde_json::from_slice(&out.stdout).expect("card JSON");
+    let served: serde_json::Value = serde_json::from_slice(&served.body).expect("served card");
+    assert_eq!(card["securitySchemes"], served["securitySchemes"], "{card}");
     assert_eq!(
-        card["securitySchemes"]["apiKey"]["type"], "apiKey",
-        "{card}"
+        card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"],
+        "X-API-Key"
     );
-    assert_eq!(card["securitySchemes"]["apiKey"]["name"], "X-API-Key");
+    assert_eq!(card["securityRequirements"], served["securityRequirements"]);
 }

@@ -1,6 +1,7 @@
 """Official a2a-sdk (Python) A2A peer server for interop tests.
 
 Usage:  .venv/bin/python py_server.py --port P [--compat-03 [--card-03]] [--rest-only [--tenant T]]
+            [--no-streaming]
             [--auth-bearer TOKEN | --auth-oauth CLIENT_ID:SECRET [--oauth-ttl S]]
 
 Serves (single uvicorn/Starlette app on 127.0.0.1:P):
@@ -320,6 +321,11 @@ def security(port: int, bearer: str | None, oauth: str | None) -> dict:
     }
 
 
+# --no-streaming: the card says `streaming: false` (clients then send
+# SendMessage, never SendStreamingMessage; the server still streams if asked).
+STREAMING = True
+
+
 def build_card(port: int, compat_03: bool, rest_only: bool = False,
                tenant: str = '', **secured) -> AgentCard:
     url = f'http://{HOST}:{port}/'
@@ -346,7 +352,7 @@ def build_card(port: int, compat_03: bool, rest_only: bool = False,
         version='1.0.0',
         provider=AgentProvider(organization='interop-tests', url='http://127.0.0.1/'),
         supported_interfaces=interfaces,
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=STREAMING, push_notifications=False),
         **secured,
         default_input_modes=['text/plain'],
         default_output_modes=['text/plain'],
@@ -430,7 +436,11 @@ def main() -> None:
     parser.add_argument('--auth-bearer', metavar='TOKEN')
     parser.add_argument('--auth-oauth', metavar='CLIENT_ID:SECRET')
     parser.add_argument('--oauth-ttl', type=int, default=3600)
+    parser.add_argument('--no-streaming', action='store_true',
+                        help='the card says capabilities.streaming: false')
     args = parser.parse_args()
+    global STREAMING
+    STREAMING = not args.no_streaming
     logging.basicConfig(
         level=os.environ.get('PEER_LOG_LEVEL', 'WARNING').upper(),
         stream=sys.stderr,

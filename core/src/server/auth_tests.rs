@@ -474,10 +474,17 @@ fn a_custom_verifier_names_callers_and_its_refusals_stand() {
     assert!(String::from_utf8_lossy(&eve.body).contains("eve is suspended"));
     let nobody = list("zed");
     assert_eq!(nobody.status, 401);
-    assert!(
-        challenges(&nobody).is_empty(),
-        "a custom verifier declares no scheme"
+    assert_eq!(
+        challenges(&nobody),
+        ["Bearer realm=\"a2a\""],
+        "a 401 challenges (RFC 9110), Bearer when the verifier names no scheme"
     );
+    assert!(challenges(&eve).is_empty(), "a 403 needs none");
+    // The host names its verifier's challenge; a line break is never sent.
+    *lock(&f.host.challenge) = Some("Session realm=\"corp\"".into());
+    assert_eq!(challenges(&list("zed")), ["Session realm=\"corp\""]);
+    *lock(&f.host.challenge) = Some("Session\r\nX-Evil: 1".into());
+    assert_eq!(challenges(&list("zed")), ["Bearer realm=\"a2a\""]);
 }
 
 /// The error a caller gets for `id` on `method`: another owner's task
@@ -664,28 +671,43 @@ fn the_owner_is_kept_by_the_store_and_never_on_the_wire() {
     }
 }
 
+/// The card as `GET path` with these headers gets it: the response and its JSON.
+fn card_as(f: &Fixture, path: &str, headers: &[(&str, &str)]) -> (HttpResponse, Value) {
+    let mut req = HttpRequest::get(path);
+    for (k, v) in headers {
+        req = req.with_header(*k, *v);
+    }
+    let resp = f.run(f.server.handle(req));
+    assert_eq!(resp.status, 200, "{}", resp.body_snippet(300));
+    let card = serde_json::from_slice(&resp.body).expect("card");
+    (resp, card)
+}
+
 #[test]
 fn the_card_declares_the_schemes_and_the_extended_card_needs_a_caller() {
     let f = guarded(both());
-    let card: Value = serde_json::from_slice(&get(&f, CARD_PATH, "GET").body).expect("card");
+    let (_, card) = card_as(&f, CARD_PATH, &[]);
     assert_eq!(card["capabilities"]["extendedAgentCard"], true);
     assert_eq!(card["supportsAuthenticatedExtendedCard"], true);
+    // 1.0: each scheme is one field naming its kind (the `in` beside
+    // `location` is the OpenAPI name the official TCK asks for).
     assert_eq!(
-        card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"],
-        json!({"location": "header", "name": "X-API-Key", "description": "An API key naming the caller"})
+        card["securitySchemes"]["apiKey"],
+        json!({"apiKeySecurityScheme": {"location": "header", "in": "header", "name": "X-API-Key",
+               "description": "An API key naming the caller"}})
     );
-    assert_eq!(card["securitySchemes"]["apiKey"]["type"], "apiKey");
-    assert_eq!(card["securitySchemes"]["apiKey"]["in"], "header");
     assert_eq!(
-        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"],
-        json!({"scheme": "Bearer", "bearerFormat": "JWT"})
+        card["securitySchemes"]["bearer"],
+        json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}})
     );
-    assert_eq!(card["securitySchemes"]["bearer"]["type"], "http");
     assert_eq!(
         card["securityRequirements"],
         json!([{"schemes": {"apiKey": {"list": []}}}, {"schemes": {"bearer": {"list": []}}}])
     );
-    assert_eq!(card["security"], json!([{"apiKey": []}, {"bearer": []}]));
+    assert!(
+        card.get("security").is_none(),
+        "0.3's list is not on the 1.0 card"
+    );
     assert!(
         crate::client::card::AgentCard::from_value(&card).is_ok(),
         "our own reader takes it"
@@ -696,7 +718,72 @@ fn the_card_declares_the_schemes_and_the_extended_card_needs_a_caller() {
     ] {
         assert_eq!(f.call_as(&[], version, method, json!({})).status, 401);
         let v = f.rpc_as(ALICE, version, method, json!({}));
-        assert_eq!(v["result"], card, "{method}: the same card");
+        let public = match version {
+            Some(v) => card_as(&f, CARD_PATH, &[("A2A-Version", v)]).1,
+            None => card_as(&f, CARD_PATH, &[("A2A-Version", "0.3")]).1,
+        };
+        assert_eq!(
+            v["result"], public,
+            "{method}: the public card, in its version"
+        );
+    }
+}
+
+#[test]
+fn the_card_is_written_in_the_version_asked_and_1_0_without_one() {
+    let f = guarded(both());
+    let (plain, v10) = card_as(&f, CARD_PATH, &[]);
+    for asked in [
+        card_as(&f, CARD_PATH, &[("A2A-Version", "1.0")]),
+        card_as(&f, &format!("{CARD_PATH}?A2A-Version=1.0"), &[]),
+    ] {
+        assert_eq!(
+            asked.1, v10,
+            "1.0 asked is the card served without a version"
+        );
+        assert_eq!(asked.0.header("etag"), plain.header("etag"));
+    }
+    let (old, v03) = card_as(&f, CARD_PATH, &[("A2A-Version", "0.3")]);
+    assert_eq!(
+        v03["securitySchemes"]["apiKey"],
+        json!({"type": "apiKey", "in": "header", "name": "X-API-Key",
+               "description": "An API key naming the caller"})
+    );
+    assert_eq!(
+        v03["securitySchemes"]["bearer"],
+        json!({"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
+    );
+    assert_eq!(v03["security"], json!([{"apiKey": []}, {"bearer": []}]));
+    assert!(v03.get("securityRequirements").is_none());
+    assert_eq!(v03["url"], v10["url"], "the rest of the card is the same");
+    assert_eq!(v03["supportedInterfaces"], v10["supportedInterfaces"]);
+    // The pre-1.0 path is asked by pre-1.0 clients.
+    assert_eq!(card_as(&f, LEGACY_CARD_PATH, &[]).1, v03);
+    assert_eq!(
+        card_as(&f, LEGACY_CARD_PATH, &[("A2A-Version", "1.0")]).1,
+        v10
+    );
+    // Caches keep one per version.
+    assert_eq!(plain.header("vary"), Some("A2A-Version"));
+    let (tag10, tag03) = (
+        plain.header("etag").expect("etag"),
+        old.header("etag").expect("etag"),
+    );
+    assert_ne!(tag10, tag03);
+    let req = HttpRequest::get(CARD_PATH)
+        .with_header("A2A-Version", "0.3")
+        .with_header("If-None-Match", tag10);
+    assert_eq!(
+        f.run(f.server.handle(req)).status,
+        200,
+        "the 1.0 tag is not the 0.3 card's"
+    );
+    for card in [&v10, &v03] {
+        let read = crate::client::card::AgentCard::from_value(card).expect("our reader takes both");
+        assert_eq!(
+            read.endpoint("http://h:1/.well-known/agent-card.json").1,
+            "http://h:1/"
+        );
     }
 }
 
@@ -714,11 +801,19 @@ fn an_issuer_without_a_jwks_url_is_declared_as_openid_connect() {
     let card: Value = serde_json::from_slice(&get(&f, CARD_PATH, "GET").body).expect("card");
     let url = "https://id.example/.well-known/openid-configuration";
     assert_eq!(
-        card["securitySchemes"]["oidc"]["openIdConnectSecurityScheme"]["openIdConnectUrl"],
-        url
+        card["securitySchemes"]["oidc"],
+        json!({"openIdConnectSecurityScheme": {"openIdConnectUrl": url}})
     );
-    assert_eq!(card["securitySchemes"]["oidc"]["type"], "openIdConnect");
-    assert_eq!(card["security"], json!([{"oidc": ["a2a.call"]}]));
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"oidc": {"list": ["a2a.call"]}}}])
+    );
+    let (_, v03) = card_as(&f, CARD_PATH, &[("A2A-Version", "0.3")]);
+    assert_eq!(
+        v03["securitySchemes"]["oidc"],
+        json!({"type": "openIdConnect", "openIdConnectUrl": url})
+    );
+    assert_eq!(v03["security"], json!([{"oidc": ["a2a.call"]}]));
     // A card built from the same config says the same.
     let built = build_agent_card(
         &A2aConfig {
@@ -741,7 +836,8 @@ fn an_issuer_without_a_jwks_url_is_declared_as_openid_connect() {
         }],
         "http://h:1/",
     );
-    assert_eq!(built, card);
+    assert_eq!(card_for(&built, Shape::V10), card);
+    assert_eq!(card_for(&built, Shape::V03), v03);
 }
 
 #[test]

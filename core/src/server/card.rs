@@ -37,6 +37,13 @@ pub struct A2aConfig {
     /// it with [`A2aConfig::from_value_with_env`].
     #[serde(skip)]
     pub auth: Option<AuthConfig>,
+    /// Serve HTTP+JSON at the card URL itself (`<url>message:send`, beside
+    /// JSON-RPC's `POST <url>`) instead of under [`super::rest::REST_PATH`]:
+    /// for a server with nothing else at its root (no UI), and for clients
+    /// that drop the interface URL's path (the official TCK's REST client
+    /// does). Not read from the config file.
+    #[serde(skip)]
+    pub rest_at_root: bool,
 }
 
 impl A2aConfig {
@@ -96,6 +103,7 @@ impl A2aConfig {
                 Some(a) => Some(AuthConfig::from_value(a, env)?),
             };
             Ok(A2aConfig {
+                rest_at_root: false,
                 bindings,
                 tenant: opt_string(v, "tenant")?,
                 auth,
@@ -173,7 +181,11 @@ pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
         cfg.version.as_deref().unwrap_or(DEFAULT_VERSION).into(),
     );
     let bindings = cfg.bindings();
-    let rest_url = format!("{}{}", url.trim_end_matches('/'), super::rest::REST_PATH);
+    let rest_url = if cfg.rest_at_root {
+        url.to_string()
+    } else {
+        format!("{}{}", url.trim_end_matches('/'), super::rest::REST_PATH)
+    };
     let mut interfaces = Vec::new();
     let mut additional = Vec::new();
     for (offered, binding, at) in [
@@ -253,9 +265,8 @@ pub const OIDC_SCHEME: &str = "oidc";
 /// The schemes `auth` enforces, each as `(name, scheme, scopes)`, the
 /// scheme in both shapes at once: the 1.0 field (`apiKeySecurityScheme`,
 /// `httpAuthSecurityScheme`, `openIdConnectSecurityScheme`) beside the
-/// 0.3 `type` and its fields. Official 1.0 readers ignore the 0.3 keys;
-/// 0.3 readers the 1.0 one; the Python SDK's 0.3 mapping keeps the 1.0
-/// fields. A custom verifier declares no scheme.
+/// 0.3 `type` and its fields. [`card_for`] keeps one of them for the
+/// version a card request asks for. A custom verifier declares no scheme.
 fn schemes(auth: &AuthConfig) -> Vec<(&'static str, Value, Vec<String>)> {
     use super::auth::KeyLocation;
     let mut out = Vec::new();
@@ -277,6 +288,9 @@ fn schemes(auth: &AuthConfig) -> Vec<(&'static str, Value, Vec<String>)> {
                     "apiKeySecurityScheme",
                     object([
                         ("location", location.into()),
+                        // OpenAPI's name for `location`: the official TCK
+                        // requires it here; 1.0 readers ignore it.
+                        ("in", location.into()),
                         ("name", keys.name.as_str().into()),
                         ("description", description.into()),
                     ]),
@@ -361,6 +375,62 @@ pub(crate) fn declare_auth(card: &mut Value, auth: Option<&AuthConfig>) {
     {
         caps.insert("extendedAgentCard".into(), true.into());
     }
+}
+
+/// The 1.0 `SecurityScheme` fields, one per kind (a proto `oneof`).
+const SCHEME_WRAPPERS: [&str; 5] = [
+    "apiKeySecurityScheme",
+    "httpAuthSecurityScheme",
+    "oauth2SecurityScheme",
+    "openIdConnectSecurityScheme",
+    "mtlsSecurityScheme",
+];
+
+/// `card` as the protocol version `shape` reads it. A card's security
+/// schemes cannot be written for both at once: a 1.0 `SecurityScheme` is
+/// an object with exactly one field naming its kind (the official TCK
+/// checks that there is exactly one), a 0.3 one is an OpenAPI object
+/// with a `type`. So the card keeps, for 1.0, each scheme's 1.0 field
+/// and `securityRequirements`; for 0.3, each scheme's `type` and fields
+/// and `security`. A scheme written in one version only, and every other
+/// field, stay as they are (the 0.3 connection fields `url`,
+/// `preferredTransport`, `protocolVersion` sit beside the 1.0 ones without
+/// conflict, as the official Python SDK's own card has them). Pure.
+pub fn card_for(card: &Value, shape: crate::Shape) -> Value {
+    let mut card = card.clone();
+    let Some(map) = card.as_object_mut() else {
+        return card;
+    };
+    let v10 = shape == crate::Shape::V10;
+    if let Some(schemes) = map
+        .get_mut("securitySchemes")
+        .and_then(Value::as_object_mut)
+    {
+        for scheme in schemes.values_mut() {
+            let Some(fields) = scheme.as_object_mut() else {
+                continue;
+            };
+            let Some(kind) = SCHEME_WRAPPERS.iter().find(|w| fields.contains_key(**w)) else {
+                continue;
+            };
+            if !fields.contains_key("type") {
+                continue;
+            }
+            if v10 {
+                fields.retain(|k, _| k == kind);
+            } else {
+                fields.retain(|k, _| !SCHEME_WRAPPERS.contains(&k.as_str()));
+            }
+        }
+    }
+    if map.contains_key("security") && map.contains_key("securityRequirements") {
+        map.remove(if v10 {
+            "security"
+        } else {
+            "securityRequirements"
+        });
+    }
+    card
 }
 
 #[cfg(test)]
@@ -478,5 +548,18 @@ mod tests {
         );
         assert_eq!(card["preferredTransport"], "JSONRPC");
         assert_eq!(card["supportedInterfaces"][1]["protocolVersion"], "0.3");
+    }
+
+    #[test]
+    fn a_scheme_written_in_one_version_only_is_kept_for_both() {
+        let card = json!({"securitySchemes": {
+            "old": {"type": "http", "scheme": "bearer"},
+            "new": {"oauth2SecurityScheme": {"flows": {}}},
+            "odd": "not an object",
+        }, "security": [{"old": []}]});
+        for shape in [crate::Shape::V10, crate::Shape::V03] {
+            assert_eq!(card_for(&card, shape), card, "{shape:?}");
+        }
+        assert_eq!(card_for(&json!([1]), crate::Shape::V10), json!([1]));
     }
 }

@@ -29,7 +29,7 @@ pub mod verify;
 pub use crate::host::lock::{CellLock, CellLocks};
 pub use crate::host::lock::{Lock, Locks};
 pub use card::{
-    build_agent_card, A2aConfig, Provider, API_KEY_SCHEME, BEARER_SCHEME, DEFAULT_NAME,
+    build_agent_card, card_for, A2aConfig, Provider, API_KEY_SCHEME, BEARER_SCHEME, DEFAULT_NAME,
     DEFAULT_VERSION, OIDC_SCHEME,
 };
 pub use conversation::{context_turns, MAX_CONTEXT_MESSAGES};
@@ -169,6 +169,14 @@ pub trait ServerHost: MaybeSend + MaybeSync + 'static {
     fn authenticate(&self, _req: &HttpRequest) -> Option<BoxFuture<'static, auth::Verdict>> {
         None
     }
+
+    /// The `WWW-Authenticate` challenge of [`ServerHost::authenticate`]'s
+    /// scheme, sent on every 401 (`Session realm="corp"`). `None`: a 401
+    /// no configured scheme challenges says `Bearer realm="a2a"`, as a 401
+    /// must challenge (RFC 9110 §15.5.2).
+    fn authenticate_challenge(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Push notifications, when the server offers them.
@@ -217,36 +225,55 @@ impl From<Value> for CardSpec {
 
 /// The card ready to serve.
 enum Card {
-    /// Its bytes and their entity tag, computed once.
-    Fixed(Vec<u8>, String),
+    /// Its bytes and their entity tag, computed once per version: 1.0, 0.3.
+    Fixed([(Vec<u8>, String); 2]),
     RequestOrigin(Box<A2aConfig>, Vec<crate::skills::Skill>),
+}
+
+/// `card` in `shape` (see [`card_for`]), as bytes with their entity tag.
+fn card_bytes(card: &Value, shape: Shape) -> (Vec<u8>, String) {
+    let body = crate::wire::json::text(&card_for(card, shape)).into_bytes();
+    let etag = entity_tag(&body);
+    (body, etag)
+}
+
+/// The version a card request asks for: its `A2A-Version` (header or
+/// query), else 1.0, the card the spec's well-known URI serves (§14.3,
+/// and §6.9's example fetch, which sends no version), except at the
+/// pre-1.0 path `/.well-known/agent.json`, which only older clients ask.
+fn card_shape(req: &HttpRequest, path: &str) -> Shape {
+    match rpc::requested_version(req).map(str::trim) {
+        Some(v) if v.starts_with("0.") => Shape::V03,
+        Some(v) if !v.is_empty() => Shape::V10,
+        _ if path == LEGACY_CARD_PATH => Shape::V03,
+        _ => Shape::V10,
+    }
 }
 
 impl Card {
     fn fixed(card: &Value) -> Card {
-        let body = crate::wire::json::text(card).into_bytes();
-        let etag = entity_tag(&body);
-        Card::Fixed(body, etag)
+        Card::Fixed([card_bytes(card, Shape::V10), card_bytes(card, Shape::V03)])
     }
 
-    /// The card for this request, and its entity tag.
-    fn body(&self, req: &HttpRequest) -> (Vec<u8>, String) {
+    /// The card in `shape`, and its entity tag.
+    fn body(&self, req: &HttpRequest, shape: Shape) -> (Vec<u8>, String) {
         match self {
-            Card::Fixed(body, etag) => (body.clone(), etag.clone()),
+            Card::Fixed([v10, v03]) => match shape {
+                Shape::V10 => v10.clone(),
+                Shape::V03 => v03.clone(),
+            },
             Card::RequestOrigin(config, skills) => {
                 let url = format!("{}/", request_origin(req));
-                let body =
-                    crate::wire::json::text(&build_agent_card(config, skills, &url)).into_bytes();
-                let etag = entity_tag(&body);
-                (body, etag)
+                card_bytes(&build_agent_card(config, skills, &url), shape)
             }
         }
     }
 
-    /// `200` with the card, or `304` when the request's `If-None-Match`
-    /// names its entity tag; both say how long to cache it.
-    fn respond(&self, req: &HttpRequest, cache_control: &str) -> HttpResponse {
-        let (body, etag) = self.body(req);
+    /// `200` with the card in `shape`, or `304` when the request's
+    /// `If-None-Match` names its entity tag; both say how long to cache
+    /// it, and that it varies with the version asked.
+    fn respond(&self, req: &HttpRequest, shape: Shape, cache_control: &str) -> HttpResponse {
+        let (body, etag) = self.body(req, shape);
         let matches = req.header("If-None-Match").is_some_and(|list| {
             list.split(',')
                 .map(|t| {
@@ -270,6 +297,7 @@ impl Card {
         resp.headers.push(("ETag".into(), etag));
         resp.headers
             .push(("Cache-Control".into(), cache_control.into()));
+        resp.headers.push(("Vary".into(), "A2A-Version".into()));
         resp
     }
 }
@@ -414,7 +442,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(CardSpec::RequestOrigin { config, .. }) => {
                 let b = config.bindings();
                 let mount = b.rest.then(|| rest::Mount {
-                    path: rest::REST_PATH.into(),
+                    path: if config.rest_at_root {
+                        String::new()
+                    } else {
+                        rest::REST_PATH.into()
+                    },
                 });
                 (b.jsonrpc, mount)
             }
@@ -669,7 +701,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 body: Vec::new(),
             },
             ("GET" | "HEAD", CARD_PATH | LEGACY_CARD_PATH) => {
-                card.respond(req, &self.card_cache_control)
+                card.respond(req, card_shape(req, path), &self.card_cache_control)
             }
             (_, "/" | CARD_PATH | LEGACY_CARD_PATH) => {
                 let mut r = plain(405, "method not allowed");
@@ -926,7 +958,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // The card says pushNotifications: false.
             Some(Method::PushConfig) => Err(push_not_supported()),
             Some(Method::ExtendedCard) => self
-                .extended_card(caller, req)
+                .extended_card(caller, req, shape)
                 .map(|v| Answered::Value(Box::new(v))),
             // Streaming methods are answered before dispatch.
             Some(Method::Stream | Method::Subscribe) | None => Err(RpcError::new(
@@ -941,10 +973,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// `extendedAgentCard`: the same card as the public one (nothing varies
     /// by caller or scope yet). Without auth the card declares none: -32004,
     /// not -32007 (that one is for a declared card not configured).
-    fn extended_card(&self, caller: Option<&Caller>, req: &HttpRequest) -> Result<Value, RpcError> {
+    /// The card is written in the call's version, as the public one is for
+    /// the version a card request asks.
+    fn extended_card(
+        &self,
+        caller: Option<&Caller>,
+        req: &HttpRequest,
+        shape: Shape,
+    ) -> Result<Value, RpcError> {
         match (caller, &self.card) {
             (Some(_), Some(card)) => {
-                let (body, _) = card.body(req);
+                let (body, _) = card.body(req, shape);
                 serde_json::from_slice(&body)
                     .map_err(|_| RpcError::internal("the card is not JSON".into()))
             }

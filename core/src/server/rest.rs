@@ -276,6 +276,10 @@ pub(crate) fn parse(req: &HttpRequest, rest: &str) -> Result<RestCall, Refused> 
             }
             if v03 {
                 from_v03_send(&mut params);
+            } else {
+                // ProtoJSON readers take the proto field names too
+                // (`message_id`): the official TCK's REST client sends them.
+                params = camel_object(params);
             }
             if matches!(route, Route::Send) {
                 "SendMessage"
@@ -332,7 +336,10 @@ pub(crate) fn parse(req: &HttpRequest, rest: &str) -> Result<RestCall, Refused> 
                         }
                         from_v03_push_config(b)
                     }
-                    (false, b) => b,
+                    (false, mut b) => {
+                        camel_keys(&mut b);
+                        b
+                    }
                 };
                 if let Value::Object(b) = body {
                     params = b;
@@ -399,6 +406,16 @@ pub(crate) fn parse(req: &HttpRequest, rest: &str) -> Result<RestCall, Refused> 
 }
 
 /// The request body as JSON: an empty body is `{}`.
+/// `params` with lowerCamelCase keys (see [`camel_keys`]).
+fn camel_object(params: Map<String, Value>) -> Map<String, Value> {
+    let mut v = Value::Object(params);
+    camel_keys(&mut v);
+    match v {
+        Value::Object(p) => p,
+        _ => Map::new(),
+    }
+}
+
 fn body_json(req: &HttpRequest) -> Result<Value, Refused> {
     if req.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Map::new()));

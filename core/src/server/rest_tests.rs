@@ -596,3 +596,67 @@ fn a_card_with_http_json_at_the_root_keeps_its_other_routes() {
     );
     assert_ne!(rpc.status, 200);
 }
+
+#[test]
+fn rest_at_root_is_served_beside_json_rpc_and_the_card_says_so() {
+    let config = A2aConfig {
+        rest_at_root: true,
+        ..Default::default()
+    };
+    let card = build_agent_card(&config, &[], "http://h:1/");
+    let rest: Vec<&Value> = card["supportedInterfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .filter(|i| i["protocolBinding"] == "HTTP+JSON")
+        .collect();
+    assert_eq!(rest.len(), 2, "{card}");
+    assert!(rest.iter().all(|i| i["url"] == "http://h:1/"), "{card}");
+    let f = rest_fixture(config, false);
+    let at = |method: &str, path: &str, body: Option<Value>| {
+        let req = HttpRequest {
+            method: method.into(),
+            url: format!("http://h:1{path}"),
+            headers: vec![("Content-Type".into(), "application/a2a+json".into())],
+            body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
+        };
+        f.run(f.server.handle(req))
+    };
+    let sent = at("POST", "/message:send", Some(json!({"message": msg("hi")})));
+    assert_eq!(sent.status, 200, "{}", sent.body_snippet(300));
+    let task: Value = serde_json::from_slice(&sent.body).expect("JSON");
+    let id = task["task"]["id"].as_str().expect("a task").to_string();
+    let got = at("GET", &format!("/tasks/{id}"), None);
+    assert_eq!(got.status, 200, "{}", got.body_snippet(300));
+    // JSON-RPC, the card and anything else are where they were.
+    let rpc = f.post(
+        Some("1.0"),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}}).to_string(),
+    );
+    assert_eq!(rpc.status, 200);
+    let rpc: Value = serde_json::from_slice(&rpc.body).expect("JSON");
+    assert_eq!(rpc["result"]["id"], id.as_str());
+    assert_eq!(at("GET", CARD_PATH, None).status, 200);
+    let other = at("GET", "/nothing/here", None);
+    assert_eq!(other.status, 404);
+    assert_ne!(other.header("Content-Type"), Some("application/a2a+json"));
+}
+
+#[test]
+fn a_1_0_body_may_use_the_proto_field_names() {
+    // ProtoJSON readers accept the proto names as well as the JSON names;
+    // the official TCK's REST client sends `message_id`.
+    let f = fixture();
+    let v = f.ok(
+        "POST",
+        "/message:send",
+        Some(
+            json!({"message": {"role": "ROLE_USER", "message_id": "m-snake",
+                                "parts": [{"text": "hi"}]},
+                    "configuration": {"history_length": 1}}),
+        ),
+    );
+    let history = v["task"]["history"].as_array().expect("history");
+    assert_eq!(history.len(), 1, "history_length read: {v}");
+    assert_eq!(history[0]["messageId"], "m-snake");
+}

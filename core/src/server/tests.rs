@@ -33,6 +33,8 @@ struct TestHost {
     jwts: Mutex<Vec<(String, auth::Claims)>>,
     /// The user's own verifier, when one is configured.
     custom: Mutex<Option<CustomVerifier>>,
+    /// Its challenge ([`ServerHost::authenticate_challenge`]).
+    challenge: Mutex<Option<String>>,
 }
 
 /// A test's own verifier ([`ServerHost::authenticate`]).
@@ -50,6 +52,7 @@ impl Default for TestHost {
             sent: Mutex::default(),
             jwts: Mutex::default(),
             custom: Mutex::default(),
+            challenge: Mutex::default(),
         }
     }
 }
@@ -116,6 +119,9 @@ impl ServerHost for Arc<TestHost> {
     fn authenticate(&self, req: &HttpRequest) -> Option<BoxFuture<'static, auth::Verdict>> {
         let verdict = (*lock(&self.custom))?(req);
         Some(Box::pin(std::future::ready(verdict)))
+    }
+    fn authenticate_challenge(&self) -> Option<String> {
+        lock(&self.challenge).clone()
     }
 }
 

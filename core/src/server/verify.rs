@@ -24,6 +24,8 @@ pub struct Refusal {
     /// RFC 6750's `error` for the Bearer challenge: `invalid_token` when a
     /// token was given and refused, `insufficient_scope` for a 403.
     pub bearer_error: Option<&'static str>,
+    /// The custom verifier's challenge ([`ServerHost::authenticate_challenge`]).
+    pub challenge: Option<String>,
 }
 
 impl Refusal {
@@ -32,6 +34,7 @@ impl Refusal {
             status: 401,
             reason: reason.into(),
             bearer_error: None,
+            challenge: None,
         }
     }
 
@@ -40,6 +43,7 @@ impl Refusal {
             status: 401,
             reason: reason.into(),
             bearer_error: Some("invalid_token"),
+            challenge: None,
         }
     }
 }
@@ -105,12 +109,20 @@ pub(crate) async fn authenticate<H: ServerHost>(
                 status: if status == 403 { 403 } else { 401 },
                 reason,
                 bearer_error: None,
+                challenge: None,
             }),
         }
     }
-    Err(refused.unwrap_or_else(|| {
+    let mut refusal = refused.unwrap_or_else(|| {
         Refusal::unauthenticated("this agent needs credentials: none were given")
-    }))
+    });
+    if auth.custom {
+        // Not a header's end: the challenge is one header value.
+        refusal.challenge = host
+            .authenticate_challenge()
+            .filter(|c| !c.trim().is_empty() && !c.contains(['\r', '\n']));
+    }
+    Err(refusal)
 }
 
 /// The refusal of an unknown API key, naming where it went.
@@ -349,6 +361,7 @@ pub fn check_claims(
                 &missing.join(" "),
             ]),
             bearer_error: Some("insufficient_scope"),
+            challenge: None,
         });
     }
     Ok(Principal {
@@ -368,8 +381,9 @@ fn param(text: &str) -> String {
 /// The `WWW-Authenticate` values of a refusal, one per declared scheme:
 /// `ApiKey realm="a2a", in="header", name="X-API-Key"` for API keys and
 /// `Bearer realm="a2a"` for JWTs (with RFC 6750's `error`, and the
-/// required `scope` for `insufficient_scope`). A 403 challenges only the
-/// bearer scheme that refused; a custom verifier declares none.
+/// required `scope` for `insufficient_scope`), and the custom verifier's
+/// own (see [`ServerHost::authenticate_challenge`]). A 403 challenges only
+/// the bearer scheme that refused.
 pub fn challenges(auth: &AuthConfig, refusal: &Refusal) -> Vec<String> {
     let mut out = Vec::new();
     if refusal.status == 401 {
@@ -401,6 +415,15 @@ pub fn challenges(auth: &AuthConfig, refusal: &Refusal) -> Vec<String> {
         }
         if refusal.status == 401 || refusal.bearer_error.is_some() {
             out.push(c);
+        }
+    }
+    // The custom verifier's scheme: its own challenge, else Bearer when no
+    // other scheme challenges (a 401 must name one).
+    if refusal.status == 401 && auth.custom {
+        match &refusal.challenge {
+            Some(c) => out.push(c.clone()),
+            None if out.is_empty() => out.push(String::from("Bearer realm=\"a2a\"")),
+            None => {}
         }
     }
     out

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
-use toolnexus_core::server::{build_agent_card, A2aConfig, CorsOrigin, Provider};
+use toolnexus_core::server::{build_agent_card, card_for, A2aConfig, CorsOrigin, Provider};
 use toolnexus_core::skills::SkillSet;
 use toolnexus_host_native::config_file::ConfigFile;
 use toolnexus_host_native::skills_dir::load_skill_dirs;
@@ -50,6 +50,12 @@ pub struct Identity {
     /// the first path segment (/rest/TENANT/...).
     #[arg(long, value_name = "T")]
     tenant: Option<String>,
+    /// Serve HTTP+JSON at the root (/message:send, /tasks/..., beside
+    /// JSON-RPC's POST /) instead of under /rest, and list it there on the
+    /// card: for clients that drop the interface URL's path, as the official
+    /// TCK's REST client does. Not with --ui.
+    #[arg(long = "rest-at-root")]
+    rest_at_root: bool,
 }
 
 #[derive(clap::Args)]
@@ -155,6 +161,7 @@ impl Identity {
             card.bindings = Some(list.split(',').map(|b| b.trim().to_string()).collect());
         }
         set(&mut card.tenant, &self.tenant);
+        card.rest_at_root = self.rest_at_root;
         let skills = load_skill_dirs(&self.skills).map_err(|e| Fail(1, e.to_string()))?;
         for s in skills.skipped() {
             eprintln!("toolnexus: skill {} skipped: {}", s.path, s.reason);
@@ -169,7 +176,9 @@ impl Identity {
 
 pub fn card(args: CardArgs) -> Result<i32, Fail> {
     let r = args.id.resolve()?;
-    super::remote::print_json(&build_agent_card(&r.card, r.skills.skills(), &args.url));
+    // Written as `serve` serves it to a request naming no version: 1.0.
+    let card = build_agent_card(&r.card, r.skills.skills(), &args.url);
+    super::remote::print_json(&card_for(&card, toolnexus_core::Shape::V10));
     Ok(0)
 }
 
@@ -240,12 +249,46 @@ fn cors_origin(args: &[String], private_network: bool) -> Result<Option<CorsOrig
     Ok(cors.map(|c| c.with_private_network(private_network)))
 }
 
+/// `serve --component` on a non-loopback address, as `serve` without an
+/// `a2a.auth` block: refused unless the component gets a verifier from its
+/// environment (`TOOLNEXUS_API_KEYS`, `TOOLNEXUS_JWT_SECRET`: what it
+/// reads) or `--allow-anonymous` says to serve it open. Checked before the
+/// component is read or the address bound.
+fn refuse_anonymous_component(
+    addr: &str,
+    allow_anonymous: bool,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(), Fail> {
+    let verifier = ["TOOLNEXUS_API_KEYS", "TOOLNEXUS_JWT_SECRET"]
+        .iter()
+        .any(|k| env(k).is_some_and(|v| !v.trim().is_empty()));
+    if allow_anonymous || verifier || toolnexus_host_native::serve::is_loopback_address(addr) {
+        return Ok(());
+    }
+    Err(Fail(
+        1,
+        format!(
+            "refusing to serve {addr} without authentication: it is not a loopback address, \
+             so anyone who can reach it could read every task and spend the model's key. \
+             Give the component a verifier (TOOLNEXUS_API_KEYS or TOOLNEXUS_JWT_SECRET in its \
+             environment), bind 127.0.0.1, or pass --allow-anonymous to serve it open anyway"
+        ),
+    ))
+}
+
 pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     if let Some(component) = &args.component {
+        refuse_anonymous_component(&args.addr, args.allow_anonymous, |k| std::env::var(k).ok())?;
         return serve_component(&args, component).await;
     }
     // Options first: a bad one fails before anything is resolved or bound.
     let cors = cors_origin(&args.cors_origin, args.cors_private_network)?;
+    if args.ui.is_some() && args.id.rest_at_root {
+        return Err(Fail(
+            2,
+            "--rest-at-root and --ui both want the root: serve the UI, or HTTP+JSON at the root (without --rest-at-root it is under /rest)".into(),
+        ));
+    }
     if let Some(dir) = &args.ui {
         if !dir.is_dir() {
             return Err(Fail(

@@ -1,6 +1,7 @@
 // Official @a2a-js/sdk A2A peer server for interop tests.
 //
-// Usage:  node js/server.mjs --port P [--compat-03 [--card-03]] [--rest-only [--tenant T]]
+// Usage:  node js/server.mjs --port P [--compat-03 [--card-03]] [--rest-only [--tenant T]] [--no-streaming]
+// (--no-streaming: the card says capabilities.streaming false.)
 //
 // Serves (one Express app on 127.0.0.1:P):
 //   GET  /.well-known/agent-card.json   agent card
@@ -56,6 +57,7 @@ const { values: args } = parseArgs({
     'rest-only': { type: 'boolean', default: false },
     'card-03': { type: 'boolean', default: false },
     tenant: { type: 'string', default: '' },
+    'no-streaming': { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -291,7 +293,7 @@ const card = {
   version: '1.0.0',
   documentationUrl: '',
   capabilities: {
-    streaming: true,
+    streaming: !args['no-streaming'],
     pushNotifications: false,
     extensions: [],
     extendedAgentCard: false,
