@@ -166,9 +166,12 @@ pub async fn start_listening_env(
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let first = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+    // A bound, not a speed check: `serve --component` compiles the component
+    // with a debug-built Cranelift first, which took over 60 s on a loaded
+    // 2-core machine.
+    let first = tokio::time::timeout(std::time::Duration::from_secs(180), lines.next_line())
         .await
-        .unwrap_or_else(|_| panic!("{} did not start within 60 s", program.display()))
+        .unwrap_or_else(|_| panic!("{} did not start within 180 s", program.display()))
         .expect("read stdout")
         .unwrap_or_else(|| panic!("{} exited before listening", program.display()));
     let url = first
