@@ -165,6 +165,11 @@ export interface FulfilRequest {
    * question, the task's turns up to that question. At most 40 messages.
    */
   history: ConversationTurn[];
+  /**
+   * The task's W3C `traceparent` (its span), when the request that made or
+   * continued it carried one: pass it on with the fulfiller's own requests.
+   */
+  traceparent?: string;
 }
 
 /** One earlier message of a conversation. */

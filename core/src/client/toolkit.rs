@@ -603,6 +603,27 @@ impl<T: Transport> Toolkit<T> {
         ask_user: bool,
         before_call: ToolCallHook<'_>,
     ) -> Result<crate::llm::RunResult, Error> {
+        self.run_llm_traced(cfg, history, prompt, ask_user, before_call, None)
+            .await
+    }
+
+    /// [`Toolkit::run_llm_conversation`] in a trace: every model call and
+    /// every request of an A2A tool carries `trace` on, each as a new child
+    /// span ([`crate::Traced`]).
+    #[cfg(feature = "server")]
+    pub async fn run_llm_traced(
+        &self,
+        cfg: &crate::llm::LlmConfig,
+        history: &[crate::model::task::Message],
+        prompt: &str,
+        ask_user: bool,
+        before_call: ToolCallHook<'_>,
+        trace: Option<&crate::TraceContext>,
+    ) -> Result<crate::llm::RunResult, Error> {
+        let transport = crate::Traced {
+            inner: &self.transport,
+            trace,
+        };
         let mut cfg = cfg.clone();
         let skills_prompt = self.skills_prompt();
         if !skills_prompt.is_empty() {
@@ -616,6 +637,7 @@ impl<T: Transport> Toolkit<T> {
         if builtin_question {
             tools.push(crate::llm::question::spec());
         }
+        let transport = &transport;
         let execute = |call: crate::llm::ToolCall| {
             let source = tools.iter().find(|t| t.name == call.name).map(|t| t.source);
             before_call(&call, source);
@@ -624,11 +646,18 @@ impl<T: Transport> Toolkit<T> {
                 if asks {
                     return crate::llm::question::ask(&call.arguments, self.transport.new_id());
                 }
-                self.execute(&call.name, call.arguments).await
+                self.execute_on(
+                    transport,
+                    &call.name,
+                    call.arguments,
+                    std::future::pending(),
+                    |_| {},
+                )
+                .await
             }
         };
         crate::llm::run_conversation(
-            &self.transport,
+            transport,
             &cfg,
             history,
             prompt.to_string(),
@@ -689,12 +718,31 @@ impl<T: Transport> Toolkit<T> {
         abort: impl Future<Output = ()> + MaybeSend,
         on_event: impl FnMut(StreamEvent) + MaybeSend,
     ) -> ToolResult {
+        // Through `Traced` (here with no trace) as the LLM loop's calls are:
+        // one copy of the call code, not one per transport type.
+        let transport = crate::Traced {
+            inner: &self.transport,
+            trace: None,
+        };
+        self.execute_on(&transport, name, args, abort, on_event)
+            .await
+    }
+
+    /// Runs tool `name` with its requests sent on `transport`.
+    async fn execute_on<X: Transport>(
+        &self,
+        transport: &X,
+        name: &str,
+        args: Value,
+        abort: impl Future<Output = ()> + MaybeSend,
+        on_event: impl FnMut(StreamEvent) + MaybeSend,
+    ) -> ToolResult {
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == name) else {
             return ToolResult::error(format!("Unknown tool: {name}"));
         };
         match &entry.imp {
             ToolImpl::A2a(t) => {
-                t.execute_with_events(&self.transport, &args, abort, on_event)
+                t.execute_with_events(transport, &args, abort, on_event)
                     .await
             }
             #[cfg(feature = "server")]
