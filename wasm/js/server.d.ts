@@ -149,6 +149,8 @@ export interface TaskEvent {
   /** The answer (completed) or the error text (failed). */
   result?: string;
   state: TaskStateName;
+  /** The W3C trace id (32 hex digits) of the trace the task belongs to, when it has one. */
+  traceId?: string;
 }
 
 /** What a custom fulfiller is asked to do. */

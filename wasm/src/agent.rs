@@ -299,11 +299,7 @@ impl Tool {
                 (Ok(args), Ok(abort), Ok(sink)) => {
                     match crate::credentials::refresh(&tool.agent).await {
                         Ok(()) => {
-                            let transport = toolnexus_core::Traced {
-                                inner: &JsTransport,
-                                trace: trace.as_ref(),
-                            };
-                            tool.execute_with_events(&transport, &args, abort, sink)
+                            tool.execute_traced(&JsTransport, &args, abort, sink, trace.as_ref())
                                 .await
                         }
                         Err(e) => ToolResult::error(error_text(&e)),

@@ -83,7 +83,7 @@ pub struct FulfilRequest {
     /// question. At most [`MAX_CONTEXT_MESSAGES`]; empty for a new conversation.
     pub history: Vec<Message>,
     /// The task's trace ([`Task::trace`]): the requests its work sends
-    /// carry it on ([`crate::Traced`]).
+    /// carry it on (`Toolkit::run_llm_traced`).
     pub trace: Option<crate::TraceContext>,
 }
 
@@ -114,6 +114,9 @@ pub struct TaskEvent {
     pub result: Option<String>,
     /// The terminal state (serialised in the 0.3 spelling, `canceled`).
     pub state: TaskState,
+    /// The id of the trace the task belongs to ([`Task::trace`]), 32 hex digits.
+    #[serde(rename = "traceId", skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// What the server needs from its host.
@@ -1336,6 +1339,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         if let Some((task, info)) = after.settled {
             self.host.on_task(TaskEvent {
+                trace_id: task.trace.as_ref().map(|t| t.trace_id_hex()),
                 id: task.id,
                 skill: info.skill,
                 task: info.text,

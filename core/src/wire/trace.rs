@@ -4,13 +4,12 @@
 //!
 //! One trace follows a task across agents: a server takes the caller's
 //! context from the request that makes a task, keeps it with the task (its
-//! stored form, never the wire), and every request that work sends (model
-//! calls, A2A calls, webhooks) carries it on, as a child of the task.
+//! stored form, never the wire), and every request that work sends carries
+//! it on: each model call as a span of its own ([`crate::llm::LlmConfig`]'s
+//! `trace`), each A2A tool call as one ([`crate::A2aTool::execute_traced`]),
+//! each webhook delivery as the task's.
 
-use crate::host::transport::{MaybeSend, StreamingResponse, Transport};
-use crate::wire::http::{find_header, HttpRequest, HttpResponse};
-use crate::TransportError;
-use std::future::Future;
+use crate::wire::http::find_header;
 
 /// The header that names the trace and the caller's span.
 pub const TRACEPARENT: &str = "traceparent";
@@ -23,7 +22,7 @@ const MAX_TRACESTATE: usize = 512;
 
 /// One position in a trace: the trace, the span that is the parent of what
 /// comes next, the flags (bit 0: sampled), and the vendors' `tracestate`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct TraceContext {
     pub trace_id: [u8; 16],
     /// The span whose children the next requests are (`parent-id` on the wire).
@@ -32,13 +31,30 @@ pub struct TraceContext {
     pub state: Option<String>,
 }
 
+/// Shown as its `traceparent` (a derived `Debug` of the byte arrays would
+/// cost the npm `.wasm` the slice formatter).
+impl core::fmt::Debug for TraceContext {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.traceparent())
+    }
+}
+
+/// `s` without the spaces and tabs around it (OWS), searched on bytes.
+fn trim_ows(s: &str) -> &str {
+    let ows = |c: &u8| *c == b' ' || *c == b'\t';
+    let b = s.as_bytes();
+    let start = b.iter().position(|c| !ows(c)).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !ows(c)).map_or(start, |i| i + 1);
+    s.get(start..end).unwrap_or_default()
+}
+
 impl TraceContext {
     /// Reads a `traceparent` value (and the `tracestate` beside it).
     /// `None` for a value the W3C rules make invalid: not lowercase hex, an
     /// all-zero trace or span id, version `ff`, or a version-00 value of
     /// another length. A later version is read by its first four fields.
     pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<TraceContext> {
-        let b = traceparent.trim_matches([' ', '\t']).as_bytes();
+        let b = trim_ows(traceparent).as_bytes();
         let version = hex_byte(b.get(0..2)?)?;
         let fits = match version {
             0xff => false,
@@ -59,7 +75,7 @@ impl TraceContext {
             return None;
         }
         let state = tracestate
-            .map(|s| s.trim_matches([' ', '\t']))
+            .map(trim_ows)
             .filter(|s| !s.is_empty() && s.len() <= MAX_TRACESTATE)
             .filter(|s| s.bytes().all(|c| (0x20..0x7f).contains(&c)))
             .map(str::to_string);
@@ -104,6 +120,17 @@ impl TraceContext {
         }
     }
 
+    /// The `n`th span under this one, its id made from this span's and `n`
+    /// (the turns of one model run): no host id needed, distinct for each `n`.
+    pub fn nth_child(&self, n: u32) -> TraceContext {
+        let seed =
+            u64::from_be_bytes(self.span_id) ^ u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        TraceContext {
+            span_id: finish(seed).max(1).to_be_bytes(),
+            ..self.clone()
+        }
+    }
+
     /// The `traceparent` value (version 00).
     pub fn traceparent(&self) -> String {
         let mut out = String::with_capacity(55);
@@ -144,9 +171,13 @@ fn span_id(id: &str) -> [u8; 8] {
 }
 
 fn mix(id: &str, seed: u64) -> u64 {
-    let mut h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64 ^ seed, |h, b| {
+    finish(id.bytes().fold(0xcbf2_9ce4_8422_2325u64 ^ seed, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    }))
+}
+
+/// SplitMix64's finaliser.
+fn finish(mut h: u64) -> u64 {
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
@@ -179,52 +210,6 @@ fn hex_into(text: &[u8], out: &mut [u8]) -> Option<()> {
         *byte = hex_byte(text.get(2 * i..2 * i + 2)?)?;
     }
     Some(())
-}
-
-/// A transport whose every request carries `trace` on, each as a new child
-/// span (its id from the inner transport's [`Transport::new_id`]); with no
-/// trace, the inner transport as it is.
-pub struct Traced<'a, T: ?Sized> {
-    pub inner: &'a T,
-    pub trace: Option<&'a TraceContext>,
-}
-
-impl<T: Transport + ?Sized> Traced<'_, T> {
-    fn traced(&self, mut request: HttpRequest) -> HttpRequest {
-        if let Some(trace) = self.trace {
-            trace
-                .child(&self.inner.new_id())
-                .put_on(&mut request.headers);
-        }
-        request
-    }
-}
-
-impl<T: Transport + ?Sized> Transport for Traced<'_, T> {
-    fn send(
-        &self,
-        request: HttpRequest,
-    ) -> impl Future<Output = Result<HttpResponse, TransportError>> + MaybeSend {
-        self.inner.send(self.traced(request))
-    }
-    fn send_streaming(
-        &self,
-        request: HttpRequest,
-    ) -> impl Future<Output = Result<StreamingResponse, TransportError>> + MaybeSend {
-        self.inner.send_streaming(self.traced(request))
-    }
-    fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
-        self.inner.sleep_until(at_ms)
-    }
-    fn now_ms(&self) -> u64 {
-        self.inner.now_ms()
-    }
-    fn new_id(&self) -> String {
-        self.inner.new_id()
-    }
-    fn env(&self, name: &str) -> Option<String> {
-        self.inner.env(name)
-    }
 }
 
 #[cfg(test)]
@@ -292,6 +277,8 @@ mod tests {
         assert_ne!(a.span_id, b.span_id);
         assert_ne!(a.span_id, t.span_id);
         assert_eq!(a, t.child("id-1"), "the same host id, the same span");
+        let turns: Vec<[u8; 8]> = (0..3).map(|n| t.nth_child(n).span_id).collect();
+        assert!(turns[0] != turns[1] && turns[1] != turns[2] && turns[0] != t.span_id);
         let root = TraceContext::root("id-3");
         assert_ne!(root.trace_id, [0; 16]);
         assert_eq!(
