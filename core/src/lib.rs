@@ -86,6 +86,7 @@ pub use wire::http::{find_str, HttpRequest, HttpResponse};
 pub use wire::json::{object as json_object, quoted, text as json_text};
 pub use wire::rest::Binding;
 pub use wire::rpc::{Dialect, MessageRefs};
+pub use wire::trace::{TraceContext, TRACEPARENT, TRACESTATE};
 pub use wire::url::{origin as url_origin, redact as redact_url};
 
 /// The JSON-RPC and A2A error codes, one table for both halves: the client

@@ -569,9 +569,32 @@ fn request_timeout() -> HttpResponse {
 /// backslashes, colons, NULs and malformed percent-encodings are refused with
 /// 400, dot-files are 404, and a symlink leading out of the folder is 404. A
 /// folder path serves its `index.html`.
+///
+/// Every file is sent with a validator (`ETag` from its size and
+/// modification time, `Last-Modified`) and `Cache-Control: no-cache`: a
+/// reload revalidates, and an unchanged file is answered 304 without being
+/// read (`If-None-Match`, else `If-Modified-Since`; RFC 9110 §13.2.2).
 #[derive(Clone, Debug)]
 pub struct StaticFiles {
     root: PathBuf,
+}
+
+/// A request's conditions (RFC 9110 §13.1.2 and §13.1.3).
+struct Conditions {
+    if_none_match: Option<String>,
+    if_modified_since: Option<std::time::SystemTime>,
+}
+
+/// What a file request found.
+enum Found {
+    Modified {
+        name: PathBuf,
+        validators: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
+    NotModified {
+        validators: Vec<(String, String)>,
+    },
 }
 
 impl StaticFiles {
@@ -593,28 +616,51 @@ impl StaticFiles {
         &self.root
     }
 
-    /// Answers a GET or HEAD of `url` (origin-form `/path?query`, or absolute).
-    pub async fn respond(&self, url: &str) -> HttpResponse {
-        let rel = match request_path(url) {
+    /// Answers a GET or HEAD of `req.url` (origin-form `/path?query`, or
+    /// absolute), 304 when its conditional headers name the current file.
+    pub async fn respond(&self, req: &HttpRequest) -> HttpResponse {
+        let rel = match request_path(&req.url) {
             Ok(rel) => rel,
             Err(status) => return plain_text(status),
         };
+        let conditions = Conditions {
+            if_none_match: req.header("if-none-match").map(str::to_string),
+            if_modified_since: req
+                .header("if-modified-since")
+                .and_then(|d| httpdate::parse_http_date(d).ok()),
+        };
         let root = self.root.clone();
-        let found = tokio::task::spawn_blocking(move || read_under(&root, &rel))
+        let found = tokio::task::spawn_blocking(move || read_under(&root, &rel, &conditions))
             .await
             .ok()
             .flatten();
+        let mut headers = vec![
+            ("X-Content-Type-Options".into(), "nosniff".into()),
+            // Rebuilt pages show at the next reload: always revalidated.
+            ("Cache-Control".into(), "no-cache".into()),
+        ];
         match found {
-            Some((name, body)) => HttpResponse {
-                status: 200,
-                headers: vec![
-                    ("Content-Type".into(), content_type(&name).into()),
-                    ("X-Content-Type-Options".into(), "nosniff".into()),
-                    // Rebuilt pages show at the next reload.
-                    ("Cache-Control".into(), "no-cache".into()),
-                ],
+            Some(Found::Modified {
+                name,
+                validators,
                 body,
-            },
+            }) => {
+                headers.push(("Content-Type".into(), content_type(&name)));
+                headers.extend(validators);
+                HttpResponse {
+                    status: 200,
+                    headers,
+                    body,
+                }
+            }
+            Some(Found::NotModified { validators }) => {
+                headers.extend(validators);
+                HttpResponse {
+                    status: 304,
+                    headers,
+                    body: Vec::new(),
+                }
+            }
             None => plain_text(404),
         }
     }
@@ -645,10 +691,24 @@ pub fn url_path(url: &str) -> &str {
 }
 
 /// The file a URL names, relative to the served folder; `Err(400)` for a path
-/// that could leave the folder, `Err(404)` for dot-files.
+/// that could leave the folder or is not well percent-encoded, `Err(404)` for
+/// dot-files.
 fn request_path(url: &str) -> Result<PathBuf, u16> {
-    let decoded = percent_decode(url_path(url)).ok_or(400u16)?;
-    let text = String::from_utf8(decoded).map_err(|_| 400u16)?;
+    let path = url_path(url);
+    // A `%` must start an escape: the decoder would pass a stray one through.
+    let bytes = path.as_bytes();
+    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
+        b != b'%'
+            || bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    });
+    if !well_formed {
+        return Err(400);
+    }
+    let text = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .map_err(|_| 400u16)?;
     if text.contains(['\\', '\0', ':']) {
         return Err(400);
     }
@@ -664,61 +724,63 @@ fn request_path(url: &str) -> Result<PathBuf, u16> {
     Ok(rel)
 }
 
-fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
-}
-
-/// Reads `root/rel` (its `index.html` for a folder) when the real file,
-/// symlinks resolved, is inside `root`. Returns the requested name and bytes.
-fn read_under(root: &Path, rel: &Path) -> Option<(PathBuf, Vec<u8>)> {
+/// `root/rel` (its `index.html` for a folder) when the real file, symlinks
+/// resolved, is inside `root`: 304 when `conditions` name it as it is now
+/// (it is not read), else its bytes.
+fn read_under(root: &Path, rel: &Path, conditions: &Conditions) -> Option<Found> {
     let mut path = root.join(rel);
     if path.is_dir() {
         path.push("index.html");
     }
     let real = path.canonicalize().ok()?;
-    if !real.starts_with(root) || !real.is_file() {
+    let meta = std::fs::metadata(&real).ok()?;
+    if !real.starts_with(root) || !meta.is_file() {
         return None;
     }
+    let modified = meta.modified().ok();
+    let since_epoch = modified
+        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+        .unwrap_or_default();
+    // Weak: size and time tell a change, not byte equality.
+    let etag = format!("W/\"{:x}-{:x}\"", meta.len(), since_epoch.as_nanos());
+    let unchanged = match (&conditions.if_none_match, conditions.if_modified_since) {
+        // If-None-Match decides when present (RFC 9110 §13.2.2); weak comparison.
+        (Some(tags), _) => tags
+            .split(',')
+            .map(str::trim)
+            .any(|tag| tag == "*" || tag.trim_start_matches("W/") == etag.trim_start_matches("W/")),
+        // Dates have whole seconds: the file's time is rounded down to one.
+        (None, Some(since)) => {
+            modified.is_some()
+                && std::time::UNIX_EPOCH + Duration::from_secs(since_epoch.as_secs()) <= since
+        }
+        (None, None) => false,
+    };
+    let mut validators = vec![("ETag".to_string(), etag)];
+    if let Some(m) = modified {
+        validators.push(("Last-Modified".to_string(), httpdate::fmt_http_date(m)));
+    }
+    if unchanged {
+        return Some(Found::NotModified { validators });
+    }
     let body = std::fs::read(&real).ok()?;
-    Some((path, body))
+    Some(Found::Modified {
+        name: path,
+        validators,
+        body,
+    })
 }
 
-/// The Content-Type for a file name's extension.
-pub fn content_type(name: &Path) -> &'static str {
-    let ext = name
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .unwrap_or_default();
-    match ext.as_str() {
-        "html" | "htm" => "text/html; charset=utf-8",
-        "js" | "mjs" => "text/javascript; charset=utf-8",
-        "css" => "text/css; charset=utf-8",
-        "json" | "map" => "application/json",
-        "wasm" => "application/wasm",
-        "svg" => "image/svg+xml",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "ico" => "image/x-icon",
-        "woff2" => "font/woff2",
-        "txt" | "md" => "text/plain; charset=utf-8",
-        _ => "application/octet-stream",
+/// The Content-Type for a file name's extension (`mime_guess`), with UTF-8
+/// named for text and scripts.
+pub fn content_type(name: &Path) -> String {
+    let mime = mime_guess::from_path(name)
+        .first_raw()
+        .unwrap_or("application/octet-stream");
+    if mime.starts_with("text/") || mime == "application/javascript" {
+        format!("{mime}; charset=utf-8")
+    } else {
+        mime.to_string()
     }
 }
 
@@ -761,5 +823,9 @@ mod tests {
             "text/html; charset=utf-8"
         );
         assert_eq!(content_type(Path::new("x")), "application/octet-stream");
+        assert_eq!(
+            content_type(Path::new("app.js")),
+            "text/javascript; charset=utf-8"
+        );
     }
 }

@@ -632,7 +632,7 @@ fn start(
             .map(|ui| (ui, server.host_allowed(req.header("Host"))));
         Box::pin(async move {
             match ui {
-                Some((ui, true)) => Reply::Full(ui.respond(&req.url).await),
+                Some((ui, true)) => Reply::Full(ui.respond(&req).await),
                 Some((_, false)) => Reply::Full(misdirected()),
                 None => server.serve(req).await,
             }

@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use toolnexus_core::skills::SkillSet;
+use walkdir::WalkDir;
 
 /// A skills folder that is not there (or is not a folder).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,71 +44,56 @@ pub fn load_skill_dirs(dirs: &[PathBuf]) -> Result<SkillSet, MissingSkillDir> {
 /// and `.git` skipped. Entries are taken in name order, so the list is
 /// the same on every run.
 fn sample_files(dir: &Path, limit: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
     let mut seen = HashSet::new();
-    while let Some(cur) = stack.pop() {
-        if out.len() >= limit {
-            break;
-        }
-        let Ok(entries) = std::fs::read_dir(&cur) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        paths.sort();
-        for path in paths {
-            if out.len() >= limit {
-                break;
+    WalkDir::new(dir)
+        .follow_links(true)
+        // A folder's files (by name), then its folders (the last one first).
+        .sort_by(|a, b| {
+            let (a_dir, b_dir) = (a.file_type().is_dir(), b.file_type().is_dir());
+            match (a_dir, b_dir) {
+                (false, false) => a.file_name().cmp(b.file_name()),
+                (true, true) => b.file_name().cmp(a.file_name()),
+                _ => a_dir.cmp(&b_dir),
             }
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
-            };
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            if meta.is_dir() {
-                if name == "node_modules" || name == ".git" {
-                    continue;
-                }
-                if let Ok(real) = path.canonicalize() {
-                    if seen.insert(real) {
-                        stack.push(path);
-                    }
-                }
-            } else if meta.is_file() && name != "SKILL.md" {
-                out.push(path.display().to_string());
-            }
-        }
-    }
-    out
+        })
+        .into_iter()
+        .filter_entry(|e| {
+            !e.file_type().is_dir()
+                || e.depth() == 0
+                || (e.file_name() != "node_modules"
+                    && e.file_name() != ".git"
+                    && once(&mut seen, e.path()))
+        })
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name() != "SKILL.md")
+        .take(limit)
+        .map(|e| e.path().display().to_string())
+        .collect()
 }
 
+/// Whether the folder `path` (symlinks resolved) is seen for the first time.
+fn once(seen: &mut HashSet<PathBuf>, path: &Path) -> bool {
+    path.canonicalize().is_ok_and(|real| seen.insert(real))
+}
+
+/// Every `SKILL.md` under `dir` in sorted path order, symlinks followed, each
+/// folder (by its real path) read once across all the walked dirs.
 fn walk(dir: &Path, seen: &mut HashSet<PathBuf>, files: &mut Vec<(String, String)>) {
-    let Ok(real) = dir.canonicalize() else { return };
-    if !seen.insert(real) {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for path in paths {
-        // `metadata` follows symlinks.
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            walk(&path, seen, files);
-        } else if path.file_name().is_some_and(|n| n == "SKILL.md") {
-            let shown = path.display().to_string();
-            match std::fs::read(&path).map(String::from_utf8) {
-                Ok(Ok(text)) => files.push((shown, text)),
-                // Pass something unparsable so the set records it as skipped with this path.
-                Ok(Err(_)) => files.push((shown, String::from("(not UTF-8 text)"))),
-                Err(_) => {}
-            }
+    let found = WalkDir::new(dir)
+        .follow_links(true)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| !e.file_type().is_dir() || once(seen, e.path()))
+        // Unreadable entries, broken links and link loops are left out.
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name() == "SKILL.md");
+    for entry in found {
+        let shown = entry.path().display().to_string();
+        match std::fs::read(entry.path()).map(String::from_utf8) {
+            Ok(Ok(text)) => files.push((shown, text)),
+            // Pass something unparsable so the set records it as skipped with this path.
+            Ok(Err(_)) => files.push((shown, String::from("(not UTF-8 text)"))),
+            Err(_) => {}
         }
     }
 }

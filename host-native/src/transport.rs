@@ -144,6 +144,8 @@ pub struct NativeTransport {
     client: HttpClient,
     epoch: Instant,
     per_host: Option<Arc<PerHost>>,
+    /// The trace every request without its own `traceparent` carries.
+    trace: Option<Arc<toolnexus_core::TraceContext>>,
 }
 
 /// The places for requests in flight, per host.
@@ -209,7 +211,16 @@ impl NativeTransport {
             client,
             epoch: Instant::now(),
             per_host: Some(PerHost::new(DEFAULT_MAX_CONNECTIONS_PER_HOST)),
+            trace: None,
         }
+    }
+
+    /// This transport (the same pool) with every request that has no
+    /// `traceparent` of its own sent as a child of `trace`'s span: a
+    /// command's requests in the trace it was started in (`TRACEPARENT`).
+    pub fn with_trace(mut self, trace: toolnexus_core::TraceContext) -> Self {
+        self.trace = Some(Arc::new(trace));
+        self
     }
 
     /// The client this transport sends with.
@@ -283,8 +294,13 @@ impl NativeTransport {
 
     async fn request(
         &self,
-        req: HttpRequest,
+        mut req: HttpRequest,
     ) -> Result<hyper::Response<hyper::body::Incoming>, TransportError> {
+        if let Some(trace) = &self.trace {
+            if req.header(toolnexus_core::TRACEPARENT).is_none() {
+                trace.put_on(&mut req.headers);
+            }
+        }
         let mut builder = hyper::Request::builder()
             .method(req.method.as_str())
             .uri(req.url.as_str());

@@ -87,11 +87,24 @@ impl Answer {
 }
 
 async fn raw(base: &str, method: &str, target: &str, body: Option<&str>) -> Answer {
+    raw_with(base, method, target, body, &[]).await
+}
+
+async fn raw_with(
+    base: &str,
+    method: &str,
+    target: &str,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+) -> Answer {
     let addr = base.trim_start_matches("http://");
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let mut req =
             format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            req.push_str(&format!("{name}: {value}\r\n"));
+        }
         if let Some(b) = body {
             req.push_str(&format!(
                 "Content-Type: application/json\r\nContent-Length: {}\r\n",
@@ -166,6 +179,80 @@ async fn the_page_and_its_assets_are_served_with_their_content_types() {
         .starts_with("text/html"));
     let missing = raw(&proc.url, "GET", "/nope.js", None).await;
     assert_eq!(missing.status, 404);
+}
+
+#[tokio::test]
+async fn a_reload_of_unchanged_files_is_answered_304_and_a_changed_file_in_full() {
+    let site = Site::new("conditional");
+    let proc = serve_ui(&site).await;
+    let first = raw(&proc.url, "GET", "/app.js", None).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("cache-control"), Some("no-cache"));
+    let etag = first.header("etag").expect("an ETag").to_string();
+    let modified = first
+        .header("last-modified")
+        .expect("a Last-Modified date")
+        .to_string();
+    assert!(httpdate_ok(&modified), "{modified}");
+
+    // The browser's reload: If-None-Match, and If-Modified-Since alone.
+    for conditions in [
+        vec![("If-None-Match", etag.as_str())],
+        vec![("If-None-Match", "\"other\", *")],
+        vec![("If-Modified-Since", modified.as_str())],
+        vec![
+            ("If-None-Match", etag.as_str()),
+            ("If-Modified-Since", modified.as_str()),
+        ],
+    ] {
+        let again = raw_with(&proc.url, "GET", "/app.js", None, &conditions).await;
+        assert_eq!(again.status, 304, "{conditions:?}");
+        assert!(again.body.is_empty(), "a 304 has no body");
+        assert_eq!(again.header("etag"), Some(etag.as_str()));
+    }
+    // If-None-Match decides when present: an old tag means a full answer
+    // whatever the date says.
+    let other = raw_with(
+        &proc.url,
+        "GET",
+        "/app.js",
+        None,
+        &[
+            ("If-None-Match", "W/\"0-0\""),
+            ("If-Modified-Since", &modified),
+        ],
+    )
+    .await;
+    assert_eq!(other.status, 200);
+    assert_eq!(other.text(), "export const ok = 1;\n");
+
+    // A rebuilt file (another size) has another tag and is sent in full.
+    std::fs::write(
+        site.outer.join("site/app.js"),
+        "export const ok = 2; // rebuilt\n",
+    )
+    .expect("write");
+    let rebuilt = raw_with(
+        &proc.url,
+        "GET",
+        "/app.js",
+        None,
+        &[("If-None-Match", &etag)],
+    )
+    .await;
+    assert_eq!(rebuilt.status, 200);
+    assert_eq!(rebuilt.text(), "export const ok = 2; // rebuilt\n");
+    assert_ne!(rebuilt.header("etag"), Some(etag.as_str()));
+    // The folder's page is validated like any file.
+    let page = raw(&proc.url, "GET", "/", None).await;
+    let page_tag = page.header("etag").expect("an ETag").to_string();
+    let reload = raw_with(&proc.url, "GET", "/", None, &[("If-None-Match", &page_tag)]).await;
+    assert_eq!(reload.status, 304);
+}
+
+/// Whether `date` is an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+fn httpdate_ok(date: &str) -> bool {
+    date.len() == 29 && date.ends_with(" GMT") && date.as_bytes()[3] == b','
 }
 
 #[tokio::test]

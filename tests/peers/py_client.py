@@ -287,8 +287,12 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
         LegacyClientFactory.binding = 'HTTP+JSON' if rest else 'JSONRPC'
     # streaming=False: use SendMessage / message/send (blocking), not SSE.
     # --stream: streaming=True, SendStreamingMessage / message/stream (SSE).
+    # $TRACEPARENT: every request of the SDK client carries it, as a traced
+    # application's would (W3C trace context; the SDK has no propagation).
+    traced = ({'httpx_client': httpx.AsyncClient(headers={'traceparent': os.environ['TRACEPARENT']})}
+              if os.environ.get('TRACEPARENT') else {})
     factory = factory_cls(ClientConfig(streaming=stream,
-                                       supported_protocol_bindings=bindings))
+                                       supported_protocol_bindings=bindings, **traced))
     if api_key_env or bearer_env:
         # The SDK's own auth plumbing: an interceptor over a credential service.
         card = await fetch_card(card_url)

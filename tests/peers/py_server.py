@@ -171,6 +171,16 @@ class PeerExecutor(AgentExecutor):
             await updater.complete()
             return
 
+        if text.startswith('traceparent'):
+            # What W3C trace context the call came with (issue 22's peer check).
+            headers = context.call_context.state.get('headers', {})
+            seen = headers.get('traceparent', 'none')
+            await updater.add_artifact(
+                parts=[Part(text=f'traceparent: {seen}')], name='trace', last_chunk=True
+            )
+            await updater.complete()
+            return
+
         if text.startswith('ask'):
             await updater.requires_input(
                 updater.new_agent_message(parts=[Part(text='Which city?')])

@@ -255,6 +255,14 @@ export interface ExecuteOptions {
   signal?: AbortSignal;
   /** Called with each event of an A2A tool's task as it happens. A throw is logged and ignored. */
   onEvent?: (event: CallEvent) => void;
+  /**
+   * A W3C trace context `traceparent` (`00-<trace id>-<span id>-<flags>`):
+   * every request of the call carries the trace on, each as a span of its
+   * own. An invalid one is ignored.
+   */
+  traceparent?: string;
+  /** The `tracestate` that goes with `traceparent`. */
+  tracestate?: string;
 }
 
 /** The arguments of an A2A tool. */

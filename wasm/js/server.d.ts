@@ -149,6 +149,8 @@ export interface TaskEvent {
   /** The answer (completed) or the error text (failed). */
   result?: string;
   state: TaskStateName;
+  /** The W3C trace id (32 hex digits) of the trace the task belongs to, when it has one. */
+  traceId?: string;
 }
 
 /** What a custom fulfiller is asked to do. */
@@ -165,6 +167,11 @@ export interface FulfilRequest {
    * question, the task's turns up to that question. At most 40 messages.
    */
   history: ConversationTurn[];
+  /**
+   * The task's W3C `traceparent` (its span), when the request that made or
+   * continued it carried one: pass it on with the fulfiller's own requests.
+   */
+  traceparent?: string;
 }
 
 /** One earlier message of a conversation. */

@@ -281,11 +281,17 @@ impl Tool {
         self.inner.spec.source.as_str().into()
     }
 
-    /// `execute({task}, {signal, onEvent}?)`: never rejects; problems come
-    /// back as `{isError: true}`. `onEvent(event)` sees each event of the task.
+    /// `execute({task}, {signal, onEvent, traceparent, tracestate}?)`: never
+    /// rejects; problems come back as `{isError: true}`. `onEvent(event)`
+    /// sees each event of the task; a valid W3C `traceparent` goes on with
+    /// every request of the call (each as a span of its own).
     pub fn execute(&self, args: JsValue, options: JsValue) -> Promise {
         let tool = self.inner.clone();
         let args = to_json(&args, "args");
+        let trace = get(&options, "traceparent").as_string().and_then(|p| {
+            let state = get(&options, "tracestate").as_string();
+            toolnexus_core::TraceContext::parse(&p, state.as_deref())
+        });
         let abort = Abort::from_options(&options);
         let sink = event_sink(&options, "options");
         promise(Box::pin(async move {
@@ -293,7 +299,7 @@ impl Tool {
                 (Ok(args), Ok(abort), Ok(sink)) => {
                     match crate::credentials::refresh(&tool.agent).await {
                         Ok(()) => {
-                            tool.execute_with_events(&JsTransport, &args, abort, sink)
+                            tool.execute_traced(&JsTransport, &args, abort, sink, trace.as_ref())
                                 .await
                         }
                         Err(e) => ToolResult::error(error_text(&e)),

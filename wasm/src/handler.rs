@@ -312,6 +312,10 @@ impl Fulfiller for JsFulfiller {
             if let Some(skill) = &request.skill {
                 set(&req, "skill", &skill.as_str().into());
             }
+            // The task's trace, for the fulfiller's own requests.
+            if let Some(trace) = &request.trace {
+                set(&req, "traceparent", &trace.traceparent().into());
+            }
             let history = js_sys::Array::new();
             for m in &request.history {
                 let turn: JsValue = Object::new().into();

@@ -483,6 +483,56 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal(events[0].result, 'stub answer [Say hello warmly.] to: greet Ada');
   });
 
+  test('W3C trace context: execute({traceparent}) sends it on; the handler continues it to its model, its store and a JS fulfiller', async () => {
+    const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const [, traceId, parentSpan] = PARENT.split('-');
+    const inTrace = (traceparent, who) => {
+      assert.ok(traceparent, `${who}: a traceparent`);
+      const [version, trace, span] = traceparent.split('-');
+      assert.equal(version, '00', who);
+      assert.equal(trace, traceId, who);
+      assert.notEqual(span, parentSpan, `${who}: a span of its own`);
+    };
+    const llm = await startStubLlm();
+    closers.push(llm.close);
+    const saved = new Map();
+    const events = [];
+    const handler = tn.createA2AHandler({
+      skills,
+      client: tn.createClient({ baseUrl: llm.baseUrl, style: 'openai', model: 'stub-model' }),
+      a2a: { name: 'traced-edge' },
+      store: { async get(id) { return saved.get(id) ?? null; }, async save(task) { saved.set(task.id, structuredClone(task)); } },
+      onTask: (e) => events.push(e),
+    });
+    const server = await serveFetch((req) => handler(req));
+    closers.push(server.close);
+    const tools = await tn.agentTools({ card: `${server.url}/.well-known/agent-card.json`, pollEvery: 20 });
+    const r = await tools[0].execute({ task: 'greet Ada' }, { traceparent: PARENT, tracestate: 'v=1' });
+    assert.equal(r.isError, false, r.output);
+    assert.ok(llm.calls.length > 0);
+    llm.calls.forEach((c, i) => inTrace(c.headers.traceparent, `model call ${i}`));
+    assert.equal(new Set(llm.calls.map((c) => c.headers.traceparent)).size, llm.calls.length, 'a span per model call');
+    assert.equal(llm.calls[0].headers.tracestate, 'v=1');
+    const stored = [...saved.values()];
+    assert.equal(stored.length, 1);
+    inTrace(stored[0].traceparent, 'the stored task');
+    await eventually(() => events.length === 1, 2000, 'onTask');
+    assert.equal(events[0].traceId, traceId);
+
+    // A JS fulfiller is told the task's trace; an invalid traceparent is ignored.
+    const seen = [];
+    const js = tn.createA2AHandler({ client: (request) => { seen.push(request.traceparent); return 'ok'; } });
+    const send = (traceparent) => js(new Request('http://edge.test/', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'A2A-Version': '1.0', ...(traceparent ? { traceparent } : {}) },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { role: 'ROLE_USER', messageId: randomUUID(), parts: [{ text: 'hi' }] } } }),
+    })).then((res) => res.json());
+    assert.equal((await send(PARENT)).result.task.status.state, 'TASK_STATE_COMPLETED');
+    await send(PARENT.toUpperCase());
+    inTrace(seen[0], 'the JS fulfiller');
+    assert.equal(seen[1], undefined);
+  });
+
   test('ListTasks through the handler: the memory store, a JS store with list(), one without', async () => {
     const call = (handler, method, params) => handler(new Request('http://edge.test/', {
       method: 'POST', headers: { 'content-type': 'application/json', 'A2A-Version': '1.0' },

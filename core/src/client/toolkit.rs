@@ -128,12 +128,27 @@ impl A2aTool {
         transport: &T,
         args: &Value,
         abort: impl Future<Output = ()> + MaybeSend,
+        on_event: impl FnMut(StreamEvent) + MaybeSend,
+    ) -> ToolResult {
+        self.execute_traced(transport, args, abort, on_event, None)
+            .await
+    }
+
+    /// [`A2aTool::execute_with_events`] in a trace (W3C trace context): the
+    /// call is a span of `trace`, and each of its requests carries it.
+    pub async fn execute_traced<T: Transport>(
+        &self,
+        transport: &T,
+        args: &Value,
+        abort: impl Future<Output = ()> + MaybeSend,
         mut on_event: impl FnMut(StreamEvent) + MaybeSend,
+        trace: Option<&crate::TraceContext>,
     ) -> ToolResult {
         // One instance of the whole call per transport, whatever the caller's
         // abort and listener types: the call is the bulk of a client's code.
         let abort = std::pin::pin!(abort);
-        self.run(transport, args, None, abort, &mut on_event).await
+        self.run(transport, args, None, abort, &mut on_event, trace)
+            .await
     }
 
     /// [`A2aTool::execute_with_events`] for a call that began at `started_ms`
@@ -148,8 +163,15 @@ impl A2aTool {
         mut on_event: impl FnMut(StreamEvent) + MaybeSend,
     ) -> ToolResult {
         let abort = std::pin::pin!(abort);
-        self.run(transport, args, Some(started_ms), abort, &mut on_event)
-            .await
+        self.run(
+            transport,
+            args,
+            Some(started_ms),
+            abort,
+            &mut on_event,
+            None,
+        )
+        .await
     }
 
     async fn run<T: Transport>(
@@ -159,6 +181,7 @@ impl A2aTool {
         started_ms: Option<u64>,
         abort: DynAbort<'_>,
         on_event: DynListener<'_>,
+        trace: Option<&crate::TraceContext>,
     ) -> ToolResult {
         let Some(task) = args.get("task").and_then(Value::as_str) else {
             return ToolResult::error(format!(
@@ -197,11 +220,15 @@ impl A2aTool {
             PlanCredential::Token(source) => Some(source),
             PlanCredential::Static(_) => None,
         });
-        let headers = if send_credentials {
+        let mut headers = if send_credentials {
             self.agent.expanded_headers(|n| transport.env(n))
         } else {
             Vec::new()
         };
+        // The call is a span of the caller's trace, named by its fresh id.
+        if let Some(trace) = trace {
+            trace.child(&message_id).put_on(&mut headers);
+        }
         let spec = CallSpec {
             agent: self.agent_name.clone(),
             endpoint: self.endpoint.clone(),
@@ -603,7 +630,24 @@ impl<T: Transport> Toolkit<T> {
         ask_user: bool,
         before_call: ToolCallHook<'_>,
     ) -> Result<crate::llm::RunResult, Error> {
+        self.run_llm_traced(cfg, history, prompt, ask_user, before_call, None)
+            .await
+    }
+
+    /// [`Toolkit::run_llm_conversation`] in a trace: each model call and each
+    /// A2A tool call is a span of `trace` (W3C trace context).
+    #[cfg(feature = "server")]
+    pub async fn run_llm_traced(
+        &self,
+        cfg: &crate::llm::LlmConfig,
+        history: &[crate::model::task::Message],
+        prompt: &str,
+        ask_user: bool,
+        before_call: ToolCallHook<'_>,
+        trace: Option<&crate::TraceContext>,
+    ) -> Result<crate::llm::RunResult, Error> {
         let mut cfg = cfg.clone();
+        cfg.trace = trace.cloned();
         let skills_prompt = self.skills_prompt();
         if !skills_prompt.is_empty() {
             cfg.system_prompt = Some(match cfg.system_prompt.take() {
@@ -616,6 +660,7 @@ impl<T: Transport> Toolkit<T> {
         if builtin_question {
             tools.push(crate::llm::question::spec());
         }
+        let trace = cfg.trace.as_ref();
         let execute = |call: crate::llm::ToolCall| {
             let source = tools.iter().find(|t| t.name == call.name).map(|t| t.source);
             before_call(&call, source);
@@ -624,7 +669,14 @@ impl<T: Transport> Toolkit<T> {
                 if asks {
                     return crate::llm::question::ask(&call.arguments, self.transport.new_id());
                 }
-                self.execute(&call.name, call.arguments).await
+                self.execute_on(
+                    &call.name,
+                    call.arguments,
+                    std::future::pending(),
+                    |_| {},
+                    trace,
+                )
+                .await
             }
         };
         crate::llm::run_conversation(
@@ -689,12 +741,24 @@ impl<T: Transport> Toolkit<T> {
         abort: impl Future<Output = ()> + MaybeSend,
         on_event: impl FnMut(StreamEvent) + MaybeSend,
     ) -> ToolResult {
+        self.execute_on(name, args, abort, on_event, None).await
+    }
+
+    /// Runs tool `name`, an A2A tool's call in `trace`.
+    async fn execute_on(
+        &self,
+        name: &str,
+        args: Value,
+        abort: impl Future<Output = ()> + MaybeSend,
+        on_event: impl FnMut(StreamEvent) + MaybeSend,
+        trace: Option<&crate::TraceContext>,
+    ) -> ToolResult {
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == name) else {
             return ToolResult::error(format!("Unknown tool: {name}"));
         };
         match &entry.imp {
             ToolImpl::A2a(t) => {
-                t.execute_with_events(&self.transport, &args, abort, on_event)
+                t.execute_traced(&self.transport, &args, abort, on_event, trace)
                     .await
             }
             #[cfg(feature = "server")]

@@ -107,6 +107,9 @@ pub struct LlmConfig {
     pub max_tokens: u32,
     /// Per model request.
     pub timeout: Duration,
+    /// The trace the model calls are made in (W3C trace context): each call
+    /// carries it on as a span of its own.
+    pub trace: Option<crate::TraceContext>,
 }
 
 impl LlmConfig {
@@ -123,6 +126,7 @@ impl LlmConfig {
             max_turns: DEFAULT_MAX_TURNS,
             max_tokens: DEFAULT_MAX_TOKENS,
             timeout: Duration::from_millis(DEFAULT_LLM_TIMEOUT_MS),
+            trace: None,
         }
     }
 
@@ -653,10 +657,14 @@ impl RunMachine {
             }),
         }
         .unwrap_or_default();
+        let mut headers = self.cfg.request_headers();
+        if let Some(trace) = &self.cfg.trace {
+            trace.nth_child(self.turns).put_on(&mut headers);
+        }
         HttpRequest {
             method: "POST".into(),
             url: self.url.clone(),
-            headers: self.cfg.request_headers(),
+            headers,
             body,
         }
     }

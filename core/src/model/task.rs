@@ -169,6 +169,12 @@ pub struct Task {
     /// [`Task::stored`] / [`Task::from_stored`]; [`Task::from_value`] (peer
     /// data) never reads one.
     pub owner: Option<String>,
+    /// The trace the task's work belongs to (W3C Trace Context: its
+    /// `traceparent` names the task's span), when the request that made or
+    /// continued it carried one. Never on the wire, like `owner`: stored
+    /// with the task so later work (follow-ups, push deliveries) stays in it.
+    /// Boxed: most tasks have none, and every task pays for the field.
+    pub trace: Option<Box<crate::TraceContext>>,
 }
 
 pub(crate) fn text_of(v: &Value, key: &str) -> Option<String> {
@@ -283,6 +289,7 @@ impl Task {
             artifacts: list("artifacts").map(Artifact::from_value).collect(),
             dialect,
             owner: None,
+            trace: None,
         })
     }
 
@@ -291,6 +298,14 @@ impl Task {
     pub fn from_stored(v: &Value) -> Option<Task> {
         let mut task = Task::from_value(v)?;
         task.owner = text_of(v, STORED_OWNER);
+        task.trace = v
+            .get(crate::TRACEPARENT)
+            .and_then(Value::as_str)
+            .and_then(|p| {
+                let state = v.get(crate::TRACESTATE).and_then(Value::as_str);
+                crate::TraceContext::parse(p, state)
+            })
+            .map(Box::new);
         Some(task)
     }
 
@@ -364,7 +379,7 @@ pub struct StoredTask<'a>(pub &'a Task);
 impl Serialize for StoredTask<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let t = self.0;
-        write_task(t, t.dialect, None, t.owner.as_deref(), s)
+        write_task(t, t.dialect, None, Some(t), s)
     }
 }
 
@@ -436,12 +451,12 @@ impl Serialize for ShapedTask<'_> {
 }
 
 /// A task in `shape`, its history trimmed to `history_length`, and with
-/// `owner` only in the stored form.
+/// `owner` and `trace` only in the stored form (`stored`: the task again).
 fn write_task<S: Serializer>(
     t: &Task,
     shape: Shape,
     history_length: Option<usize>,
-    owner: Option<&str>,
+    stored: Option<&Task>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
     {
@@ -497,8 +512,14 @@ fn write_task<S: Serializer>(
                 .collect();
             map.serialize_entry("history", &history)?;
         }
-        if let Some(owner) = owner {
+        if let Some(owner) = stored.and_then(|t| t.owner.as_deref()) {
             map.serialize_entry(STORED_OWNER, owner)?;
+        }
+        if let Some(trace) = stored.and_then(|t| t.trace.as_ref()) {
+            map.serialize_entry(crate::TRACEPARENT, &trace.traceparent())?;
+            if let Some(state) = &trace.state {
+                map.serialize_entry(crate::TRACESTATE, state)?;
+            }
         }
         map.end()
     }

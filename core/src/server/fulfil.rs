@@ -30,7 +30,14 @@ impl<T: Transport + 'static> Fulfiller for LlmFulfiller<T> {
                 progress.status(tool_call_status(call, source));
             };
             let run = toolkit
-                .run_llm_conversation(&llm, &request.history, &request.text, true, &report)
+                .run_llm_traced(
+                    &llm,
+                    &request.history,
+                    &request.text,
+                    true,
+                    &report,
+                    request.trace.as_ref(),
+                )
                 .await
                 .map_err(|e| model_failure(&e, &llm))?;
             // A tool suspended the run (SPEC §10): the task waits for the

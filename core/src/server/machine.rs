@@ -723,6 +723,7 @@ mod tests {
             history: Vec::new(),
             dialect: crate::model::task::Shape::V03,
             owner: None,
+            trace: None,
         }
     }
 

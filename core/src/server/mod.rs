@@ -82,6 +82,9 @@ pub struct FulfilRequest {
     /// message answers a task's question, that task's turns up to the
     /// question. At most [`MAX_CONTEXT_MESSAGES`]; empty for a new conversation.
     pub history: Vec<Message>,
+    /// The task's trace ([`Task::trace`]): the requests its work sends
+    /// carry it on (`Toolkit::run_llm_traced`).
+    pub trace: Option<crate::TraceContext>,
 }
 
 /// Does the work of a task: `Ok(answer text)` completes it, `Err(reason)` fails it.
@@ -111,6 +114,9 @@ pub struct TaskEvent {
     pub result: Option<String>,
     /// The terminal state (serialised in the 0.3 spelling, `canceled`).
     pub state: TaskState,
+    /// The id of the trace the task belongs to ([`Task::trace`]), 32 hex digits.
+    #[serde(rename = "traceId", skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// What the server needs from its host.
@@ -724,7 +730,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
                 let id = call.id.clone();
                 shape = call.shape;
-                match self.stream_call(call, owner).await {
+                match self.stream_call(call, owner, req).await {
                     Ok(reply) => return reply,
                     Err(e) => (id, Err(e)),
                 }
@@ -802,11 +808,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         self: &Arc<Self>,
         call: RpcRequest,
         owner: Owner<'_>,
+        req: &HttpRequest,
     ) -> Result<Reply, RpcError> {
         let (first, slot) = match Method::from_name(&call.method) {
             Some(Method::Stream) => {
-                let (task, request, _blocking) =
-                    self.create_task(&call.params, call.shape, owner).await?;
+                let (task, request, _blocking) = self
+                    .create_task(&call.params, call.shape, owner, req)
+                    .await?;
                 let started = self.start(request, task, Follow::Stream).await?;
                 started
                     .stream
@@ -932,7 +940,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let owner = caller.map(|c| c.owner.as_str());
         match Method::from_name(&call.method) {
             Some(Method::Send) => self
-                .send_message(&call.params, shape, owner)
+                .send_message(&call.params, shape, owner, req)
                 .await
                 .map(Answered::Task),
             Some(Method::Get) => {
@@ -1096,8 +1104,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         params: &Value,
         shape: Shape,
         owner: Owner<'_>,
+        req: &HttpRequest,
     ) -> Result<Answer, RpcError> {
-        let (task, request, blocking) = self.create_task(params, shape, owner).await?;
+        let (task, request, blocking) = self.create_task(params, shape, owner, req).await?;
         let history = params
             .get("configuration")
             .map(|c| validate::history_length(c, "configuration.historyLength"))
@@ -1125,12 +1134,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Validates a SendMessage's params and makes its task (not yet
     /// stored): a new one (submitted), or the task the message names
     /// continued with it (working); what to fulfil; and whether the caller
-    /// asked to block.
+    /// asked to block. The task's trace is the request's `traceparent`
+    /// (a new span of it), else the continued task's own.
     async fn create_task(
         self: &Arc<Self>,
         params: &Value,
         shape: Shape,
         owner: Owner<'_>,
+        req: &HttpRequest,
     ) -> Result<(Task, FulfilRequest, bool), RpcError> {
         let msg = validate::check_send(params)?;
         let mut user = Message::from_value(msg)
@@ -1171,7 +1182,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         );
         // A context the caller names may have earlier turns; a fresh one has none.
         let read_context = task_id.is_some() || context_id.is_some();
-        let task = match task_id {
+        let trace = crate::TraceContext::from_headers(&req.headers)
+            .map(|caller| Box::new(caller.child(&self.host.new_id())));
+        let mut task = match task_id {
             Some(task_id) => {
                 let waiting = self.to_continue(&task_id, owner).await?;
                 if let Some(refused) =
@@ -1191,8 +1204,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 history: vec![user],
                 dialect: shape,
                 owner: owner.map(str::to_string),
+                trace: None,
             },
         };
+        if trace.is_some() {
+            task.trace = trace;
+        }
         #[cfg(feature = "push")]
         {
             // A task continued after a restart delivers to the webhooks
@@ -1213,6 +1230,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             text,
             skill,
             history,
+            trace: task.trace.as_deref().cloned(),
         };
         Ok((task, request, blocking))
     }
@@ -1360,6 +1378,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         if let Some((task, info)) = after.settled {
             self.host.on_task(TaskEvent {
+                trace_id: task.trace.as_ref().map(|t| t.trace_id_hex()),
                 id: task.id,
                 skill: info.skill,
                 task: info.text,

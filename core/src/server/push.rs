@@ -147,6 +147,7 @@ impl PushConfig {
     pub fn request(&self, task: &Task) -> HttpRequest {
         // Straight to JSON text, as a store's save is: no `Value` (whose
         // serializer would compile every task shape a second time).
+        let trace = task.trace.as_ref();
         let task = serde_json::to_vec(&task.shaped(self.shape, None)).unwrap_or_default();
         let body = match self.shape {
             Shape::V10 => [&b"{\"task\":"[..], &task, b"}"].concat(),
@@ -159,6 +160,10 @@ impl PushConfig {
         }
         if let Some(token) = &self.token {
             req = req.with_header("X-A2A-Notification-Token", token);
+        }
+        // The delivery is the task's work: a child of the task's span.
+        if let Some(trace) = trace {
+            trace.put_on(&mut req.headers);
         }
         req
     }

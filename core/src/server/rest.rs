@@ -581,7 +581,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let method = Method::from_name(&call.method);
         if method.is_some_and(Method::streams) {
             return match self
-                .stream_call(call, caller.map(|c| c.owner.as_str()))
+                .stream_call(call, caller.map(|c| c.owner.as_str()), req)
                 .await
             {
                 Ok(reply) => reply,

@@ -399,6 +399,7 @@ mod tests {
             history: vec![],
             dialect: crate::model::task::Shape::V03,
             owner: None,
+            trace: None,
         }
     }
 

@@ -1010,6 +1010,7 @@ fn a_cancel_the_store_refuses_is_an_error_not_canceled() {
         history: vec![],
         dialect: Shape::V03,
         owner: None,
+        trace: None,
     };
     f.store.inner.save_now(&t).expect("seed");
     *lock(&f.store.refuse) = Some(TaskState::Canceled);
@@ -1582,6 +1583,7 @@ fn a_detached_progress_reports_nowhere() {
             text: "chunks".into(),
             skill: None,
             history: Vec::new(),
+            trace: None,
         },
         p,
     ));
@@ -1679,6 +1681,7 @@ fn a_task_abandoned_by_a_gone_instance_is_failed_when_read() {
             history: vec![],
             dialect: Shape::V03,
             owner: None,
+            trace: None,
         };
         f.store.inner.save_now(&task).expect("seed");
     };
@@ -1718,6 +1721,7 @@ fn without_interrupted_after_a_stored_working_task_is_left_alone() {
         history: vec![],
         dialect: Shape::V03,
         owner: None,
+        trace: None,
     };
     f.store.inner.save_now(&task).expect("seed");
     let got = f.rpc(None, "tasks/get", json!({"id": "old"}));

@@ -6,4 +6,5 @@ pub(crate) mod json;
 pub(crate) mod rest;
 pub(crate) mod rpc;
 pub(crate) mod sse;
+pub(crate) mod trace;
 pub(crate) mod url;

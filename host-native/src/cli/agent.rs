@@ -344,8 +344,9 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
             allow_private_webhooks: args.allow_private_webhooks,
         });
     }
-    options.on_task = Some(Arc::new(|e| {
-        eprintln!("toolnexus: task {} {}", e.id, e.state);
+    options.on_task = Some(Arc::new(|e| match &e.trace_id {
+        Some(trace) => eprintln!("toolnexus: task {} {} (trace {trace})", e.id, e.state),
+        None => eprintln!("toolnexus: task {} {}", e.id, e.state),
     }));
     let handle = serve_agent(&args.addr, options)
         .await

@@ -2,27 +2,31 @@
 //! `toolnexus call` and `tools` skip the card request while the server says
 //! the card is fresh, and revalidate it cheaply once it is stale.
 //!
-//! - A 2xx card is stored when its `Cache-Control` allows (no `no-store`, no
-//!   `Vary: *`) and it grants freshness (`max-age`, less `Age`) or carries a
+//! The rules are `http-cache-semantics`' (a single-user cache: `private` is
+//! cacheable, `s-maxage` ignored), with no heuristic freshness:
+//! - A 2xx card is stored when its policy is storable (no `no-store`, ...)
+//!   and it grants freshness (`max-age` less `Age`, `Expires`) or carries a
 //!   validator (`ETag`, `Last-Modified`). Without either it is not stored:
 //!   nothing could be saved by it. `no-cache` stores it as always stale.
 //! - Fresh ⇒ used with no request. Stale ⇒ a conditional GET
-//!   (`If-None-Match`, `If-Modified-Since`); 304 ⇒ the stored card, with its
-//!   freshness renewed from the 304's headers; anything else replaces it.
-//! - No heuristic freshness, no `Expires` (stale, so revalidated), no stale
-//!   answer when the server cannot be reached.
+//!   (`If-None-Match`, `If-Modified-Since`); a 304 that matches the stored
+//!   card ⇒ the stored card, its policy renewed from the 304's headers;
+//!   anything else replaces it.
+//! - No stale answer when the server cannot be reached.
 //! - Requests with `-H` headers bypass it: those may be credentials, and the
 //!   cache key would have to include them.
 //!
 //! One file per card URL under the user cache dir (`$TOOLNEXUS_CACHE_DIR`,
-//! else `$XDG_CACHE_HOME/toolnexus`, `~/.cache/toolnexus`,
-//! `~/Library/Caches/toolnexus`, `%LOCALAPPDATA%\toolnexus`), written
-//! atomically. Any trouble with the folder just means no caching.
+//! else the platform's, from `dirs`: `$XDG_CACHE_HOME/toolnexus`,
+//! `~/.cache/toolnexus`, `~/Library/Caches/toolnexus`,
+//! `%LOCALAPPDATA%\toolnexus`), written atomically. Any trouble with the
+//! folder just means no caching.
 
 use futures_util::StreamExt;
+use http_cache_semantics::{AfterResponse, BeforeRequest, CacheOptions, CachePolicy};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use toolnexus_core::{
     Agent, AgentCard, Error, HttpRequest, HttpResponse, Transport, TransportError,
 };
@@ -35,24 +39,54 @@ pub struct CardCache {
 
 /// One stored card response.
 #[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct Entry {
     url: String,
-    /// Unix seconds when the response, or its last revalidation, arrived.
-    stored_at: u64,
-    /// Seconds it stays fresh after `stored_at`; 0 revalidates every time.
-    fresh_for: u64,
-    etag: Option<String>,
-    last_modified: Option<String>,
+    /// The request and response headers the rules read, and when it arrived.
+    policy: CachePolicy,
     /// The card as the server sent it.
     body: String,
 }
 
-impl Entry {
-    fn is_fresh(&self, now: u64) -> bool {
-        // A clock that went back makes nothing fresh.
-        now >= self.stored_at && now - self.stored_at < self.fresh_for
+/// A private cache that trusts only what the server said.
+fn options() -> CacheOptions {
+    CacheOptions {
+        shared: false,
+        cache_heuristic: 0.0,
+        ..CacheOptions::default()
     }
+}
+
+/// The card GET of `url` as the rules see it; `None` for a URL `http`
+/// cannot hold (then nothing is cached).
+fn card_get(url: &str) -> Option<http::Request<()>> {
+    http::Request::get(url)
+        .header("accept", "application/json")
+        .body(())
+        .ok()
+}
+
+/// The headers of `resp` as the rules see them (a header `http` refuses is
+/// left out).
+fn as_http(resp: &HttpResponse) -> Option<http::Response<()>> {
+    let mut out = http::Response::builder().status(resp.status);
+    for (name, value) in &resp.headers {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(value),
+        ) {
+            out = out.header(name, value);
+        }
+    }
+    out.body(()).ok()
+}
+
+/// Whether the response can save a request: fresh for a while, or with a
+/// validator to revalidate it cheaply.
+fn worth_storing(policy: &CachePolicy, resp: &HttpResponse, now: SystemTime) -> bool {
+    policy.is_storable()
+        && (policy.time_to_live(now) > Duration::ZERO
+            || resp.header("etag").is_some()
+            || resp.header("last-modified").is_some())
 }
 
 impl CardCache {
@@ -99,72 +133,46 @@ impl CardCache {
 
 /// `$TOOLNEXUS_CACHE_DIR`, else the platform's user cache dir + `toolnexus`.
 fn user_cache_dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = var("TOOLNEXUS_CACHE_DIR") {
-        return Some(dir.into());
+    match std::env::var_os("TOOLNEXUS_CACHE_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => Some(dir.into()),
+        None => Some(dirs::cache_dir()?.join("toolnexus")),
     }
-    let base: PathBuf = if cfg!(windows) {
-        var("LOCALAPPDATA")?.into()
-    } else if cfg!(target_os = "macos") {
-        PathBuf::from(var("HOME")?).join("Library/Caches")
-    } else {
-        match var("XDG_CACHE_HOME").map(PathBuf::from) {
-            Some(dir) if dir.is_absolute() => dir,
-            _ => PathBuf::from(var("HOME")?).join(".cache"),
-        }
-    };
-    Some(base.join("toolnexus"))
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// What a response allows a private cache: `None` ⇒ do not store; else the
-/// seconds it is fresh for.
-fn freshness(resp: &HttpResponse) -> Option<u64> {
-    let mut max_age = None;
-    let mut no_cache = false;
-    for (name, value) in &resp.headers {
-        if !name.eq_ignore_ascii_case("cache-control") {
-            continue;
-        }
-        for directive in value.split(',') {
-            let (key, arg) = match directive.split_once('=') {
-                Some((k, v)) => (k.trim(), Some(v.trim().trim_matches('"'))),
-                None => (directive.trim(), None),
-            };
-            match key.to_ascii_lowercase().as_str() {
-                "no-store" => return None,
-                "no-cache" => no_cache = true,
-                // An unparsable max-age makes the response stale (RFC 9111 §4.2.1).
-                "max-age" => max_age = Some(arg.and_then(|a| a.parse::<u64>().ok()).unwrap_or(0)),
-                _ => {}
-            }
-        }
-    }
-    if resp.header("vary").is_some_and(|v| v.trim() == "*") {
-        return None;
-    }
-    let age = resp
-        .header("age")
-        .and_then(|a| a.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let fresh_for = match (no_cache, max_age) {
-        (false, Some(max_age)) => max_age.saturating_sub(age),
-        _ => 0,
+/// The `If-None-Match` / `If-Modified-Since` headers that revalidate a
+/// stored response under `policy` (none while it is fresh).
+fn conditional(
+    policy: &CachePolicy,
+    req: &http::Request<()>,
+    now: SystemTime,
+) -> Vec<(String, String)> {
+    let BeforeRequest::Stale {
+        request,
+        matches: true,
+    } = policy.before_request(req, now)
+    else {
+        return Vec::new();
     };
-    let validated = resp.header("etag").is_some() || resp.header("last-modified").is_some();
-    (fresh_for > 0 || validated).then_some(fresh_for)
+    ["if-none-match", "if-modified-since"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = request.headers.get(name)?.to_str().ok()?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect()
 }
 
 impl CardCache {
     /// The stored card of `url` while it is fresh, not yet read.
     fn fresh_body(&self, url: &str) -> Option<String> {
-        Some(self.load(url).filter(|e| e.is_fresh(unix_now()))?.body)
+        let entry = self.load(url)?;
+        match entry
+            .policy
+            .before_request(&card_get(url)?, SystemTime::now())
+        {
+            BeforeRequest::Fresh(_) => Some(entry.body),
+            BeforeRequest::Stale { .. } => None,
+        }
     }
 
     /// The stored card of `url` while it is fresh and reads within `limits`.
@@ -177,55 +185,49 @@ impl CardCache {
 
     /// The conditional headers that revalidate the stored card of `url`.
     fn validators(&self, url: &str) -> Vec<(String, String)> {
-        let Some(entry) = self.load(url) else {
-            return Vec::new();
-        };
-        let mut headers = Vec::new();
-        if let Some(etag) = entry.etag {
-            headers.push(("If-None-Match".to_string(), etag));
+        match (self.load(url), card_get(url)) {
+            (Some(entry), Some(req)) => conditional(&entry.policy, &req, SystemTime::now()),
+            _ => Vec::new(),
         }
-        if let Some(date) = entry.last_modified {
-            headers.push(("If-Modified-Since".to_string(), date));
-        }
-        headers
     }
 
-    /// Takes the server's answer to a card GET: a 304 renews the stored
-    /// card and returns it; a 2xx is stored as its headers allow (or the old
-    /// entry dropped); anything else leaves the cache alone.
+    /// Takes the server's answer to a card GET: a 304 that matches the
+    /// stored card renews it and returns it; a 2xx is stored as its headers
+    /// allow (or the old entry dropped); anything else leaves the cache alone.
     fn update(&self, url: &str, resp: &HttpResponse) -> Option<Vec<u8>> {
+        let (req, res) = (card_get(url)?, as_http(resp)?);
+        let now = SystemTime::now();
         if resp.status == 304 {
-            let mut entry = self.load(url)?;
-            if resp.headers.iter().any(|(k, v)| {
-                k.eq_ignore_ascii_case("cache-control")
-                    && v.to_ascii_lowercase().contains("no-store")
-            }) {
+            let entry = self.load(url)?;
+            let AfterResponse::NotModified(policy, _) =
+                entry.policy.after_response(&req, &res, now)
+            else {
+                // Not the stored card's validator: the stored card is not it.
                 self.remove(url);
-                return Some(entry.body.into_bytes());
-            }
-            let before = (entry.fresh_for, entry.etag.clone());
-            if let Some(fresh_for) = freshness(resp) {
-                entry.fresh_for = fresh_for;
-            }
-            if let Some(etag) = resp.header("etag") {
-                entry.etag = Some(etag.to_string());
-            }
-            // Renewed freshness starts now; an entry that is never fresh and
-            // kept its validator is left as it is (no write on every call).
-            if entry.fresh_for > 0 || (entry.fresh_for, entry.etag.clone()) != before {
-                entry.stored_at = unix_now();
-                self.save(&entry);
+                return None;
+            };
+            if !policy.is_storable() {
+                self.remove(url);
+            } else if policy.time_to_live(now) > Duration::ZERO
+                || conditional(&policy, &req, now) != conditional(&entry.policy, &req, now)
+            {
+                // Renewed freshness starts now; an entry that is never fresh
+                // and kept its validator is left as it is (no write on every
+                // call).
+                self.save(&Entry {
+                    url: url.to_string(),
+                    policy,
+                    body: entry.body.clone(),
+                });
             }
             return Some(entry.body.into_bytes());
         }
         if resp.is_success() {
-            match (freshness(resp), String::from_utf8(resp.body.clone())) {
-                (Some(fresh_for), Ok(body)) => self.save(&Entry {
+            let policy = CachePolicy::new_options(&req, &res, now, options());
+            match String::from_utf8(resp.body.clone()) {
+                Ok(body) if worth_storing(&policy, resp, now) => self.save(&Entry {
                     url: url.to_string(),
-                    stored_at: unix_now(),
-                    fresh_for,
-                    etag: resp.header("etag").map(str::to_string),
-                    last_modified: resp.header("last-modified").map(str::to_string),
+                    policy,
                     body,
                 }),
                 _ => self.remove(url),
@@ -289,11 +291,18 @@ pub async fn fetch_card(
         Error::Malformed(r) => Error::Malformed(r.map(|m| format!("{m} ({shown})"), |_| true)),
         e => Error::malformed(format!("{e} ({shown})")),
     };
-    if resp.status == 304 {
-        if let Some(stored) = cache.update(&agent.card, &resp) {
-            return parse(&stored).map_err(malformed);
-        }
-    }
+    let resp = match resp.status {
+        304 => match cache.update(&agent.card, &resp) {
+            Some(stored) => return parse(&stored).map_err(malformed),
+            // A 304 for some other card than the stored one: ask again,
+            // unconditionally.
+            None => {
+                let req = HttpRequest::get(&agent.card).with_header("Accept", "application/json");
+                send(transport, agent, req).await?
+            }
+        },
+        _ => resp,
+    };
     if !resp.is_success() {
         return Err(Error::Status {
             status: resp.status,
@@ -359,72 +368,112 @@ async fn send(
 mod tests {
     use super::*;
 
-    fn with(headers: &[(&str, &str)]) -> HttpResponse {
-        HttpResponse {
+    /// Whether a 200 card answer with `headers` is stored, and how long it
+    /// is fresh for.
+    fn stored_for(headers: &[(&str, &str)]) -> Option<u64> {
+        let resp = HttpResponse {
             status: 200,
             headers: headers
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             body: vec![],
-        }
+        };
+        let url = "http://127.0.0.1:1/.well-known/agent-card.json";
+        let (req, res) = (card_get(url)?, as_http(&resp)?);
+        let now = SystemTime::now();
+        let policy = CachePolicy::new_options(&req, &res, now, options());
+        worth_storing(&policy, &resp, now).then(|| policy.time_to_live(now).as_secs())
     }
 
     #[test]
-    fn freshness_follows_cache_control() {
+    fn what_is_stored_follows_cache_control() {
         // The official JS SDK server's card headers.
         let js = [
             ("ETag", "W/\"709d\""),
             ("Cache-Control", "public, max-age=3600"),
         ];
-        assert_eq!(freshness(&with(&js)), Some(3600));
+        assert_eq!(stored_for(&js), Some(3600));
         assert_eq!(
-            freshness(&with(&[("cache-control", "max-age=60"), ("Age", "50")])),
+            stored_for(&[("cache-control", "max-age=60"), ("Age", "50")]),
             Some(10)
         );
         assert_eq!(
-            freshness(&with(&[("Cache-Control", "max-age=60"), ("Age", "90")])),
+            stored_for(&[("Cache-Control", "max-age=60"), ("Age", "90")]),
             None
         );
         assert_eq!(
-            freshness(&with(&[
-                ("Cache-Control", "no-cache, max-age=60"),
-                ("ETag", "\"a\"")
-            ])),
+            stored_for(&[("Cache-Control", "no-cache, max-age=60"), ("ETag", "\"a\"")]),
             Some(0)
         );
-        assert_eq!(freshness(&with(&[("ETag", "\"a\"")])), Some(0));
+        assert_eq!(stored_for(&[("ETag", "\"a\"")]), Some(0));
+        // No heuristic freshness from Last-Modified: only revalidated.
         assert_eq!(
-            freshness(&with(&[("Last-Modified", "Tue, 01 Dec 2026 10:00:00 GMT")])),
+            stored_for(&[("Last-Modified", "Tue, 01 Dec 2026 10:00:00 GMT")]),
             Some(0)
         );
         assert_eq!(
-            freshness(&with(&[("Cache-Control", "no-store, max-age=60")])),
+            stored_for(&[("Cache-Control", "no-store, max-age=60")]),
             None
         );
         assert_eq!(
-            freshness(&with(&[("Cache-Control", "max-age=60"), ("Vary", "*")])),
+            stored_for(&[("Cache-Control", "max-age=60"), ("Vary", "*")]),
             None
         );
-        assert_eq!(freshness(&with(&[("Cache-Control", "max-age=soon")])), None);
+        assert_eq!(stored_for(&[("Cache-Control", "max-age=soon")]), None);
+        // A private card is a single user's: this cache may keep it.
+        assert_eq!(
+            stored_for(&[("Cache-Control", "private, max-age=60")]),
+            Some(60)
+        );
         // No caching headers at all (the Python SDK server): nothing to store.
-        assert_eq!(
-            freshness(&with(&[("Content-Type", "application/json")])),
-            None
-        );
+        assert_eq!(stored_for(&[("Content-Type", "application/json")]), None);
     }
 
     #[test]
-    fn an_entry_is_fresh_for_its_lifetime_only() {
-        let entry = Entry {
-            url: "u".into(),
-            stored_at: 1_000,
-            fresh_for: 60,
-            etag: None,
-            last_modified: None,
-            body: String::new(),
+    fn a_stored_card_is_fresh_for_its_lifetime_then_revalidated() {
+        let dir = std::env::temp_dir().join(format!("toolnexus-cards-{}", std::process::id()));
+        let cache = CardCache { dir: dir.clone() };
+        let url = "http://127.0.0.1:1/.well-known/agent-card.json";
+        let answer = |headers: &[(&str, &str)]| HttpResponse {
+            status: 200,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: b"{}".to_vec(),
         };
-        assert!(entry.is_fresh(1_000) && entry.is_fresh(1_059));
-        assert!(!entry.is_fresh(1_060) && !entry.is_fresh(999));
+        cache.update(
+            url,
+            &answer(&[("Cache-Control", "max-age=600"), ("ETag", "\"v1\"")]),
+        );
+        assert_eq!(cache.fresh_body(url).as_deref(), Some("{}"));
+        assert!(
+            cache.validators(url).is_empty(),
+            "fresh: nothing to revalidate"
+        );
+
+        cache.update(
+            url,
+            &answer(&[("Cache-Control", "no-cache"), ("ETag", "\"v2\"")]),
+        );
+        assert_eq!(cache.fresh_body(url), None);
+        assert_eq!(
+            cache.validators(url),
+            [("if-none-match".to_string(), "\"v2\"".to_string())]
+        );
+        let not_modified = |etag: &str| HttpResponse {
+            status: 304,
+            headers: vec![("ETag".into(), etag.into())],
+            body: vec![],
+        };
+        assert_eq!(
+            cache.update(url, &not_modified("\"v2\"")),
+            Some(b"{}".to_vec())
+        );
+        // A 304 naming another card drops the stored one.
+        assert_eq!(cache.update(url, &not_modified("\"v3\"")), None);
+        assert!(cache.validators(url).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -174,7 +174,7 @@ impl Remote {
     /// Says on stderr which tools were renamed because their names clashed.
     async fn tools(&self, agent: &Agent) -> Result<Vec<RemoteTool>, Fail> {
         // One transport, so the card and the call share a keep-alive connection.
-        let transport = NativeTransport::shared();
+        let transport = transport();
         let cache = if self.no_cache {
             None
         } else {
@@ -280,6 +280,23 @@ pub fn interrupted() -> impl std::future::Future<Output = ()> {
 }
 
 /// Prints `v` as pretty JSON, inert on a terminal ([`super::terminal::json`]).
+/// The transport of `tools`, `call` and `tasks`: the shared one, in the
+/// trace of `TRACEPARENT` (and `TRACESTATE`) when that names a valid one:
+/// the command is a span of that trace, its requests children of it.
+fn transport() -> std::sync::Arc<NativeTransport> {
+    let shared = NativeTransport::shared();
+    let var = |name: &str| std::env::var(name).ok();
+    match var("TRACEPARENT")
+        .and_then(|p| toolnexus_core::TraceContext::parse(&p, var("TRACESTATE").as_deref()))
+    {
+        Some(parent) => {
+            let command = parent.child(&shared.new_id());
+            std::sync::Arc::new(shared.as_ref().clone().with_trace(command))
+        }
+        None => shared,
+    }
+}
+
 pub fn print_json(v: &serde_json::Value) {
     let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
     let mut out = std::io::stdout().lock();
@@ -325,7 +342,7 @@ pub async fn tasks(
         ));
     }
     let agent = remote.agent(None)?;
-    let transport = NativeTransport::shared();
+    let transport = transport();
     let cache = (!remote.no_cache).then(CardCache::open).flatten();
     let work = async {
         let card = card_cache::fetch_card(&transport, &agent, cache.as_ref())
