@@ -462,30 +462,37 @@ fn error_body(e: &RpcError, v03: bool) -> HttpResponse {
     })
     .unwrap_or_default();
     if v03 && body.pop() == Some(b'}') {
-        let message = serde_json::to_string(&e.message).unwrap_or_default();
-        let class = class_name(rpc::reason(e.code));
-        body.extend_from_slice(
-            format!(
-                r#","code":{},"message":{message},"type":"{class}"}}"#,
-                e.code
-            )
-            .as_bytes(),
-        );
+        for piece in [
+            ",\"code\":",
+            &crate::wire::json::text(&Value::from(e.code)),
+            ",\"message\":",
+            &crate::wire::json::quoted(&e.message),
+            ",\"type\":\"",
+            &class_name(rpc::reason(e.code)),
+            "\"}",
+        ] {
+            body.extend_from_slice(piece.as_bytes());
+        }
     }
     a2a_json(code, body)
 }
 
-/// `TASK_NOT_FOUND` as a2a-sdk names its error class: `TaskNotFoundError`.
+/// `TASK_NOT_FOUND` as a2a-sdk names its error class: `TaskNotFoundError`
+/// (bytes, not `str` patterns: no string searcher in the `.wasm`).
 pub(crate) fn class_name(reason: &str) -> String {
-    let mut out = String::new();
-    for word in reason.trim_end_matches("_ERROR").split('_') {
-        let mut chars = word.chars();
-        if let Some(first) = chars.next() {
-            out.push(first);
-            out.extend(chars.map(|c| c.to_ascii_lowercase()));
+    let reason = reason.strip_suffix("_ERROR").unwrap_or(reason);
+    let mut out = String::with_capacity(reason.len() + 5);
+    let mut upper = true;
+    for b in reason.bytes() {
+        if b == b'_' {
+            upper = true;
+            continue;
         }
+        out.push(char::from(if upper { b } else { b.to_ascii_lowercase() }));
+        upper = false;
     }
-    out + "Error"
+    out.push_str("Error");
+    out
 }
 
 /// An authentication refusal (401/403) as HTTP+JSON answers it: the
