@@ -17,6 +17,9 @@
 #   push          createA2AHandler's push notifications through the package:
 #                 configs kept by a JS store across handlers, delivery to a
 #                 local webhook (workerd's push test is in the workerd suite)
+#   peers         the package against the official SDKs (tests/peers): the
+#                 client calling REST-only and protected Python / JS SDK
+#                 servers, the SDKs' REST clients calling createA2AHandler
 #
 # Usage: wasm/test.sh [suite ...]     (default: all)
 set -uo pipefail
@@ -27,7 +30,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 . "$ROOT/tests/node-suites.sh"
 TESTS="$HERE/tests"
 export PATH="$HOME/.cargo/bin:$PATH"
-ALL_SUITES="core-wasm32 package node chromium workerd push"
+ALL_SUITES="core-wasm32 package node chromium workerd push peers"
 SUITES="${*:-$ALL_SUITES}"
 say() { printf '\n[test] %s\n' "$*"; }
 die() { printf '[test] FATAL: %s\n' "$*" >&2; exit 1; }
@@ -48,12 +51,12 @@ if wants node || wants chromium || wants workerd; then
   (cd "$ROOT" && cargo build -p toolnexus-host-native) || die "cargo build -p toolnexus-host-native failed"
 fi
 
-if wants node || wants workerd; then
+if wants node || wants workerd || wants peers; then
   say "the official SDK peers: a streaming server (node), the client (workerd) (tests/peers/setup.sh)"
   bash "$ROOT/tests/peers/setup.sh" || die "tests/peers/setup.sh failed"
 fi
 
-if wants package || wants node || wants chromium || wants workerd || wants push; then
+if wants package || wants node || wants chromium || wants workerd || wants push || wants peers; then
   say "installing the test packages (npm ci in wasm/tests)"
   if ! cmp -s "$TESTS/package-lock.json" "$TESTS/node_modules/.toolnexus-lock" 2>/dev/null; then
     (cd "$TESTS" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in wasm/tests"
@@ -136,6 +139,7 @@ wants node && run_node_suite node node.test.mjs auth.test.mjs
 wants chromium && run_node_suite chromium browser.test.mjs
 wants workerd && run_node_suite workerd workerd.test.mjs
 wants push && run_node_suite push push.test.mjs
+wants peers && run_node_suite peers peers.test.mjs
 
 # --- summary ---------------------------------------------------------------------
 say "summary"

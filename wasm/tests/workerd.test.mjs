@@ -413,8 +413,11 @@ function sdkModules() {
   return { sdk: req('@a2a-js/sdk'), client: req('@a2a-js/sdk/client') };
 }
 
-/** An SDK client for cardUrl whose fetch carries `Bearer token` through the SDK's AuthenticationHandler. */
-async function sdkClientWithBearer(cardUrl, token) {
+/**
+ * An SDK client for cardUrl whose fetch carries `Bearer token` through the
+ * SDK's AuthenticationHandler; over JSON-RPC, or HTTP+JSON with `rest`.
+ */
+async function sdkClientWithBearer(cardUrl, token, { rest = false } = {}) {
   const { client: c } = sdkModules();
   const seen = { headerCalls: 0 };
   const handler = {
@@ -424,8 +427,8 @@ async function sdkClientWithBearer(cardUrl, token) {
   const fetchImpl = c.createAuthenticatingFetchWithRetry(fetch, handler);
   const factory = new c.ClientFactory(c.ClientFactoryOptions.createFrom(c.ClientFactoryOptions.default, {
     cardResolver: new c.DefaultAgentCardResolver({ fetchImpl }),
-    transports: [new c.JsonRpcTransportFactory({ fetchImpl })],
-    preferredTransports: ['JSONRPC'],
+    transports: [rest ? new c.RestTransportFactory({ fetchImpl }) : new c.JsonRpcTransportFactory({ fetchImpl })],
+    preferredTransports: [rest ? 'HTTP+JSON' : 'JSONRPC'],
   }));
   return { client: await factory.createFromUrl(cardUrl, ''), seen };
 }
@@ -480,4 +483,37 @@ test('a worker with createA2AHandler({authenticate}): 401 without a credential, 
   const aliceList = JSON.parse((await rpc('alice-token', 'ListTasks', {})).body).result;
   assert.deepEqual(aliceList.tasks.map((t) => t.id), [task.id]);
   assert.equal(aliceList.totalSize, 1);
+});
+
+test('a worker with createA2AHandler({authenticate}) over HTTP+JSON: the official SDK REST client with a bearer token, each caller scoped', async () => {
+  const w = await startWorker(AUTH_WORKER);
+  const cardUrl = `${w.url}/.well-known/agent-card.json`;
+  const card = await (await fetch(cardUrl)).json();
+  assert.ok(card.supportedInterfaces.some((i) => i.protocolBinding === 'HTTP+JSON'), JSON.stringify(card.supportedInterfaces));
+  const { sdk } = sdkModules();
+  const message = (text) => ({
+    message: { messageId: `m-${text}`, role: sdk.Role.ROLE_USER, parts: [{ content: { $case: 'text', value: text } }] },
+  });
+  const taskOf = (r) => r.value ?? r.payload?.value ?? r;
+
+  const alice = await sdkClientWithBearer(cardUrl, 'alice-token', { rest: true });
+  const sent = taskOf(await alice.client.sendMessage(message('alice over rest')));
+  assert.ok(sent.id, JSON.stringify(sent));
+  assert.equal(sent.status.state, sdk.TaskState.TASK_STATE_COMPLETED, JSON.stringify(sent));
+  assert.ok(alice.seen.headerCalls >= 1, 'the SDK asked the handler for headers');
+  const events = [];
+  for await (const e of alice.client.sendMessageStream(message('alice streams'))) events.push(e);
+  assert.ok(events.length >= 2, JSON.stringify(events));
+  assert.equal((await alice.client.getTask({ tenant: '', id: sent.id })).id, sent.id);
+  const page = await alice.client.listTasks({ tenant: '', contextId: '', status: sdk.TaskState.TASK_STATE_UNSPECIFIED, pageToken: '', includeArtifacts: false });
+  assert.equal(page.totalSize, 2, JSON.stringify(page));
+
+  // Bob's REST client: alice's task does not exist for him, his list is empty.
+  const bob = await sdkClientWithBearer(cardUrl, 'bob-token', { rest: true });
+  await assert.rejects(bob.client.getTask({ tenant: '', id: sent.id }), /not found/i);
+  await assert.rejects(bob.client.cancelTask({ tenant: '', id: sent.id }), /not found/i);
+  assert.equal((await bob.client.listTasks({ tenant: '', contextId: '', status: sdk.TaskState.TASK_STATE_UNSPECIFIED, pageToken: '', includeArtifacts: false })).totalSize, 0);
+  // No token: 401 over REST too.
+  const anon = await sdkClientWithBearer(cardUrl, null, { rest: true });
+  await assert.rejects(anon.client.getTask({ tenant: '', id: sent.id }), /401|auth/i);
 });

@@ -449,6 +449,14 @@ pub fn http_status(code: i64) -> (u16, &'static str) {
 /// An error as HTTP+JSON answers it: the `google.rpc.Status` JSON,
 /// `{"error": {code, status, message, details: [ErrorInfo, BadRequest?]}}`.
 pub fn error_response(e: &RpcError) -> HttpResponse {
+    error_body(e, false)
+}
+
+/// [`error_response`], and on the 0.3 routes (`v03`) also what the SDKs'
+/// 0.3 REST clients read at the top: the JSON-RPC `code` and `message`
+/// (@a2a-js/sdk) and the error class `type` (a2a-sdk, e.g.
+/// `TaskNotCancelableError`), so that both raise their typed errors.
+fn error_body(e: &RpcError, v03: bool) -> HttpResponse {
     #[derive(serde::Serialize)]
     struct Status<'a> {
         code: u16,
@@ -461,7 +469,7 @@ pub fn error_response(e: &RpcError) -> HttpResponse {
         error: Status<'a>,
     }
     let (code, status) = http_status(e.code);
-    let body = serde_json::to_vec(&Body {
+    let mut body = serde_json::to_vec(&Body {
         error: Status {
             code,
             status,
@@ -470,7 +478,38 @@ pub fn error_response(e: &RpcError) -> HttpResponse {
         },
     })
     .unwrap_or_default();
+    if v03 && body.pop() == Some(b'}') {
+        for piece in [
+            ",\"code\":",
+            &crate::wire::json::text(&Value::from(e.code)),
+            ",\"message\":",
+            &crate::wire::json::quoted(&e.message),
+            ",\"type\":\"",
+            &class_name(rpc::reason(e.code)),
+            "\"}",
+        ] {
+            body.extend_from_slice(piece.as_bytes());
+        }
+    }
     a2a_json(code, body)
+}
+
+/// `TASK_NOT_FOUND` as a2a-sdk names its error class: `TaskNotFoundError`
+/// (bytes, not `str` patterns: no string searcher in the `.wasm`).
+pub(crate) fn class_name(reason: &str) -> String {
+    let reason = reason.strip_suffix("_ERROR").unwrap_or(reason);
+    let mut out = String::with_capacity(reason.len() + 5);
+    let mut upper = true;
+    for b in reason.bytes() {
+        if b == b'_' {
+            upper = true;
+            continue;
+        }
+        out.push(char::from(if upper { b } else { b.to_ascii_lowercase() }));
+        upper = false;
+    }
+    out.push_str("Error");
+    out
 }
 
 /// An authentication refusal (401/403) as HTTP+JSON answers it: the
@@ -585,7 +624,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .await
             {
                 Ok(reply) => reply,
-                Err(e) => Reply::Full(error_response(&e)),
+                Err(e) => Reply::Full(error_body(&e, v03)),
             };
         }
         let wait = super::preferred_wait(req).filter(|_| method == Some(Method::Get));
@@ -609,7 +648,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 a2a_json(200, crate::wire::json::text(&v).into_bytes())
             }
             Ok(result) => a2a_json(200, serde_json::to_vec(&result).unwrap_or_default()),
-            Err(e) => error_response(&e),
+            Err(e) => error_body(&e, v03),
         };
         if let Some(secs) = waited {
             resp.headers

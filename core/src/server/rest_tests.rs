@@ -255,6 +255,59 @@ fn cancel_then_cancel_again_is_400_task_not_cancelable() {
 }
 
 #[test]
+fn on_the_0_3_routes_errors_also_carry_what_the_sdks_0_3_clients_read() {
+    let f = rest();
+    let v = f.ok(
+        "POST",
+        "/v1/message:send",
+        Some(json!({"message": {"messageId": "m1", "role": "ROLE_USER", "content": [{"text": "hi"}]}})),
+    );
+    let id = v["task"]["id"].as_str().expect("id").to_string();
+    f.settle();
+    for (method, path, status, code, class) in [
+        (
+            "POST",
+            format!("/v1/tasks/{id}:cancel"),
+            400,
+            -32002,
+            "TaskNotCancelableError",
+        ),
+        (
+            "GET",
+            "/v1/tasks/nope".to_string(),
+            404,
+            -32001,
+            "TaskNotFoundError",
+        ),
+    ] {
+        let resp = f.rest(method, &path, None);
+        assert_eq!(resp.status, status, "{}", resp.body_snippet(400));
+        let v: Value = serde_json::from_slice(&resp.body).expect("JSON body");
+        // The google.rpc.Status, as on the 1.0 routes (and as a2a-sdk's 0.3 routes answer)…
+        assert_eq!(v["error"]["code"], status, "{v}");
+        // …and at the top the JSON-RPC code (@a2a-js/sdk's 0.3 REST client
+        // maps it) and the class name (a2a-sdk's 0.3 REST client maps it).
+        assert_eq!(v["code"], code, "{v}");
+        assert_eq!(v["message"], v["error"]["message"], "{v}");
+        assert_eq!(v["type"], class, "{v}");
+    }
+    // The 1.0 routes keep the google.rpc.Status alone.
+    let v: Value = serde_json::from_slice(&f.rest("GET", "/tasks/nope", None).body).expect("JSON");
+    assert_eq!(v.as_object().map(|o| o.len()), Some(1), "{v}");
+    for (reason, class) in [
+        ("TASK_NOT_FOUND", "TaskNotFoundError"),
+        (
+            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            "ExtendedAgentCardNotConfiguredError",
+        ),
+        ("INTERNAL_ERROR", "InternalError"),
+        ("INVALID_PARAMS", "InvalidParamsError"),
+    ] {
+        assert_eq!(super::rest::class_name(reason), class);
+    }
+}
+
+#[test]
 fn stream_and_subscribe_send_bare_stream_responses() {
     let f = rest();
     let mut body = f.rest_stream(

@@ -64,7 +64,7 @@ impl RpcError {
 }
 
 /// The reason of an error code in `google.rpc.ErrorInfo`, as the official SDKs spell it.
-fn reason(code: i64) -> &'static str {
+pub(crate) fn reason(code: i64) -> &'static str {
     match code {
         TASK_NOT_FOUND => "TASK_NOT_FOUND",
         TASK_NOT_CANCELABLE => "TASK_NOT_CANCELABLE",

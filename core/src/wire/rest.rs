@@ -284,7 +284,13 @@ fn read_value(dialect: Dialect, mut v: Value, http: u16) -> Result<Value, Option
         return Err(Some(rest_error(err, http)));
     }
     if !(200..300).contains(&http) {
-        return Err(None);
+        // The JS SDK's 0.3 REST error: the JSON-RPC code at the top,
+        // `{"code": -32001, "message": …}`.
+        return Err(v
+            .get("code")
+            .and_then(Value::as_i64)
+            .is_some_and(|c| c < 0)
+            .then(|| rest_error(&v, http)));
     }
     if dialect == Dialect::Rest03 {
         from_v03_answer(&mut v);
@@ -702,6 +708,22 @@ mod tests {
         assert!(matches!(
             Dialect::Rest10.read_reply(&html, "u"),
             Err(Error::Status { status: 502, .. })
+        ));
+        // The JS SDK's 0.3 REST error body: the JSON-RPC code at the top.
+        for dialect in [Dialect::Rest03, Dialect::Rest10] {
+            let js03 = json!({"code": -32004, "message": "Task t is in a terminal state"});
+            assert_eq!(
+                dialect.read_reply(&answer(400, js03), "u"),
+                Err(Error::Rpc {
+                    code: -32004,
+                    message: "Task t is in a terminal state".into()
+                })
+            );
+        }
+        // A top-level positive `code` is no A2A error: the status is the error.
+        assert!(matches!(
+            Dialect::Rest03.read_reply(&answer(400, json!({"code": 400, "message": "x"})), "u"),
+            Err(Error::Status { status: 400, .. })
         ));
         // An SSE error event.
         assert!(matches!(

@@ -1,7 +1,8 @@
 // The library component (dist/toolnexus-a2a.wasm) in Node through
 // `jco transpile`: the same .wasm, a non-Rust host, no wasm-bindgen.
 // agent-tools and call against a real peer: the official @a2a-js/sdk server
-// (tests/peers/js/server.mjs), in 1.0 mode and with 0.3 compatibility.
+// (tests/peers/js/server.mjs), in 1.0 mode and with 0.3 compatibility, and
+// serving HTTP+JSON only (1.0, 0.3, a tenant).
 //
 // Run by wasm/component/test.sh (after build.sh and setup.sh):
 //   node --test js/library.test.mjs
@@ -85,6 +86,28 @@ for (const mode of [[], ['--compat-03']]) {
       // A tool the agent does not have: the error variant, as `toolnexus call` says it.
       assert.throws(() => client.call(agent(card), 'nope', 'x', { deadlineMs: undefined, events: false, ...noRefs }),
         (e) => e.payload?.tag === 'misuse' && /the agent has no tool "nope"/.test(e.payload.val));
+    } finally {
+      peer.child.kill();
+    }
+  });
+}
+
+for (const mode of [['--rest-only'], ['--rest-only', '--compat-03', '--card-03'], ['--rest-only', '--tenant', 'acme']]) {
+  test(`a REST-only official JS SDK server (${mode.join(' ')}): the dialect names HTTP+JSON, calls complete`, async () => {
+    const peer = await jsPeer(mode);
+    try {
+      const card = `${peer.url}/.well-known/agent-card.json`;
+      const want = mode.includes('--compat-03') ? 'rest-v03' : 'rest-v1';
+      const summary = client.readCard(agent(card));
+      assert.equal(summary.dialect, want, JSON.stringify(summary));
+      // The tenant is a path segment of every request.
+      assert.equal(summary.endpoint, mode.includes('--tenant') ? `${peer.url}/acme` : peer.url);
+      const tools = client.agentTools(agent(card));
+      assert.ok(tools.every((t) => t.dialect === want), JSON.stringify(tools.map((t) => t.dialect)));
+      const ok = client.call(agent(card), 'echo', 'hello over rest', { deadlineMs: undefined, events: true, ...noRefs });
+      assert.equal(ok.result.isError, false, ok.result.output);
+      assert.equal(ok.result.output, 'echo: hello over rest');
+      assert.equal(ok.events.at(-1).state, 'completed');
     } finally {
       peer.child.kill();
     }

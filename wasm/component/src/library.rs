@@ -60,9 +60,10 @@ fn agent_out(a: toolnexus_core::Agent) -> wit::Agent {
 
 fn dialect(d: Dialect) -> wit::Dialect {
     match d {
-        // The WIT enum names no binding yet: HTTP+JSON reads as its version.
-        Dialect::V10 | Dialect::Rest10 => wit::Dialect::A2aV1,
-        Dialect::V03 | Dialect::Rest03 => wit::Dialect::A2aV03,
+        Dialect::V10 => wit::Dialect::A2aV1,
+        Dialect::V03 => wit::Dialect::A2aV03,
+        Dialect::Rest10 => wit::Dialect::RestV1,
+        Dialect::Rest03 => wit::Dialect::RestV03,
         Dialect::Toolnexus => wit::Dialect::Toolnexus,
     }
 }
@@ -71,6 +72,8 @@ fn dialect_named(name: &str) -> wit::Dialect {
     match name {
         "toolnexus" => wit::Dialect::Toolnexus,
         "0.3" | "v0.3" | "a2a-0.3" => wit::Dialect::A2aV03,
+        "rest-1.0" => wit::Dialect::RestV1,
+        "rest-0.3" => wit::Dialect::RestV03,
         _ => wit::Dialect::A2aV1,
     }
 }
