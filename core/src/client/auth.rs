@@ -279,7 +279,9 @@ impl Placement {
             }
             Placement::Query(name) => {
                 let bytes = request.url.as_bytes();
-                let sep = if bytes.contains(&b'?') { '&' } else { '?' };
+                // A `&str`, not a `char`: `{char}` would bring `char`'s
+                // `Display` into the client `.wasm` for this one use.
+                let sep = if bytes.contains(&b'?') { "&" } else { "?" };
                 // Before any fragment (a request URL has none in practice).
                 // `split_at_checked`, not `split_at`: see `find_str`.
                 let at = bytes.iter().position(|&b| b == b'#').unwrap_or(bytes.len());
