@@ -54,11 +54,7 @@ fn keys(v: Option<&Value>) -> Vec<String> {
     match v {
         // 1.0 scopes: {"scope": "description"}; a list is read too.
         Some(Value::Object(o)) => o.keys().cloned().collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect(),
-        _ => Vec::new(),
+        list => crate::wire::json::strings(list),
     }
 }
 

@@ -133,13 +133,7 @@ impl AgentCard {
                 id: text(s, "id"),
                 name: text(s, "name"),
                 description: text(s, "description"),
-                tags: s
-                    .get("tags")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|t| t.as_str().map(str::to_string))
-                    .collect(),
+                tags: crate::wire::json::strings(s.get("tags")),
             })
             .collect();
         // `get` twice, not `pointer`: one less JSON-pointer parser in the .wasm.

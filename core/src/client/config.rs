@@ -49,13 +49,7 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
             agent.max_skills = entry.get("maxSkills").and_then(Value::as_u64);
             agent.allow_insecure_headers = flag("allowInsecureHeaders") == Some(true);
             agent.auth = entry.get("auth").and_then(crate::Auth::from_value);
-            agent.allowed_origins = entry
-                .get("allowedOrigins")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|o| o.as_str().map(str::to_string))
-                .collect();
+            agent.allowed_origins = crate::wire::json::strings(entry.get("allowedOrigins"));
             agent.conversational =
                 entry.get("conversational").and_then(Value::as_bool) == Some(true);
             // `"binding": "rest"` prefers HTTP+JSON; `"jsonrpc"` (the default) JSON-RPC.
