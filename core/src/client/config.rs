@@ -32,15 +32,16 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
                     .and_then(Value::as_u64)
                     .map(Duration::from_millis)
             };
-            let headers = entry
-                .get("headers")
-                .and_then(Value::as_object)
-                .map(|h| {
-                    h.iter()
-                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                        .collect()
-                })
-                .unwrap_or_default();
+            // A plain loop, not a `filter_map(..).collect()` chain (its own
+            // iterator code in the client `.wasm`).
+            let mut headers = Vec::new();
+            if let Some(h) = entry.get("headers").and_then(Value::as_object) {
+                for (k, v) in h {
+                    if let Value::String(v) = v {
+                        headers.push((k.clone(), v.clone()));
+                    }
+                }
+            }
             let mut agent = Agent::new(card);
             agent.headers = headers;
             agent.timeout = millis("timeout");
