@@ -54,11 +54,7 @@ fn keys(v: Option<&Value>) -> Vec<String> {
     match v {
         // 1.0 scopes: {"scope": "description"}; a list is read too.
         Some(Value::Object(o)) => o.keys().cloned().collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect(),
-        _ => Vec::new(),
+        list => crate::wire::json::strings(list),
     }
 }
 
@@ -117,9 +113,16 @@ pub fn read_schemes(card: &Value) -> Vec<(String, SecurityScheme)> {
     let Some(map) = card.get("securitySchemes").and_then(Value::as_object) else {
         return Vec::new();
     };
-    map.iter()
-        .filter_map(|(name, v)| Some((name.clone(), SecurityScheme::from_value(v)?)))
-        .collect()
+    // Plain loops here and in `read_requirements`, not `filter_map(..)
+    // .collect()`: every such chain is its own iterator code in the client
+    // `.wasm`.
+    let mut out = Vec::new();
+    for (name, v) in map {
+        if let Some(scheme) = SecurityScheme::from_value(v) {
+            out.push((name.clone(), scheme));
+        }
+    }
+    out
 }
 
 /// One way to satisfy a card: every named scheme (with its scopes) at once.
@@ -132,25 +135,22 @@ pub fn read_requirements(card: &Value) -> Vec<Requirement> {
         .get("securityRequirements")
         .or_else(|| card.get("security"))
         .and_then(Value::as_array);
-    list.into_iter()
-        .flatten()
-        .filter_map(|r| {
-            // 1.0: {"schemes": {"name": {"list": [..]}}}; 0.3: {"name": [..]}.
-            let (schemes, v1) = match r.get("schemes").and_then(Value::as_object) {
-                Some(s) => (s, true),
-                None => (r.as_object()?, false),
-            };
-            Some(
-                schemes
-                    .iter()
-                    .map(|(name, scopes)| {
-                        let scopes = if v1 { scopes.get("list") } else { Some(scopes) };
-                        (name.clone(), keys(scopes))
-                    })
-                    .collect(),
-            )
-        })
-        .collect()
+    let mut out = Vec::new();
+    for r in list.into_iter().flatten() {
+        // 1.0: {"schemes": {"name": {"list": [..]}}}; 0.3: {"name": [..]}.
+        let (schemes, v1) = match (r.get("schemes").and_then(Value::as_object), r) {
+            (Some(s), _) => (s, true),
+            (None, Value::Object(o)) => (o, false),
+            _ => continue,
+        };
+        let mut requirement = Vec::with_capacity(schemes.len());
+        for (name, scopes) in schemes {
+            let scopes = if v1 { scopes.get("list") } else { Some(scopes) };
+            requirement.push((name.clone(), keys(scopes)));
+        }
+        out.push(requirement);
+    }
+    out
 }
 
 /// Whether a card with these requirements needs a credential: it lists at
@@ -279,7 +279,9 @@ impl Placement {
             }
             Placement::Query(name) => {
                 let bytes = request.url.as_bytes();
-                let sep = if bytes.contains(&b'?') { '&' } else { '?' };
+                // A `&str`, not a `char`: `{char}` would bring `char`'s
+                // `Display` into the client `.wasm` for this one use.
+                let sep = if bytes.contains(&b'?') { "&" } else { "?" };
                 // Before any fragment (a request URL has none in practice).
                 // `split_at_checked`, not `split_at`: see `find_str`.
                 let at = bytes.iter().position(|&b| b == b'#').unwrap_or(bytes.len());

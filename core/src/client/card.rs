@@ -63,21 +63,30 @@ fn text(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-fn interfaces(v: &Value, key: &str) -> Vec<CardInterface> {
-    v.get(key)
+/// The items of the array at `key` (none if it is not one).
+fn items<'a>(v: Option<&'a Value>, key: &str) -> &'a [Value] {
+    v.and_then(|v| v.get(key))
         .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|i| {
-            Some(CardInterface {
-                url: text(i, "url")?,
-                // 0.3 says `transport`, 1.0 says `protocolBinding`.
-                protocol_binding: text(i, "protocolBinding").or_else(|| text(i, "transport"))?,
+        .map_or(&[], Vec::as_slice)
+}
+
+// The lists of a card are read with plain loops, not `filter_map(..)
+// .collect()` chains: each chain is its own iterator code in the client `.wasm`.
+fn interfaces(v: &Value, key: &str) -> Vec<CardInterface> {
+    let mut out = Vec::new();
+    for i in items(Some(v), key) {
+        // 0.3 says `transport`, 1.0 says `protocolBinding`.
+        let binding = text(i, "protocolBinding").or_else(|| text(i, "transport"));
+        if let (Some(url), Some(protocol_binding)) = (text(i, "url"), binding) {
+            out.push(CardInterface {
+                url,
+                protocol_binding,
                 protocol_version: text(i, "protocolVersion"),
                 tenant: text(i, "tenant").filter(|t| !t.is_empty()),
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    out
 }
 
 impl AgentCard {
@@ -133,13 +142,7 @@ impl AgentCard {
                 id: text(s, "id"),
                 name: text(s, "name"),
                 description: text(s, "description"),
-                tags: s
-                    .get("tags")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|t| t.as_str().map(str::to_string))
-                    .collect(),
+                tags: crate::wire::json::strings(s.get("tags")),
             })
             .collect();
         // `get` twice, not `pointer`: one less JSON-pointer parser in the .wasm.
@@ -156,13 +159,13 @@ impl AgentCard {
             supported_interfaces,
             provider_organization: v.get("provider").and_then(|p| text(p, "organization")),
             skills,
-            extensions: capabilities
-                .and_then(|c| c.get("extensions"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|e| text(e, "uri"))
-                .collect(),
+            extensions: {
+                let mut uris = Vec::new();
+                for e in items(capabilities, "extensions") {
+                    uris.extend(text(e, "uri"));
+                }
+                uris
+            },
             streaming: capabilities
                 .and_then(|c| c.get("streaming"))
                 .and_then(Value::as_bool)

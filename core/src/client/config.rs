@@ -32,15 +32,16 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
                     .and_then(Value::as_u64)
                     .map(Duration::from_millis)
             };
-            let headers = entry
-                .get("headers")
-                .and_then(Value::as_object)
-                .map(|h| {
-                    h.iter()
-                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                        .collect()
-                })
-                .unwrap_or_default();
+            // A plain loop, not a `filter_map(..).collect()` chain (its own
+            // iterator code in the client `.wasm`).
+            let mut headers = Vec::new();
+            if let Some(h) = entry.get("headers").and_then(Value::as_object) {
+                for (k, v) in h {
+                    if let Value::String(v) = v {
+                        headers.push((k.clone(), v.clone()));
+                    }
+                }
+            }
             let mut agent = Agent::new(card);
             agent.headers = headers;
             agent.timeout = millis("timeout");
@@ -49,13 +50,7 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
             agent.max_skills = entry.get("maxSkills").and_then(Value::as_u64);
             agent.allow_insecure_headers = flag("allowInsecureHeaders") == Some(true);
             agent.auth = entry.get("auth").and_then(crate::Auth::from_value);
-            agent.allowed_origins = entry
-                .get("allowedOrigins")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|o| o.as_str().map(str::to_string))
-                .collect();
+            agent.allowed_origins = crate::wire::json::strings(entry.get("allowedOrigins"));
             agent.conversational =
                 entry.get("conversational").and_then(Value::as_bool) == Some(true);
             // `"binding": "rest"` prefers HTTP+JSON; `"jsonrpc"` (the default) JSON-RPC.

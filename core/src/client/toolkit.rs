@@ -309,50 +309,53 @@ pub fn card_tools(agent: &Agent, card: &AgentCard) -> Vec<A2aTool> {
     );
     // (base name, name) of each tool so far; at most `max_skills` of them.
     let mut taken: Vec<(String, String)> = Vec::new();
-    card.skills
-        .iter()
-        .filter_map(|skill| {
-            let key = skill.key()?;
-            let base = format!("{}_{}", sanitize(&card.name), sanitize(key));
-            // Start past the suffixes this base already used, so a card of
-            // a thousand equal skills costs no more than a thousand checks each.
-            let mut n = taken.iter().filter(|(b, _)| *b == base).count().max(1);
-            let mut name = base.clone();
-            while taken.iter().any(|(_, t)| *t == name) {
-                n += 1;
-                name = format!("{base}_{n}");
-            }
-            taken.push((base.clone(), name.clone()));
-            let description = skill
-                .description
-                .clone()
-                .or_else(|| skill.name.clone())
-                .unwrap_or_else(|| key.to_string());
-            Some(A2aTool {
-                clash: (name != base).then_some(base),
-                spec: ToolSpec {
-                    name,
-                    input_schema: if agent.conversational {
-                        crate::model::tool::a2a_conversational_schema(&description)
-                    } else {
-                        a2a_input_schema(&description)
-                    },
-                    description,
-                    source: ToolSource::A2a,
+    // A plain loop, not `filter_map(..).collect()` (its own iterator code
+    // in the client `.wasm`).
+    let mut tools = Vec::new();
+    for skill in &card.skills {
+        let Some(key) = skill.key() else {
+            continue;
+        };
+        let base = format!("{}_{}", sanitize(&card.name), sanitize(key));
+        // Start past the suffixes this base already used, so a card of
+        // a thousand equal skills costs no more than a thousand checks each.
+        let mut n = taken.iter().filter(|(b, _)| *b == base).count().max(1);
+        let mut name = base.clone();
+        while taken.iter().any(|(_, t)| *t == name) {
+            n += 1;
+            name = format!("{base}_{n}");
+        }
+        taken.push((base.clone(), name.clone()));
+        let description = skill
+            .description
+            .clone()
+            .or_else(|| skill.name.clone())
+            .unwrap_or_else(|| key.to_string());
+        tools.push(A2aTool {
+            clash: (name != base).then_some(base),
+            spec: ToolSpec {
+                name,
+                input_schema: if agent.conversational {
+                    crate::model::tool::a2a_conversational_schema(&description)
+                } else {
+                    a2a_input_schema(&description)
                 },
-                agent: agent.clone(),
-                agent_name: card.name.clone(),
-                skill: key.to_string(),
-                endpoint: endpoint.clone(),
-                dialect,
-                long_poll: card.long_poll(),
-                streaming: card.streaming,
-                auth: auth.clone(),
-                requires_credentials: card.requires_credentials(),
-                tokens: None,
-            })
-        })
-        .collect()
+                description,
+                source: ToolSource::A2a,
+            },
+            agent: agent.clone(),
+            agent_name: card.name.clone(),
+            skill: key.to_string(),
+            endpoint: endpoint.clone(),
+            dialect,
+            long_poll: card.long_poll(),
+            streaming: card.streaming,
+            auth: auth.clone(),
+            requires_credentials: card.requires_credentials(),
+            tokens: None,
+        });
+    }
+    tools
 }
 
 /// Fetches the agent's card and returns one tool per advertised skill.

@@ -643,7 +643,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         };
         let mut resp = match outcome {
             Ok(result) if v03 => {
-                let mut v = serde_json::to_value(&result).unwrap_or_default();
+                // Written as bytes and read back, not `to_value`: that would
+                // instantiate every answer type's `Serialize` a second time,
+                // for serde_json's `Value` serializer (a few KB of the npm
+                // `.wasm`) on a path only 0.3 REST clients take.
+                let mut v = reparse(serde_json::to_vec(&result).unwrap_or_default());
                 to_v03_answer(&mut v);
                 a2a_json(200, crate::wire::json::text(&v).into_bytes())
             }
@@ -656,6 +660,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         Reply::Full(resp)
     }
+}
+
+/// JSON text we just wrote, as a `Value` (see the 0.3 answer above).
+pub(crate) fn reparse(json: Vec<u8>) -> Value {
+    serde_json::from_slice(&json).unwrap_or_default()
 }
 
 /// A 1.0 answer (a task, a send response, a config or their list) as the

@@ -219,7 +219,9 @@ fn frame(framing: &Framing, shape: Shape, event: &StreamEvent) -> Vec<u8> {
         Framing::JsonRpc(id) => id,
         rest => {
             let json = if matches!(rest, Framing::Rest03) {
-                let mut v = serde_json::to_value(event.shaped(shape)).unwrap_or_default();
+                // Bytes read back, not `to_value`: see `rest::reparse`.
+                let bytes = serde_json::to_vec(&event.shaped(shape)).unwrap_or_default();
+                let mut v = super::rest::reparse(bytes);
                 super::rest::to_v03_stream_response(&mut v);
                 crate::wire::json::text(&v)
             } else {

@@ -68,6 +68,21 @@ pub fn read_object<T>(
     }
 }
 
+/// The strings of a JSON array (other items skipped; not an array: none).
+/// One shared loop: each `filter_map(..).collect()` site would be its own
+/// copy of the iterator code in the `.wasm`.
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(Value::Array(list)) = v {
+        for item in list {
+            if let Value::String(s) = item {
+                out.push(s.clone());
+            }
+        }
+    }
+    out
+}
+
 /// `s` in double quotes, escaped as a JSON string: for messages that quote
 /// what they got. The `{:?}` of a `str` would say the same for printable
 /// text, but brings Rust's escaping and Unicode tables into the `.wasm`.
