@@ -30,6 +30,7 @@ fn task(id: String, context: String, text: &str) -> Task {
         }],
         dialect: toolnexus_core::Shape::V03,
         owner: None,
+        revision: Default::default(),
     }
 }
 

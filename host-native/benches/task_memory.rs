@@ -58,6 +58,7 @@ fn task(i: usize) -> Task {
         }],
         dialect: toolnexus_core::Shape::V03,
         owner: None,
+        revision: Default::default(),
     }
 }
 

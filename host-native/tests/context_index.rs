@@ -26,6 +26,7 @@ fn task(id: &str, context: &str) -> Task {
         }],
         dialect: toolnexus_core::Shape::V03,
         owner: None,
+        revision: Default::default(),
     }
 }
 

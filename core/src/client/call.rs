@@ -705,6 +705,7 @@ impl CallMachine {
                     history: Vec::new(),
                     dialect: crate::model::task::Shape::V03,
                     owner: None,
+                    revision: Default::default(),
                 };
                 t.apply(&event);
                 self.task.insert(t)

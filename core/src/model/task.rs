@@ -169,6 +169,29 @@ pub struct Task {
     /// [`Task::stored`] / [`Task::from_stored`]; [`Task::from_value`] (peer
     /// data) never reads one.
     pub owner: Option<String>,
+    /// How the store holds it: its version and the lease of the replica
+    /// fulfilling it. Never on the wire, like `owner`: only
+    /// [`Task::stored`] writes it and [`Task::from_stored`] reads it.
+    pub revision: Revision,
+}
+
+/// A task's place in its store ([`Task::revision`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Revision {
+    /// One more with every save (the first save is 1; 0: never stored). A
+    /// store takes a save only over the version before it (compare and
+    /// swap), so two replicas never overwrite each other.
+    pub version: u64,
+    /// The replica fulfilling the task and until when (Unix ms) its claim
+    /// holds unless renewed; `None` once it stops running.
+    pub lease: Option<Lease>,
+}
+
+/// A running task's claim by one replica ([`Revision::lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub holder: String,
+    pub until_ms: u64,
 }
 
 pub(crate) fn text_of(v: &Value, key: &str) -> Option<String> {
@@ -283,6 +306,7 @@ impl Task {
             artifacts: list("artifacts").map(Artifact::from_value).collect(),
             dialect,
             owner: None,
+            revision: Revision::default(),
         })
     }
 
@@ -291,6 +315,13 @@ impl Task {
     pub fn from_stored(v: &Value) -> Option<Task> {
         let mut task = Task::from_value(v)?;
         task.owner = text_of(v, STORED_OWNER);
+        task.revision.version = v.get(STORED_VERSION).and_then(Value::as_u64).unwrap_or(0);
+        task.revision.lease = v.get(STORED_LEASE).and_then(|l| {
+            Some(Lease {
+                holder: text_of(l, "holder")?,
+                until_ms: l.get("until")?.as_u64()?,
+            })
+        });
         Some(task)
     }
 
@@ -357,6 +388,10 @@ impl Task {
 
 /// The key of a task's owner in its stored form (never on the wire).
 pub const STORED_OWNER: &str = "owner";
+/// The stored form's key of [`Revision::version`].
+pub const STORED_VERSION: &str = "version";
+/// The stored form's key of [`Revision::lease`] (`{"holder", "until"}`).
+pub const STORED_LEASE: &str = "lease";
 
 /// A task as a store keeps it ([`Task::stored`]).
 pub struct StoredTask<'a>(pub &'a Task);
@@ -364,7 +399,7 @@ pub struct StoredTask<'a>(pub &'a Task);
 impl Serialize for StoredTask<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let t = self.0;
-        write_task(t, t.dialect, None, t.owner.as_deref(), s)
+        write_task(t, t.dialect, None, Some(t), s)
     }
 }
 
@@ -436,12 +471,12 @@ impl Serialize for ShapedTask<'_> {
 }
 
 /// A task in `shape`, its history trimmed to `history_length`, and with
-/// `owner` only in the stored form.
+/// the owner and revision only in the stored form.
 fn write_task<S: Serializer>(
     t: &Task,
     shape: Shape,
     history_length: Option<usize>,
-    owner: Option<&str>,
+    stored: Option<&Task>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
     {
@@ -497,8 +532,25 @@ fn write_task<S: Serializer>(
                 .collect();
             map.serialize_entry("history", &history)?;
         }
-        if let Some(owner) = owner {
-            map.serialize_entry(STORED_OWNER, owner)?;
+        if let Some(t) = stored {
+            if let Some(owner) = &t.owner {
+                map.serialize_entry(STORED_OWNER, owner)?;
+            }
+            if t.revision.version > 0 {
+                map.serialize_entry(STORED_VERSION, &t.revision.version)?;
+            }
+            if let Some(lease) = &t.revision.lease {
+                struct L<'a>(&'a Lease);
+                impl Serialize for L<'_> {
+                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut map = s.serialize_map(Some(2))?;
+                        map.serialize_entry("holder", &self.0.holder)?;
+                        map.serialize_entry("until", &self.0.until_ms)?;
+                        map.end()
+                    }
+                }
+                map.serialize_entry(STORED_LEASE, &L(lease))?;
+            }
         }
         map.end()
     }

@@ -125,6 +125,7 @@ mod tests {
             history: vec![user(said)],
             dialect: crate::model::task::Shape::V03,
             owner: None,
+            revision: Default::default(),
         };
         if state == TaskState::Completed {
             t.artifacts.push(Artifact {
