@@ -163,6 +163,8 @@ struct Cluster {
 
 const LEASE_MS: u64 = 30_000;
 
+// On wasm32 the queued jobs are not Send, so neither is the host; that is fine there.
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 fn cluster(n: usize, poll: Option<u64>) -> Cluster {
     let clock = Arc::new(Clock {
         time: VirtualTime::manual(),
