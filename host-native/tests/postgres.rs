@@ -404,3 +404,49 @@ async fn an_unreachable_database_is_a_clear_error() {
     };
     assert!(e.to_string().contains("PostgreSQL"), "{e}");
 }
+
+/// SubscribeToTask on replica B for a task running on replica A: the task
+/// as stored, then the rest of its events from the store, each once, to
+/// its terminal state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_on_another_replica_gets_the_rest() {
+    let pg = PgCluster::start();
+    let url = pg.database("follow");
+    let (model, _) = slow_model().await;
+    let r = replicas(2, &url, &model.url, "30").await;
+    let id = send(&r[0].url, "sleep 1500").await;
+    until_working(&r[0].url, &id).await;
+    let body =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/resubscribe", "params": {"id": id}});
+    let req = HttpRequest::post_json(format!("{}/", r[1].url), body.to_string().into_bytes())
+        .with_header("Accept", "text/event-stream");
+    let resp = tokio::time::timeout(Duration::from_secs(20), NativeTransport::shared().send(req))
+        .await
+        .expect("the stream ended with the task")
+        .expect("answer");
+    let text = String::from_utf8_lossy(&resp.body).to_string();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .map(|v| v["result"].clone())
+        .collect();
+    assert_eq!(events[0]["kind"], "task", "{text}");
+    assert_eq!(events[0]["status"]["state"], "working", "{text}");
+    let answers: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "artifact-update")
+        .collect();
+    assert_eq!(answers.len(), 1, "the answer once: {text}");
+    assert_eq!(answers[0]["artifact"]["parts"][0]["text"], "done");
+    let last = events.last().expect("events");
+    assert_eq!(last["status"]["state"], "completed", "{text}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "status-update")
+            .count(),
+        1,
+        "one status change after the snapshot: {text}"
+    );
+}

@@ -849,10 +849,21 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             _ => self.subscribe(&call.params, owner).await?,
         };
         let shape = answer_shape(&call, &first);
+        // Not running here but not done: another replica runs it; follow
+        // it through the store.
+        let remote = (slot.is_none() && !machine::ends_stream(first.state))
+            .then(|| self.follow_stored(first.clone()));
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
-            body: stream::event_body(stream::Framing::of(&call), shape, first, slot, hooks),
+            body: stream::event_body(
+                stream::Framing::of(&call),
+                shape,
+                first,
+                slot,
+                remote,
+                hooks,
+            ),
         })
     }
 
@@ -892,6 +903,56 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             ));
         }
         Ok((task, slot))
+    }
+
+    /// The events of a stored task running on another replica, from the
+    /// version `last`: each change the store tells of (or `store_poll`
+    /// finds) read and turned into the events between the two versions,
+    /// until the task stops. Nothing is told twice: each version is read
+    /// against the one before it.
+    fn follow_stored(
+        self: &Arc<Self>,
+        last: Task,
+    ) -> crate::host::transport::BoxStream<'static, StreamEvent> {
+        let state = (self.clone(), last, std::collections::VecDeque::new(), false);
+        Box::pin(futures_util::stream::unfold(
+            state,
+            |(server, mut last, mut queue, mut done)| async move {
+                loop {
+                    if let Some(event) = queue.pop_front() {
+                        return Some((event, (server, last, queue, done)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    // Watch before reading, so a change in between is not missed.
+                    let changed = server.watched(&last.id);
+                    match server.store.get(&last.id).await {
+                        Ok(Some(now)) if now.revision.version > last.revision.version => {
+                            queue.extend(stream::changes(&last, &now));
+                            done = machine::ends_stream(now.state);
+                            last = now;
+                            continue;
+                        }
+                        // Gone.
+                        Ok(None) => return None,
+                        // Unchanged, or unreadable for now: wait for the next change.
+                        _ => {}
+                    }
+                    let poll = server.store_poll_ms.and_then(|ms| {
+                        server
+                            .host
+                            .sleep_until(server.host.now_ms().saturating_add(ms))
+                    });
+                    match poll {
+                        Some(poll) => {
+                            futures_util::future::select(Box::pin(changed), poll).await;
+                        }
+                        None => changed.await,
+                    }
+                }
+            },
+        ))
     }
 
     /// Waits on `slot` (from [`Tasks::wait`]); dropping the future stops waiting.

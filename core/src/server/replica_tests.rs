@@ -107,7 +107,9 @@ impl ServerHost for Arc<Replica> {
     }
 }
 
-/// "slow N": answers "done" at virtual time N ms; "hang": never answers.
+/// "slow N": answers "done" at virtual time N ms; "chunks N": the answer
+/// chunks "one" at N, "two" at N + 1000, and "tail" at N + 2000, its end;
+/// "hang": never answers.
 /// Counts the fulfilments that ended and those dropped unfinished (stopped).
 struct Slow {
     clock: Arc<Clock>,
@@ -128,8 +130,23 @@ impl Fulfiller for Slow {
     fn fulfil(
         &self,
         r: FulfilRequest,
-        _progress: Progress,
+        progress: Progress,
     ) -> BoxFuture<'static, Result<String, String>> {
+        if let Some(at) = r
+            .text
+            .strip_prefix("chunks ")
+            .and_then(|n| n.trim().parse::<u64>().ok())
+        {
+            let clock = self.clock.clone();
+            return Box::pin(async move {
+                clock.sleep_until(at).await;
+                progress.artifact_chunk("one", false);
+                clock.sleep_until(at + 1_000).await;
+                progress.artifact_chunk("two", false);
+                clock.sleep_until(at + 2_000).await;
+                Ok("tail".to_string())
+            });
+        }
         let at = r
             .text
             .strip_prefix("slow ")
@@ -535,4 +552,61 @@ fn a_save_over_a_stale_version_is_a_conflict() {
         Some(TaskState::Canceled)
     );
     assert!(!StoreError::new("disk full").is_conflict());
+}
+
+/// SubscribeToTask on B for a task running on A follows it through the
+/// store: the task as stored, then each later change once, to the end.
+#[test]
+fn a_subscription_on_another_replica_follows_the_task_to_its_end() {
+    let c = cluster(2, None);
+    let id = c.send(0, "chunks 1000");
+    c.run_until(1_500);
+    let req = Cluster::request(1, "tasks/resubscribe", json!({"id": id}), None);
+    let b = c.servers[1].clone();
+    let reply = c.run(async move { b.serve(req).await });
+    let Reply::Stream { mut body, .. } = reply else {
+        panic!("not a stream: {reply:?}");
+    };
+    let frames: Vec<Vec<u8>> = c.run(async move {
+        use futures_util::StreamExt;
+        let mut frames = Vec::new();
+        while let Some(f) = body.next().await {
+            frames.push(f);
+        }
+        frames
+    });
+    let events: Vec<Value> = frames
+        .iter()
+        .filter_map(|f| {
+            let text = String::from_utf8_lossy(f);
+            let data = text.lines().find_map(|l| l.strip_prefix("data:"))?;
+            serde_json::from_str::<Value>(data.trim()).ok()
+        })
+        .map(|v| v["result"].clone())
+        .collect();
+    assert_eq!(events[0]["kind"], "task", "{events:?}");
+    let mut text: Vec<String> = events[0]["artifacts"][0]["parts"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .map(|p| p["text"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    for e in &events[1..] {
+        if e["kind"] == "artifact-update" {
+            assert_eq!(e["append"], true, "{e}");
+            for p in e["artifact"]["parts"].as_array().expect("parts") {
+                text.push(p["text"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    assert_eq!(
+        text,
+        ["one", "two", "tail"],
+        "none lost, none twice: {events:?}"
+    );
+    let last = events.last().expect("events");
+    assert_eq!(last["status"]["state"], "completed", "{events:?}");
+    assert_eq!(c.stored(&id).state, TaskState::Completed);
 }
