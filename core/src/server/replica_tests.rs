@@ -132,6 +132,10 @@ impl Fulfiller for Slow {
         r: FulfilRequest,
         progress: Progress,
     ) -> BoxFuture<'static, Result<String, String>> {
+        if r.text == "ask" {
+            progress.input_required("which city?");
+            return Box::pin(std::future::pending());
+        }
         if let Some(at) = r
             .text
             .strip_prefix("chunks ")
@@ -609,4 +613,41 @@ fn a_subscription_on_another_replica_follows_the_task_to_its_end() {
     let last = events.last().expect("events");
     assert_eq!(last["status"]["state"], "completed", "{events:?}");
     assert_eq!(c.stored(&id).state, TaskState::Completed);
+}
+
+/// An input-required task answered on two replicas at once: the store
+/// takes one continuation (compare and swap on the version read), the
+/// other is refused; the task runs once more, and ends once.
+#[test]
+fn two_answers_racing_on_two_replicas_one_wins() {
+    let c = cluster(2, None);
+    let id = c.send(0, "ask");
+    c.run_until(100);
+    assert_eq!(c.stored(&id).state, TaskState::InputRequired);
+    let answer = |i: usize, text: &str| {
+        let params = json!({"message": {"role": "user", "messageId": format!("a{i}"), "taskId": id,
+            "parts": [{"kind": "text", "text": text}]}, "configuration": {"blocking": false}});
+        let req = Cluster::request(i, "message/send", params, None);
+        let server = c.servers[i].clone();
+        async move { server.handle(req).await }
+    };
+    let (a, b) = c.run(futures_util::future::join(
+        answer(0, "slow 1000"),
+        answer(1, "slow 1000"),
+    ));
+    let (a, b): (Value, Value) = (
+        serde_json::from_slice(&a.body).expect("JSON"),
+        serde_json::from_slice(&b.body).expect("JSON"),
+    );
+    let won = [&a, &b]
+        .iter()
+        .filter(|v| v["result"]["id"] == json!(id))
+        .count();
+    assert_eq!(won, 1, "exactly one answer continues the task: {a} {b}");
+    let lost = if a["error"].is_object() { &a } else { &b };
+    assert_eq!(lost["error"]["code"], -32004, "{lost}");
+    c.run_until(2_000);
+    assert_eq!(c.stored(&id).state, TaskState::Completed);
+    assert_eq!(c.answered.load(Ordering::SeqCst), 1, "fulfilled once");
+    assert_eq!(c.hooks(&id), 1);
 }
