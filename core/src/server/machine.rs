@@ -180,6 +180,7 @@ pub(crate) struct Tasks {
 
 #[derive(Default)]
 struct Watch {
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
     task: String,
     fired: bool,
     waker: Option<Waker>,
@@ -261,6 +262,7 @@ impl Tasks {
         &self.holder
     }
 
+    #[cfg(feature = "replicas")]
     /// The lease length, if tasks take leases.
     pub(crate) fn lease_ms(&self) -> Option<u64> {
         self.lease_ms
@@ -666,6 +668,7 @@ impl Tasks {
         Some(Due { task, renewal })
     }
 
+    #[cfg(feature = "replicas")]
     /// For the job: a lease renewal is due (a save of the task as it is).
     pub(crate) fn renew(&mut self, id: &str) {
         if let Some(run) = self.running.get_mut(id) {
@@ -704,6 +707,7 @@ impl Tasks {
             .is_some_and(|r| std::mem::take(&mut r.check))
     }
 
+    #[cfg(feature = "replicas")]
     /// Watches the stored task `id` for a change ([`Tasks::store_changed`]).
     pub(crate) fn watch(&mut self, id: &str) -> Slot {
         let slot = self.slot();
@@ -718,6 +722,7 @@ impl Tasks {
         slot
     }
 
+    #[cfg(feature = "replicas")]
     /// Ready once the watched task changed.
     pub(crate) fn poll_watch(&mut self, slot: Slot, cx: &Context<'_>) -> Poll<()> {
         match self.watches.get_mut(&slot) {
@@ -729,6 +734,7 @@ impl Tasks {
         }
     }
 
+    #[cfg(feature = "replicas")]
     /// The watch is no longer needed.
     pub(crate) fn drop_watch(&mut self, slot: Slot) {
         if let Some(w) = self.watches.remove(&slot) {

@@ -402,6 +402,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     body_limit: usize,
     heartbeat_ms: Option<u64>,
     interrupted_after_ms: Option<u64>,
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
     store_poll_ms: Option<u64>,
     card_cache_control: String,
     /// The bindings the card lists: JSON-RPC at `/`, HTTP+JSON at its mount.
@@ -578,6 +579,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// [`INTERRUPTED`], through the store's compare-and-swap (a replica
     /// that renewed meanwhile, or another that settled them first, wins).
     /// Hosts of a shared store call it now and then. The ids settled here.
+    #[cfg(feature = "replicas")]
     pub async fn recover_expired(&self) -> Result<Vec<String>, StoreError> {
         let Some(now) = self.host.unix_ms() else {
             return Ok(Vec::new());
@@ -851,8 +853,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let shape = answer_shape(&call, &first);
         // Not running here but not done: another replica runs it; follow
         // it through the store.
+        #[cfg(feature = "replicas")]
         let remote = (slot.is_none() && !machine::ends_stream(first.state))
             .then(|| self.follow_stored(first.clone()));
+        #[cfg(not(feature = "replicas"))]
+        let remote = None;
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
@@ -910,6 +915,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// finds) read and turned into the events between the two versions,
     /// until the task stops. Nothing is told twice: each version is read
     /// against the one before it.
+    #[cfg(feature = "replicas")]
     fn follow_stored(
         self: &Arc<Self>,
         last: Task,
@@ -977,6 +983,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// Ready once the stored task `id` changes ([`A2aServer::store_changed`]);
     /// dropping the future stops watching.
+    #[cfg(feature = "replicas")]
     fn watched(&self, id: &str) -> impl Future<Output = ()> + MaybeSend + '_ {
         struct Watching<'a, S: TaskStore, H: ServerHost, F: Fulfiller> {
             server: &'a A2aServer<S, H, F>,
@@ -1013,6 +1020,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // Wait before reading, so a task settling in between is not missed.
         let settled = self.tasks().wait(id, Until::Stops).map(|s| self.waited(s));
         // Not running here: watch the store for its change instead.
+        #[cfg(feature = "replicas")]
         let mut watch = settled.is_none().then(|| self.watched(id));
         let history = validate::history_length(&call.params, "historyLength")?;
         // Another caller's task is not found: the waiter taken is dropped unused.
@@ -1028,6 +1036,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // Running elsewhere (another replica) or nowhere: woken by a
             // change the store tells of, or at each `store_poll`, until the
             // timer ends.
+            #[cfg(feature = "replicas")]
             None => {
                 let mut timer = timer;
                 loop {
@@ -1054,6 +1063,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                         futures_util::future::Either::Right(_) => break None,
                     }
                 }
+            }
+            // Not running here: nothing will change it before the timer ends.
+            #[cfg(not(feature = "replicas"))]
+            None => {
+                timer.await;
+                None
             }
         };
         match woke {
@@ -1762,7 +1777,9 @@ struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
     /// change elsewhere).
     check: Option<ReadFuture>,
     /// The next lease renewal, and the next look at the store.
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
     renew: Option<BoxFuture<'static, ()>>,
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
     poll: Option<BoxFuture<'static, ()>>,
     finished: bool,
 }
@@ -1909,33 +1926,42 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             }
             // The lease is renewed a third of the way through; the store is
             // looked at every `store_poll` in case a change was not told.
-            let lease_ms = server.tasks().lease_ms();
-            if let Some(ms) = lease_ms {
-                if job.renew.is_none() {
-                    job.renew = server.host.sleep_until(server.host.now_ms() + ms / 3);
-                }
-                if let Some(renew) = job.renew.as_mut() {
-                    if renew.as_mut().poll(cx).is_ready() {
-                        job.renew = None;
-                        server.tasks().renew(&job.id);
-                        moved = true;
-                    }
-                }
-            }
-            if let Some(ms) = server.store_poll_ms {
-                if job.poll.is_none() {
-                    job.poll = server.host.sleep_until(server.host.now_ms() + ms);
-                }
-                if let Some(poll) = job.poll.as_mut() {
-                    if poll.as_mut().poll(cx).is_ready() {
-                        job.poll = None;
-                        server.tasks().store_changed(&job.id, None);
-                        moved = true;
-                    }
-                }
-            }
+            #[cfg(feature = "replicas")]
+            job.timers(&server, cx, &mut moved);
             if !moved {
                 return Poll::Pending;
+            }
+        }
+    }
+}
+
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> Job<S, H, F> {
+    #[cfg(feature = "replicas")]
+    fn timers(&mut self, server: &Arc<A2aServer<S, H, F>>, cx: &mut Context<'_>, moved: &mut bool) {
+        let job = self;
+        let lease_ms = server.tasks().lease_ms();
+        if let Some(ms) = lease_ms {
+            if job.renew.is_none() {
+                job.renew = server.host.sleep_until(server.host.now_ms() + ms / 3);
+            }
+            if let Some(renew) = job.renew.as_mut() {
+                if renew.as_mut().poll(cx).is_ready() {
+                    job.renew = None;
+                    server.tasks().renew(&job.id);
+                    *moved = true;
+                }
+            }
+        }
+        if let Some(ms) = server.store_poll_ms {
+            if job.poll.is_none() {
+                job.poll = server.host.sleep_until(server.host.now_ms() + ms);
+            }
+            if let Some(poll) = job.poll.as_mut() {
+                if poll.as_mut().poll(cx).is_ready() {
+                    job.poll = None;
+                    server.tasks().store_changed(&job.id, None);
+                    *moved = true;
+                }
             }
         }
     }

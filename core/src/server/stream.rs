@@ -362,6 +362,7 @@ pub(crate) fn event_body(
     })
 }
 
+#[cfg(feature = "replicas")]
 /// The events that take a follower from `last` to `now` (two stored
 /// versions of a task): each artifact that is new or changed (its new
 /// parts appended when it grew, else whole), then the status when it changed.

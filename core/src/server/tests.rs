@@ -1796,5 +1796,6 @@ fn a_post_a_page_may_send_without_a_preflight_starts_nothing() {
     }
 }
 
+#[cfg(feature = "replicas")]
 #[path = "replica_tests.rs"]
 mod replica_tests;
