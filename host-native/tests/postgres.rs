@@ -450,3 +450,22 @@ async fn a_subscription_on_another_replica_gets_the_rest() {
         "one status change after the snapshot: {text}"
     );
 }
+
+/// `--store` takes both URL schemes; the password never shows in `Debug`.
+#[test]
+fn store_selectors_name_postgres_by_url() {
+    use toolnexus_host_native::store::StoreConfig;
+    for url in [
+        "postgres://u:pw@127.0.0.1:5432/db",
+        "postgresql://u:pw@127.0.0.1/db",
+    ] {
+        let config = StoreConfig::parse(url).expect("a postgres URL");
+        let shown = format!("{config:?}");
+        assert!(
+            shown.starts_with("Postgres(") && !shown.contains("pw"),
+            "{shown}"
+        );
+    }
+    let err = StoreConfig::parse("mysql://u@h/db").expect_err("not a store");
+    assert!(err.to_string().contains("postgres://"), "{err}");
+}
