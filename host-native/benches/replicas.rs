@@ -70,7 +70,7 @@ async fn replica(store: StoreConfig, model: Model, settled: Settled, poll_ms: u6
         if task.state.is_terminal() {
             settled
                 .lock()
-                .unwrap()
+                .unwrap_or_else(|e| e.into_inner())
                 .insert(task.id.clone(), Instant::now());
         }
     }));
@@ -117,7 +117,21 @@ async fn wake_ups(a: &str, b: &str, gates: &Gates, settled: &Settled, samples: u
         gates.gate(&name).notify_one();
         let (answered, v) = polled.await.expect("poll");
         assert_eq!(v["result"]["status"]["state"], "completed", "{v}");
-        let at = settled.lock().unwrap().get(&id).copied().expect("settled");
+        // A's hook runs after its save returns; B may have answered first
+        // (NOTIFY goes out at commit): wait for it, and count that as 0.
+        let mut at = None;
+        for _ in 0..1000 {
+            at = settled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id)
+                .copied();
+            if at.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let at = at.expect("A stored the terminal state");
         lat.push(answered.saturating_duration_since(at).as_secs_f64() * 1000.0);
     }
     lat.sort_by(|x, y| x.partial_cmp(y).unwrap());
