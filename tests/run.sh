@@ -13,6 +13,18 @@ if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx w
 fi
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
 
+step "PostgreSQL 15 for the replica tests (host-native/tests/postgres.rs starts its own clusters)"
+# The tests run initdb as the unprivileged postgres user in a temp folder, on
+# a free loopback port, and stop it at the end; they only need the binaries.
+if [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql
+  else
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql
+  fi
+fi
+
 step "official A2A SDK peers (tests/peers/setup.sh)"
 bash tests/peers/setup.sh
 

@@ -27,6 +27,9 @@ macro_rules! message_error {
         #[derive(Clone)]
         pub struct $name {
             message: String,
+            /// A compare-and-swap refused (the store's `conflict`).
+            #[allow(dead_code)]
+            conflict: bool,
             #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
             source: Option<$crate::error::Cause>,
         }
@@ -36,6 +39,7 @@ macro_rules! message_error {
             pub fn new(message: impl Into<String>) -> Self {
                 $name {
                     message: message.into(),
+                    conflict: false,
                     #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
                     source: None,
                 }
@@ -56,6 +60,7 @@ macro_rules! message_error {
                 {
                     $name {
                         message: message.into(),
+                        conflict: false,
                         source: Some(std::sync::Arc::from(source.into())),
                     }
                 }
@@ -76,12 +81,16 @@ macro_rules! message_error {
                 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
                 {
                     let _ = keep_source;
-                    $name::new(f(self.message))
+                    $name {
+                        message: f(self.message),
+                        conflict: self.conflict,
+                    }
                 }
                 #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
                 {
                     $name {
                         message: f(self.message),
+                        conflict: self.conflict,
                         source: self.source.filter(keep_source),
                     }
                 }

@@ -79,7 +79,9 @@ pub use model::agent::{
 };
 pub use model::event::{ArtifactUpdate, ShapedEvent, StatusUpdate, StreamEvent};
 pub use model::part::Part;
-pub use model::task::{Artifact, Message, Role, SendResult, Shape, Task, TaskState};
+pub use model::task::{
+    Artifact, Lease, Message, Revision, Role, SendResult, Shape, Task, TaskState,
+};
 pub use model::time::{format_rfc3339, millis, parse_rfc3339};
 pub use model::tool::{ToolResult, ToolSource, ToolSpec};
 pub use wire::http::{find_str, HttpRequest, HttpResponse};

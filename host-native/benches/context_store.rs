@@ -31,6 +31,7 @@ fn task(id: String, context: String, text: &str) -> Task {
         dialect: toolnexus_core::Shape::V03,
         owner: None,
         trace: None,
+        revision: Default::default(),
     }
 }
 

@@ -59,6 +59,7 @@ fn task(i: usize) -> Task {
         dialect: toolnexus_core::Shape::V03,
         owner: None,
         trace: None,
+        revision: Default::default(),
     }
 }
 

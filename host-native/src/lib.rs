@@ -29,6 +29,8 @@ mod head_timeout;
 pub mod http_server;
 pub mod jwt;
 pub mod lock;
+#[cfg(feature = "postgres")]
+pub mod pg_store;
 pub mod serve;
 pub mod skills_dir;
 pub mod store;

@@ -117,7 +117,21 @@ pub struct ServeOptions {
     /// `pushNotifications: true`); `None` (the default): the config methods
     /// answer -32003.
     pub push: Option<PushOptions>,
+    /// The lease a running task holds in a shared store (file or
+    /// PostgreSQL), renewed while it runs: another replica fails it as
+    /// interrupted only once it has run out (default 30 s). The memory
+    /// store, which no one else sees, takes none.
+    pub task_lease: Duration,
+    /// How often a shared store is read again for changes nobody told of
+    /// (default 1 s): PostgreSQL's notifications wake waiters at once, this
+    /// is the fallback; it also paces the sweep of expired leases.
+    pub store_poll: Duration,
 }
+
+/// [`ServeOptions::task_lease`] by default.
+pub const DEFAULT_TASK_LEASE: Duration = Duration::from_secs(30);
+/// [`ServeOptions::store_poll`] by default.
+pub const DEFAULT_STORE_POLL: Duration = Duration::from_millis(1000);
 
 /// A state-change hook: the task as just saved.
 pub type OnState = Arc<dyn Fn(&Task) + Send + Sync>;
@@ -141,6 +155,24 @@ impl TaskStore for ObservedStore {
         filter: &toolnexus_core::server::TaskFilter,
     ) -> impl std::future::Future<Output = Result<Option<Vec<Task>>, StoreError>> + Send {
         self.inner.list(filter)
+    }
+
+    fn list_page(
+        &self,
+        filter: &toolnexus_core::server::TaskFilter,
+        after: Option<(u64, &str)>,
+        limit: usize,
+    ) -> impl std::future::Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + Send
+    {
+        self.inner.list_page(filter, after, limit)
+    }
+
+    fn expired(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl std::future::Future<Output = Result<Vec<Task>, StoreError>> + Send {
+        self.inner.expired(now_ms, limit)
     }
 
     fn get_push_configs(
@@ -199,6 +231,8 @@ impl ServeOptions {
             ui_dir: None,
             heartbeat: Some(toolnexus_core::server::DEFAULT_HEARTBEAT),
             push: None,
+            task_lease: DEFAULT_TASK_LEASE,
+            store_poll: DEFAULT_STORE_POLL,
         }
     }
 }
@@ -339,6 +373,8 @@ pub struct ServeHandle {
     http: ServerHandle,
     jobs: Arc<Jobs>,
     health: Arc<dyn Fn() -> Health + Send + Sync>,
+    /// The shared store's listener and lease sweeper, stopped with the server.
+    background: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// How long [`ServeHandle::stop`] lets requests and tasks finish: the
@@ -355,6 +391,9 @@ impl ServeHandle {
     /// finish for up to `grace` in all; what is left then is dropped.
     pub async fn stop_within(self, grace: Duration) {
         let deadline = tokio::time::Instant::now() + grace;
+        for task in &self.background {
+            task.abort();
+        }
         self.http.stop_within(grace).await;
         let wait = async {
             while self.jobs.running.load(Ordering::SeqCst) > 0 {
@@ -430,7 +469,7 @@ pub async fn serve(addr: &str, options: ServeOptions) -> Result<ServeHandle, Ser
     if !is_loopback_address(addr) {
         refuse_anonymous(addr, &options)?;
     }
-    let opened = Opened::open(&options)?;
+    let opened = Opened::open(&options).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Listen {
@@ -447,7 +486,7 @@ pub async fn serve_on(
     listener: impl http_server::Listener,
     options: ServeOptions,
 ) -> Result<ServeHandle, ServeError> {
-    let opened = Opened::open(&options)?;
+    let opened = Opened::open(&options).await?;
     let listener = listener.into_tokio().map_err(given_socket)?;
     let addr = listener.local_addr().map_err(given_socket)?;
     if !addr.ip().is_loopback() {
@@ -500,9 +539,10 @@ fn given_socket(source: std::io::Error) -> ServeError {
 }
 
 impl Opened {
-    fn open(options: &ServeOptions) -> Result<Opened, ServeError> {
-        let (store, recovered) =
-            AnyStore::open_config(&options.store).map_err(ServeError::Store)?;
+    async fn open(options: &ServeOptions) -> Result<Opened, ServeError> {
+        let (store, recovered) = AnyStore::open_async(&options.store)
+            .await
+            .map_err(ServeError::Store)?;
         let ui = match &options.ui_dir {
             Some(dir) => Some(Arc::new(StaticFiles::open(dir).map_err(|source| {
                 ServeError::Ui {
@@ -596,6 +636,13 @@ fn start(
             None => hosts,
         }
     });
+    // A store others may share takes leases, and is looked at again now and then.
+    let shared = !matches!(store, AnyStore::Memory(_));
+    #[cfg(feature = "postgres")]
+    let postgres = match &store {
+        AnyStore::Postgres(p) => Some(p.url().to_string()),
+        _ => None,
+    };
     let store = ObservedStore {
         inner: store,
         on_state: options.on_state,
@@ -612,12 +659,41 @@ fn start(
             // The verifiers of the `a2a` block (`--config`'s `a2a.auth`).
             auth,
             allowed_hosts,
+            lease: shared.then_some(options.task_lease),
+            store_poll: shared.then_some(options.store_poll),
             ..Default::default()
         },
         store,
         host,
         fulfiller,
     );
+    #[allow(unused_mut)]
+    let mut background = Vec::new();
+    #[cfg(feature = "postgres")]
+    if let Some(url) = postgres {
+        let on_change: crate::pg_store::OnChange = {
+            let server = Arc::downgrade(&server);
+            Arc::new(move |id, version| {
+                if let Some(server) = server.upgrade() {
+                    server.store_changed(id, version);
+                }
+            })
+        };
+        background.push(crate::pg_store::listen(&url, on_change));
+        // Tasks whose replica died: failed once their lease runs out.
+        let (sweeper, every) = (Arc::downgrade(&server), options.store_poll);
+        background.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(server) = sweeper.upgrade() else {
+                    return;
+                };
+                if let Err(e) = server.recover_expired().await {
+                    tracing::warn!("task store: looking for expired leases failed: {e}");
+                }
+            }
+        }));
+    }
     let policy: Arc<dyn http_server::RequestPolicy> = Arc::new(Policy(server.clone()));
     let health = {
         let server = server.clone();
@@ -655,6 +731,7 @@ fn start(
         http,
         jobs,
         health,
+        background,
     })
 }
 

@@ -14,17 +14,62 @@ use toolnexus_core::{sanitize, MaybeSend};
 /// fsynced and renamed into place, so a crash never leaves a torn file.
 pub struct FileStore {
     dir: PathBuf,
+    /// Held around each compare-and-swap: in this process (the mutex) and
+    /// against other processes on the same folder (an advisory lock on
+    /// `<dir>/.lock`).
+    cas: std::sync::Arc<std::sync::Mutex<std::fs::File>>,
 }
 
 /// The status text a task left unfinished by a crash is failed with.
 pub use toolnexus_core::server::INTERRUPTED;
+
+/// An exclusive `flock(2)` on the store's lock file, released when dropped
+/// (elsewhere than unix: none; the in-process mutex alone orders saves).
+struct FileLock<'a>(#[allow(dead_code)] &'a std::fs::File);
+
+impl<'a> FileLock<'a> {
+    fn take(file: &'a std::fs::File) -> Result<FileLock<'a>, StoreError> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: flock on a descriptor this File owns; no memory is shared.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                let e = std::io::Error::last_os_error();
+                return Err(StoreError::with_source(
+                    format!("cannot lock the store: {e}"),
+                    e,
+                ));
+            }
+        }
+        Ok(FileLock(file))
+    }
+}
+
+impl Drop for FileLock<'_> {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: as in `take`.
+            unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        }
+    }
+}
+
+type PageFuture = BoxFuture<'static, Result<Option<(Vec<Task>, usize)>, StoreError>>;
+
+/// The file, inside the store's folder, locked around each save.
+pub const LOCK_FILE: &str = ".lock";
 
 /// The folder, inside the store's, that unreadable task files are moved to.
 pub const QUARANTINE: &str = "quarantine";
 
 impl FileStore {
     /// Opens (creating) `dir`. Tasks a crash left `submitted` or `working` are
-    /// marked `failed` with [`INTERRUPTED`]; their ids are returned.
+    /// marked `failed` with [`INTERRUPTED`]; their ids are returned. A task
+    /// whose lease ([`toolnexus_core::Revision::lease`]) still holds is another
+    /// live process's and is left alone: it is failed only once its lease
+    /// runs out (by whoever reads it then).
     ///
     /// One bad file never stops the store from opening: a `.json` entry that
     /// is not a regular file (a folder, a FIFO, a socket, a symlink) is
@@ -37,7 +82,17 @@ impl FileStore {
             StoreError::with_source(format!("{what} {}: {e}", dir.display()), e)
         };
         std::fs::create_dir_all(&dir).map_err(|e| err("cannot create the store folder", e))?;
-        let store = FileStore { dir: dir.clone() };
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(LOCK_FILE))
+            .map_err(|e| err("cannot open the lock file of", e))?;
+        let store = FileStore {
+            dir: dir.clone(),
+            cas: std::sync::Arc::new(std::sync::Mutex::new(lock)),
+        };
+        let now = unix_ms();
         let mut recovered = Vec::new();
         for entry in std::fs::read_dir(&dir).map_err(|e| err("cannot read the store folder", e))? {
             let entry = entry.map_err(|e| err("cannot read the store folder", e))?;
@@ -72,9 +127,21 @@ impl FileStore {
             // Stores from before the index, or a marker a crash lost: every
             // task read here is indexed again.
             index_task(&dir, &task)?;
-            if mark_interrupted(&mut task, unix_ms()) {
+            let leased = task
+                .revision
+                .lease
+                .as_ref()
+                .is_some_and(|l| now.is_some_and(|now| l.until_ms >= now));
+            if leased {
+                continue;
+            }
+            let held = task.revision.lease.take();
+            if mark_interrupted(&mut task, now) {
+                task.revision.version += 1;
                 write_atomically(&store.path(&task.id), &task)?;
                 recovered.push(task.id);
+            } else {
+                task.revision.lease = held;
             }
         }
         Ok((store, recovered))
@@ -364,15 +431,39 @@ impl FileStore {
         })
     }
 
-    /// Writes a task on the blocking pool; the future borrows nothing.
+    /// Writes a task on the blocking pool, if its version follows the
+    /// stored one ([`toolnexus_core::server::may_replace`]; a conflict
+    /// otherwise); the future borrows nothing.
     pub fn save_owned(&self, task: &Task) -> BoxFuture<'static, Result<(), StoreError>> {
         let path = self.path(&task.id);
         let dir = self.dir.clone();
-        let task = task.clone();
+        let mut task = task.clone();
+        let cas = self.cas.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                index_task(&dir, &task)?;
-                write_atomically(&path, &task)
+                // One compare-and-swap at a time, in this process and others.
+                let file = cas.lock().unwrap_or_else(|e| e.into_inner());
+                let _held = FileLock::take(&file)?;
+                // Held until the write is done (dropped after this value).
+                (|| {
+                    let stored = read_task(&path)
+                        .ok()
+                        .flatten()
+                        .filter(|t| t.id == task.id)
+                        .map(|t| t.revision.version);
+                    if !toolnexus_core::server::may_replace(stored, task.revision.version) {
+                        return Err(StoreError::conflict(
+                            &task.id,
+                            stored,
+                            task.revision.version,
+                        ));
+                    }
+                    if task.revision.version == 0 {
+                        task.revision.version = stored.unwrap_or(0) + 1;
+                    }
+                    index_task(&dir, &task)?;
+                    write_atomically(&path, &task)
+                })()
             })
             .await
             .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
@@ -457,6 +548,10 @@ pub enum StoreConfig {
     File(PathBuf),
     /// Yours.
     Custom(std::sync::Arc<dyn SharedStore>),
+    /// A PostgreSQL database, by URL (feature `postgres`): replicas of the
+    /// agent share it.
+    #[cfg(feature = "postgres")]
+    Postgres(String),
 }
 
 impl Default for StoreConfig {
@@ -481,13 +576,36 @@ impl std::fmt::Debug for StoreConfig {
             ),
             StoreConfig::File(dir) => write!(f, "File({})", dir.display()),
             StoreConfig::Custom(_) => f.write_str("Custom(..)"),
+            #[cfg(feature = "postgres")]
+            StoreConfig::Postgres(url) => {
+                write!(f, "Postgres({})", crate::pg_store::redact(url))
+            }
         }
     }
 }
 
 impl StoreConfig {
-    /// A selector: `"memory"` (or empty) or `"file:<dir>"`; anything else is an error.
+    /// A selector: `"memory"` (or empty), `"file:<dir>"`, or (feature
+    /// `postgres`) a `postgres://…` / `postgresql://…` URL, or `"postgres"`
+    /// alone for the URL in `DATABASE_URL`; anything else is an error.
     pub fn parse(selector: &str) -> Result<StoreConfig, StoreError> {
+        #[cfg(feature = "postgres")]
+        {
+            let s = selector.trim();
+            if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+                return Ok(StoreConfig::Postgres(s.to_string()));
+            }
+            if s == "postgres" || s == "postgresql" {
+                return match std::env::var("DATABASE_URL") {
+                    Ok(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                        Ok(StoreConfig::Postgres(url))
+                    }
+                    _ => Err(StoreError::new(
+                        "the store \"postgres\" reads its URL from DATABASE_URL, which holds no postgres:// URL",
+                    )),
+                };
+            }
+        }
         match selector.trim() {
             "" | "memory" => Ok(StoreConfig::default()),
             s => match s.strip_prefix("file:") {
@@ -496,7 +614,7 @@ impl StoreConfig {
                     "the store selector \"file:\" needs a folder: file:<dir>",
                 )),
                 None => Err(StoreError::new(format!(
-                    "unknown task store {s:?}: use \"memory\" or \"file:<dir>\""
+                    "unknown task store {s:?}: use \"memory\", \"file:<dir>\" or postgres://USER@HOST/DB"
                 ))),
             },
         }
@@ -508,6 +626,8 @@ pub enum AnyStore {
     Memory(MemoryStore),
     File(FileStore),
     Custom(std::sync::Arc<dyn SharedStore>),
+    #[cfg(feature = "postgres")]
+    Postgres(crate::pg_store::PgStore),
 }
 
 impl AnyStore {
@@ -533,6 +653,23 @@ impl AnyStore {
                 Ok((AnyStore::File(store), recovered))
             }
             StoreConfig::Custom(store) => Ok((AnyStore::Custom(store.clone()), Vec::new())),
+            #[cfg(feature = "postgres")]
+            StoreConfig::Postgres(_) => Err(StoreError::new(
+                "a PostgreSQL store is opened with AnyStore::open_async",
+            )),
+        }
+    }
+
+    /// [`AnyStore::open_config`], and a PostgreSQL store too (connected,
+    /// its schema brought up to date).
+    pub async fn open_async(config: &StoreConfig) -> Result<(AnyStore, Vec<String>), StoreError> {
+        match config {
+            #[cfg(feature = "postgres")]
+            StoreConfig::Postgres(url) => Ok((
+                AnyStore::Postgres(crate::pg_store::PgStore::connect(url).await?),
+                Vec::new(),
+            )),
+            other => Self::open_config(other),
         }
     }
 }
@@ -544,6 +681,8 @@ impl TaskStore for AnyStore {
             AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),
             AnyStore::File(f) => Either::Right(f.get_owned(id)),
             AnyStore::Custom(c) => Either::Right(c.get(id)),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => Either::Right(p.get_owned(id)),
         }
     }
 
@@ -552,6 +691,8 @@ impl TaskStore for AnyStore {
             AnyStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
             AnyStore::File(f) => Either::Right(f.save_owned(task)),
             AnyStore::Custom(c) => Either::Right(c.save(task)),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => Either::Right(p.save_owned(task)),
         }
     }
 
@@ -567,8 +708,50 @@ impl TaskStore for AnyStore {
                     as BoxFuture<'static, Result<Option<Vec<Task>>, StoreError>>)
             }
             AnyStore::Custom(c) => Either::Right(c.list(filter)),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => {
+                let listed = p.list_owned(filter);
+                Either::Right(Box::pin(async move { listed.await.map(Some) })
+                    as BoxFuture<'static, Result<Option<Vec<Task>>, StoreError>>)
+            }
         };
         listed
+    }
+
+    fn list_page(
+        &self,
+        filter: &TaskFilter,
+        after: Option<(u64, &str)>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + MaybeSend {
+        let paged: PageFuture = match self {
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => {
+                let page = p.list_page_owned(filter, after, limit);
+                Box::pin(async move { page.await.map(Some) })
+            }
+            _ => {
+                let _ = (filter, after, limit);
+                Box::pin(std::future::ready(Ok(None)))
+            }
+        };
+        paged
+    }
+
+    fn expired(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + MaybeSend {
+        let found: BoxFuture<'static, Result<Vec<Task>, StoreError>> = match self {
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => p.expired_owned(now_ms, limit),
+            _ => {
+                let _ = (now_ms, limit);
+                Box::pin(std::future::ready(Ok(Vec::new())))
+            }
+        };
+        found
     }
 
     fn get_push_configs(
@@ -579,6 +762,8 @@ impl TaskStore for AnyStore {
             AnyStore::Memory(m) => Either::Left(m.get_push_configs(task_id)),
             AnyStore::File(f) => Either::Right(f.get_push_owned(task_id)),
             AnyStore::Custom(c) => Either::Right(c.get_push_configs(task_id)),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => Either::Right(p.get_push_owned(task_id)),
         }
     }
 
@@ -591,6 +776,8 @@ impl TaskStore for AnyStore {
             AnyStore::Memory(m) => Either::Left(m.save_push_configs(task_id, configs)),
             AnyStore::File(f) => Either::Right(f.save_push_owned(task_id, configs)),
             AnyStore::Custom(c) => Either::Right(c.save_push_configs(task_id, configs)),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => Either::Right(p.save_push_owned(task_id, configs)),
         }
     }
 }

@@ -27,6 +27,7 @@ fn task(id: &str, context: &str) -> Task {
         dialect: toolnexus_core::Shape::V03,
         owner: None,
         trace: None,
+        revision: Default::default(),
     }
 }
 

@@ -200,6 +200,9 @@ async fn a_task_interrupted_by_a_crash_is_failed_not_lost() {
         "m",
         "--llm-base-url",
         &hang_url,
+        // The dead process's lease runs out a second after its last renewal.
+        "--task-lease-seconds",
+        "1",
     ];
     let mut first = start_listening(&toolnexus_bin(), &args).await;
     let v = rpc(
@@ -229,7 +232,16 @@ async fn a_task_interrupted_by_a_crash_is_failed_not_lost() {
     let _ = first.child.wait().await;
 
     let second = start_listening(&toolnexus_bin(), &args).await;
-    let got = rpc(&second.url, "tasks/get", json!({"id": id})).await;
+    // Failed once its lease has run out (never while another process may
+    // still hold it), by the process that reads it then.
+    let mut got = Value::Null;
+    for _ in 0..100 {
+        got = rpc(&second.url, "tasks/get", json!({"id": id})).await;
+        if got["result"]["status"]["state"] != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(got["result"]["status"]["state"], "failed", "{got}");
     let text = got["result"]["status"]["message"]["parts"][0]["text"]
         .as_str()

@@ -706,6 +706,7 @@ impl CallMachine {
                     dialect: crate::model::task::Shape::V03,
                     owner: None,
                     trace: None,
+                    revision: Default::default(),
                 };
                 t.apply(&event);
                 self.task.insert(t)

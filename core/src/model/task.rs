@@ -175,6 +175,29 @@ pub struct Task {
     /// with the task so later work (follow-ups, push deliveries) stays in it.
     /// Boxed: most tasks have none, and every task pays for the field.
     pub trace: Option<Box<crate::TraceContext>>,
+    /// How the store holds it: its version and the lease of the replica
+    /// fulfilling it. Never on the wire, like `owner`: only
+    /// [`Task::stored`] writes it and [`Task::from_stored`] reads it.
+    pub revision: Revision,
+}
+
+/// A task's place in its store ([`Task::revision`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Revision {
+    /// One more with every save (the first save is 1; 0: never stored). A
+    /// store takes a save only over the version before it (compare and
+    /// swap), so two replicas never overwrite each other.
+    pub version: u64,
+    /// The replica fulfilling the task and until when (Unix ms) its claim
+    /// holds unless renewed; `None` once it stops running.
+    pub lease: Option<Lease>,
+}
+
+/// A running task's claim by one replica ([`Revision::lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub holder: String,
+    pub until_ms: u64,
 }
 
 pub(crate) fn text_of(v: &Value, key: &str) -> Option<String> {
@@ -290,6 +313,7 @@ impl Task {
             dialect,
             owner: None,
             trace: None,
+            revision: Revision::default(),
         })
     }
 
@@ -306,6 +330,13 @@ impl Task {
                 crate::TraceContext::parse(p, state)
             })
             .map(Box::new);
+        task.revision.version = v.get(STORED_VERSION).and_then(Value::as_u64).unwrap_or(0);
+        task.revision.lease = v.get(STORED_LEASE).and_then(|l| {
+            Some(Lease {
+                holder: text_of(l, "holder")?,
+                until_ms: l.get("until")?.as_u64()?,
+            })
+        });
         Some(task)
     }
 
@@ -372,6 +403,10 @@ impl Task {
 
 /// The key of a task's owner in its stored form (never on the wire).
 pub const STORED_OWNER: &str = "owner";
+/// The stored form's key of [`Revision::version`].
+pub const STORED_VERSION: &str = "version";
+/// The stored form's key of [`Revision::lease`] (`{"holder", "until"}`).
+pub const STORED_LEASE: &str = "lease";
 
 /// A task as a store keeps it ([`Task::stored`]).
 pub struct StoredTask<'a>(pub &'a Task);
@@ -451,7 +486,7 @@ impl Serialize for ShapedTask<'_> {
 }
 
 /// A task in `shape`, its history trimmed to `history_length`, and with
-/// `owner` and `trace` only in the stored form (`stored`: the task again).
+/// `owner`, `trace` and the revision only in the stored form (`stored`: the task again).
 fn write_task<S: Serializer>(
     t: &Task,
     shape: Shape,
@@ -512,8 +547,25 @@ fn write_task<S: Serializer>(
                 .collect();
             map.serialize_entry("history", &history)?;
         }
-        if let Some(owner) = stored.and_then(|t| t.owner.as_deref()) {
-            map.serialize_entry(STORED_OWNER, owner)?;
+        if let Some(t) = stored {
+            if let Some(owner) = &t.owner {
+                map.serialize_entry(STORED_OWNER, owner)?;
+            }
+            if t.revision.version > 0 {
+                map.serialize_entry(STORED_VERSION, &t.revision.version)?;
+            }
+            if let Some(lease) = &t.revision.lease {
+                struct L<'a>(&'a Lease);
+                impl Serialize for L<'_> {
+                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut map = s.serialize_map(Some(2))?;
+                        map.serialize_entry("holder", &self.0.holder)?;
+                        map.serialize_entry("until", &self.0.until_ms)?;
+                        map.end()
+                    }
+                }
+                map.serialize_entry(STORED_LEASE, &L(lease))?;
+            }
         }
         if let Some(trace) = stored.and_then(|t| t.trace.as_ref()) {
             map.serialize_entry(crate::TRACEPARENT, &trace.traceparent())?;

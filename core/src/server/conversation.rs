@@ -126,6 +126,7 @@ mod tests {
             dialect: crate::model::task::Shape::V03,
             owner: None,
             trace: None,
+            revision: Default::default(),
         };
         if state == TaskState::Completed {
             t.artifacts.push(Artifact {

@@ -146,7 +146,13 @@ impl ListQuery {
             Some(cursor) => tasks.partition_point(|t| key(t) >= *cursor),
             None => 0,
         };
-        let mut rest = tasks.split_off(start.min(tasks.len()));
+        let rest = tasks.split_off(start.min(tasks.len()));
+        self.paged(rest, total_size, shape)
+    }
+
+    /// The page made of `rest` (the tasks from the cursor on, in order; at
+    /// least one more than the page when there are more), of `total_size`.
+    pub(crate) fn paged(&self, mut rest: Vec<Task>, total_size: usize, shape: Shape) -> Page {
         let more = rest.len() > self.page_size;
         rest.truncate(self.page_size);
         let next_page_token = match rest.last() {

@@ -16,7 +16,7 @@
 //! wakers, so no channel is needed.
 
 use crate::model::event::{StatusUpdate, StreamEvent};
-use crate::model::task::{Message, Task, TaskState};
+use crate::model::task::{Lease, Message, Task, TaskState};
 use std::collections::{HashMap, VecDeque};
 use std::task::{Context, Poll, Waker};
 
@@ -92,6 +92,14 @@ struct Run {
     saving: bool,
     /// The task changed since the last save began.
     unsaved: bool,
+    /// Events were published since the last save began (else a save due is
+    /// only a lease renewal).
+    changed: bool,
+    /// The store changed elsewhere: read it and reconcile.
+    check: bool,
+    /// The events that end the task's streams, held until their state is
+    /// stored (read your writes: a GetTask after the terminal event sees it).
+    held: Vec<StreamEvent>,
     /// Failed saves of the terminal state so far; while a retry waits, no save starts.
     retries: u32,
     retry_waiting: bool,
@@ -160,6 +168,30 @@ pub(crate) struct Tasks {
     queue: VecDeque<String>,
     /// Whether saves work.
     pub(crate) health: super::policy::HealthState,
+    /// This replica's name in the leases it takes.
+    holder: String,
+    /// How long a lease lasts unless renewed; `None`: tasks take none.
+    lease_ms: Option<u64>,
+    /// Requests waiting for a stored task to change (a long-poll on a task
+    /// running elsewhere), by slot, and their slots by task.
+    watches: HashMap<Slot, Watch>,
+    watched: HashMap<String, Vec<Slot>>,
+}
+
+#[derive(Default)]
+struct Watch {
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+    task: String,
+    fired: bool,
+    waker: Option<Waker>,
+}
+
+/// A save the job is to make: the task and whether only its lease changed.
+#[derive(Debug)]
+pub(crate) struct Due {
+    pub(crate) task: Task,
+    /// Nothing but the lease changed (no hook, no notification).
+    pub(crate) renewal: bool,
 }
 
 impl Default for Tasks {
@@ -201,7 +233,39 @@ impl Tasks {
             fulfilling: 0,
             queue: VecDeque::new(),
             health: Default::default(),
+            holder: String::new(),
+            lease_ms: None,
+            watches: HashMap::new(),
+            watched: HashMap::new(),
         }
+    }
+
+    /// Tasks take leases named `holder` lasting `lease_ms` (renewed by their
+    /// job: [`Tasks::renew`]); `None`: no leases.
+    pub(crate) fn set_lease(&mut self, holder: String, lease_ms: Option<u64>) {
+        self.holder = holder;
+        self.lease_ms = lease_ms;
+    }
+
+    /// The lease a task saved at `now_ms` (Unix ms) in `state` carries.
+    pub(crate) fn lease_for(&self, state: TaskState, now_ms: Option<u64>) -> Option<Lease> {
+        let (ms, now) = (self.lease_ms?, now_ms?);
+        (!ends_stream(state)).then(|| Lease {
+            holder: self.holder.clone(),
+            until_ms: now.saturating_add(ms),
+        })
+    }
+
+    /// This replica's name in its leases.
+    #[cfg(test)]
+    pub(crate) fn lease_holder(&self) -> &str {
+        &self.holder
+    }
+
+    #[cfg(feature = "replicas")]
+    /// The lease length, if tasks take leases.
+    pub(crate) fn lease_ms(&self) -> Option<u64> {
+        self.lease_ms
     }
 
     /// Whether a new task can be taken: a place to run it, or to wait.
@@ -308,6 +372,9 @@ impl Tasks {
             abort: false,
             saving: true,
             unsaved: false,
+            changed: false,
+            check: false,
+            held: Vec::new(),
             retries: 0,
             retry_waiting: false,
             streams: Vec::new(),
@@ -422,18 +489,34 @@ impl Tasks {
         };
         run.task.apply(&event);
         run.unsaved = true;
-        let ends = event.state().is_some_and(ends_stream);
-        for slot in &run.streams {
-            if let Some(s) = self.streams.get_mut(slot) {
-                s.queue.push_back(event.clone());
-                s.closed |= ends;
+        run.changed = true;
+        if event.state().is_some_and(ends_stream) {
+            // On the wire once stored: see `saved`.
+            run.held.push(event);
+        } else {
+            for slot in &run.streams {
+                if let Some(s) = self.streams.get_mut(slot) {
+                    s.queue.push_back(event.clone());
+                    wake(&mut s.waker);
+                }
+            }
+        }
+        wake(&mut run.job);
+    }
+
+    /// Sends a run's held events to its streams and ends them.
+    fn release_held(&mut self, id: &str) {
+        let Some(run) = self.running.get_mut(id) else {
+            return;
+        };
+        let held = std::mem::take(&mut run.held);
+        for slot in std::mem::take(&mut run.streams) {
+            if let Some(s) = self.streams.get_mut(&slot) {
+                s.queue.extend(held.iter().cloned());
+                s.closed = true;
                 wake(&mut s.waker);
             }
         }
-        if ends {
-            run.streams.clear();
-        }
-        wake(&mut run.job);
     }
 
     /// Progress from the fulfilment, made from the task as it is; ignored
@@ -567,15 +650,166 @@ impl Tasks {
         }
     }
 
-    /// For the job: the task to save next, if a save is due and none is under way.
-    pub(crate) fn next_save(&mut self, id: &str) -> Option<Task> {
-        let run = self.running.get_mut(id)?;
+    /// For the job: the task to save next (the version after the stored
+    /// one, its lease taken at `now_ms`), if a save is due and none is under way.
+    pub(crate) fn next_save(&mut self, id: &str, now_ms: Option<u64>) -> Option<Due> {
+        let run = self.running.get(id)?;
         if run.saving || !run.unsaved || run.retry_waiting {
             return None;
         }
+        let lease = self.lease_for(run.task.state, now_ms);
+        let run = self.running.get_mut(id)?;
         run.saving = true;
         run.unsaved = false;
-        Some(run.task.clone())
+        let renewal = !std::mem::take(&mut run.changed);
+        let mut task = run.task.clone();
+        task.revision.version += 1;
+        task.revision.lease = lease;
+        Some(Due { task, renewal })
+    }
+
+    #[cfg(feature = "replicas")]
+    /// For the job: a lease renewal is due (a save of the task as it is).
+    pub(crate) fn renew(&mut self, id: &str) {
+        if let Some(run) = self.running.get_mut(id) {
+            if !run.decided {
+                run.unsaved = true;
+                wake(&mut run.job);
+            }
+        }
+    }
+
+    /// The store says task `id` changed elsewhere (at `version`, when
+    /// known): wakes the requests watching it, and the job running it here
+    /// (which reads it again: [`Tasks::take_check`]) unless this replica
+    /// wrote that version itself.
+    pub(crate) fn store_changed(&mut self, id: &str, version: Option<u64>) {
+        if let Some(slots) = self.watched.remove(id) {
+            for slot in slots {
+                if let Some(w) = self.watches.get_mut(&slot) {
+                    w.fired = true;
+                    wake(&mut w.waker);
+                }
+            }
+        }
+        if let Some(run) = self.running.get_mut(id) {
+            if version.is_none_or(|v| v > run.task.revision.version) {
+                run.check = true;
+                wake(&mut run.job);
+            }
+        }
+    }
+
+    /// For the job: whether the store is to be read again and reconciled.
+    pub(crate) fn take_check(&mut self, id: &str) -> bool {
+        self.running
+            .get_mut(id)
+            .is_some_and(|r| std::mem::take(&mut r.check))
+    }
+
+    #[cfg(feature = "replicas")]
+    /// Watches the stored task `id` for a change ([`Tasks::store_changed`]).
+    pub(crate) fn watch(&mut self, id: &str) -> Slot {
+        let slot = self.slot();
+        self.watches.insert(
+            slot,
+            Watch {
+                task: id.to_string(),
+                ..Watch::default()
+            },
+        );
+        self.watched.entry(id.to_string()).or_default().push(slot);
+        slot
+    }
+
+    #[cfg(feature = "replicas")]
+    /// Ready once the watched task changed.
+    pub(crate) fn poll_watch(&mut self, slot: Slot, cx: &Context<'_>) -> Poll<()> {
+        match self.watches.get_mut(&slot) {
+            Some(w) if !w.fired => {
+                keep(&mut w.waker, cx);
+                Poll::Pending
+            }
+            _ => Poll::Ready(()),
+        }
+    }
+
+    #[cfg(feature = "replicas")]
+    /// The watch is no longer needed.
+    pub(crate) fn drop_watch(&mut self, slot: Slot) {
+        if let Some(w) = self.watches.remove(&slot) {
+            if let Some(slots) = self.watched.get_mut(&w.task) {
+                slots.retain(|s| *s != slot);
+                if slots.is_empty() {
+                    self.watched.remove(&w.task);
+                }
+            }
+        }
+    }
+
+    /// For the job: the save of `task` was refused as a conflict (another
+    /// replica wrote the task): nothing was stored; the job reads the task
+    /// again and [`Tasks::reconcile`]s.
+    pub(crate) fn conflicted(&mut self, task: &Task) {
+        if let Some(run) = self.running.get_mut(&task.id) {
+            run.saving = false;
+            run.unsaved = true;
+            run.check = true;
+            wake(&mut run.job);
+        }
+    }
+
+    /// For the job: the task as the store holds it now (read after a
+    /// conflict or a change elsewhere). A task another replica has settled
+    /// (canceled, failed as interrupted), stopped, or taken over is
+    /// adopted: its fulfilment here stops, its waiters and streams hear of
+    /// the stored state, and it leaves the machine without the hook (the
+    /// replica that stored it ran it). A task still ours is saved again
+    /// over the stored version.
+    pub(crate) fn reconcile(&mut self, id: &str, stored: Option<Task>) {
+        let holder = self.holder.clone();
+        let Some(run) = self.running.get_mut(id) else {
+            return;
+        };
+        let Some(stored) = stored else {
+            // Gone from the store: nothing to save it over.
+            self.abandon(id);
+            return;
+        };
+        if stored.revision.version <= run.task.revision.version {
+            return;
+        }
+        let ours = stored
+            .revision
+            .lease
+            .as_ref()
+            .is_none_or(|l| l.holder == holder);
+        if ours && !ends_stream(stored.state) {
+            run.task.revision.version = stored.revision.version;
+            run.unsaved = true;
+            wake(&mut run.job);
+            return;
+        }
+        run.decided = true;
+        run.abort = true;
+        wake(&mut run.job);
+        run.held.clear();
+        run.held.push(status(
+            &stored,
+            stored.state,
+            stored.status_message.clone(),
+            stored.updated_ms,
+        ));
+        self.release_held(id);
+        if let Some(run) = self.running.remove(id) {
+            self.free(id, run.turn);
+            for (slot, _) in run.waiters {
+                if let Some(w) = self.waits.get_mut(&slot) {
+                    w.outcome = Some(Waited::Saved(stored.clone()));
+                    wake(&mut w.waker);
+                }
+            }
+        }
     }
 
     /// For the job: the save of `task` (from [`Tasks::next_save`]) ended.
@@ -585,6 +819,9 @@ impl Tasks {
             return after;
         };
         run.saving = false;
+        if result.is_ok() {
+            run.task.revision = task.revision.clone();
+        }
         let (id, state) = (task.id.clone(), task.state);
         let outcome = match result {
             Ok(()) => Waited::Saved(task),
@@ -615,6 +852,9 @@ impl Tasks {
                 w.outcome = Some(outcome.clone());
                 wake(&mut w.waker);
             }
+        }
+        if stops && matches!(outcome, Waited::Saved(_)) {
+            self.release_held(&id);
         }
         if state.is_terminal() || interrupted {
             let failed = state.is_terminal() && matches!(outcome, Waited::SaveFailed(_));
@@ -724,6 +964,7 @@ mod tests {
             dialect: crate::model::task::Shape::V03,
             owner: None,
             trace: None,
+            revision: Default::default(),
         }
     }
 
@@ -744,7 +985,7 @@ mod tests {
             "a cancel during the first save goes through the machine"
         );
         assert!(
-            t.next_save("t").is_none(),
+            t.next_save("t", None).map(|d| d.task).is_none(),
             "the submitted save is still under way"
         );
         let _ = t.saved(task("t"), Ok(()));
@@ -771,7 +1012,7 @@ mod tests {
     /// Saves whatever is due, succeeding, until nothing is; the saved states.
     fn save_all(t: &mut Tasks, id: &str) -> Vec<TaskState> {
         let mut states = Vec::new();
-        while let Some(task) = t.next_save(id) {
+        while let Some(task) = t.next_save(id, None).map(|d| d.task) {
             states.push(task.state);
             let _ = t.saved(task, Ok(()));
         }
@@ -782,20 +1023,29 @@ mod tests {
     fn one_save_at_a_time_and_always_the_latest_state() {
         let mut t = started("t");
         working(&mut t, "t");
-        let first = t.next_save("t").expect("working is due");
+        let first = t
+            .next_save("t", None)
+            .map(|d| d.task)
+            .expect("working is due");
         assert_eq!(first.state, TaskState::Working);
         // While it is being saved, progress and the outcome arrive.
         t.progress("t", |p| {
             *p.chunks += 1;
             status_of(p, TaskState::Working)
         });
-        assert!(t.next_save("t").is_none(), "a second save while one runs");
+        assert!(
+            t.next_save("t", None).map(|d| d.task).is_none(),
+            "a second save while one runs"
+        );
         let events = t.outcome_events("t", Ok("done".into()), "m".into(), Some(7));
         assert!(t.decide("t", events, Some("done".into())));
         let after = t.saved(first, Ok(()));
         assert!(after.settled.is_none());
         // The next save is the terminal state itself, with the answer.
-        let last = t.next_save("t").expect("the outcome is due");
+        let last = t
+            .next_save("t", None)
+            .map(|d| d.task)
+            .expect("the outcome is due");
         assert_eq!(last.state, TaskState::Completed);
         assert_eq!(last.artifacts.len(), 1);
         assert_eq!(last.updated_ms, Some(7), "stamped when it completed");
@@ -807,7 +1057,7 @@ mod tests {
         assert_eq!(info.result.as_deref(), Some("done"));
         assert!(t.finished("t"));
         assert!(
-            t.next_save("t").is_none(),
+            t.next_save("t", None).map(|d| d.task).is_none(),
             "nothing is saved after the terminal state"
         );
     }
@@ -847,7 +1097,7 @@ mod tests {
             t.poll_wait(stops, &cx()).is_pending(),
             "decided is not saved"
         );
-        let task = t.next_save("t").unwrap();
+        let task = t.next_save("t", None).map(|d| d.task).unwrap();
         assert_eq!(task.state, TaskState::Failed);
         assert!(t.poll_wait(terminal, &cx()).is_pending());
         let _ = t.saved(task, Ok(()));
@@ -864,7 +1114,7 @@ mod tests {
         let mut t = started("t");
         let w = t.wait("t", Until::Stops).unwrap();
         t.cancel("t", None);
-        let task = t.next_save("t").unwrap();
+        let task = t.next_save("t", None).map(|d| d.task).unwrap();
         let after = t.saved(task, Err("disk full".into()));
         assert!(after.settled.is_none(), "no hook for a state never stored");
         assert!(after.problem.unwrap().contains("disk full"));
@@ -883,12 +1133,15 @@ mod tests {
     fn a_refused_terminal_state_is_retried_then_given_up() {
         let mut t = started("t");
         t.cancel("t", None);
-        let task = t.next_save("t").unwrap();
+        let task = t.next_save("t", None).map(|d| d.task).unwrap();
         let after = t.saved(task, Err("disk full".into()));
         assert_eq!(after.retry, Some(1));
-        assert!(t.next_save("t").is_none(), "not before the wait is over");
+        assert!(
+            t.next_save("t", None).map(|d| d.task).is_none(),
+            "not before the wait is over"
+        );
         t.retry_now("t");
-        let task = t.next_save("t").expect("saved again");
+        let task = t.next_save("t", None).map(|d| d.task).expect("saved again");
         assert_eq!(task.state, TaskState::Canceled);
         let after = t.saved(task, Ok(()));
         assert_eq!(
@@ -900,11 +1153,11 @@ mod tests {
         let mut t = started("u");
         t.cancel("u", None);
         for n in 1..=TERMINAL_SAVE_RETRIES {
-            let task = t.next_save("u").unwrap();
+            let task = t.next_save("u", None).map(|d| d.task).unwrap();
             assert_eq!(t.saved(task, Err("disk full".into())).retry, Some(n));
             t.retry_now("u");
         }
-        let task = t.next_save("u").unwrap();
+        let task = t.next_save("u", None).map(|d| d.task).unwrap();
         let after = t.saved(task, Err("disk full".into()));
         assert!(after.retry.is_none() && after.settled.is_none());
         assert!(t.finished("u"), "given up");
@@ -922,6 +1175,19 @@ mod tests {
         let events = t.outcome_events("t", Ok("x".into()), "m".into(), None);
         t.decide("t", events, None);
         let mut kinds = Vec::new();
+        while let Poll::Ready(Some(e)) = t.poll_stream(slot, &cx()) {
+            kinds.push(e.state());
+        }
+        assert_eq!(kinds, vec![Some(TaskState::Working), None]);
+        assert!(
+            t.poll_stream(slot, &cx()).is_pending(),
+            "the terminal event waits for its save"
+        );
+        assert_eq!(
+            save_all(&mut t, "t"),
+            vec![TaskState::Completed],
+            "saved once, with its answer"
+        );
         while let Poll::Ready(Some(e)) = t.poll_stream(slot, &cx()) {
             kinds.push(e.state());
         }

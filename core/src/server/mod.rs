@@ -39,7 +39,7 @@ pub use policy::{
     AllowedHosts, BodyRefusal, CorsOrigin, Health, InvalidOption, DEFAULT_BODY_LIMIT, HEALTH_PATH,
 };
 pub use store::{
-    task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
+    may_replace, task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
     DEFAULT_MAX_TASKS,
 };
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
@@ -375,6 +375,19 @@ pub struct ServerOptions {
     /// those listed); any other gets 421 before anything else is done,
     /// which stops DNS rebinding. `None` (the default): every `Host`.
     pub allowed_hosts: Option<AllowedHosts>,
+    /// Running tasks hold a lease this long in the store, renewed by their
+    /// job a third of the way through, so other replicas sharing the store
+    /// tell a live task from one whose replica died: a task still
+    /// `submitted`/`working` past its lease is failed as [`INTERRUPTED`]
+    /// (when read, and by [`A2aServer::recover_expired`]). `None` (the
+    /// default): no leases, for a store only this server uses. Needs the
+    /// host's wall clock and timer.
+    pub lease: Option<Duration>,
+    /// How often a request waiting on a task that runs elsewhere (a
+    /// long-poll), and a job running a task, read the store again in case
+    /// a change was not told ([`A2aServer::store_changed`]). `None` (the
+    /// default): only when told.
+    pub store_poll: Option<Duration>,
 }
 
 /// Fulfilments a server runs at once by default: each may hold a model
@@ -402,6 +415,8 @@ impl Default for ServerOptions {
             interrupted_after: None,
             auth: None,
             allowed_hosts: None,
+            lease: None,
+            store_poll: None,
         }
     }
 }
@@ -421,6 +436,8 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     body_limit: usize,
     heartbeat_ms: Option<u64>,
     interrupted_after_ms: Option<u64>,
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+    store_poll_ms: Option<u64>,
     card_cache_control: String,
     /// The bindings the card lists: JSON-RPC at `/`, HTTP+JSON at its mount.
     jsonrpc: bool,
@@ -459,6 +476,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             None => (false, None),
         };
         let auth = options.auth;
+        let mut tasks = Tasks::with_limits(options.max_running, options.max_queued);
+        let lease_ms = options
+            .lease
+            .map(|d| crate::model::time::millis(d).max(3))
+            .filter(|_| host.unix_ms().is_some());
+        tasks.set_lease(host.new_id(), lease_ms);
         Arc::new(A2aServer {
             jsonrpc,
             rest,
@@ -483,11 +506,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .heartbeat
                 .map(|d| crate::model::time::millis(d).max(1)),
             interrupted_after_ms: options.interrupted_after.map(crate::model::time::millis),
+            store_poll_ms: options
+                .store_poll
+                .map(|d| crate::model::time::millis(d).max(1)),
             card_cache_control: match options.card_max_age {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
             },
-            tasks: Lock::new(Tasks::with_limits(options.max_running, options.max_queued)),
+            tasks: Lock::new(tasks),
             #[cfg(feature = "push")]
             push: options
                 .push
@@ -576,6 +602,48 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 resp.headers.push(("Vary".into(), "Origin".into()));
             }
         }
+    }
+
+    /// The store says task `id` changed, perhaps on another replica (a
+    /// PostgreSQL `NOTIFY`), at `version` when known: long-polls waiting on
+    /// it read it again, and its job here (if it runs here) reconciles with
+    /// it (a cancel stored elsewhere stops the fulfilment). Cheap; hosts may
+    /// call it for every change, their own included.
+    pub fn store_changed(&self, id: &str, version: Option<u64>) {
+        self.tasks().store_changed(id, version);
+    }
+
+    /// Fails the stored tasks whose lease ran out (their replica died) as
+    /// [`INTERRUPTED`], through the store's compare-and-swap (a replica
+    /// that renewed meanwhile, or another that settled them first, wins).
+    /// Hosts of a shared store call it now and then. The ids settled here.
+    #[cfg(feature = "replicas")]
+    pub async fn recover_expired(&self) -> Result<Vec<String>, StoreError> {
+        let Some(now) = self.host.unix_ms() else {
+            return Ok(Vec::new());
+        };
+        let mut settled = Vec::new();
+        for task in self.store.expired(now, 100).await? {
+            if self.tasks().is_running(&task.id) || !self.lease_expired(&task, now) {
+                continue;
+            }
+            if let Ok(task) = self.fail_abandoned(task).await {
+                if task.state == TaskState::Failed {
+                    settled.push(task.id);
+                }
+            }
+        }
+        Ok(settled)
+    }
+
+    /// Whether `task` is active and its lease ended before `now` (or it
+    /// has none while leases are on).
+    fn lease_expired(&self, task: &Task, now: u64) -> bool {
+        task.state.is_active()
+            && match &task.revision.lease {
+                Some(lease) => lease.until_ms < now,
+                None => false,
+            }
     }
 
     /// A save failed: the server is unhealthy, and the host hears why.
@@ -823,10 +891,24 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             _ => self.subscribe(&call.params, owner).await?,
         };
         let shape = answer_shape(&call, &first);
+        // Not running here but not done: another replica runs it; follow
+        // it through the store.
+        #[cfg(feature = "replicas")]
+        let remote = (slot.is_none() && !machine::ends_stream(first.state))
+            .then(|| self.follow_stored(first.clone()));
+        #[cfg(not(feature = "replicas"))]
+        let remote = None;
         let hooks: Arc<dyn stream::Hooks> = self.clone();
         Ok(Reply::Stream {
             head: stream::stream_head(),
-            body: stream::event_body(stream::Framing::of(&call), shape, first, slot, hooks),
+            body: stream::event_body(
+                stream::Framing::of(&call),
+                shape,
+                first,
+                slot,
+                remote,
+                hooks,
+            ),
         })
     }
 
@@ -868,6 +950,57 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         Ok((task, slot))
     }
 
+    /// The events of a stored task running on another replica, from the
+    /// version `last`: each change the store tells of (or `store_poll`
+    /// finds) read and turned into the events between the two versions,
+    /// until the task stops. Nothing is told twice: each version is read
+    /// against the one before it.
+    #[cfg(feature = "replicas")]
+    fn follow_stored(
+        self: &Arc<Self>,
+        last: Task,
+    ) -> crate::host::transport::BoxStream<'static, StreamEvent> {
+        let state = (self.clone(), last, std::collections::VecDeque::new(), false);
+        Box::pin(futures_util::stream::unfold(
+            state,
+            |(server, mut last, mut queue, mut done)| async move {
+                loop {
+                    if let Some(event) = queue.pop_front() {
+                        return Some((event, (server, last, queue, done)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    // Watch before reading, so a change in between is not missed.
+                    let changed = server.watched(&last.id);
+                    match server.store.get(&last.id).await {
+                        Ok(Some(now)) if now.revision.version > last.revision.version => {
+                            queue.extend(stream::changes(&last, &now));
+                            done = machine::ends_stream(now.state);
+                            last = now;
+                            continue;
+                        }
+                        // Gone.
+                        Ok(None) => return None,
+                        // Unchanged, or unreadable for now: wait for the next change.
+                        _ => {}
+                    }
+                    let poll = server.store_poll_ms.and_then(|ms| {
+                        server
+                            .host
+                            .sleep_until(server.host.now_ms().saturating_add(ms))
+                    });
+                    match poll {
+                        Some(poll) => {
+                            futures_util::future::select(Box::pin(changed), poll).await;
+                        }
+                        None => changed.await,
+                    }
+                }
+            },
+        ))
+    }
+
     /// Waits on `slot` (from [`Tasks::wait`]); dropping the future stops waiting.
     fn waited(&self, slot: Slot) -> impl Future<Output = Waited> + '_ {
         struct Wait<'a, S: TaskStore, H: ServerHost, F: Fulfiller> {
@@ -888,6 +1021,29 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         Wait { server: self, slot }
     }
 
+    /// Ready once the stored task `id` changes ([`A2aServer::store_changed`]);
+    /// dropping the future stops watching.
+    #[cfg(feature = "replicas")]
+    fn watched(&self, id: &str) -> impl Future<Output = ()> + MaybeSend + '_ {
+        struct Watching<'a, S: TaskStore, H: ServerHost, F: Fulfiller> {
+            server: &'a A2aServer<S, H, F>,
+            slot: Slot,
+        }
+        impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Watching<'_, S, H, F> {
+            type Output = ();
+            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+                self.server.tasks().poll_watch(self.slot, cx)
+            }
+        }
+        impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Watching<'_, S, H, F> {
+            fn drop(&mut self) {
+                self.server.tasks().drop_watch(self.slot);
+            }
+        }
+        let slot = self.tasks().watch(id);
+        Watching { server: self, slot }
+    }
+
     /// GetTask that holds the answer until `timer` ends while the task is
     /// still running, so a caller sees it settle at once instead of at its next poll.
     async fn get_task_waiting(
@@ -903,6 +1059,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .unwrap_or_default();
         // Wait before reading, so a task settling in between is not missed.
         let settled = self.tasks().wait(id, Until::Stops).map(|s| self.waited(s));
+        // Not running here: watch the store for its change instead.
+        #[cfg(feature = "replicas")]
+        let mut watch = settled.is_none().then(|| self.watched(id));
         let history = validate::history_length(&call.params, "historyLength")?;
         // Another caller's task is not found: the waiter taken is dropped unused.
         let task = self.existing(&call.params, owner).await?;
@@ -914,7 +1073,39 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 futures_util::future::Either::Left((woke, _)) => Some(woke),
                 futures_util::future::Either::Right(_) => None,
             },
+            // Running elsewhere (another replica) or nowhere: woken by a
+            // change the store tells of, or at each `store_poll`, until the
+            // timer ends.
+            #[cfg(feature = "replicas")]
+            None => {
+                let mut timer = timer;
+                loop {
+                    let changed = watch.take().unwrap_or_else(|| self.watched(id));
+                    let poll = self.store_poll_ms.and_then(|ms| {
+                        self.host.sleep_until(self.host.now_ms().saturating_add(ms))
+                    });
+                    let woken = async move {
+                        match poll {
+                            Some(poll) => {
+                                futures_util::future::select(Box::pin(changed), poll).await;
+                            }
+                            None => changed.await,
+                        }
+                    };
+                    match futures_util::future::select(Box::pin(woken), &mut timer).await {
+                        futures_util::future::Either::Left(_) => {
+                            watch = Some(self.watched(id));
+                            let task = self.existing(&call.params, owner).await?;
+                            if machine::ends_stream(task.state) {
+                                return Ok(Answer::about(call, task, history));
+                            }
+                        }
+                        futures_util::future::Either::Right(_) => break None,
+                    }
+                }
+            }
             // Not running here: nothing will change it before the timer ends.
+            #[cfg(not(feature = "replicas"))]
             None => {
                 timer.await;
                 None
@@ -1012,6 +1203,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let mut query = list::ListQuery::parse(params)?;
         // The caller's tasks only, chosen by the store as it lists.
         query.filter.owner = owner.map(str::to_string);
+        // A store that pages (in SQL) reads one page and its count.
+        let after = query.after.as_ref().map(|(ms, id)| (*ms, id.as_str()));
+        match self
+            .store
+            .list_page(&query.filter, after, query.page_size + 1)
+            .await
+        {
+            Ok(Some((tasks, total))) => return Ok(query.paged(tasks, total, shape)),
+            Ok(None) => {}
+            Err(e) => return Err(RpcError::internal(format!("the task store failed: {e}"))),
+        }
         match self.store.list(&query.filter).await {
             Ok(Some(tasks)) => Ok(query.page(tasks, shape)),
             Ok(None) => Err(RpcError::new(
@@ -1067,35 +1269,61 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of
     /// this stored task is gone: still `submitted`/`working`, silent that
     /// long, and not running here.
+    /// Also: its lease ([`ServerOptions::lease`]) ran out.
     fn abandoned(&self, task: &Task) -> bool {
-        let (Some(after_ms), Some(now), Some(updated)) = (
-            self.interrupted_after_ms,
-            self.host.unix_ms(),
-            task.updated_ms,
-        ) else {
+        if !task.state.is_active() {
+            return false;
+        }
+        let Some(now) = self.host.unix_ms() else {
             return false;
         };
-        task.state.is_active()
-            && now.saturating_sub(updated) >= after_ms
-            && !self.tasks().is_running(&task.id)
+        let silent = match (
+            &task.revision.lease,
+            self.interrupted_after_ms,
+            task.updated_ms,
+        ) {
+            (Some(_), _, _) => self.lease_expired(task, now),
+            (None, Some(after_ms), Some(updated)) => now.saturating_sub(updated) >= after_ms,
+            _ => false,
+        };
+        silent && !self.tasks().is_running(&task.id)
     }
 
     /// Fails an [`abandoned`](Self::abandoned) task as [`INTERRUPTED`] and
     /// saves it so. Boxed where it is awaited: it is rare, and inlined it
     /// would grow every future that reads a task.
+    ///
+    /// A compare-and-swap: if the task changed meanwhile (its replica
+    /// renewed the lease, another settled it), the stored task is the answer.
     async fn fail_abandoned(&self, mut task: Task) -> Result<Task, RpcError> {
         let silent_s = task.updated_ms.map_or(0, |u| {
             self.host.unix_ms().unwrap_or(u).saturating_sub(u) / 1000
         });
+        let holder = task.revision.lease.take().map(|l| l.holder);
         mark_interrupted(&mut task, self.host.unix_ms());
-        self.store
-            .save(&task)
-            .await
-            .map_err(|e| not_stored(e.message()))?;
-        self.host.report(&format!(
-            "task {} made no progress for {silent_s} s and is not running here; marked failed",
-            task.id
-        ));
+        task.revision.version += 1;
+        match self.store.save(&task).await {
+            Ok(()) => {}
+            Err(e) if e.is_conflict() => {
+                return match self.store.get(&task.id).await {
+                    Ok(Some(stored)) => Ok(stored),
+                    Ok(None) => Err(task_not_found(&task.id)),
+                    Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
+                };
+            }
+            Err(e) => return Err(not_stored(e.message())),
+        }
+        self.store_changed(&task.id, Some(task.revision.version));
+        self.host.report(&match holder {
+            Some(holder) => format!(
+                "task {}: the lease of replica {holder} ran out (no progress for {silent_s} s); marked failed",
+                task.id
+            ),
+            None => format!(
+                "task {} made no progress for {silent_s} s and is not running here; marked failed",
+                task.id
+            ),
+        });
         Ok(task)
     }
 
@@ -1205,6 +1433,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 dialect: shape,
                 owner: owner.map(str::to_string),
                 trace: None,
+                revision: Default::default(),
             },
         };
         if trace.is_some() {
@@ -1271,7 +1500,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     async fn start(
         self: &Arc<Self>,
         request: FulfilRequest,
-        task: Task,
+        mut task: Task,
         follow: Follow,
     ) -> Result<Started, RpcError> {
         let id = request.task_id.clone();
@@ -1279,6 +1508,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let mut started = Started::default();
         {
             let mut tasks = self.tasks();
+            // The version after the one read (a new task: 1), and this
+            // replica's lease: a continued task taken by two replicas at
+            // once is stored by one only.
+            task.revision.version += 1;
+            task.revision.lease = tasks.lease_for(task.state, self.host.unix_ms());
             if !tasks.has_room() {
                 let (running, queued) = tasks.limits();
                 return Err(RpcError::internal(format!(
@@ -1303,6 +1537,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         if let Err(e) = self.store.save(&task).await {
             self.tasks().abandon(&id);
+            if e.is_conflict() {
+                // Another replica continued (or settled) it first.
+                return Err(conversation::running(&id, TaskState::Working.as_str()));
+            }
             self.save_failed(&format!("task {id}: saving state submitted failed: {e}"));
             return Err(RpcError::internal(format!(
                 "the task could not be stored: {e}"
@@ -1321,7 +1559,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let mut tasks = self.tasks();
             // A continued task is stored working already.
             let submitted = task.state == TaskState::Submitted;
+            let version = task.revision.version;
             let after = tasks.saved(task, Ok(()));
+            tasks.store_changed(&id, Some(version));
             let admitted = tasks.is_admitted(&id);
             if admitted && submitted {
                 self.working(&mut tasks, &id);
@@ -1343,6 +1583,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             work,
             retry: None,
             save: None,
+            check: None,
+            renew: None,
+            poll: None,
             finished: false,
         }));
         Ok(started)
@@ -1425,18 +1668,38 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // Not running here (stored before a restart, or already ended:
             // a task leaves the machine only once its terminal state is
             // saved, so the store is read after that). Settle what is stored.
+            // Running elsewhere, the canceled state is stored over the
+            // version read (compare and swap): the replica running it sees
+            // it and stops, and its later outcome can never overwrite it.
             None => {
-                let mut task = self.existing(params, owner).await?;
-                if task.state.is_terminal() {
-                    return Err(not_cancelable(&task));
-                }
-                task.state = TaskState::Canceled;
-                task.updated_ms = self.host.unix_ms().or(task.updated_ms);
-                if let Err(e) = self.store.save(&task).await {
-                    self.save_failed(&format!("task {id}: saving state canceled failed: {e}"));
-                    return Err(not_stored(e.message()));
-                }
+                let mut conflicts = 0;
+                let task = loop {
+                    let mut task = self.existing(params, owner).await?;
+                    if task.state.is_terminal() {
+                        return Err(not_cancelable(&task));
+                    }
+                    task.state = TaskState::Canceled;
+                    task.updated_ms = self.host.unix_ms().or(task.updated_ms);
+                    task.revision.version += 1;
+                    task.revision.lease = None;
+                    match self.store.save(&task).await {
+                        Ok(()) => break task,
+                        // Changed meanwhile: read it again and decide again.
+                        Err(e) if e.is_conflict() && conflicts < CONFLICT_RETRIES => {
+                            conflicts += 1;
+                        }
+                        Err(e) => {
+                            if !e.is_conflict() {
+                                self.save_failed(&format!(
+                                    "task {id}: saving state canceled failed: {e}"
+                                ));
+                            }
+                            return Err(not_stored(e.message()));
+                        }
+                    }
+                };
                 self.save_worked();
+                self.store_changed(id, Some(task.revision.version));
                 self.notify(&task);
                 let info = machine::RunInfo {
                     skill: None,
@@ -1546,10 +1809,15 @@ pub fn mark_interrupted(task: &mut Task, unix_ms: Option<u64>) -> bool {
     true
 }
 
+/// How many times a request re-reads a task whose save conflicted (another
+/// replica kept changing it) before it answers with an error.
+const CONFLICT_RETRIES: u32 = 8;
+
 /// The status text of a task whose fulfilment panicked.
 pub const CRASHED: &str = "the agent failed unexpectedly while working on this task";
 
-type SaveFuture = BoxFuture<'static, (Task, Result<(), StoreError>)>;
+type SaveFuture = BoxFuture<'static, (machine::Due, Result<(), StoreError>)>;
+type ReadFuture = BoxFuture<'static, Result<Option<Task>, StoreError>>;
 
 /// The background job of one task: runs its fulfilment and saves every
 /// state the machine says is due, one save at a time, until the terminal
@@ -1563,6 +1831,14 @@ struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
     retry: Option<BoxFuture<'static, ()>>,
     work: Option<BoxFuture<'static, Result<String, String>>>,
     save: Option<SaveFuture>,
+    /// A read of the stored task, to reconcile with (after a conflict or a
+    /// change elsewhere).
+    check: Option<ReadFuture>,
+    /// The next lease renewal, and the next look at the store.
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+    renew: Option<BoxFuture<'static, ()>>,
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+    poll: Option<BoxFuture<'static, ()>>,
     finished: bool,
 }
 
@@ -1592,22 +1868,52 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
         let server = job.server.clone();
         loop {
             let mut moved = false;
+            // A change elsewhere (or a conflict): read the task and reconcile.
+            if job.check.is_none() && job.save.is_none() && server.tasks().take_check(&job.id) {
+                let s = server.clone();
+                let id = job.id.clone();
+                job.check = Some(Box::pin(async move { s.store.get(&id).await }));
+            }
+            if let Some(check) = job.check.as_mut() {
+                if let Poll::Ready(read) = check.as_mut().poll(cx) {
+                    job.check = None;
+                    match read {
+                        Ok(stored) => server.tasks().reconcile(&job.id, stored),
+                        Err(e) => server
+                            .host
+                            .report(&format!("task {}: reading it again failed: {e}", job.id)),
+                    }
+                    moved = true;
+                }
+            }
             // Saves first, so each state reaches the store in order.
-            if job.save.is_none() {
-                if let Some(task) = server.tasks().next_save(&job.id) {
+            if job.save.is_none() && job.check.is_none() {
+                let due = server.tasks().next_save(&job.id, server.host.unix_ms());
+                if let Some(due) = due {
                     let s = server.clone();
                     job.save = Some(Box::pin(async move {
-                        let result = s.store.save(&task).await;
-                        (task, result)
+                        let result = s.store.save(&due.task).await;
+                        (due, result)
                     }));
                 }
             }
             if let Some(save) = job.save.as_mut() {
-                if let Poll::Ready((task, result)) = save.as_mut().poll(cx) {
+                if let Poll::Ready((due, result)) = save.as_mut().poll(cx) {
                     job.save = None;
+                    let task = due.task;
+                    if matches!(&result, Err(e) if e.is_conflict()) {
+                        // Another replica wrote it: nothing of ours was stored.
+                        server.tasks().conflicted(&task);
+                        continue;
+                    }
                     if result.is_ok() {
                         server.save_worked();
-                        server.notify(&task);
+                        if !due.renewal {
+                            server.notify(&task);
+                        }
+                        server
+                            .tasks()
+                            .store_changed(&task.id, Some(task.revision.version));
                     }
                     let mut after = server
                         .tasks()
@@ -1672,12 +1978,48 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                     moved = true;
                 }
             }
-            if job.save.is_none() && server.tasks().finished(&job.id) {
+            if job.save.is_none() && job.check.is_none() && server.tasks().finished(&job.id) {
                 job.finished = true;
                 return Poll::Ready(());
             }
+            // The lease is renewed a third of the way through; the store is
+            // looked at every `store_poll` in case a change was not told.
+            #[cfg(feature = "replicas")]
+            job.timers(&server, cx, &mut moved);
             if !moved {
                 return Poll::Pending;
+            }
+        }
+    }
+}
+
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> Job<S, H, F> {
+    #[cfg(feature = "replicas")]
+    fn timers(&mut self, server: &Arc<A2aServer<S, H, F>>, cx: &mut Context<'_>, moved: &mut bool) {
+        let job = self;
+        let lease_ms = server.tasks().lease_ms();
+        if let Some(ms) = lease_ms {
+            if job.renew.is_none() {
+                job.renew = server.host.sleep_until(server.host.now_ms() + ms / 3);
+            }
+            if let Some(renew) = job.renew.as_mut() {
+                if renew.as_mut().poll(cx).is_ready() {
+                    job.renew = None;
+                    server.tasks().renew(&job.id);
+                    *moved = true;
+                }
+            }
+        }
+        if let Some(ms) = server.store_poll_ms {
+            if job.poll.is_none() {
+                job.poll = server.host.sleep_until(server.host.now_ms() + ms);
+            }
+            if let Some(poll) = job.poll.as_mut() {
+                if poll.as_mut().poll(cx).is_ready() {
+                    job.poll = None;
+                    server.tasks().store_changed(&job.id, None);
+                    *moved = true;
+                }
             }
         }
     }
@@ -1766,6 +2108,8 @@ impl Answer {
 }
 
 /// A JSON-RPC result: a task, a page of them, or another value.
+// One per answer, never stored: boxing the task would cost GetTask an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Answered {
     Task(Answer),
     Page(list::Page),

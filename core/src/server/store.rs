@@ -15,6 +15,38 @@ crate::error::message_error! {
     StoreError
 }
 
+impl StoreError {
+    /// The save's compare-and-swap was refused: the stored version is not
+    /// the one before the save's (another replica wrote the task first).
+    /// The server reads the task again and decides again.
+    pub fn conflict(task_id: &str, stored_version: Option<u64>, version: u64) -> StoreError {
+        let mut e = StoreError::new(match stored_version {
+            Some(v) => {
+                format!("task {task_id} changed: stored version {v}, saving version {version}")
+            }
+            None => format!(
+                "task {task_id} changed: the stored version is not {}",
+                version.saturating_sub(1)
+            ),
+        });
+        e.conflict = true;
+        e
+    }
+
+    /// Whether this is a refused compare-and-swap ([`StoreError::conflict`]).
+    pub fn is_conflict(&self) -> bool {
+        self.conflict
+    }
+}
+
+/// Whether a save of `saving` may replace what is stored (`stored`: its
+/// version, `None` when absent): the compare-and-swap every store applies.
+/// Version 0 is an unversioned write (a task made outside a server: a seed,
+/// a test) and always goes through.
+pub fn may_replace(stored: Option<u64>, saving: u64) -> bool {
+    saving == 0 || stored.unwrap_or(0) + 1 == saving
+}
+
 /// Which tasks ListTasks asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TaskFilter {
@@ -49,6 +81,24 @@ impl TaskFilter {
 
 /// Persists tasks. `save` must be durable when it returns: the server
 /// acknowledges a task only after its first save.
+///
+/// The contract that lets several replicas share one store:
+/// - **Versions.** [`Task::revision`] is stored with the task. `save` is a
+///   compare-and-swap ([`may_replace`]): a task of version `n` replaces the
+///   stored one only if that one is version `n - 1` (or absent for `n = 1`);
+///   otherwise it fails with [`StoreError::conflict`] and nothing changes.
+///   The server then reads the task again and decides again, so a late
+///   `completed` never overwrites a `canceled` another replica stored.
+/// - **Leases.** A running task's [`Revision::lease`](crate::Revision) names
+///   the replica fulfilling it and when its claim ends; that replica renews
+///   it. A task still `submitted`/`working` whose lease ran out was
+///   abandoned (its replica died) and is failed as
+///   [`INTERRUPTED`](super::INTERRUPTED) by whoever sees it first, through
+///   the same compare-and-swap ([`TaskStore::expired`] finds them).
+/// - **Changes.** Hosts whose store tells of changes made elsewhere (a
+///   PostgreSQL `NOTIFY`) pass them to
+///   [`A2aServer::store_changed`](super::A2aServer::store_changed): waiters and
+///   the fulfilling replica wake at once instead of at their next poll.
 pub trait TaskStore:
     crate::host::transport::MaybeSend + crate::host::transport::MaybeSync + 'static
 {
@@ -63,6 +113,33 @@ pub trait TaskStore:
     ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
         let _ = filter;
         std::future::ready(Ok(None))
+    }
+    /// One page of the tasks that pass `filter` (its owner included), newest
+    /// status change first (ties: the greater id first), starting after the
+    /// task at `after` (its status time and id) in that order, at most
+    /// `limit` of them; and how many pass in all. `Ok(None)` (the default):
+    /// this store does not page, and the server pages what
+    /// [`list`](TaskStore::list) returns.
+    fn list_page(
+        &self,
+        filter: &TaskFilter,
+        after: Option<(u64, &str)>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + MaybeSend {
+        let _ = (filter, after, limit);
+        std::future::ready(Ok(None))
+    }
+    /// Tasks still `submitted` or `working` whose lease ended before
+    /// `now_ms` (Unix ms), or that have none, at most `limit` of them: the
+    /// server fails them as interrupted. The default finds none (the
+    /// server then checks each task it reads).
+    fn expired(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + MaybeSend {
+        let _ = (now_ms, limit);
+        std::future::ready(Ok(Vec::new()))
     }
     /// The push-notification configs stored with task `task_id` (feature
     /// `push`): the JSON array last given to
@@ -264,7 +341,8 @@ impl<L: Locks> MemoryStore<L> {
             .collect()
     }
 
-    /// Stores the task now (see the type's eviction rule).
+    /// Stores the task now (see the type's eviction rule), if its version
+    /// follows the stored one ([`may_replace`]).
     pub fn save_now(&self, task: &Task) -> Result<(), StoreError> {
         let size = task_bytes(task);
         let mut inner = self.lock();
@@ -272,8 +350,17 @@ impl<L: Locks> MemoryStore<L> {
             let stored = inner.slots[slot as usize]
                 .as_mut()
                 .expect("indexed slots hold a task");
+            let version = stored.revision.version;
+            if !may_replace(Some(version), task.revision.version) {
+                return Err(StoreError::conflict(
+                    &task.id,
+                    Some(version),
+                    task.revision.version,
+                ));
+            }
             let newly_finished = task.state.is_terminal() && !stored.state.is_terminal();
             (**stored).clone_from(task);
+            stored.revision.version = version + 1;
             if newly_finished {
                 inner.finished.push_back(slot);
             }
@@ -292,6 +379,9 @@ impl<L: Locks> MemoryStore<L> {
             }
             return Ok(());
         }
+        if !may_replace(None, task.revision.version) {
+            return Err(StoreError::conflict(&task.id, None, task.revision.version));
+        }
         while inner.len >= self.max_tasks || inner.bytes + size > self.max_bytes {
             let Some(old) = inner.finished.pop_front() else {
                 return Err(StoreError::new(format!(
@@ -301,7 +391,8 @@ impl<L: Locks> MemoryStore<L> {
             };
             inner.remove(old);
         }
-        let boxed = Box::new(task.clone());
+        let mut boxed = Box::new(task.clone());
+        boxed.revision.version = 1;
         let slot = match inner.free.pop() {
             Some(slot) => {
                 inner.slots[slot as usize] = Some(boxed);
@@ -400,6 +491,7 @@ mod tests {
             dialect: crate::model::task::Shape::V03,
             owner: None,
             trace: None,
+            revision: Default::default(),
         }
     }
 

@@ -260,6 +260,9 @@ struct Body {
     first: Option<Task>,
     /// The task's later events, until they end.
     slot: Option<Slot>,
+    /// Or, for a task running on another replica, its events as read from
+    /// the store.
+    remote: Option<BoxStream<'static, StreamEvent>>,
     hooks: Arc<dyn Hooks>,
     timer: Option<BoxFuture<'static, ()>>,
 }
@@ -281,10 +284,11 @@ impl futures_util::Stream for Body {
             }
             return Poll::Ready(Some(frame(&b.framing, b.shape, &StreamEvent::Task(task))));
         }
-        let Some(slot) = b.slot else {
-            return Poll::Ready(None);
+        let next = match (b.slot, b.remote.as_mut()) {
+            (Some(slot), _) => b.hooks.tasks().poll_stream(slot, cx),
+            (None, Some(remote)) => remote.as_mut().poll_next(cx),
+            (None, None) => return Poll::Ready(None),
         };
-        let next = b.hooks.tasks().poll_stream(slot, cx);
         match next {
             Poll::Ready(Some(event)) => {
                 b.timer = None;
@@ -296,6 +300,7 @@ impl futures_util::Stream for Body {
             // The task settled or its job ended.
             Poll::Ready(None) => {
                 b.slot = None;
+                b.remote = None;
                 Poll::Ready(None)
             }
             Poll::Pending => {
@@ -322,6 +327,7 @@ impl Body {
         if let Some(slot) = self.slot.take() {
             self.hooks.tasks().drop_stream(slot);
         }
+        self.remote = None;
     }
 }
 
@@ -338,12 +344,13 @@ pub(crate) fn stream_head() -> HttpResponse {
 }
 
 /// The event stream of one call: `first` (the task as it is), then what
-/// `slot` delivers until the task ends, with a heartbeat while idle.
+/// `slot` (or `remote`) delivers until the task ends, with a heartbeat while idle.
 pub(crate) fn event_body(
     framing: Framing,
     shape: Shape,
     first: Task,
     slot: Option<Slot>,
+    remote: Option<BoxStream<'static, StreamEvent>>,
     hooks: Arc<dyn Hooks>,
 ) -> EventBody {
     Box::pin(Body {
@@ -351,7 +358,56 @@ pub(crate) fn event_body(
         shape,
         first: Some(first),
         slot,
+        remote,
         hooks,
         timer: None,
     })
+}
+
+#[cfg(feature = "replicas")]
+/// The events that take a follower from `last` to `now` (two stored
+/// versions of a task): each artifact that is new or changed (its new
+/// parts appended when it grew, else whole), then the status when it changed.
+pub(crate) fn changes(last: &Task, now: &Task) -> Vec<StreamEvent> {
+    let mut events = Vec::new();
+    let ends = ends_stream(now.state);
+    for artifact in &now.artifacts {
+        let before = last
+            .artifacts
+            .iter()
+            .find(|a| a.artifact_id == artifact.artifact_id);
+        let (append, parts) = match before {
+            Some(b) if b.parts == artifact.parts => continue,
+            Some(b)
+                if b.parts.len() < artifact.parts.len()
+                    && artifact.parts.get(..b.parts.len()) == Some(&b.parts[..]) =>
+            {
+                (true, artifact.parts[b.parts.len()..].to_vec())
+            }
+            _ => (false, artifact.parts.clone()),
+        };
+        events.push(StreamEvent::Artifact(ArtifactUpdate {
+            task_id: now.id.clone(),
+            context_id: now.context_id.clone(),
+            artifact: Artifact {
+                artifact_id: artifact.artifact_id.clone(),
+                parts,
+            },
+            append,
+            last_chunk: ends,
+        }));
+    }
+    if now.state != last.state
+        || now.status_message != last.status_message
+        || now.updated_ms != last.updated_ms
+    {
+        events.push(StreamEvent::Status(StatusUpdate {
+            task_id: now.id.clone(),
+            context_id: now.context_id.clone(),
+            state: now.state,
+            timestamp: now.updated_ms.map(crate::model::time::format_rfc3339),
+            message: now.status_message.clone(),
+        }));
+    }
+    events
 }

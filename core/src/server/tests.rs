@@ -1011,6 +1011,7 @@ fn a_cancel_the_store_refuses_is_an_error_not_canceled() {
         dialect: Shape::V03,
         owner: None,
         trace: None,
+        revision: Default::default(),
     };
     f.store.inner.save_now(&t).expect("seed");
     *lock(&f.store.refuse) = Some(TaskState::Canceled);
@@ -1682,6 +1683,7 @@ fn a_task_abandoned_by_a_gone_instance_is_failed_when_read() {
             dialect: Shape::V03,
             owner: None,
             trace: None,
+            revision: Default::default(),
         };
         f.store.inner.save_now(&task).expect("seed");
     };
@@ -1722,6 +1724,7 @@ fn without_interrupted_after_a_stored_working_task_is_left_alone() {
         dialect: Shape::V03,
         owner: None,
         trace: None,
+        revision: Default::default(),
     };
     f.store.inner.save_now(&task).expect("seed");
     let got = f.rpc(None, "tasks/get", json!({"id": "old"}));
@@ -1802,3 +1805,7 @@ fn a_post_a_page_may_send_without_a_preflight_starts_nothing() {
         assert_eq!(resp.status, 200, "{json_type:?}");
     }
 }
+
+#[cfg(feature = "replicas")]
+#[path = "replica_tests.rs"]
+mod replica_tests;

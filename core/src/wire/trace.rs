@@ -302,6 +302,7 @@ mod tests {
             dialect: Shape::V10,
             owner: None,
             trace: Some(Box::new(trace.clone())),
+            revision: Default::default(),
         };
         let stored = serde_json::to_value(task.stored()).expect("stored");
         assert_eq!(stored[TRACEPARENT], GOOD);

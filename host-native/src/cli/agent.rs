@@ -65,9 +65,22 @@ pub struct ServeArgs {
     /// Where to listen; port 0 picks a free port.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
     addr: String,
-    /// The task store: memory, or file:DIR (survives restarts) [default: memory]
-    #[arg(long, value_name = "memory|file:DIR")]
+    /// The task store: memory, file:DIR (survives restarts), or
+    /// postgres://USER@HOST/DB (replicas share it; `postgres` alone reads
+    /// DATABASE_URL) [default: memory]
+    #[arg(long, value_name = "memory|file:DIR|postgres://…")]
     store: Option<String>,
+    /// How long a running task's lease in a shared store (file or
+    /// PostgreSQL) lasts unless renewed: a replica that dies has its tasks
+    /// failed by the others this long after.
+    #[arg(long = "task-lease-seconds", value_name = "N", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    task_lease_seconds: u64,
+    /// How often a shared store is read again for changes no notification
+    /// told of (the fallback of PostgreSQL LISTEN/NOTIFY), in ms.
+    #[arg(long = "store-poll-ms", value_name = "MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    store_poll_ms: u64,
     /// The base URL the card advertises (behind a proxy, or when bound to 0.0.0.0).
     #[arg(long = "public-url", value_name = "URL")]
     public_url: Option<String>,
@@ -335,6 +348,8 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
         .or(r.config.a2a.store.clone())
         .unwrap_or_else(|| "memory".into());
     options.store = StoreConfig::parse(&store).map_err(|e| Fail(1, e.to_string()))?;
+    options.task_lease = std::time::Duration::from_secs(args.task_lease_seconds);
+    options.store_poll = std::time::Duration::from_millis(args.store_poll_ms);
     options.public_url = args.public_url.clone();
     options.cors_origin = cors;
     options.allow_anonymous = args.allow_anonymous;

@@ -1,6 +1,7 @@
 //! Shared pieces of the host tests: stub HTTP peers on 127.0.0.1.
 #![allow(dead_code)]
 
+pub mod pg;
 pub mod sdk;
 
 use serde_json::{json, Value};

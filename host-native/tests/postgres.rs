@@ -1,0 +1,472 @@
+//! The PostgreSQL task store on a real, throw-away PostgreSQL 15
+//! (`common::pg`), and three replicas of `toolnexus serve --store
+//! postgres://…` sharing it, over real HTTP on 127.0.0.1, with a slow stub
+//! model.
+
+mod common;
+
+use common::pg::PgCluster;
+use common::{start_listening, toolnexus_bin, Proc};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use toolnexus_core::server::{StoreError, TaskFilter, TaskStore};
+use toolnexus_core::{HttpRequest, HttpResponse, Task, TaskState, Transport};
+use toolnexus_host_native::http_server::{bind, ServerHandle, DEFAULT_BODY_LIMIT};
+use toolnexus_host_native::pg_store::PgStore;
+use toolnexus_host_native::store::AnyStore;
+use toolnexus_host_native::NativeTransport;
+
+fn task(id: &str, version: u64, state: TaskState) -> Task {
+    let mut t = Task {
+        id: id.into(),
+        context_id: "ctx".into(),
+        state,
+        status_message: None,
+        updated_ms: Some(1_000 + version),
+        artifacts: vec![],
+        history: vec![],
+        dialect: toolnexus_core::Shape::V03,
+        owner: Some("alice".into()),
+        trace: None,
+        revision: Default::default(),
+    };
+    t.revision.version = version;
+    t
+}
+
+/// Saves are a compare-and-swap on the version: a stale save is a typed
+/// conflict and changes nothing; the revision and owner round-trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_are_a_compare_and_swap_on_the_version() {
+    let pg = PgCluster::start();
+    let url = pg.database("cas");
+    // Replicas starting together: the migrations run once, under the lock.
+    let opened = futures_util::future::join_all((0..3).map(|_| PgStore::connect(&url))).await;
+    let store = AnyStore::Postgres(opened.into_iter().next().unwrap().expect("connect"));
+    assert_eq!(
+        pg.sql("cas", "SELECT count(*) FROM toolnexus_migrations"),
+        "1"
+    );
+
+    let mut first = task("t1", 1, TaskState::Working);
+    first.revision.lease = Some(toolnexus_core::Lease {
+        holder: "replica-a".into(),
+        until_ms: 99,
+    });
+    store.save(&first).await.expect("version 1");
+    let again = store.save(&first).await.expect_err("version 1 twice");
+    assert!(again.is_conflict(), "{again}");
+    store
+        .save(&task("t1", 2, TaskState::Canceled))
+        .await
+        .expect("version 2 over 1");
+    let late = store
+        .save(&task("t1", 2, TaskState::Completed))
+        .await
+        .expect_err("a late completed over the canceled one");
+    assert!(late.is_conflict(), "{late}");
+    let stale = store
+        .save(&task("t1", 5, TaskState::Completed))
+        .await
+        .expect_err("a version from nowhere");
+    assert!(stale.is_conflict());
+    let stored = store.get("t1").await.expect("get").expect("stored");
+    assert_eq!(stored.state, TaskState::Canceled);
+    assert_eq!(stored.revision.version, 2);
+    assert_eq!(stored.owner.as_deref(), Some("alice"));
+    assert_eq!(store.get("nope").await, Ok(None));
+
+    // Expired leases are found by the lease column.
+    store.save(&first_with("t2", 1, 50)).await.expect("t2");
+    let expired = store.expired(60, 10).await.expect("expired");
+    assert_eq!(
+        expired.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["t2"]
+    );
+    assert_eq!(
+        expired[0].revision.lease.as_ref().map(|l| l.until_ms),
+        Some(50)
+    );
+    assert!(store.expired(40, 10).await.expect("none yet").is_empty());
+
+    // Push configs are records of their task.
+    let configs = json!([{"id": "w", "url": "https://example.com/hook"}]);
+    store.save_push_configs("t1", &configs).await.expect("push");
+    assert_eq!(store.get_push_configs("t1").await, Ok(Some(configs)));
+    assert_eq!(store.get_push_configs("t2").await, Ok(None));
+}
+
+fn first_with(id: &str, version: u64, until_ms: u64) -> Task {
+    let mut t = task(id, version, TaskState::Working);
+    t.revision.lease = Some(toolnexus_core::Lease {
+        holder: "dead".into(),
+        until_ms,
+    });
+    t
+}
+
+/// ListTasks pages in SQL: newest status change first, a keyset cursor,
+/// the owner filter, and the count of all that pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_are_read_in_sql_newest_first_after_the_cursor() {
+    let pg = PgCluster::start();
+    let store = AnyStore::Postgres(PgStore::connect(&pg.database("list")).await.expect("pg"));
+    for i in 0..7u64 {
+        let mut t = task(&format!("t{i}"), 1, TaskState::Completed);
+        t.updated_ms = Some(100 + i / 2);
+        if i == 6 {
+            t.owner = Some("bob".into());
+        }
+        store.save(&t).await.expect("save");
+    }
+    let alice = TaskFilter {
+        owner: Some("alice".into()),
+        ..TaskFilter::default()
+    };
+    let mut seen = Vec::new();
+    let mut after: Option<(u64, String)> = None;
+    for _ in 0..10 {
+        let (page, total) = store
+            .list_page(&alice, after.as_ref().map(|(ms, id)| (*ms, id.as_str())), 2)
+            .await
+            .expect("page")
+            .expect("pages in SQL");
+        assert_eq!(total, 6, "bob's task is not counted");
+        let Some(last) = page.last() else { break };
+        after = Some((last.updated_ms.unwrap_or(0), last.id.clone()));
+        seen.extend(page.into_iter().map(|t| t.id));
+    }
+    assert_eq!(seen, ["t5", "t4", "t3", "t2", "t1", "t0"]);
+}
+
+/// A slow OpenAI-style model: a message `sleep N` is answered after N ms,
+/// `hang` never; each answer is "done". Counts the answers it finished.
+async fn slow_model() -> (ServerHandle, Arc<AtomicUsize>) {
+    let answered = Arc::new(AtomicUsize::new(0));
+    let count = answered.clone();
+    let handle = bind(
+        "127.0.0.1:0",
+        DEFAULT_BODY_LIMIT,
+        Arc::new(move |req: HttpRequest| {
+            let count = count.clone();
+            Box::pin(async move {
+                let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                let text = body["messages"]
+                    .as_array()
+                    .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                    .and_then(|m| m["content"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                if text.contains("hang") {
+                    std::future::pending::<()>().await;
+                }
+                let ms = text
+                    .split_whitespace()
+                    .skip_while(|w| *w != "sleep")
+                    .nth(1)
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                count.fetch_add(1, Ordering::SeqCst);
+                let answer = json!({"model": "stub", "choices": [{"message": {"role": "assistant", "content": "done"}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}});
+                HttpResponse::json(200, serde_json::to_vec(&answer).expect("json"))
+            })
+        }),
+    )
+    .await
+    .expect("bind the model stub");
+    (handle, answered)
+}
+
+/// `n` replicas of `toolnexus serve` on database `url`.
+async fn replicas(n: usize, url: &str, model: &str, lease_s: &str) -> Vec<Proc> {
+    let mut procs = Vec::new();
+    for _ in 0..n {
+        let args = [
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            url,
+            "--llm",
+            "openai",
+            "--model",
+            "m",
+            "--llm-base-url",
+            model,
+            "--task-lease-seconds",
+            lease_s,
+            "--store-poll-ms",
+            "200",
+        ];
+        procs.push(start_listening(&toolnexus_bin(), &args).await);
+    }
+    procs
+}
+
+async fn post(url: &str, method: &str, params: Value, wait: Option<u64>) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut req = HttpRequest::post_json(format!("{url}/"), body.to_string().into_bytes());
+    if let Some(s) = wait {
+        req = req.with_header("Prefer", format!("wait={s}"));
+    }
+    let resp = NativeTransport::shared()
+        .send(req)
+        .await
+        .expect("the replica answers");
+    serde_json::from_slice(&resp.body).expect("JSON")
+}
+
+async fn send(url: &str, text: &str) -> String {
+    let v = post(
+        url,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": uuid(), "parts": [{"kind": "text", "text": text}]},
+               "configuration": {"blocking": false}}),
+        None,
+    )
+    .await;
+    v["result"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not acknowledged: {v}"))
+        .to_string()
+}
+
+fn uuid() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("m{}", N.fetch_add(1, Ordering::SeqCst))
+}
+
+fn state(v: &Value) -> String {
+    v["result"]["status"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Polls GetTask until the task is `working` (bounded).
+async fn until_working(url: &str, id: &str) {
+    for _ in 0..200 {
+        if state(&post(url, "tasks/get", json!({"id": id}), None).await) == "working" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("task {id} never started working");
+}
+
+/// A GetTask long-poll on replica B returns when the task settles on
+/// replica A (told by NOTIFY), long before its wait would end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_on_one_replica_wakes_when_the_task_settles_on_another() {
+    let pg = PgCluster::start();
+    let url = pg.database("wake");
+    let (model, _) = slow_model().await;
+    let r = replicas(3, &url, &model.url, "30").await;
+    for (a, b) in [(0, 1), (1, 2), (2, 0)] {
+        let id = send(&r[a].url, "sleep 800").await;
+        let polled = tokio::time::timeout(
+            // Well inside the 30 s the long-poll would otherwise wait.
+            Duration::from_secs(20),
+            post(&r[b].url, "tasks/get", json!({"id": id}), Some(30)),
+        )
+        .await
+        .expect("the long-poll on another replica woke when the task settled");
+        assert_eq!(state(&polled), "completed", "{polled}");
+        assert_eq!(
+            polled["result"]["artifacts"][0]["parts"][0]["text"], "done",
+            "{polled}"
+        );
+    }
+}
+
+/// CancelTask on B for tasks running on A: the stored state is canceled
+/// and stays so after A's model answers; races of cancels with the answer
+/// (at every delay) never leave an answer and the store disagreeing, and
+/// leave no task unfinished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancels_on_another_replica_win_or_lose_cleanly() {
+    let pg = PgCluster::start();
+    let url = pg.database("cancel");
+    let (model, answered) = slow_model().await;
+    let r = replicas(3, &url, &model.url, "30").await;
+
+    let id = send(&r[0].url, "sleep 1500").await;
+    until_working(&r[0].url, &id).await;
+    let canceled = post(&r[1].url, "tasks/cancel", json!({"id": id}), None).await;
+    assert_eq!(state(&canceled), "canceled", "{canceled}");
+    // The model answers A later: the stored state is still canceled.
+    for _ in 0..300 {
+        if answered.load(Ordering::SeqCst) >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for replica in &r {
+        let got = post(&replica.url, "tasks/get", json!({"id": id}), None).await;
+        assert_eq!(state(&got), "canceled", "{got}");
+    }
+
+    // Races: the cancel lands before, during or after the answer.
+    let mut races = Vec::new();
+    for k in 0..30u64 {
+        let (a, b) = (
+            &r[(k % 3) as usize].url,
+            r[((k + 1) % 3) as usize].url.clone(),
+        );
+        let id = send(a, "sleep 300").await;
+        races.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(k * 20)).await;
+            let answer = post(&b, "tasks/cancel", json!({"id": id}), None).await;
+            (id, answer)
+        }));
+    }
+    let (mut won, mut lost) = (0, 0);
+    for race in races {
+        let (id, answer) = race.await.expect("race");
+        // The final state, from a long-poll on a third replica.
+        let last = post(&r[2].url, "tasks/get", json!({"id": id}), Some(20)).await;
+        let last = state(&last);
+        if state(&answer) == "canceled" {
+            won += 1;
+            assert_eq!(
+                last, "canceled",
+                "task {id}: a canceled answer was overwritten"
+            );
+        } else {
+            lost += 1;
+            assert_eq!(answer["error"]["code"], -32002, "{answer}");
+            assert_eq!(last, "completed", "task {id}");
+        }
+    }
+    assert_eq!(won + lost, 30);
+    eprintln!("cancel races: {won} canceled, {lost} completed first, 0 overwritten, 0 stuck");
+}
+
+/// kill -9 of a replica with tasks working: a survivor fails them as
+/// interrupted once their lease runs out; long-polls on the survivors see
+/// it, and new requests keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_tasks_are_failed_by_the_survivors_after_the_lease() {
+    let pg = PgCluster::start();
+    let url = pg.database("failover");
+    let (model, _) = slow_model().await;
+    let mut r = replicas(3, &url, &model.url, "2").await;
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.push(send(&r[0].url, "hang").await);
+    }
+    for id in &ids {
+        until_working(&r[0].url, id).await;
+    }
+    r[0].child.start_kill().expect("kill -9");
+    let _ = r[0].child.wait().await;
+    let killed = std::time::Instant::now();
+    for (i, id) in ids.iter().enumerate() {
+        let survivor = &r[1 + i % 2].url;
+        let got = tokio::time::timeout(
+            Duration::from_secs(25),
+            post(survivor, "tasks/get", json!({"id": id}), Some(30)),
+        )
+        .await
+        .expect("settled before the long-poll's wait ended");
+        assert_eq!(state(&got), "failed", "{got}");
+        let text = got["result"]["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("stopped before this task finished"), "{text}");
+    }
+    eprintln!(
+        "fail-over: 10 tasks of the killed replica settled {} ms after the kill (lease 2 s)",
+        killed.elapsed().as_millis()
+    );
+    let id = send(&r[1].url, "sleep 10").await;
+    let done = post(&r[2].url, "tasks/get", json!({"id": id}), Some(20)).await;
+    assert_eq!(state(&done), "completed", "{done}");
+    let stuck = pg.sql(
+        "failover",
+        "SELECT count(*) FROM toolnexus_tasks WHERE state IN ('submitted', 'working')",
+    );
+    assert_eq!(stuck, "0");
+}
+
+/// A store error is an error, not a panic: a database that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_a_clear_error() {
+    let port = common::free_port();
+    let url = format!("postgres://tnx@127.0.0.1:{port}/nothing");
+    let e: StoreError = match PgStore::connect(&url).await {
+        Ok(_) => panic!("connected to nothing"),
+        Err(e) => e,
+    };
+    assert!(e.to_string().contains("PostgreSQL"), "{e}");
+}
+
+/// SubscribeToTask on replica B for a task running on replica A: the task
+/// as stored, then the rest of its events from the store, each once, to
+/// its terminal state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_on_another_replica_gets_the_rest() {
+    let pg = PgCluster::start();
+    let url = pg.database("follow");
+    let (model, _) = slow_model().await;
+    let r = replicas(2, &url, &model.url, "30").await;
+    let id = send(&r[0].url, "sleep 1500").await;
+    until_working(&r[0].url, &id).await;
+    let body =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/resubscribe", "params": {"id": id}});
+    let req = HttpRequest::post_json(format!("{}/", r[1].url), body.to_string().into_bytes())
+        .with_header("Accept", "text/event-stream");
+    let resp = tokio::time::timeout(Duration::from_secs(20), NativeTransport::shared().send(req))
+        .await
+        .expect("the stream ended with the task")
+        .expect("answer");
+    let text = String::from_utf8_lossy(&resp.body).to_string();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .map(|v| v["result"].clone())
+        .collect();
+    assert_eq!(events[0]["kind"], "task", "{text}");
+    assert_eq!(events[0]["status"]["state"], "working", "{text}");
+    let answers: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "artifact-update")
+        .collect();
+    assert_eq!(answers.len(), 1, "the answer once: {text}");
+    assert_eq!(answers[0]["artifact"]["parts"][0]["text"], "done");
+    let last = events.last().expect("events");
+    assert_eq!(last["status"]["state"], "completed", "{text}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "status-update")
+            .count(),
+        1,
+        "one status change after the snapshot: {text}"
+    );
+}
+
+/// `--store` takes both URL schemes; the password never shows in `Debug`.
+#[test]
+fn store_selectors_name_postgres_by_url() {
+    use toolnexus_host_native::store::StoreConfig;
+    for url in [
+        "postgres://u:pw@127.0.0.1:5432/db",
+        "postgresql://u:pw@127.0.0.1/db",
+    ] {
+        let config = StoreConfig::parse(url).expect("a postgres URL");
+        let shown = format!("{config:?}");
+        assert!(
+            shown.starts_with("Postgres(") && !shown.contains("pw"),
+            "{shown}"
+        );
+    }
+    let err = StoreConfig::parse("mysql://u@h/db").expect_err("not a store");
+    assert!(err.to_string().contains("postgres://"), "{err}");
+}
