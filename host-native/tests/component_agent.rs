@@ -172,6 +172,29 @@ async fn the_js_sdk_client_completes_tasks_with_the_agent_component_under_wasmti
     sdk_clients_complete_tasks(Sdk::Js).await;
 }
 
+/// The agent component serves HTTP+JSON beside JSON-RPC (core's REST
+/// binding, issue 21): the SDK clients' REST transports, 1.0 and 0.3,
+/// blocking and streaming, follow its card to it under `wasmtime serve`.
+#[tokio::test]
+async fn the_sdk_clients_rest_transports_complete_tasks_with_the_agent_component() {
+    let agent = wasmtime_serve(&[("TOOLNEXUS_NAME", "wasm-agent")]).await;
+    let card = format!("{}/.well-known/agent-card.json", agent.url);
+    let modes: [&[&str]; 3] = [
+        &["--rest"],
+        &["--rest", "--stream"],
+        &["--rest", "--legacy"],
+    ];
+    for sdk in [Sdk::Python, Sdk::Js] {
+        for mode in modes {
+            let text = format!("rest {sdk:?} {mode:?}");
+            let (code, v, stderr) = official_client(sdk, &card, &text, mode).await;
+            assert_eq!(code, 0, "{sdk:?} {mode:?}: {v} {stderr}");
+            assert_eq!(v["state"], "completed", "{sdk:?} {mode:?}: {v}");
+            assert_eq!(v["text"], text.as_str(), "{sdk:?} {mode:?}: {v}");
+        }
+    }
+}
+
 /// The card names the configured agent and the origin it was reached at.
 #[tokio::test]
 async fn the_agent_component_is_configured_from_the_environment() {
