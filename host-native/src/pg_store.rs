@@ -273,8 +273,7 @@ impl PgStore {
                 "SELECT doc, version, lease_holder, lease_until FROM toolnexus_tasks {clause}"
             );
             let client = this.client().await?;
-            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                params.iter().map(|p| p.as_ref() as _).collect();
+            let refs = param_refs(&params);
             let rows = client
                 .query(&sql, &refs)
                 .await
@@ -296,8 +295,7 @@ impl PgStore {
         Box::pin(async move {
             let client = this.client().await?;
             let (count_clause, count_params) = where_clause(&filter, None);
-            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                count_params.iter().map(|p| p.as_ref() as _).collect();
+            let refs = param_refs(&count_params);
             let total: i64 = client
                 .query_one(
                     &format!("SELECT count(*) FROM toolnexus_tasks {count_clause}"),
@@ -313,8 +311,7 @@ impl PgStore {
                  ORDER BY COALESCE(updated_ms, 0) DESC, id DESC LIMIT ${}",
                 params.len()
             );
-            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                params.iter().map(|p| p.as_ref() as _).collect();
+            let refs = param_refs(&params);
             let rows = client
                 .query(&sql, &refs)
                 .await
@@ -390,6 +387,11 @@ impl PgStore {
 type Param = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
 
 /// `WHERE …` for `filter` (and the keyset cursor), with its parameters.
+/// The parameters of a [`where_clause`] as `query` takes them.
+fn param_refs(params: &[Param]) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
+    params.iter().map(|p| p.as_ref() as _).collect()
+}
+
 fn where_clause(filter: &TaskFilter, after: Option<(i64, String)>) -> (String, Vec<Param>) {
     let mut terms: Vec<String> = Vec::new();
     let mut params: Vec<Param> = Vec::new();
