@@ -152,28 +152,7 @@ impl PgCluster {
 
     /// A fresh database `name` in the cluster; its URL.
     pub fn database(&self, name: &str) -> String {
-        let out = Command::new(bin("psql"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "tnx",
-                "-d",
-                "postgres",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                &format!("CREATE DATABASE {name}"),
-            ])
-            .output()
-            .expect("psql");
-        assert!(
-            out.status.success(),
-            "CREATE DATABASE {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.sql("postgres", &format!("CREATE DATABASE {name}"));
         self.url(name)
     }
 
