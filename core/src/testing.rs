@@ -248,6 +248,9 @@ pub struct ScriptedPeer {
     script: Mutex<Script>,
     log: Mutex<Vec<(u64, HttpRequest)>>,
     env: HashMap<String, String>,
+    /// [`Transport::host_token`]: the tokens given in turn (the last
+    /// repeats), and the `refused` flag of each ask.
+    host_tokens: Mutex<(Vec<String>, Vec<bool>)>,
 }
 
 impl ScriptedPeer {
@@ -310,6 +313,18 @@ impl ScriptedPeer {
     pub fn env_var(mut self, name: &str, value: &str) -> Self {
         self.env.insert(name.into(), value.into());
         self
+    }
+
+    /// Give these tokens in turn (the last repeats) when asked for a host token.
+    pub fn host_tokens(self, tokens: &[&str]) -> Self {
+        self.host_tokens.lock().expect("tokens lock").0 =
+            tokens.iter().map(|t| t.to_string()).collect();
+        self
+    }
+
+    /// The `refused` flag of each host-token ask so far.
+    pub fn host_token_asks(&self) -> Vec<bool> {
+        self.host_tokens.lock().expect("tokens lock").1.clone()
     }
 
     /// The virtual time now.
@@ -568,6 +583,18 @@ impl Transport for ScriptedPeer {
 
     fn env(&self, name: &str) -> Option<String> {
         self.env.get(name).cloned()
+    }
+
+    fn host_token(
+        &self,
+        _key: &str,
+        refused: bool,
+    ) -> impl Future<Output = Result<String, crate::Error>> + MaybeSend {
+        let mut t = self.host_tokens.lock().expect("tokens lock");
+        t.1.push(refused);
+        let n = t.1.len() - 1;
+        let got = t.0.get(n).or(t.0.last()).cloned();
+        async move { got.ok_or_else(|| crate::Error::Misuse("no host token scripted".into())) }
     }
 }
 

@@ -66,9 +66,11 @@ export interface Agent {
   auth?: AgentAuth;
   /**
    * A bearer token from your code, asked for before every call (a browser
-   * user's login): resolve to the current token. Not with `auth`.
+   * user's login): resolve to the current token. When the agent refuses it
+   * (HTTP 401), it is asked once more with `{retry: true}` (renew it then)
+   * and the request is sent again once. Not with `auth`.
    */
-  getToken?: () => string | Promise<string>;
+  getToken?: (hint: { retry: boolean }) => string | Promise<string>;
   /**
    * Origins (`https://host[:port]`) besides the card's own that may receive
    * the credentials (`auth`, `getToken`, `headers`) when the card names an

@@ -92,6 +92,8 @@ pub fn agent_to_js(a: &Agent) -> JsValue {
         None => {
             if let Some(auth) = &a.auth {
                 let (key, value): (&str, JsValue) = match auth {
+                    // Only ever made with its function (above).
+                    toolnexus_core::Auth::HostToken(_) => ("getToken", JsValue::UNDEFINED),
                     toolnexus_core::Auth::Bearer(t) => ("bearer", t.as_str().into()),
                     toolnexus_core::Auth::ApiKey(k) => ("apiKey", k.as_str().into()),
                     toolnexus_core::Auth::OAuth2(c) => {
@@ -157,7 +159,6 @@ pub fn parse_agents_config(block: JsValue) -> Result<JsValue, JsValue> {
 pub fn agent_tools(agent: JsValue) -> Promise {
     promise(Box::pin(async move {
         let agent = agent_from_js(&agent)?;
-        crate::credentials::refresh(&agent).await?;
         let tools = toolnexus_core::agent_tools(&JsTransport, &agent)
             .await
             .map_err(|e| core_error(&e))?;
@@ -190,7 +191,6 @@ async fn list_tasks_of(agent: JsValue, filter: JsValue) -> Result<JsValue, JsVal
     use futures_util::future::{select, Either};
     use toolnexus_core::{ListFilter, TaskState};
     let agent = agent_from_js(&agent)?;
-    crate::credentials::refresh(&agent).await?;
     let mut wanted = ListFilter {
         context_id: get(&filter, "contextId").as_string(),
         status: None,
@@ -297,13 +297,8 @@ impl Tool {
         promise(Box::pin(async move {
             let result = match (args, abort, sink) {
                 (Ok(args), Ok(abort), Ok(sink)) => {
-                    match crate::credentials::refresh(&tool.agent).await {
-                        Ok(()) => {
-                            tool.execute_traced(&JsTransport, &args, abort, sink, trace.as_ref())
-                                .await
-                        }
-                        Err(e) => ToolResult::error(error_text(&e)),
-                    }
+                    tool.execute_traced(&JsTransport, &args, abort, sink, trace.as_ref())
+                        .await
                 }
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                     ToolResult::error(error_text(&e))

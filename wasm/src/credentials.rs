@@ -3,23 +3,21 @@
 //! `getToken`, a JS function that gives a bearer token (a browser user's
 //! login), and each agent's token cache cell.
 //!
-//! A `getToken` agent carries `auth: Bearer("${__toolnexus_get_token_N}")`:
-//! before each call the host awaits the function and keeps its answer, and
-//! the core expands the placeholder through [`token_var`] as it expands any
-//! `${NAME}`, at call time. No protocol logic here.
+//! A `getToken` agent carries `auth: HostToken("N")`: the core asks the
+//! host for a token before each call and once more after a 401
+//! ([`toolnexus_core::Transport::host_token`]), and [`host_token`] awaits
+//! function N. No protocol logic here.
 
-use crate::convert::{error_text, misuse};
+use crate::convert::error_text;
 use js_sys::{Function, Promise};
 use std::cell::RefCell;
 use toolnexus_core::{Agent, Auth, Lock, SharedTokenCell};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-const PREFIX: &str = "__toolnexus_get_token_";
-
 thread_local! {
-    /// Each `getToken` function seen, and the token it gave last.
-    static GET_TOKEN: RefCell<Vec<(Function, Option<String>)>> = const { RefCell::new(Vec::new()) };
+    /// Each `getToken` function seen.
+    static GET_TOKEN: RefCell<Vec<Function>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The `auth` of an agent whose bearer token comes from `f`.
@@ -29,27 +27,22 @@ pub fn get_token_auth(f: Function) -> Auth {
         // The same function (===) keeps its slot.
         match g
             .iter()
-            .position(|(seen, _)| JsValue::from(seen) == JsValue::from(&f))
+            .position(|seen| JsValue::from(seen) == JsValue::from(&f))
         {
             Some(n) => n,
             None => {
-                g.push((f, None));
+                g.push(f);
                 g.len() - 1
             }
         }
     });
-    Auth::Bearer(format!("${{{PREFIX}{n}}}"))
+    Auth::HostToken(n.to_string())
 }
 
 /// The slot of an agent's `getToken`, when its `auth` is one.
 fn slot(agent: &Agent) -> Option<usize> {
     match &agent.auth {
-        Some(Auth::Bearer(t)) => t
-            .strip_prefix("${")?
-            .strip_prefix(PREFIX)?
-            .strip_suffix('}')?
-            .parse()
-            .ok(),
+        Some(Auth::HostToken(n)) => n.parse().ok(),
         _ => None,
     }
 }
@@ -57,38 +50,30 @@ fn slot(agent: &Agent) -> Option<usize> {
 /// The `getToken` function behind an agent's `auth`, to give it back in descriptors.
 pub fn get_token_of(agent: &Agent) -> Option<Function> {
     let n = slot(agent)?;
-    GET_TOKEN.with(|g| g.borrow().get(n).map(|(f, _)| f.clone()))
+    GET_TOKEN.with(|g| g.borrow().get(n).cloned())
 }
 
-/// `${__toolnexus_get_token_N}`: the token agent N's function gave last.
-pub fn token_var(name: &str) -> Option<Option<String>> {
-    let n: usize = name.strip_prefix(PREFIX)?.parse().ok()?;
-    Some(GET_TOKEN.with(|g| g.borrow().get(n).and_then(|(_, t)| t.clone())))
-}
-
-/// Before a call: asks the agent's `getToken` (if it has one) for a token.
-/// A function that throws or gives no non-empty string fails the call.
-pub async fn refresh(agent: &Agent) -> Result<(), JsValue> {
-    let Some(n) = slot(agent) else { return Ok(()) };
-    let Some(f) = GET_TOKEN.with(|g| g.borrow().get(n).map(|(f, _)| f.clone())) else {
-        return Ok(());
-    };
-    let fail = |why: String| misuse(format!("agent.getToken {why}"));
+/// A token from `getToken` number `key` (asked with `{retry}`: true after
+/// the agent refused the previous one). A function that throws or gives no
+/// non-empty string fails the call.
+pub async fn host_token(key: &str, retry: bool) -> Result<String, toolnexus_core::Error> {
+    let fail = |why: String| toolnexus_core::Error::Misuse(format!("agent.getToken {why}"));
+    let f = key
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| GET_TOKEN.with(|g| g.borrow().get(n).cloned()))
+        .ok_or_else(|| fail(format!("{key:?} is unknown")))?;
+    let hint: JsValue = js_sys::Object::new().into();
+    crate::convert::set(&hint, "retry", &retry.into());
     let returned = f
-        .call0(&JsValue::UNDEFINED)
+        .call1(&JsValue::UNDEFINED, &hint)
         .map_err(|e| fail(format!("threw: {}", error_text(&e))))?;
-    let token = JsFuture::from(Promise::resolve(&returned))
+    JsFuture::from(Promise::resolve(&returned))
         .await
         .map_err(|e| fail(format!("failed: {}", error_text(&e))))?
         .as_string()
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| fail("must resolve to a non-empty string".into()))?;
-    GET_TOKEN.with(|g| {
-        if let Some(entry) = g.borrow_mut().get_mut(n) {
-            entry.1 = Some(token);
-        }
-    });
-    Ok(())
+        .ok_or_else(|| fail("must resolve to a non-empty string".into()))
 }
 
 /// A fresh token cache cell: one per agent, shared by its tools' calls.

@@ -198,9 +198,6 @@ pub fn create_toolkit(options: JsValue) -> Promise {
 async fn create(options: JsValue) -> Result<Toolkit, JsValue> {
     let opts = ToolkitOptions::from_js(&options)?;
     let mut tk = CoreToolkit::new(JsTransport).with_token_cells(crate::credentials::token_cell);
-    for agent in &opts.agents {
-        crate::credentials::refresh(agent).await?;
-    }
     tk.add_agents(&opts.agents).await;
     if let Some(config) = &opts.config {
         tk.add_config(config).await;
@@ -278,15 +275,11 @@ impl Toolkit {
         let abort = Abort::from_options(&options);
         let sink = event_sink(&options, "options");
         promise(Box::pin(async move {
-            let refreshed = match tk.a2a_tool(&name) {
-                Some(tool) => crate::credentials::refresh(&tool.agent).await,
-                None => Ok(()),
-            };
-            let result = match (args, abort, sink, refreshed) {
-                (Ok(args), Ok(abort), Ok(sink), Ok(())) => {
+            let result = match (args, abort, sink) {
+                (Ok(args), Ok(abort), Ok(sink)) => {
                     tk.execute_with_events(&name, args, abort, sink).await
                 }
-                (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                     ToolResult::error(error_text(&e))
                 }
             };
@@ -303,7 +296,6 @@ impl Toolkit {
         let agent = agent_from_js(&agent);
         promise(Box::pin(async move {
             let agent = agent?;
-            crate::credentials::refresh(&agent).await?;
             let resolved = agent_tools(&JsTransport, &agent).await;
             let names = shared
                 .add_resolved(&agent, resolved)

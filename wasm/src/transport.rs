@@ -323,10 +323,17 @@ impl Transport for JsTransport {
     /// `process.env[name]` where there is a `process` (Node, workerd with
     /// `nodejs_compat`); browsers have no environment.
     fn env(&self, name: &str) -> Option<String> {
-        if let Some(token) = crate::credentials::token_var(name) {
-            return token;
-        }
         let process = get(&js_sys::global(), "process");
         get(&get(&process, "env"), name).as_string()
+    }
+
+    /// The agent's `getToken` (see `credentials`).
+    fn host_token(
+        &self,
+        key: &str,
+        refused: bool,
+    ) -> impl Future<Output = Result<String, toolnexus_core::Error>> + MaybeSend {
+        let key = key.to_string();
+        async move { crate::credentials::host_token(&key, refused).await }
     }
 }

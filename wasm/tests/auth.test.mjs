@@ -266,20 +266,45 @@ describe('the package client calls protected agents', () => {
     assert.equal(listed.tasks.length, 4, JSON.stringify(listed));
   });
 
-  test('getToken: asked before each call; a throwing getToken fails the call, not the process', async () => {
+  test('getToken: asked before each call; a refused token is renewed once ({retry: true}); a throwing getToken fails the call, not the process', async () => {
     const a = await protectedAgent();
-    let calls = 0;
-    const desc = tn.agent({ card: a.cardUrl, pollEvery: 20, getToken: async () => { calls++; return token('erin'); } });
+    const hints = [];
+    const desc = tn.agent({ card: a.cardUrl, pollEvery: 20, getToken: async (hint) => { hints.push(hint.retry); return token('erin'); } });
     assert.equal(typeof desc.getToken, 'function');
     const tools = await tn.agentTools(desc);
-    const before = calls;
+    assert.deepEqual(hints, [], 'not asked to read the public card');
     const r = await tools[0].execute({ task: 'as erin' });
     assert.equal(r.isError, false, r.output);
-    assert.ok(calls > before, 'asked before the call');
-    const bad = await tn.agentTools(tn.agent({ card: a.cardUrl, getToken: () => 'x' }));
-    const failing = tn.agent({ card: a.cardUrl, getToken: () => { throw new Error('logged out'); } });
-    await assert.rejects(tn.agentTools(failing), /logged out/);
-    assert.equal(bad.length, 1);
+    assert.deepEqual(hints, [false], 'asked once before the call');
+    const again = await tools[0].execute({ task: 'as erin again' });
+    assert.equal(again.isError, false, again.output);
+    assert.deepEqual(hints, [false, false], 'asked again for the next call');
+
+    // The first token is refused (expired): asked once more with retry, and the call goes through.
+    const renewals = [];
+    const expiring = tn.agent({
+      card: a.cardUrl, pollEvery: 20,
+      getToken: ({ retry }) => { renewals.push(retry); return retry ? token('erin') : token('erin', { exp: now() - 60 }); },
+    });
+    const seen = a.saw.length;
+    const renewed = await (await tn.agentTools(expiring))[0].execute({ task: 'renewed' });
+    assert.equal(renewed.isError, false, renewed.output);
+    assert.deepEqual(renewals, [false, true], 'one renewal after the 401');
+    const sends = a.saw.slice(seen).filter((s) => s.authorization);
+    assert.equal(sends.length >= 2, true, 'the refused request, then the retry');
+
+    // Always refused: one renewal, then a clear error naming the scheme (no loop).
+    const stale = [];
+    const never = tn.agent({ card: a.cardUrl, pollEvery: 20, getToken: ({ retry }) => { stale.push(retry); return 'not-a-jwt'; } });
+    const refused = await (await tn.agentTools(never))[0].execute({ task: 'refused' });
+    assert.equal(refused.isError, true);
+    assert.match(refused.output, /refused a fresh token .*HTTP 401/);
+    assert.deepEqual(stale, [false, true]);
+
+    const failing = await tn.agentTools(tn.agent({ card: a.cardUrl, getToken: () => { throw new Error('logged out'); } }));
+    const out = await failing[0].execute({ task: 'x' });
+    assert.equal(out.isError, true);
+    assert.match(out.output, /getToken threw: .*logged out/);
     assert.throws(() => tn.agent({ card: a.cardUrl, getToken: () => 'x', auth: { bearer: 'y' } }), (e) => e.kind === 'misuse');
   });
 

@@ -182,6 +182,10 @@ pub enum Auth {
     ApiKey(String),
     /// Tokens from an OAuth2 token endpoint (client credentials).
     OAuth2(OAuth2Client),
+    /// Bearer tokens from the host's source with this key
+    /// ([`Transport::host_token`]: a JS `getToken`), asked before each call
+    /// and once more after a 401. Set by hosts, never read from a config.
+    HostToken(String),
 }
 
 impl Auth {
@@ -209,6 +213,7 @@ impl Auth {
             Auth::Bearer(_) => "bearer",
             Auth::ApiKey(_) => "apiKey",
             Auth::OAuth2(_) => "oauth2",
+            Auth::HostToken(_) => "getToken",
         }
     }
 }
@@ -338,6 +343,9 @@ pub enum TokenEndpoint {
     Url(String),
     /// An OpenID Connect discovery document naming `token_endpoint`.
     Discover(String),
+    /// The host's own source ([`Transport::host_token`]); never cached:
+    /// the host is asked each time.
+    Host(String),
 }
 
 /// How `auth` is used with a card that declares `schemes` and
@@ -364,7 +372,7 @@ pub fn plan(
             .map(|(n, s)| (n.clone(), s.clone()))
     };
     match auth {
-        Auth::Bearer(token) => {
+        Auth::Bearer(_) | Auth::HostToken(_) => {
             let scheme =
                 named(|s| matches!(s, SecurityScheme::Http { scheme } if scheme == "bearer"))
                     .or_else(|| {
@@ -377,10 +385,26 @@ pub fn plan(
                         })
                     })
                     .map_or_else(|| "bearer".to_string(), |(n, _)| n);
+            let credential = if let Auth::Bearer(token) = auth {
+                PlanCredential::Static(token.clone())
+            } else {
+                // The host's token source (`HostToken`): asked each call.
+                let key = if let Auth::HostToken(key) = auth {
+                    key
+                } else {
+                    ""
+                };
+                PlanCredential::Token(TokenSource {
+                    endpoint: TokenEndpoint::Host(key.to_string()),
+                    client_id: String::new(),
+                    client_secret: String::new(),
+                    scopes: Vec::new(),
+                })
+            };
             Ok(Some(AuthPlan {
                 scheme,
                 placement: bearer(),
-                credential: PlanCredential::Static(token.clone()),
+                credential,
             }))
         }
         Auth::ApiKey(key) => {
@@ -750,6 +774,15 @@ async fn token_inner<T: Transport>(
         let mut m = TokenMachine::new(source, deadline_ms);
         async move { m.run(transport).await }
     };
+    if let TokenEndpoint::Host(key) = &source.endpoint {
+        let value = transport.host_token(key, stale.is_some()).await?;
+        let fetched_ms = transport.now_ms();
+        return Ok(Token {
+            value,
+            expires_ms: None,
+            fetched_ms,
+        });
+    }
     let Some(cell) = cell else {
         return fetch().await;
     };
@@ -935,6 +968,10 @@ impl Machine for TokenMachine {
     fn start(&mut self, _now_ms: u64) -> Step<Self::Output> {
         match self.source.endpoint.clone() {
             TokenEndpoint::Url(url) => self.post(url),
+            // Answered by the host before any machine starts (`token`).
+            TokenEndpoint::Host(key) => Step::Done(Err(Error::Misuse(format!(
+                "the token source {key:?} is the host's, not a token endpoint"
+            )))),
             TokenEndpoint::Discover(url) => {
                 if !token_url_allowed(&url) {
                     return Step::Done(Err(Self::refused(&url)));

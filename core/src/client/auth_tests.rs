@@ -451,6 +451,52 @@ fn a_second_401_is_a_clear_error_naming_the_scheme() {
     assert_eq!(auth_headers(&peer).len(), 2, "one retry");
 }
 
+/// The desk's tool for an agent whose tokens come from the host (a JS `getToken`).
+fn host_token_tool() -> A2aTool {
+    let agent = Agent::new(CARD_URL).with_auth(Auth::HostToken("0".into()));
+    card_tools(&agent, &oauth_card())[0].clone()
+}
+
+#[test]
+fn a_host_token_is_asked_each_call_and_renewed_once_after_a_401() {
+    let peer = ScriptedPeer::new()
+        .host_tokens(&["h1", "h2"])
+        .require("Authorization", &["Bearer h2"])
+        .on("SendMessage", vec![Reply::Result(completed("t", "ok"))]);
+    let tool = host_token_tool();
+    assert_eq!(run(&tool, &peer).output, "ok");
+    assert_eq!(
+        peer.host_token_asks(),
+        [false, true],
+        "asked, then renewed once"
+    );
+    assert_eq!(
+        auth_headers(&peer),
+        ["Bearer h1", "Bearer h2"].map(|s| Some(s.to_string()))
+    );
+    // Not cached: the next call asks again (and h2, the last, is accepted).
+    assert_eq!(run(&tool, &peer).output, "ok");
+    assert_eq!(peer.host_token_asks(), [false, true, false]);
+    assert!(
+        peer.requests_to(TOKEN_URL).is_empty(),
+        "no token endpoint involved"
+    );
+}
+
+#[test]
+fn a_host_token_refused_twice_is_a_clear_error() {
+    let peer = ScriptedPeer::new()
+        .host_tokens(&["h1", "h2"])
+        .require("Authorization", &["Bearer never"]);
+    let r = run(&host_token_tool(), &peer);
+    assert!(r.is_error);
+    assert_eq!(
+        r.output,
+        "A2A SendMessage to http://127.0.0.1:9/ failed: the agent refused a fresh token for its scheme \"oauth\" (HTTP 401)"
+    );
+    assert_eq!(peer.host_token_asks(), [false, true]);
+}
+
 #[test]
 fn a_fixed_credential_refused_is_an_error_at_once() {
     let card = AgentCard::from_value(&json!({"name": "desk", "url": "http://127.0.0.1:9/",

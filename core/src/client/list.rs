@@ -137,11 +137,14 @@ pub async fn list_tasks<T: Transport>(
     let mut list = TaskList::default();
     let mut token = String::new();
     let mut refetched = false;
+    // The token the agent refused with 401, so the source knows to renew it.
+    let mut refused: Option<String> = None;
     let mut page = 0;
     while page < MAX_PAGES {
         if let (Some(source), None) = (source, &credential) {
+            let stale = refused.as_deref();
             credential = Some(
-                crate::client::auth::token(transport, None, source, None, deadline_ms)
+                crate::client::auth::token(transport, None, source, stale, deadline_ms)
                     .await?
                     .value,
             );
@@ -156,7 +159,7 @@ pub async fn list_tasks<T: Transport>(
         let resp = transport.send(req).await?;
         if resp.status == 401 && source.is_some() && !refetched {
             refetched = true;
-            credential = None;
+            refused = credential.take();
             continue;
         }
         page += 1;

@@ -62,6 +62,20 @@ pub trait Transport: MaybeSend + MaybeSync {
     fn env(&self, _name: &str) -> Option<String> {
         None
     }
+
+    /// A bearer token from the host's own source `key` (an
+    /// [`crate::Auth::HostToken`], e.g. a JS `getToken`), asked before each
+    /// call and, with `refused`, once more after the agent answered 401 to
+    /// the previous one. Hosts without such sources keep the default.
+    fn host_token(
+        &self,
+        key: &str,
+        refused: bool,
+    ) -> impl Future<Output = Result<String, crate::Error>> + MaybeSend {
+        let _ = refused;
+        let why = format!("this host has no token source {key:?}");
+        async move { Err(crate::Error::Misuse(why)) }
+    }
 }
 
 /// Shared transports are transports.
@@ -89,6 +103,13 @@ impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
     }
     fn env(&self, name: &str) -> Option<String> {
         (**self).env(name)
+    }
+    fn host_token(
+        &self,
+        key: &str,
+        refused: bool,
+    ) -> impl Future<Output = Result<String, crate::Error>> + MaybeSend {
+        (**self).host_token(key, refused)
     }
 }
 
