@@ -39,10 +39,10 @@ cargo clippy -p toolnexus-host-native --no-default-features --lib -- -D warnings
 
 step "core builds for wasm32 without I/O (full, and client-only)"
 cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --all-targets -- -D warnings
-cargo check -p toolnexus-core --target wasm32-unknown-unknown --no-default-features
-# The server without SKILL.md texts (the npm full entry's core: no YAML parser).
-cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --no-default-features --features server -- -D warnings
-# The npm package's three entries: client, full (default) and skills.
+# The npm package's three entries: client, full (default) and skills. Clippy
+# lints every workspace member it compiles, so these also lint the core as
+# each entry builds it: no features (client), `server` without SKILL.md
+# texts (no YAML parser), `server` + `push`, and `skill-md` alone.
 cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --no-default-features --features client -- -D warnings
 cargo clippy -p toolnexus-wasm --target wasm32-unknown-unknown --no-default-features --features skill-md -- -D warnings
 # The npm full entry (default features: with push) and the server without push.
