@@ -737,3 +737,112 @@ fn an_invalid_postgres_url_is_called_invalid() {
     assert!(err.contains("invalid PostgreSQL URL"), "{err}");
     assert!(!err.contains("cannot connect"), "{err}");
 }
+
+/// A SendMessage's whole answer (a result or an error).
+async fn try_send(url: &str, text: &str) -> Value {
+    post(
+        url,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": uuid(), "parts": [{"kind": "text", "text": text}]},
+               "configuration": {"blocking": false}}),
+        None,
+    )
+    .await
+}
+
+async fn healthz(url: &str) -> u16 {
+    let req = HttpRequest {
+        method: "GET".into(),
+        url: format!("{url}/healthz"),
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    NativeTransport::shared()
+        .send(req)
+        .await
+        .map(|r| r.status)
+        .unwrap_or(0)
+}
+
+/// The database restarts while requests flow: sends during the outage get
+/// an error and no task id (never acknowledged), `/healthz` says 503; once
+/// it is back, service resumes by itself (no replica restarted), and every
+/// task acknowledged before, during (none) or after the outage is stored
+/// and settles: nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_mid_load_loses_nothing_acknowledged() {
+    let mut pg = PgCluster::start();
+    let url = pg.database("restart");
+    let (model, _) = slow_model().await;
+    let r = replicas(2, &url, &model.url, "30").await;
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        // Half still running when the database goes: their outcome is saved
+        // after it is back (the terminal save is retried).
+        let text = if i % 2 == 0 { "sleep 10" } else { "sleep 1500" };
+        acked.push(send(&r[i % 2].url, text).await);
+    }
+    for replica in &r {
+        assert_eq!(healthz(&replica.url).await, 200);
+    }
+    tokio::task::block_in_place(|| pg.stop());
+    let down = std::time::Instant::now();
+    let mut refused = 0;
+    for i in 0..8 {
+        let v = try_send(&r[i % 2].url, "sleep 10").await;
+        assert!(
+            v["result"].is_null() && v["error"]["code"].is_i64(),
+            "acknowledged while the database is down: {v}"
+        );
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("could not be stored"), "{message}");
+        refused += 1;
+        let got = post(&r[i % 2].url, "tasks/get", json!({"id": acked[0]}), None).await;
+        assert!(got["error"]["code"].is_i64(), "read while down: {got}");
+    }
+    for replica in &r {
+        assert_eq!(
+            healthz(&replica.url).await,
+            503,
+            "unhealthy while saves fail"
+        );
+    }
+    tokio::task::block_in_place(|| pg.restart());
+    let restarted = std::time::Instant::now();
+    // Service resumes by itself: each replica acknowledges again (bounded).
+    for replica in &r {
+        let mut id = None;
+        for _ in 0..300 {
+            let v = try_send(&replica.url, "sleep 10").await;
+            if let Some(got) = v["result"]["id"].as_str() {
+                id = Some(got.to_string());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        acked.push(id.expect("the replica never acknowledged again after the restart"));
+        assert_eq!(healthz(&replica.url).await, 200, "healthy again");
+    }
+    let resumed = restarted.elapsed();
+    // Nothing acknowledged is lost: each is stored and settles.
+    for (i, id) in acked.iter().enumerate() {
+        let got = post(&r[i % 2].url, "tasks/get", json!({"id": id}), Some(30)).await;
+        assert_eq!(state(&got), "completed", "task {id}: {got}");
+    }
+    let stored = pg.sql(
+        "restart",
+        "SELECT count(*) FROM toolnexus_tasks WHERE state = 'completed'",
+    );
+    assert_eq!(
+        stored,
+        acked.len().to_string(),
+        "exactly the acknowledged tasks"
+    );
+    eprintln!(
+        "database restart: {refused} sends refused during the outage ({} ms), \
+         service back {} ms after the restart, {} acknowledged tasks all completed",
+        restarted.duration_since(down).as_millis(),
+        resumed.as_millis(),
+        acked.len()
+    );
+}
