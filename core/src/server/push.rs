@@ -297,25 +297,26 @@ pub fn is_internal(ip: std::net::IpAddr) -> bool {
 /// replica counts here at the next delivery.
 #[derive(Debug, Default)]
 pub(crate) struct PushConfigs {
-    /// Per task: the saved states not yet delivered; present while a
-    /// delivery job runs.
-    queues: HashMap<String, std::collections::VecDeque<Task>>,
+    /// Per task: the saved states not yet delivered, with when they were
+    /// saved (Unix ms); present while a delivery job runs.
+    queues: HashMap<String, std::collections::VecDeque<(Task, Option<u64>)>>,
 }
 
 impl PushConfigs {
-    /// Queues `task`'s state; true when no delivery job runs for the task
-    /// yet (the caller must start one: [`PushConfigs::next`]).
-    pub(crate) fn enqueue(&mut self, task: &Task) -> bool {
+    /// Queues `task`'s state, saved at `saved_ms`; true when no delivery
+    /// job runs for the task yet (the caller must start one:
+    /// [`PushConfigs::next`]).
+    pub(crate) fn enqueue(&mut self, task: &Task, saved_ms: Option<u64>) -> bool {
         let start = !self.queues.contains_key(&task.id);
         self.queues
             .entry(task.id.clone())
             .or_default()
-            .push_back(task.clone());
+            .push_back((task.clone(), saved_ms));
         start
     }
 
     /// The task's next state to deliver; `None` ends its delivery job.
-    pub(crate) fn next(&mut self, task_id: &str) -> Option<Task> {
+    pub(crate) fn next(&mut self, task_id: &str) -> Option<(Task, Option<u64>)> {
         let queue = self.queues.get_mut(task_id)?;
         let next = queue.pop_front();
         if next.is_none() {
@@ -325,11 +326,15 @@ impl PushConfigs {
     }
 }
 
-/// A task's configs as its store keeps them ([`PushConfig::to_stored`]).
-fn configs_of(stored: Option<Value>, task_id: &str) -> Vec<PushConfig> {
+/// A task's configs as its store keeps them ([`PushConfig::to_stored`]),
+/// with when each was set (Unix ms, `"createdMs"`, when known).
+fn configs_of(stored: Option<Value>, task_id: &str) -> Vec<(PushConfig, Option<u64>)> {
     super::store::push_records(stored)
         .iter()
-        .filter_map(|c| PushConfig::from_stored(c, task_id))
+        .filter_map(|c| {
+            let created = c.get("createdMs").and_then(Value::as_u64);
+            PushConfig::from_stored(c, task_id).map(|config| (config, created))
+        })
         .take(MAX_CONFIGS_PER_TASK)
         .collect()
 }
@@ -372,6 +377,19 @@ pub(crate) async fn deliver(
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// `task_id`'s configs, read from the store now.
     async fn read_push(&self, task_id: &str) -> Result<Vec<PushConfig>, RpcError> {
+        Ok(self
+            .read_push_dated(task_id)
+            .await?
+            .into_iter()
+            .map(|(config, _)| config)
+            .collect())
+    }
+
+    /// [`Self::read_push`], with when each config was set.
+    async fn read_push_dated(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<(PushConfig, Option<u64>)>, RpcError> {
         let stored = self
             .store
             .get_push_configs(task_id)
@@ -393,6 +411,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let mut record = config.to_stored();
         if let Some(owner) = owner {
             record = with(record, "owner", owner.into());
+        }
+        // States saved before it was set are not sent to it.
+        if let Some(now) = self.host.unix_ms() {
+            record = with(record, "createdMs", now.into());
         }
         let put = self
             .store
@@ -556,7 +578,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let Some((_, queues)) = &self.push else {
             return;
         };
-        let start = queues.lock().enqueue(task);
+        let start = queues.lock().enqueue(task, self.host.unix_ms());
         if !start {
             return;
         }
@@ -576,10 +598,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let (_, queues) = server.push.as_ref()?;
                 queues.lock().next(&task_id)
             };
-            while let Some(task) = next() {
+            while let Some((task, saved_ms)) = next() {
                 // Read for each state: a webhook deleted (on any replica)
-                // meanwhile gets no more.
-                let configs = match server.read_push(&task_id).await {
+                // meanwhile gets no more; one set after the state was saved
+                // gets only later ones.
+                let configs = match server.read_push_dated(&task_id).await {
                     Ok(configs) => configs,
                     Err(e) => {
                         host.report(&format!(
@@ -589,7 +612,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                         continue;
                     }
                 };
-                for config in configs {
+                let current = configs.into_iter().filter(|(_, created)| {
+                    created.is_none_or(|c| saved_ms.is_none_or(|saved| c <= saved))
+                });
+                for (config, _) in current {
                     if let Err(e) = deliver(config.request(&task), send, sleep).await {
                         host.report(&format!(
                             "push notification for task {task_id} to {} failed: {e}",
