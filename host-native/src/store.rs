@@ -336,6 +336,25 @@ fn list_dir(dir: &Path, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
     Ok(tasks)
 }
 
+/// The task files last written before `before_ms` (Unix ms): the only ones
+/// a task that finished before then can be in (its terminal save was its
+/// last write), found by their metadata alone, so a sweep with nothing to
+/// delete reads no task.
+fn old_task_files(dir: &Path, before_ms: u64) -> Result<Vec<PathBuf>, StoreError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| StoreError::with_source(format!("cannot read the store folder: {e}"), e))?;
+    let cut = std::time::UNIX_EPOCH + std::time::Duration::from_millis(before_ms);
+    Ok(entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".json")))
+        .filter(|e| {
+            e.metadata()
+                .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < cut))
+        })
+        .map(|e| e.path())
+        .collect())
+}
+
 /// The folder, inside the store's, of the tasks' push-notification configs
 /// (`<sanitized task id>.json`: `{"taskId", "configs"}`).
 pub const PUSH_CONFIGS: &str = "push";
@@ -464,10 +483,12 @@ impl FileStore {
         let (dir, cas) = (self.dir.clone(), self.cas.clone());
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let old = list_dir(&dir, &TaskFilter::default())?
+                let old = old_task_files(&dir, before_ms)?
                     .into_iter()
+                    .filter_map(|path| read_task(&path).ok().flatten())
                     .filter(|t| toolnexus_core::server::is_expired_finished(t, before_ms))
-                    .take(limit);
+                    .take(limit)
+                    .collect::<Vec<_>>();
                 let mut gone = 0;
                 for task in old {
                     let file = cas.lock().unwrap_or_else(|e| e.into_inner());
@@ -1056,27 +1077,31 @@ mod tests {
     async fn old_finished_tasks_are_deleted_with_what_they_had() {
         let dir = std::env::temp_dir().join(format!("tnx-keep-{}", uuid::Uuid::new_v4()));
         let (store, _) = FileStore::open(&dir).expect("open");
-        store
-            .save(&task("old", TaskState::Completed, 10))
-            .await
-            .expect("old");
-        store
-            .save(&task("new", TaskState::Completed, 99))
-            .await
-            .expect("new");
-        store
-            .save(&task("run", TaskState::Working, 10))
-            .await
-            .expect("run");
+        let now = unix_ms().expect("clock");
+        let (hour, cut) = (3_600_000, now - 3_600_000);
+        for (id, state, at) in [
+            ("old", TaskState::Completed, now - 2 * hour),
+            ("new", TaskState::Completed, now),
+            ("run", TaskState::Working, now - 2 * hour),
+        ] {
+            store.save(&task(id, state, at)).await.expect("save");
+            // Written when it last changed, as a real store's file is.
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
+            std::fs::File::options()
+                .write(true)
+                .open(dir.join(format!("{id}.json")))
+                .and_then(|f| f.set_modified(when))
+                .expect("set the file time");
+        }
         let c = serde_json::json!({"id": "c", "url": "https://h/x"});
         assert_eq!(store.put_push_config("old", &c, 10).await, Ok(true));
-        assert_eq!(store.delete_finished(50, 100).await, Ok(1));
+        assert_eq!(store.delete_finished(cut, 100).await, Ok(1));
         assert_eq!(store.get("old").await, Ok(None));
         assert_eq!(store.get_push_configs("old").await, Ok(None));
         assert!(store.get("new").await.expect("new").is_some());
         assert!(store.get("run").await.expect("run").is_some());
         assert!(!dir.join(CONTEXTS).join("ctx").join("old").exists());
-        assert_eq!(store.delete_finished(50, 100).await, Ok(0));
+        assert_eq!(store.delete_finished(cut, 100).await, Ok(0));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
