@@ -12,7 +12,11 @@
 //!   ([`A2aServer::store_changed`](toolnexus_core::server::A2aServer::store_changed)),
 //!   with a start-up probe that warns when notifications do not come back
 //!   (a transaction-pooling proxy drops them: the server then relies on polling).
-//! - Push-notification configs: one row per task, read through.
+//! - Push-notification configs: one row per config (with its task's
+//!   owner), read through each time they are used; a put holds a
+//!   per-task advisory lock so the cap per task holds across replicas.
+//! - Retention: finished tasks older than the server's retention are
+//!   deleted (their configs with them, by the foreign key).
 //! - ListTasks pages in SQL: the filters, the owner, a keyset cursor on
 //!   (status time, id), and the count.
 //! - The schema is made by embedded migrations, run at start under an
@@ -35,9 +39,10 @@ pub const CHANNEL: &str = "toolnexus_tasks";
 const MIGRATION_LOCK: i64 = 0x746e_7831;
 
 /// The schema, in order; each runs once, in a transaction.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    r#"
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        r#"
 CREATE TABLE toolnexus_tasks (
     id           TEXT PRIMARY KEY,
     context_id   TEXT NOT NULL,
@@ -66,7 +71,31 @@ $$ LANGUAGE plpgsql;
 CREATE TRIGGER toolnexus_task_changed AFTER INSERT OR UPDATE ON toolnexus_tasks
     FOR EACH ROW EXECUTE FUNCTION toolnexus_task_changed();
 "#,
-)];
+    ),
+    (
+        2,
+        r#"
+CREATE TABLE toolnexus_push_configs (
+    task_id TEXT NOT NULL REFERENCES toolnexus_tasks (id) ON DELETE CASCADE,
+    id      TEXT NOT NULL,
+    owner   TEXT,
+    seq     BIGSERIAL,
+    config  JSONB NOT NULL,
+    PRIMARY KEY (task_id, id)
+);
+INSERT INTO toolnexus_push_configs (task_id, id, owner, config)
+    SELECT p.task_id, c ->> 'id', t.owner, c
+    FROM toolnexus_push p
+    JOIN toolnexus_tasks t ON t.id = p.task_id,
+    jsonb_array_elements(CASE WHEN jsonb_typeof(p.configs) = 'array' THEN p.configs ELSE '[]'::jsonb END) c
+    WHERE c ? 'id'
+    ON CONFLICT DO NOTHING;
+DROP TABLE toolnexus_push;
+CREATE INDEX toolnexus_tasks_finished ON toolnexus_tasks (updated_ms)
+    WHERE state IN ('completed', 'failed', 'canceled', 'rejected');
+"#,
+    ),
+];
 
 /// Tasks in PostgreSQL, through a pool of connections.
 #[derive(Clone)]
@@ -99,9 +128,7 @@ impl PgStore {
     /// Connects to `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`, or
     /// `postgresql://…`; no TLS) and brings the schema up to date.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            StoreError::with_source(format!("not a PostgreSQL URL ({}): {e}", redact(url)), e)
-        })?;
+        let config = parse_url(url)?;
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -342,7 +369,7 @@ impl PgStore {
         })
     }
 
-    /// A task's push-notification configs.
+    /// A task's push-notification configs, oldest first (`None`: none).
     pub fn get_push_owned(
         &self,
         task_id: &str,
@@ -350,38 +377,179 @@ impl PgStore {
         let (this, id) = (self.clone(), task_id.to_string());
         Box::pin(async move {
             let client = this.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT configs FROM toolnexus_push WHERE task_id = $1",
+            let rows = client
+                .query(
+                    "SELECT config FROM toolnexus_push_configs WHERE task_id = $1 ORDER BY seq",
                     &[&id],
                 )
                 .await
                 .map_err(|e| pg_error("cannot read push configs", e))?;
-            Ok(row.map(|r| r.get(0)))
+            Ok((!rows.is_empty())
+                .then(|| serde_json::Value::Array(rows.iter().map(|r| r.get(0)).collect())))
         })
     }
 
-    /// Stores a task's push-notification configs (its task must be stored).
+    /// Replaces a task's push-notification configs with `configs` (its
+    /// task must be stored), in one transaction.
     pub fn save_push_owned(
         &self,
         task_id: &str,
         configs: &serde_json::Value,
     ) -> BoxFuture<'static, Result<(), StoreError>> {
-        let (this, id, configs) = (self.clone(), task_id.to_string(), configs.clone());
+        let (this, id) = (self.clone(), task_id.to_string());
+        let list = toolnexus_core::server::push_records(Some(configs.clone()));
         Box::pin(async move {
-            let client = this.client().await?;
-            client
-                .execute(
-                    "INSERT INTO toolnexus_push (task_id, configs) \
-                     SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM toolnexus_tasks WHERE id = $1) \
-                     ON CONFLICT (task_id) DO UPDATE SET configs = EXCLUDED.configs",
-                    &[&id, &configs],
+            let mut client = this.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| pg_error("cannot save push configs", e))?;
+            tx.execute(
+                "DELETE FROM toolnexus_push_configs WHERE task_id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(|e| pg_error("cannot save push configs", e))?;
+            for config in list {
+                let Some(config_id) = config.get("id").and_then(|i| i.as_str()) else {
+                    continue;
+                };
+                let owner = config.get("owner").and_then(|o| o.as_str());
+                tx.execute(
+                    "INSERT INTO toolnexus_push_configs (task_id, id, owner, config) \
+                     SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM toolnexus_tasks WHERE id = $1) \
+                     ON CONFLICT (task_id, id) DO UPDATE SET owner = EXCLUDED.owner, config = EXCLUDED.config",
+                    &[&id, &config_id, &owner, &config],
                 )
                 .await
                 .map_err(|e| pg_error("cannot save push configs", e))?;
-            Ok(())
+            }
+            tx.commit()
+                .await
+                .map_err(|e| pg_error("cannot save push configs", e))
         })
     }
+
+    /// Adds one config (or puts it over the one with its id) unless its
+    /// task holds `max` others: under a per-task advisory lock, so two
+    /// replicas adding at once cannot pass the cap together.
+    pub fn put_push_owned(
+        &self,
+        task_id: &str,
+        config: &serde_json::Value,
+        max: usize,
+    ) -> BoxFuture<'static, Result<bool, StoreError>> {
+        let (this, id, config) = (self.clone(), task_id.to_string(), config.clone());
+        Box::pin(async move {
+            let config_id = config
+                .get("id")
+                .and_then(|i| i.as_str())
+                .unwrap_or_default()
+                .to_string();
+            let owner = config
+                .get("owner")
+                .and_then(|o| o.as_str())
+                .map(str::to_string);
+            let mut client = this.client().await?;
+            let err = |e| pg_error("cannot store a push config", e);
+            let tx = client.transaction().await.map_err(err)?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('toolnexus_push:' || $1, 0))",
+                &[&id],
+            )
+            .await
+            .map_err(err)?;
+            let others: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM toolnexus_push_configs WHERE task_id = $1 AND id <> $2",
+                    &[&id, &config_id],
+                )
+                .await
+                .map_err(err)?
+                .get(0);
+            if others as usize >= max {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO toolnexus_push_configs (task_id, id, owner, config) \
+                 SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM toolnexus_tasks WHERE id = $1) \
+                 ON CONFLICT (task_id, id) DO UPDATE SET owner = EXCLUDED.owner, config = EXCLUDED.config",
+                &[&id, &config_id, &owner, &config],
+            )
+            .await
+            .map_err(err)?;
+            tx.commit().await.map_err(err)?;
+            Ok(true)
+        })
+    }
+
+    /// Deletes one config; whether it was there.
+    pub fn delete_push_owned(
+        &self,
+        task_id: &str,
+        config_id: &str,
+    ) -> BoxFuture<'static, Result<bool, StoreError>> {
+        let (this, id, config_id) = (self.clone(), task_id.to_string(), config_id.to_string());
+        Box::pin(async move {
+            let client = this.client().await?;
+            let n = client
+                .execute(
+                    "DELETE FROM toolnexus_push_configs WHERE task_id = $1 AND id = $2",
+                    &[&id, &config_id],
+                )
+                .await
+                .map_err(|e| pg_error("cannot delete a push config", e))?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Deletes up to `limit` finished tasks whose status changed before
+    /// `before_ms` (their push configs go with them); how many.
+    pub fn delete_finished_owned(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<usize, StoreError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let client = this.client().await?;
+            let n = client
+                .execute(
+                    "DELETE FROM toolnexus_tasks WHERE id IN (SELECT id FROM toolnexus_tasks \
+                     WHERE state IN ('completed', 'failed', 'canceled', 'rejected') \
+                     AND updated_ms < $1 LIMIT $2)",
+                    &[&(before_ms as i64), &(limit as i64)],
+                )
+                .await
+                .map_err(|e| pg_error("cannot delete finished tasks", e))?;
+            Ok(n as usize)
+        })
+    }
+}
+
+/// `url` as the driver's config, refused (saying the URL is invalid, not
+/// that the database cannot be reached) when it does not parse or names
+/// a host no resolver could (`postgres://%%%`).
+pub fn parse_url(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    let config: tokio_postgres::Config = url.parse().map_err(|e| {
+        StoreError::with_source(format!("invalid PostgreSQL URL ({}): {e}", redact(url)), e)
+    })?;
+    for host in config.get_hosts() {
+        if let tokio_postgres::config::Host::Tcp(name) = host {
+            let plain = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b));
+            if !plain {
+                return Err(StoreError::new(format!(
+                    "invalid PostgreSQL URL ({}): {name:?} is not a host name or address; \
+                     use postgres://USER[:PASSWORD]@HOST[:PORT]/DB",
+                    redact(url)
+                )));
+            }
+        }
+    }
+    Ok(config)
 }
 
 type Param = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
@@ -545,6 +713,22 @@ fn dispatch(payload: &str, on_change: &OnChange) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalid_url_says_so_before_any_connection() {
+        for url in ["postgres://%%%", "postgres://u@:x/db", "postgres://a b/db"] {
+            let e = parse_url(url).expect_err(url);
+            assert!(e.to_string().contains("invalid PostgreSQL URL"), "{e}");
+        }
+        for url in [
+            "postgres://u:pw@127.0.0.1:5432/db",
+            "postgresql://u@db.example.com/x",
+            "postgres://u@[::1]:5/db",
+            "postgres://u@my_host/db",
+        ] {
+            parse_url(url).expect(url);
+        }
+    }
 
     #[test]
     fn passwords_are_redacted() {

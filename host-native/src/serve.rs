@@ -126,6 +126,13 @@ pub struct ServeOptions {
     /// (default 1 s): PostgreSQL's notifications wake waiters at once, this
     /// is the fallback; it also paces the sweep of expired leases.
     pub store_poll: Duration,
+    /// How long finished tasks (completed, failed, canceled, rejected) are
+    /// kept after their last status change, in any store (default 7 days,
+    /// [`toolnexus_core::server::DEFAULT_RETENTION`]); older ones are
+    /// deleted by a sweep every minute (sooner for a short retention).
+    /// `None`: kept for ever (the memory store still drops the oldest past
+    /// its caps).
+    pub task_retention: Option<Duration>,
 }
 
 /// [`ServeOptions::task_lease`] by default.
@@ -191,6 +198,31 @@ impl TaskStore for ObservedStore {
         self.inner.save_push_configs(task_id, configs)
     }
 
+    fn put_push_config(
+        &self,
+        task_id: &str,
+        config: &serde_json::Value,
+        max: usize,
+    ) -> impl std::future::Future<Output = Result<bool, StoreError>> + Send {
+        self.inner.put_push_config(task_id, config, max)
+    }
+
+    fn delete_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> impl std::future::Future<Output = Result<bool, StoreError>> + Send {
+        self.inner.delete_push_config(task_id, id)
+    }
+
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> impl std::future::Future<Output = Result<usize, StoreError>> + Send {
+        self.inner.delete_finished(before_ms, limit)
+    }
+
     fn save(
         &self,
         task: &Task,
@@ -233,6 +265,7 @@ impl ServeOptions {
             push: None,
             task_lease: DEFAULT_TASK_LEASE,
             store_poll: DEFAULT_STORE_POLL,
+            task_retention: Some(toolnexus_core::server::DEFAULT_RETENTION),
         }
     }
 }
@@ -661,14 +694,41 @@ fn start(
             allowed_hosts,
             lease: shared.then_some(options.task_lease),
             store_poll: shared.then_some(options.store_poll),
+            retention: options.task_retention,
             ..Default::default()
         },
         store,
         host,
         fulfiller,
     );
-    #[allow(unused_mut)]
     let mut background = Vec::new();
+    // Finished tasks past their retention: deleted now and then.
+    if let Some(keep) = options.task_retention {
+        let (sweeper, every) = (
+            Arc::downgrade(&server),
+            (keep / 4).clamp(Duration::from_millis(10), Duration::from_secs(60)),
+        );
+        background.push(tokio::spawn(async move {
+            loop {
+                let Some(server) = sweeper.upgrade() else {
+                    return;
+                };
+                // A full sweep may leave more: go on at once (bounded).
+                for _ in 0..100 {
+                    match server.sweep().await {
+                        Ok(n) if n >= toolnexus_core::server::SWEEP_LIMIT => continue,
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!("task store: deleting old finished tasks failed: {e}")
+                        }
+                    }
+                    break;
+                }
+                drop(server);
+                tokio::time::sleep(every).await;
+            }
+        }));
+    }
     #[cfg(feature = "postgres")]
     if let Some(url) = postgres {
         let on_change: crate::pg_store::OnChange = {

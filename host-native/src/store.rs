@@ -336,6 +336,25 @@ fn list_dir(dir: &Path, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
     Ok(tasks)
 }
 
+/// The task files last written before `before_ms` (Unix ms): the only ones
+/// a task that finished before then can be in (its terminal save was its
+/// last write), found by their metadata alone, so a sweep with nothing to
+/// delete reads no task.
+fn old_task_files(dir: &Path, before_ms: u64) -> Result<Vec<PathBuf>, StoreError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| StoreError::with_source(format!("cannot read the store folder: {e}"), e))?;
+    let cut = std::time::UNIX_EPOCH + std::time::Duration::from_millis(before_ms);
+    Ok(entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".json")))
+        .filter(|e| {
+            e.metadata()
+                .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < cut))
+        })
+        .map(|e| e.path())
+        .collect())
+}
+
 /// The folder, inside the store's, of the tasks' push-notification configs
 /// (`<sanitized task id>.json`: `{"taskId", "configs"}`).
 pub const PUSH_CONFIGS: &str = "push";
@@ -394,6 +413,109 @@ impl FileStore {
                     })?;
                 }
                 write_bytes_atomically(&path, body.as_bytes())
+            })
+            .await
+            .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
+        })
+    }
+
+    /// Puts one push config into a task's file (or deletes one, `put`
+    /// `None` and `delete` its id) under the store's lock, so replicas on
+    /// the same folder never lose each other's changes. `Ok(false)`: the
+    /// task holds `max` others already (put), or had no such config (delete).
+    fn change_push_owned(
+        &self,
+        task_id: &str,
+        put: Option<(serde_json::Value, usize)>,
+        delete: Option<String>,
+    ) -> BoxFuture<'static, Result<bool, StoreError>> {
+        if file_name(task_id).len() > MAX_FILE_NAME {
+            return Box::pin(std::future::ready(Ok(false)));
+        }
+        let (path, id, cas) = (
+            self.push_path(task_id),
+            task_id.to_string(),
+            self.cas.clone(),
+        );
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let file = cas.lock().unwrap_or_else(|e| e.into_inner());
+                let _held = FileLock::take(&file)?;
+                let mut list = toolnexus_core::server::push_records(read_push_configs(&path, &id)?);
+                let changed = match (put, &delete) {
+                    (Some((record, max)), _) => {
+                        toolnexus_core::server::put_push_record(&mut list, record, max)
+                    }
+                    (None, Some(config)) => {
+                        toolnexus_core::server::delete_push_record(&mut list, config)
+                    }
+                    (None, None) => false,
+                };
+                if !changed {
+                    return Ok(false);
+                }
+                if let Some(folder) = path.parent() {
+                    std::fs::create_dir_all(folder).map_err(|e| {
+                        StoreError::with_source(
+                            format!("cannot create the {PUSH_CONFIGS} folder: {e}"),
+                            e,
+                        )
+                    })?;
+                }
+                let body = serde_json::json!({"taskId": id, "configs": list}).to_string();
+                write_bytes_atomically(&path, body.as_bytes())?;
+                Ok(true)
+            })
+            .await
+            .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
+        })
+    }
+
+    /// Deletes the finished tasks whose status changed before `before_ms`
+    /// (with their push configs and context markers), at most `limit`,
+    /// each under the store's lock and read again first (a task another
+    /// process changed meanwhile stays).
+    pub fn delete_finished_owned(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<usize, StoreError>> {
+        let (dir, cas) = (self.dir.clone(), self.cas.clone());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let old = old_task_files(&dir, before_ms)?
+                    .into_iter()
+                    .filter_map(|path| read_task(&path).ok().flatten())
+                    .filter(|t| toolnexus_core::server::is_expired_finished(t, before_ms))
+                    .take(limit)
+                    .collect::<Vec<_>>();
+                let mut gone = 0;
+                for task in old {
+                    let file = cas.lock().unwrap_or_else(|e| e.into_inner());
+                    let _held = FileLock::take(&file)?;
+                    let path = dir.join(file_name(&task.id));
+                    let still = read_task(&path)
+                        .ok()
+                        .flatten()
+                        .filter(|t| t.id == task.id)
+                        .is_some_and(|t| {
+                            toolnexus_core::server::is_expired_finished(&t, before_ms)
+                        });
+                    if !still {
+                        continue;
+                    }
+                    std::fs::remove_file(&path).map_err(|e| {
+                        StoreError::with_source(format!("cannot delete {}: {e}", shown(&path)), e)
+                    })?;
+                    let _ = std::fs::remove_file(dir.join(PUSH_CONFIGS).join(file_name(&task.id)));
+                    if let Some(folder) = context_dir(&dir, &task.context_id) {
+                        let _ = std::fs::remove_file(folder.join(sanitize(&task.id)));
+                        // Gone once its last task is (fails while others remain).
+                        let _ = std::fs::remove_dir(&folder);
+                    }
+                    gone += 1;
+                }
+                Ok(gone)
             })
             .await
             .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
@@ -502,6 +624,31 @@ impl TaskStore for FileStore {
     ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         self.save_push_owned(task_id, configs)
     }
+
+    fn put_push_config(
+        &self,
+        task_id: &str,
+        config: &serde_json::Value,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        self.change_push_owned(task_id, Some((config.clone(), max)), None)
+    }
+
+    fn delete_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        self.change_push_owned(task_id, None, Some(id.to_string()))
+    }
+
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
+        self.delete_finished_owned(before_ms, limit)
+    }
 }
 
 /// A task store as a trait object: what [`StoreConfig::Custom`] takes
@@ -536,6 +683,16 @@ pub trait SharedStore: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), StoreError>> {
         let _ = (task_id, configs);
         Box::pin(std::future::ready(Ok(())))
+    }
+    /// Deletes old finished tasks ([`TaskStore::delete_finished`]); the
+    /// default deletes none.
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<usize, StoreError>> {
+        let _ = (before_ms, limit);
+        Box::pin(std::future::ready(Ok(0)))
     }
 }
 
@@ -779,5 +936,172 @@ impl TaskStore for AnyStore {
             #[cfg(feature = "postgres")]
             AnyStore::Postgres(p) => Either::Right(p.save_push_owned(task_id, configs)),
         }
+    }
+
+    fn put_push_config(
+        &self,
+        task_id: &str,
+        config: &serde_json::Value,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        let put: BoxFuture<'static, Result<bool, StoreError>> = match self {
+            AnyStore::Memory(m) => {
+                Box::pin(std::future::ready(Ok(m.put_push_now(task_id, config, max))))
+            }
+            AnyStore::File(f) => f.change_push_owned(task_id, Some((config.clone(), max)), None),
+            AnyStore::Custom(c) => {
+                // Read and written whole: a custom store is one process's.
+                let (c, id, config) = (c.clone(), task_id.to_string(), config.clone());
+                Box::pin(async move {
+                    let mut list =
+                        toolnexus_core::server::push_records(c.get_push_configs(&id).await?);
+                    if !toolnexus_core::server::put_push_record(&mut list, config, max) {
+                        return Ok(false);
+                    }
+                    c.save_push_configs(&id, &serde_json::Value::Array(list))
+                        .await?;
+                    Ok(true)
+                })
+            }
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => p.put_push_owned(task_id, config, max),
+        };
+        put
+    }
+
+    fn delete_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        let deleted: BoxFuture<'static, Result<bool, StoreError>> = match self {
+            AnyStore::Memory(m) => Box::pin(std::future::ready(Ok(m.delete_push_now(task_id, id)))),
+            AnyStore::File(f) => f.change_push_owned(task_id, None, Some(id.to_string())),
+            AnyStore::Custom(c) => {
+                let (c, task, id) = (c.clone(), task_id.to_string(), id.to_string());
+                Box::pin(async move {
+                    let mut list =
+                        toolnexus_core::server::push_records(c.get_push_configs(&task).await?);
+                    if !toolnexus_core::server::delete_push_record(&mut list, &id) {
+                        return Ok(false);
+                    }
+                    c.save_push_configs(&task, &serde_json::Value::Array(list))
+                        .await?;
+                    Ok(true)
+                })
+            }
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => p.delete_push_owned(task_id, id),
+        };
+        deleted
+    }
+
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
+        let deleted: BoxFuture<'static, Result<usize, StoreError>> = match self {
+            AnyStore::Memory(m) => Box::pin(std::future::ready(Ok(
+                m.delete_finished_now(before_ms, limit)
+            ))),
+            AnyStore::File(f) => f.delete_finished_owned(before_ms, limit),
+            AnyStore::Custom(c) => c.delete_finished(before_ms, limit),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => p.delete_finished_owned(before_ms, limit),
+        };
+        deleted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolnexus_core::server::push_records;
+    use toolnexus_core::TaskState;
+
+    fn task(id: &str, state: TaskState, updated_ms: u64) -> Task {
+        Task {
+            id: id.into(),
+            context_id: "ctx".into(),
+            state,
+            status_message: None,
+            updated_ms: Some(updated_ms),
+            artifacts: vec![],
+            history: vec![],
+            dialect: toolnexus_core::Shape::V03,
+            owner: None,
+            trace: None,
+            revision: Default::default(),
+        }
+    }
+
+    /// Two stores on one folder (two processes): a config put through one
+    /// is read by the other; the cap and the deletes hold across them.
+    #[tokio::test]
+    async fn push_configs_are_records_shared_by_stores_on_one_folder() {
+        let dir = std::env::temp_dir().join(format!("tnx-push-{}", uuid::Uuid::new_v4()));
+        let (a, _) = FileStore::open(&dir).expect("a");
+        let (b, _) = FileStore::open(&dir).expect("b");
+        a.save(&task("t1", TaskState::Working, 1))
+            .await
+            .expect("t1");
+        let config = |i: usize| serde_json::json!({"id": format!("c{i}"), "url": "https://h/x"});
+        for i in 0..3 {
+            let store = if i % 2 == 0 { &a } else { &b };
+            assert_eq!(store.put_push_config("t1", &config(i), 3).await, Ok(true));
+        }
+        assert_eq!(
+            b.put_push_config("t1", &config(3), 3).await,
+            Ok(false),
+            "the cap"
+        );
+        assert_eq!(
+            a.put_push_config("t1", &config(1), 3).await,
+            Ok(true),
+            "a replacement"
+        );
+        assert_eq!(b.delete_push_config("t1", "c0").await, Ok(true));
+        let ids: Vec<String> = push_records(a.get_push_configs("t1").await.expect("read"))
+            .iter()
+            .map(|c| c["id"].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(ids, ["c1", "c2"]);
+        assert_eq!(a.delete_push_config("t1", "c0").await, Ok(false));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Retention: only finished tasks older than the cut go, with their
+    /// push configs and context markers.
+    #[tokio::test]
+    async fn old_finished_tasks_are_deleted_with_what_they_had() {
+        let dir = std::env::temp_dir().join(format!("tnx-keep-{}", uuid::Uuid::new_v4()));
+        let (store, _) = FileStore::open(&dir).expect("open");
+        let now = unix_ms().expect("clock");
+        let (hour, cut) = (3_600_000, now - 3_600_000);
+        for (id, state, at) in [
+            ("old", TaskState::Completed, now - 2 * hour),
+            ("new", TaskState::Completed, now),
+            ("run", TaskState::Working, now - 2 * hour),
+        ] {
+            store.save(&task(id, state, at)).await.expect("save");
+            // Written when it last changed, as a real store's file is.
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
+            std::fs::File::options()
+                .write(true)
+                .open(dir.join(format!("{id}.json")))
+                .and_then(|f| f.set_modified(when))
+                .expect("set the file time");
+        }
+        let c = serde_json::json!({"id": "c", "url": "https://h/x"});
+        assert_eq!(store.put_push_config("old", &c, 10).await, Ok(true));
+        assert_eq!(store.delete_finished(cut, 100).await, Ok(1));
+        assert_eq!(store.get("old").await, Ok(None));
+        assert_eq!(store.get_push_configs("old").await, Ok(None));
+        assert!(store.get("new").await.expect("new").is_some());
+        assert!(store.get("run").await.expect("run").is_some());
+        assert!(!dir.join(CONTEXTS).join("ctx").join("old").exists());
+        assert_eq!(store.delete_finished(cut, 100).await, Ok(0));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -47,7 +47,7 @@ async fn saves_are_a_compare_and_swap_on_the_version() {
     let store = AnyStore::Postgres(opened.into_iter().next().unwrap().expect("connect"));
     assert_eq!(
         pg.sql("cas", "SELECT count(*) FROM toolnexus_migrations"),
-        "1"
+        "2"
     );
 
     let mut first = task("t1", 1, TaskState::Working);
@@ -183,6 +183,17 @@ async fn slow_model() -> (ServerHandle, Arc<AtomicUsize>) {
 
 /// `n` replicas of `toolnexus serve` on database `url`.
 async fn replicas(n: usize, url: &str, model: &str, lease_s: &str) -> Vec<Proc> {
+    replicas_with(n, url, model, lease_s, &[]).await
+}
+
+/// [`replicas`], with more `serve` flags.
+async fn replicas_with(
+    n: usize,
+    url: &str,
+    model: &str,
+    lease_s: &str,
+    more: &[&str],
+) -> Vec<Proc> {
     let mut procs = Vec::new();
     for _ in 0..n {
         let args = [
@@ -202,6 +213,7 @@ async fn replicas(n: usize, url: &str, model: &str, lease_s: &str) -> Vec<Proc> 
             "--store-poll-ms",
             "200",
         ];
+        let args: Vec<&str> = args.iter().chain(more).copied().collect();
         procs.push(start_listening(&toolnexus_bin(), &args).await);
     }
     procs
@@ -469,4 +481,368 @@ fn store_selectors_name_postgres_by_url() {
     }
     let err = StoreConfig::parse("mysql://u@h/db").expect_err("not a store");
     assert!(err.to_string().contains("postgres://"), "{err}");
+}
+
+/// A webhook receiver: records (path, task id, state) of each notification.
+async fn webhooks() -> (
+    ServerHandle,
+    Arc<std::sync::Mutex<Vec<(String, String, String)>>>,
+) {
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = got.clone();
+    let handle = bind(
+        "127.0.0.1:0",
+        DEFAULT_BODY_LIMIT,
+        Arc::new(move |req: HttpRequest| {
+            let seen = seen.clone();
+            Box::pin(async move {
+                let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                let path = if req.url.contains("/hook1") {
+                    "hook1"
+                } else {
+                    "hook2"
+                };
+                seen.lock().unwrap().push((
+                    path.to_string(),
+                    body["id"].as_str().unwrap_or_default().to_string(),
+                    body["status"]["state"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                ));
+                HttpResponse::json(204, Vec::new())
+            })
+        }),
+    )
+    .await
+    .expect("bind the webhook receiver");
+    (handle, got)
+}
+
+async fn set_hook(replica: &str, task: &str, hook: &str, url: &str) {
+    let set = post(
+        replica,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": task, "pushNotificationConfig": {"id": hook, "url": format!("{url}/{hook}")}}),
+        None,
+    )
+    .await;
+    assert_eq!(set["result"]["pushNotificationConfig"]["id"], hook, "{set}");
+}
+
+/// Push configs are read through the store at each delivery, never cached
+/// per replica: a webhook set through replica B is used by replica A's
+/// delivery, and one deleted through A gets nothing more from B.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_set_or_deleted_on_one_replica_count_on_the_others() {
+    let pg = PgCluster::start();
+    let url = pg.database("push");
+    let (model, _) = slow_model().await;
+    let (hooks, got) = webhooks().await;
+    let r = replicas_with(2, &url, &model.url, "30", &["--allow-private-webhooks"]).await;
+    let delivered = |hook: &str, task: &str, state: &str| {
+        got.lock()
+            .unwrap()
+            .iter()
+            .any(|(h, t, s)| h == hook && t == task && s == state)
+    };
+
+    // Running on A, its webhook set through B: A delivers the answer to it.
+    let on_a = send(&r[0].url, "sleep 1500").await;
+    until_working(&r[0].url, &on_a).await;
+    set_hook(&r[1].url, &on_a, "hook1", &hooks.url).await;
+    let listed = post(
+        &r[0].url,
+        "tasks/pushNotificationConfig/list",
+        json!({"id": on_a}),
+        None,
+    )
+    .await;
+    assert_eq!(
+        listed["result"][0]["pushNotificationConfig"]["id"], "hook1",
+        "{listed}"
+    );
+    for _ in 0..500 {
+        if delivered("hook1", &on_a, "completed") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        delivered("hook1", &on_a, "completed"),
+        "A never delivered to the webhook set through B: {:?}",
+        got.lock().unwrap()
+    );
+
+    // Running on B with two webhooks; hook1 deleted through A: B's answer
+    // goes to hook2 only (each state goes to the webhooks in order, so
+    // hook1 would have had it first).
+    let on_b = send(&r[1].url, "sleep 1500").await;
+    until_working(&r[1].url, &on_b).await;
+    set_hook(&r[0].url, &on_b, "hook1", &hooks.url).await;
+    set_hook(&r[1].url, &on_b, "hook2", &hooks.url).await;
+    let deleted = post(
+        &r[0].url,
+        "tasks/pushNotificationConfig/delete",
+        json!({"id": on_b, "pushNotificationConfigId": "hook1"}),
+        None,
+    )
+    .await;
+    assert!(deleted.get("error").is_none(), "{deleted}");
+    let gone = post(
+        &r[1].url,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": on_b, "pushNotificationConfigId": "hook1"}),
+        None,
+    )
+    .await;
+    assert!(gone.get("error").is_some(), "B still has it: {gone}");
+    for _ in 0..500 {
+        if delivered("hook2", &on_b, "completed") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        delivered("hook2", &on_b, "completed"),
+        "{:?}",
+        got.lock().unwrap()
+    );
+    assert!(
+        !delivered("hook1", &on_b, "completed"),
+        "B delivered to a webhook deleted through A: {:?}",
+        got.lock().unwrap()
+    );
+    assert_eq!(
+        pg.sql("push", "SELECT count(*) FROM toolnexus_push_configs"),
+        "2",
+        "one row per config"
+    );
+}
+
+/// The cap of configs per task holds across replicas adding at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_configs_are_rows_and_the_cap_holds_under_racing_puts() {
+    let pg = PgCluster::start();
+    let store = PgStore::connect(&pg.database("pushcap")).await.expect("pg");
+    let other = PgStore::connect(&pg.url("pushcap")).await.expect("pg");
+    let any = AnyStore::Postgres(store.clone());
+    any.save(&task("t1", 1, TaskState::Working))
+        .await
+        .expect("t1");
+    let puts = (0..30).map(|i| {
+        let s = if i % 2 == 0 {
+            store.clone()
+        } else {
+            other.clone()
+        };
+        async move {
+            s.put_push_owned(
+                "t1",
+                &json!({"id": format!("c{i}"), "url": "https://example.com/h", "owner": "alice"}),
+                10,
+            )
+            .await
+            .expect("put")
+        }
+    });
+    let took = futures_util::future::join_all(puts)
+        .await
+        .into_iter()
+        .filter(|p| *p)
+        .count();
+    assert_eq!(took, 10, "exactly the cap");
+    assert_eq!(
+        pg.sql(
+            "pushcap",
+            "SELECT count(*) FROM toolnexus_push_configs WHERE owner = 'alice'"
+        ),
+        "10"
+    );
+    // Replacing one (same id) is no new one.
+    let c0 = json!({"id": "c0", "url": "https://example.com/other"});
+    assert_eq!(any.put_push_config("t1", &c0, 10).await, Ok(true));
+    assert_eq!(any.delete_push_config("t1", "c0").await, Ok(true));
+    assert_eq!(any.delete_push_config("t1", "c0").await, Ok(false));
+    // A task's configs go with it.
+    let mut done = task("t1", 2, TaskState::Completed);
+    done.updated_ms = Some(5_000);
+    any.save(&done).await.expect("done");
+    assert_eq!(any.delete_finished(5_000, 10).await, Ok(0), "not older");
+    assert_eq!(any.delete_finished(5_001, 10).await, Ok(1));
+    assert_eq!(any.get("t1").await, Ok(None));
+    assert_eq!(
+        pg.sql("pushcap", "SELECT count(*) FROM toolnexus_push_configs"),
+        "0"
+    );
+}
+
+/// Retention over real PostgreSQL: only finished tasks older than the
+/// cut are deleted; running and recent ones stay; each goes once even
+/// with two replicas sweeping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_only_old_finished_tasks() {
+    let pg = PgCluster::start();
+    let a = AnyStore::Postgres(PgStore::connect(&pg.database("keep")).await.expect("pg"));
+    let b = AnyStore::Postgres(PgStore::connect(&pg.url("keep")).await.expect("pg"));
+    for i in 0..20u64 {
+        let state = match i % 4 {
+            0 => TaskState::Completed,
+            1 => TaskState::Failed,
+            2 => TaskState::Working,
+            _ => TaskState::InputRequired,
+        };
+        let mut t = task(&format!("t{i}"), 1, state);
+        t.updated_ms = Some(if i < 10 { 1_000 } else { 9_000 });
+        a.save(&t).await.expect("save");
+    }
+    let (x, y) = tokio::join!(a.delete_finished(5_000, 100), b.delete_finished(5_000, 100));
+    assert_eq!(
+        x.expect("a") + y.expect("b"),
+        6,
+        "the old finished ones, once"
+    );
+    let left = pg.sql(
+        "keep",
+        "SELECT string_agg(id, ',' ORDER BY id) FROM toolnexus_tasks WHERE updated_ms < 5000",
+    );
+    assert_eq!(left, "t2,t3,t6,t7", "running and waiting tasks stay");
+    assert_eq!(
+        pg.sql(
+            "keep",
+            "SELECT count(*) FROM toolnexus_tasks WHERE updated_ms >= 5000"
+        ),
+        "10"
+    );
+}
+
+/// `--store` with a URL that is not one says so, and never that the
+/// database cannot be reached.
+#[test]
+fn an_invalid_postgres_url_is_called_invalid() {
+    let out = std::process::Command::new(toolnexus_bin())
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm",
+            "echo",
+            "--store",
+            "postgres://%%%",
+        ])
+        .output()
+        .expect("run toolnexus");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("invalid PostgreSQL URL"), "{err}");
+    assert!(!err.contains("cannot connect"), "{err}");
+}
+
+/// A SendMessage's whole answer (a result or an error).
+async fn try_send(url: &str, text: &str) -> Value {
+    post(
+        url,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": uuid(), "parts": [{"kind": "text", "text": text}]},
+               "configuration": {"blocking": false}}),
+        None,
+    )
+    .await
+}
+
+async fn healthz(url: &str) -> u16 {
+    let req = HttpRequest {
+        method: "GET".into(),
+        url: format!("{url}/healthz"),
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    NativeTransport::shared()
+        .send(req)
+        .await
+        .map(|r| r.status)
+        .unwrap_or(0)
+}
+
+/// The database restarts while requests flow: sends during the outage get
+/// an error and no task id (never acknowledged), `/healthz` says 503; once
+/// it is back, service resumes by itself (no replica restarted), and every
+/// task acknowledged before, during (none) or after the outage is stored
+/// and settles: nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_mid_load_loses_nothing_acknowledged() {
+    let mut pg = PgCluster::start();
+    let url = pg.database("restart");
+    let (model, _) = slow_model().await;
+    let r = replicas(2, &url, &model.url, "30").await;
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        // Half still running when the database goes: their outcome is saved
+        // after it is back (the terminal save is retried).
+        let text = if i % 2 == 0 { "sleep 10" } else { "sleep 1500" };
+        acked.push(send(&r[i % 2].url, text).await);
+    }
+    for replica in &r {
+        assert_eq!(healthz(&replica.url).await, 200);
+    }
+    tokio::task::block_in_place(|| pg.stop());
+    let down = std::time::Instant::now();
+    let mut refused = 0;
+    for i in 0..8 {
+        let v = try_send(&r[i % 2].url, "sleep 10").await;
+        assert!(
+            v["result"].is_null() && v["error"]["code"].is_i64(),
+            "acknowledged while the database is down: {v}"
+        );
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("could not be stored"), "{message}");
+        refused += 1;
+        let got = post(&r[i % 2].url, "tasks/get", json!({"id": acked[0]}), None).await;
+        assert!(got["error"]["code"].is_i64(), "read while down: {got}");
+    }
+    for replica in &r {
+        assert_eq!(
+            healthz(&replica.url).await,
+            503,
+            "unhealthy while saves fail"
+        );
+    }
+    tokio::task::block_in_place(|| pg.restart());
+    let restarted = std::time::Instant::now();
+    // Service resumes by itself: each replica acknowledges again (bounded).
+    for replica in &r {
+        let mut id = None;
+        for _ in 0..300 {
+            let v = try_send(&replica.url, "sleep 10").await;
+            if let Some(got) = v["result"]["id"].as_str() {
+                id = Some(got.to_string());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        acked.push(id.expect("the replica never acknowledged again after the restart"));
+        assert_eq!(healthz(&replica.url).await, 200, "healthy again");
+    }
+    let resumed = restarted.elapsed();
+    // Nothing acknowledged is lost: each is stored and settles.
+    for (i, id) in acked.iter().enumerate() {
+        let got = post(&r[i % 2].url, "tasks/get", json!({"id": id}), Some(30)).await;
+        assert_eq!(state(&got), "completed", "task {id}: {got}");
+    }
+    let stored = pg.sql(
+        "restart",
+        "SELECT count(*) FROM toolnexus_tasks WHERE state = 'completed'",
+    );
+    assert_eq!(
+        stored,
+        acked.len().to_string(),
+        "exactly the acknowledged tasks"
+    );
+    eprintln!(
+        "database restart: {refused} sends refused during the outage ({} ms), \
+         service back {} ms after the restart, {} acknowledged tasks all completed",
+        restarted.duration_since(down).as_millis(),
+        resumed.as_millis(),
+        acked.len()
+    );
 }

@@ -39,7 +39,8 @@ pub use policy::{
     AllowedHosts, BodyRefusal, CorsOrigin, Health, InvalidOption, DEFAULT_BODY_LIMIT, HEALTH_PATH,
 };
 pub use store::{
-    may_replace, task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
+    delete_push_record, is_expired_finished, may_replace, push_records, put_push_record,
+    task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
     DEFAULT_MAX_TASKS,
 };
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
@@ -388,7 +389,23 @@ pub struct ServerOptions {
     /// a change was not told ([`A2aServer::store_changed`]). `None` (the
     /// default): only when told.
     pub store_poll: Option<Duration>,
+    /// How long a finished task (completed, failed, canceled, rejected) is
+    /// kept after its last status change: [`A2aServer::sweep`] deletes the
+    /// older ones, with their push configs, so the store stays bounded.
+    /// `None` (the default here): kept until the store drops them itself
+    /// (the memory store's caps). Hosts call `sweep` now and then; the
+    /// native `serve` defaults to [`DEFAULT_RETENTION`]. Needs the host's
+    /// wall clock.
+    pub retention: Option<Duration>,
 }
+
+/// How long `toolnexus serve` keeps finished tasks unless told
+/// (`--task-retention`): 7 days, long enough for a caller to come back
+/// for an answer after a weekend.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How many finished tasks one [`A2aServer::sweep`] deletes at most.
+pub const SWEEP_LIMIT: usize = 1_000;
 
 /// Fulfilments a server runs at once by default: each may hold a model
 /// connection, so this bounds those too.
@@ -417,6 +434,7 @@ impl Default for ServerOptions {
             allowed_hosts: None,
             lease: None,
             store_poll: None,
+            retention: None,
         }
     }
 }
@@ -438,6 +456,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     interrupted_after_ms: Option<u64>,
     #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
     store_poll_ms: Option<u64>,
+    retention_ms: Option<u64>,
     card_cache_control: String,
     /// The bindings the card lists: JSON-RPC at `/`, HTTP+JSON at its mount.
     jsonrpc: bool,
@@ -506,6 +525,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 .heartbeat
                 .map(|d| crate::model::time::millis(d).max(1)),
             interrupted_after_ms: options.interrupted_after.map(crate::model::time::millis),
+            retention_ms: options.retention.map(crate::model::time::millis),
             store_poll_ms: options
                 .store_poll
                 .map(|d| crate::model::time::millis(d).max(1)),
@@ -634,6 +654,19 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
         }
         Ok(settled)
+    }
+
+    /// Deletes the finished tasks older than [`ServerOptions::retention`]
+    /// (at most [`SWEEP_LIMIT`] a call: call again while it returns that
+    /// many). The host calls it now and then (the native `serve` every
+    /// minute); several replicas may, the store deletes each task once.
+    /// How many went; none without a retention or a wall clock.
+    pub async fn sweep(&self) -> Result<usize, StoreError> {
+        let (Some(keep), Some(now)) = (self.retention_ms, self.host.unix_ms()) else {
+            return Ok(0);
+        };
+        let before = now.saturating_sub(keep);
+        self.store.delete_finished(before, SWEEP_LIMIT).await
     }
 
     /// Whether `task` is active and its lease ended before `now` (or it
@@ -880,10 +913,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     ) -> Result<Reply, RpcError> {
         let (first, slot) = match Method::from_name(&call.method) {
             Some(Method::Stream) => {
-                let (task, request, _blocking) = self
+                let (task, request, _blocking, pending) = self
                     .create_task(&call.params, call.shape, owner, req)
                     .await?;
-                let started = self.start(request, task, Follow::Stream).await?;
+                let started = self.start(request, task, Follow::Stream, pending).await?;
                 started
                     .stream
                     .ok_or_else(|| RpcError::internal("the task ended at once".into()))?
@@ -1334,7 +1367,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         owner: Owner<'_>,
         req: &HttpRequest,
     ) -> Result<Answer, RpcError> {
-        let (task, request, blocking) = self.create_task(params, shape, owner, req).await?;
+        let (task, request, blocking, pending) =
+            self.create_task(params, shape, owner, req).await?;
         let history = params
             .get("configuration")
             .map(|c| validate::history_length(c, "configuration.historyLength"))
@@ -1342,7 +1376,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .flatten();
         let follow = if blocking { Follow::Wait } else { Follow::None };
         let id = task.id.clone();
-        let started = self.start(request, task.clone(), follow).await?;
+        let started = self.start(request, task.clone(), follow, pending).await?;
         let task = match started.wait {
             Some(slot) => match self.waited(slot).await {
                 Waited::Saved(settled) => settled,
@@ -1370,7 +1404,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         shape: Shape,
         owner: Owner<'_>,
         req: &HttpRequest,
-    ) -> Result<(Task, FulfilRequest, bool), RpcError> {
+    ) -> Result<(Task, FulfilRequest, bool, PendingPush), RpcError> {
         let msg = validate::check_send(params)?;
         let mut user = Message::from_value(msg)
             .unwrap_or_else(|| Message::agent_text(String::new(), String::new()));
@@ -1439,19 +1473,16 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if trace.is_some() {
             task.trace = trace;
         }
+        // A continued task's webhook is stored at once; a new one's after
+        // the task's first save.
         #[cfg(feature = "push")]
-        {
-            // A task continued after a restart delivers to the webhooks
-            // stored with it.
-            let continued = task.state != TaskState::Submitted;
-            if continued {
-                self.load_push(&task.id).await?;
-            }
+        let pending = {
+            let continued = (task.state != TaskState::Submitted).then_some(task.owner.as_deref());
             self.push_on_send(params, &task.id, shape, continued)
-                .await?;
-        }
+                .await?
+        };
         #[cfg(not(feature = "push"))]
-        self.push_on_send(params, &task.id, shape)?;
+        let pending = self.push_on_send(params, &task.id, shape)?;
         let history = self.conversation(&task, read_context).await;
         let request = FulfilRequest {
             task_id: task.id.clone(),
@@ -1461,7 +1492,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             history,
             trace: task.trace.as_deref().cloned(),
         };
-        Ok((task, request, blocking))
+        Ok((task, request, blocking, pending))
     }
 
     /// The turns before `task`'s last message: its earlier turns, after
@@ -1502,6 +1533,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         request: FulfilRequest,
         mut task: Task,
         follow: Follow,
+        pending: PendingPush,
     ) -> Result<Started, RpcError> {
         let id = request.task_id.clone();
         let answer_id = self.host.new_id();
@@ -1550,11 +1582,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // A new task's webhooks (set on its SendMessage) are stored once the
         // task is: a send refused before it leaves nothing behind.
         #[cfg(feature = "push")]
-        if task.state == TaskState::Submitted {
-            if let Err(e) = self.store_new_push(&id).await {
-                self.host.report(&format!("task {id}: {}", e.message));
-            }
+        if let Err(e) = self.store_new_push(pending, task.owner.as_deref()).await {
+            self.host.report(&format!("task {id}: {}", e.message));
         }
+        #[cfg(not(feature = "push"))]
+        let _ = pending;
         let admitted = {
             let mut tasks = self.tasks();
             // A continued task is stored working already.
@@ -1774,6 +1806,12 @@ struct Started {
     stream: Option<(Task, Option<Slot>)>,
     wait: Option<Slot>,
 }
+
+/// A new task's webhook from its SendMessage, stored after the task's first save.
+#[cfg(feature = "push")]
+type PendingPush = Option<push::PushConfig>;
+#[cfg(not(feature = "push"))]
+type PendingPush = Option<std::convert::Infallible>;
 
 /// PushNotificationNotSupportedError: the card says `pushNotifications: false`.
 fn push_not_supported() -> RpcError {
@@ -2173,14 +2211,19 @@ mod tests;
 #[cfg(not(feature = "push"))]
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Without the `push` feature a SendMessage naming a webhook is -32003.
-    fn push_on_send(&self, params: &Value, _task: &str, _shape: Shape) -> Result<(), RpcError> {
+    fn push_on_send(
+        &self,
+        params: &Value,
+        _task: &str,
+        _shape: Shape,
+    ) -> Result<PendingPush, RpcError> {
         let config = params.get("configuration").and_then(|c| {
             c.get("taskPushNotificationConfig")
                 .or_else(|| c.get("pushNotificationConfig"))
         });
         match config {
             Some(c) if !c.is_null() => Err(push_not_supported()),
-            _ => Ok(()),
+            _ => Ok(None),
         }
     }
 

@@ -291,96 +291,32 @@ pub fn is_internal(ip: std::net::IpAddr) -> bool {
     }
 }
 
-/// The configs of the tasks this server has seen (the store keeps them:
-/// [`TaskStore::save_push_configs`]; a task absent here is read from it
-/// before use), and the notifications waiting to be delivered, in order,
-/// per task.
+/// The notifications waiting to be delivered, in order, per task. The
+/// configs themselves live in the store only ([`TaskStore::put_push_config`]),
+/// read each time they are used: a webhook set or deleted through another
+/// replica counts here at the next delivery.
 #[derive(Debug, Default)]
 pub(crate) struct PushConfigs {
-    /// A task present here has exactly these configs; a task absent was
-    /// never set on or read by this server.
-    by_task: HashMap<String, Vec<PushConfig>>,
-    /// Per task: the requests not yet delivered; present while a delivery job runs.
-    queues: HashMap<String, std::collections::VecDeque<(String, HttpRequest)>>,
+    /// Per task: the saved states not yet delivered, with when they were
+    /// saved (Unix ms); present while a delivery job runs.
+    queues: HashMap<String, std::collections::VecDeque<(Task, Option<u64>)>>,
 }
 
 impl PushConfigs {
-    /// Adds or replaces (same id) a config; `new_id` names one without an id.
-    pub(crate) fn set(
-        &mut self,
-        mut config: PushConfig,
-        new_id: impl FnOnce() -> String,
-    ) -> Result<PushConfig, RpcError> {
-        let list = self.by_task.entry(config.task_id.clone()).or_default();
-        if config.id.is_empty() {
-            config.id = new_id();
-        }
-        let full = list.len() >= MAX_CONFIGS_PER_TASK;
-        match list.iter_mut().find(|c| c.id == config.id) {
-            Some(old) => *old = config.clone(),
-            None if full => {
-                return Err(RpcError::invalid_params(&format!(
-                    "a task takes at most {MAX_CONFIGS_PER_TASK} push notification configs"
-                )))
-            }
-            None => list.push(config.clone()),
-        }
-        Ok(config)
-    }
-
-    /// Whether `task_id`'s configs are here (set or read from the store).
-    pub(crate) fn is_loaded(&self, task_id: &str) -> bool {
-        self.by_task.contains_key(task_id)
-    }
-
-    /// Takes `task_id`'s configs as the store keeps them, unless they are
-    /// here already (a set that raced the read is newer).
-    pub(crate) fn load(&mut self, task_id: &str, configs: Vec<PushConfig>) {
-        self.by_task.entry(task_id.to_string()).or_insert(configs);
-    }
-
-    /// `task_id`'s configs as a store keeps them.
-    pub(crate) fn stored(&self, task_id: &str) -> Value {
-        Value::Array(
-            self.by_task
-                .get(task_id)
-                .map(|l| l.iter().map(PushConfig::to_stored).collect())
-                .unwrap_or_default(),
-        )
-    }
-
-    pub(crate) fn list(&self, task_id: &str) -> Vec<PushConfig> {
-        self.by_task.get(task_id).cloned().unwrap_or_default()
-    }
-
-    pub(crate) fn get(&self, task_id: &str, id: Option<&str>) -> Option<PushConfig> {
-        let list = self.by_task.get(task_id)?;
-        match id {
-            Some(id) => list.iter().find(|c| c.id == id).cloned(),
-            None => list.first().cloned(),
-        }
-    }
-
-    /// Queues `task`'s notifications; true when no delivery job runs for
-    /// the task yet (the caller must start one: [`PushConfigs::next`]).
-    pub(crate) fn enqueue(&mut self, task: &Task) -> bool {
-        let Some(configs) = self.by_task.get(&task.id).filter(|l| !l.is_empty()) else {
-            return false;
-        };
-        let requests: Vec<(String, HttpRequest)> = configs
-            .iter()
-            .map(|c| (c.url.clone(), c.request(task)))
-            .collect();
+    /// Queues `task`'s state, saved at `saved_ms`; true when no delivery
+    /// job runs for the task yet (the caller must start one:
+    /// [`PushConfigs::next`]).
+    pub(crate) fn enqueue(&mut self, task: &Task, saved_ms: Option<u64>) -> bool {
         let start = !self.queues.contains_key(&task.id);
         self.queues
             .entry(task.id.clone())
             .or_default()
-            .extend(requests);
+            .push_back((task.clone(), saved_ms));
         start
     }
 
-    /// The task's next notification; `None` ends its delivery job.
-    pub(crate) fn next(&mut self, task_id: &str) -> Option<(String, HttpRequest)> {
+    /// The task's next state to deliver; `None` ends its delivery job.
+    pub(crate) fn next(&mut self, task_id: &str) -> Option<(Task, Option<u64>)> {
         let queue = self.queues.get_mut(task_id)?;
         let next = queue.pop_front();
         if next.is_none() {
@@ -388,15 +324,19 @@ impl PushConfigs {
         }
         next
     }
+}
 
-    pub(crate) fn delete(&mut self, task_id: &str, id: &str) -> bool {
-        let Some(list) = self.by_task.get_mut(task_id) else {
-            return false;
-        };
-        let before = list.len();
-        list.retain(|c| c.id != id);
-        before != list.len()
-    }
+/// A task's configs as its store keeps them ([`PushConfig::to_stored`]),
+/// with when each was set (Unix ms, `"createdMs"`, when known).
+fn configs_of(stored: Option<Value>, task_id: &str) -> Vec<(PushConfig, Option<u64>)> {
+    super::store::push_records(stored)
+        .iter()
+        .filter_map(|c| {
+            let created = c.get("createdMs").and_then(Value::as_u64);
+            PushConfig::from_stored(c, task_id).map(|config| (config, created))
+        })
+        .take(MAX_CONFIGS_PER_TASK)
+        .collect()
 }
 
 /// Delivers `req` until a 2xx answer: each attempt bounded by
@@ -435,48 +375,62 @@ pub(crate) async fn deliver(
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    /// Reads `task_id`'s configs from the store, unless this server has
-    /// them already: after a restart, before they are read, changed or used.
-    pub(super) async fn load_push(&self, task_id: &str) -> Result<(), RpcError> {
-        let Some((_, configs)) = &self.push else {
-            return Ok(());
-        };
-        if configs.lock().is_loaded(task_id) {
-            return Ok(());
-        }
+    /// `task_id`'s configs, read from the store now.
+    async fn read_push(&self, task_id: &str) -> Result<Vec<PushConfig>, RpcError> {
+        Ok(self
+            .read_push_dated(task_id)
+            .await?
+            .into_iter()
+            .map(|(config, _)| config)
+            .collect())
+    }
+
+    /// [`Self::read_push`], with when each config was set.
+    async fn read_push_dated(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<(PushConfig, Option<u64>)>, RpcError> {
         let stored = self
             .store
             .get_push_configs(task_id)
             .await
             .map_err(|e| RpcError::internal(format!("the task store failed: {e}")))?;
-        let list = stored
-            .as_ref()
-            .and_then(Value::as_array)
-            .map(|l| {
-                l.iter()
-                    .filter_map(|c| PushConfig::from_stored(c, task_id))
-                    .take(MAX_CONFIGS_PER_TASK)
-                    .collect()
-            })
-            .unwrap_or_default();
-        configs.lock().load(task_id, list);
-        Ok(())
+        Ok(configs_of(stored, task_id))
     }
 
-    /// Writes `task_id`'s configs (as they are now) to the store.
-    async fn store_push(&self, task_id: &str) -> Result<(), RpcError> {
-        let Some((_, configs)) = &self.push else {
-            return Ok(());
-        };
-        let stored = configs.lock().stored(task_id);
-        self.store
-            .save_push_configs(task_id, &stored)
+    /// Stores `config` (named with a new id when it has none) for its task,
+    /// owned by `owner`: one record, added or put over the one with its id.
+    pub(super) async fn put_push(
+        &self,
+        mut config: PushConfig,
+        owner: Option<&str>,
+    ) -> Result<PushConfig, RpcError> {
+        if config.id.is_empty() {
+            config.id = self.host.new_id();
+        }
+        let mut record = config.to_stored();
+        if let Some(owner) = owner {
+            record = with(record, "owner", owner.into());
+        }
+        // States saved before it was set are not sent to it.
+        if let Some(now) = self.host.unix_ms() {
+            record = with(record, "createdMs", now.into());
+        }
+        let put = self
+            .store
+            .put_push_config(&config.task_id, &record, MAX_CONFIGS_PER_TASK)
             .await
             .map_err(|e| {
                 RpcError::internal(format!(
                     "the push notification config could not be stored: {e}"
                 ))
-            })
+            })?;
+        if !put {
+            return Err(RpcError::invalid_params(&format!(
+                "a task takes at most {MAX_CONFIGS_PER_TASK} push notification configs"
+            )));
+        }
+        Ok(config)
     }
 
     /// The four config methods, in either dialect's names and shapes.
@@ -485,7 +439,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         call: &RpcRequest,
         owner: super::Owner<'_>,
     ) -> Result<Value, RpcError> {
-        let Some((options, configs)) = &self.push else {
+        let Some((options, _)) = &self.push else {
             return Err(push_not_supported());
         };
         let p = &call.params;
@@ -499,9 +453,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         };
         // The task must exist and be the caller's (another's is not found):
         // its configs belong to its owner.
-        self.stored(&task, owner).await?;
-        self.load_push(&task).await?;
-        let lock = || configs.lock();
+        let stored = self.stored(&task, owner).await?;
         let config_id = if v03 {
             text("pushNotificationConfigId")
         } else {
@@ -520,8 +472,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let config = PushConfig::from_value(body, &task, shape)?;
                 check_webhook_url(&config.url, options.allow_private_webhooks)
                     .map_err(|e| RpcError::invalid_field("pushNotificationConfig.url", &e))?;
-                let set = lock().set(config, || self.host.new_id())?;
-                self.store_push(&task).await?;
+                let set = self.put_push(config, stored.owner.as_deref()).await?;
                 Ok(set.to_value(shape))
             }
             (_, "tasks/pushNotificationConfig/get" | "GetTaskPushNotificationConfig") => {
@@ -529,7 +480,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 if !v03 && config_id.is_none() {
                     return Err(RpcError::invalid_field("id", "is required (a string)"));
                 }
-                match lock().get(&task, config_id) {
+                let list = self.read_push(&task).await?;
+                let found = match config_id {
+                    Some(id) => list.into_iter().find(|c| c.id == id),
+                    None => list.into_iter().next(),
+                };
+                match found {
                     Some(c) => Ok(c.to_value(shape)),
                     None => Err(RpcError::new(
                         super::rpc::TASK_NOT_FOUND,
@@ -540,14 +496,20 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             (_, "tasks/pushNotificationConfig/delete" | "DeleteTaskPushNotificationConfig") => {
                 let id = config_id
                     .ok_or_else(|| RpcError::invalid_field("id", "is required (a string)"))?;
-                if lock().delete(&task, id) {
-                    self.store_push(&task).await?;
-                }
+                self.store
+                    .delete_push_config(&task, id)
+                    .await
+                    .map_err(|e| {
+                        RpcError::internal(format!(
+                            "the push notification config could not be deleted: {e}"
+                        ))
+                    })?;
                 Ok(if v03 { Value::Null } else { object([]) })
             }
             _ => {
-                let list: Vec<Value> = lock()
-                    .list(&task)
+                let list: Vec<Value> = self
+                    .read_push(&task)
+                    .await?
                     .iter()
                     .map(|c| c.to_value(shape))
                     .collect();
@@ -564,55 +526,59 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     /// A SendMessage's `configuration.taskPushNotificationConfig` (0.3:
-    /// `pushNotificationConfig`): registered for the new (or continued)
-    /// task, and stored with it when the task is (`stored`: a continued one).
+    /// `pushNotificationConfig`), checked: stored at once for a continued
+    /// task (`stored`, owned by `owner`); for a new one, returned, to be
+    /// stored after the task's first save ([`Self::store_new_push`]), so a
+    /// send refused before it leaves nothing behind.
     pub(super) async fn push_on_send(
         &self,
         params: &Value,
         task: &str,
         shape: Shape,
-        stored: bool,
-    ) -> Result<(), RpcError> {
+        stored: Option<Option<&str>>,
+    ) -> Result<super::PendingPush, RpcError> {
         let config = params.get("configuration").and_then(|c| {
             c.get("taskPushNotificationConfig")
                 .or_else(|| c.get("pushNotificationConfig"))
         });
         let Some(config) = config.filter(|c| !c.is_null()) else {
-            return Ok(());
+            return Ok(None);
         };
-        let Some((options, configs)) = &self.push else {
+        let Some((options, _)) = &self.push else {
             return Err(push_not_supported());
         };
         let config = PushConfig::from_value(config, task, shape)?;
         check_webhook_url(&config.url, options.allow_private_webhooks)
             .map_err(|e| RpcError::invalid_field("configuration.pushNotificationConfig.url", &e))?;
-        configs.lock().set(config, || self.host.new_id())?;
-        // A new task's are stored after its first save ([`Self::store_new_push`]).
-        if stored {
-            self.store_push(task).await?;
+        match stored {
+            Some(owner) => {
+                self.put_push(config, owner).await?;
+                Ok(None)
+            }
+            None => Ok(Some(config)),
         }
-        Ok(())
     }
 
-    /// Stores the webhooks a new task was sent with, if any.
-    pub(super) async fn store_new_push(&self, task_id: &str) -> Result<(), RpcError> {
-        let any = self
-            .push
-            .as_ref()
-            .is_some_and(|(_, c)| !c.lock().list(task_id).is_empty());
-        if any {
-            self.store_push(task_id).await?;
+    /// Stores the webhook a new task was sent with, if any, once the task is.
+    pub(super) async fn store_new_push(
+        &self,
+        pending: super::PendingPush,
+        owner: Option<&str>,
+    ) -> Result<(), RpcError> {
+        match pending {
+            Some(config) => self.put_push(config, owner).await.map(drop),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    /// Sends the saved `task` to each of its webhooks, in the background:
-    /// one delivery job per task, so each webhook gets the states in order.
+    /// Sends the saved `task` to each of its webhooks (as the store has
+    /// them when it is sent), in the background: one delivery job per task,
+    /// so each webhook gets the states in order.
     pub(super) fn notify(self: &Arc<Self>, task: &Task) {
-        let Some((_, configs)) = &self.push else {
+        let Some((_, queues)) = &self.push else {
             return;
         };
-        let start = configs.lock().enqueue(task);
+        let start = queues.lock().enqueue(task, self.host.unix_ms());
         if !start {
             return;
         }
@@ -629,14 +595,33 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             };
             let sleep = |ms: u64| host.sleep_until(host.now_ms().saturating_add(ms));
             let next = || {
-                let (_, configs) = server.push.as_ref()?;
-                configs.lock().next(&task_id)
+                let (_, queues) = server.push.as_ref()?;
+                queues.lock().next(&task_id)
             };
-            while let Some((url, req)) = next() {
-                if let Err(e) = deliver(req, send, sleep).await {
-                    host.report(&format!(
-                        "push notification for task {task_id} to {url} failed: {e}"
-                    ));
+            while let Some((task, saved_ms)) = next() {
+                // Read for each state: a webhook deleted (on any replica)
+                // meanwhile gets no more; one set after the state was saved
+                // gets only later ones.
+                let configs = match server.read_push_dated(&task_id).await {
+                    Ok(configs) => configs,
+                    Err(e) => {
+                        host.report(&format!(
+                            "push notifications for task {task_id}: {}",
+                            e.message
+                        ));
+                        continue;
+                    }
+                };
+                let current = configs.into_iter().filter(|(_, created)| {
+                    created.is_none_or(|c| saved_ms.is_none_or(|saved| c <= saved))
+                });
+                for (config, _) in current {
+                    if let Err(e) = deliver(config.request(&task), send, sleep).await {
+                        host.report(&format!(
+                            "push notification for task {task_id} to {} failed: {e}",
+                            config.url
+                        ));
+                    }
                 }
             }
         }));

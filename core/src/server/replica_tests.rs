@@ -54,6 +54,34 @@ impl TaskStore for Arc<Shared> {
             Ok(())
         }
     }
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<Value>, StoreError>> + MaybeSend {
+        self.inner.get_push_configs(task_id)
+    }
+    fn put_push_config(
+        &self,
+        task_id: &str,
+        config: &Value,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        std::future::ready(Ok(self.inner.put_push_now(task_id, config, max)))
+    }
+    fn delete_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        std::future::ready(Ok(self.inner.delete_push_now(task_id, id)))
+    }
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
+        std::future::ready(Ok(self.inner.delete_finished_now(before_ms, limit)))
+    }
     fn expired(
         &self,
         now_ms: u64,
@@ -78,6 +106,8 @@ struct Replica {
     ids: AtomicU64,
     jobs: Mutex<Vec<BoxFuture<'static, ()>>>,
     events: Mutex<Vec<TaskEvent>>,
+    /// The webhook requests it sent (each answered 204).
+    sent: Mutex<Vec<HttpRequest>>,
     clock: Arc<Clock>,
 }
 
@@ -104,6 +134,17 @@ impl ServerHost for Arc<Replica> {
     }
     fn sleep_until(&self, at: u64) -> Option<BoxFuture<'static, ()>> {
         Some(self.clock.sleep_until(at))
+    }
+    fn send(
+        &self,
+        req: HttpRequest,
+    ) -> Option<BoxFuture<'static, Result<HttpResponse, crate::error::TransportError>>> {
+        lock(&self.sent).push(req);
+        Some(Box::pin(std::future::ready(Ok(HttpResponse {
+            status: 204,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }))))
     }
 }
 
@@ -183,6 +224,7 @@ struct Cluster {
 }
 
 const LEASE_MS: u64 = 30_000;
+const RETENTION_MS: u64 = 3_600_000;
 
 // On wasm32 the queued jobs are not Send, so neither is the host; that is fine there.
 #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
@@ -213,12 +255,17 @@ fn cluster(n: usize, poll: Option<u64>) -> Cluster {
             ids: AtomicU64::new(0),
             jobs: Mutex::default(),
             events: Mutex::default(),
+            sent: Mutex::default(),
             clock: clock.clone(),
         });
         let options = ServerOptions {
             card: Some(super::card().into()),
             lease: Some(std::time::Duration::from_millis(LEASE_MS)),
             store_poll: poll.map(std::time::Duration::from_millis),
+            push: Some(PushOptions {
+                allow_private_webhooks: false,
+            }),
+            retention: Some(std::time::Duration::from_millis(RETENTION_MS)),
             ..Default::default()
         };
         let fulfiller = Slow {
@@ -651,4 +698,101 @@ fn two_answers_racing_on_two_replicas_one_wins() {
     assert_eq!(c.stored(&id).state, TaskState::Completed);
     assert_eq!(c.answered.load(Ordering::SeqCst), 1, "fulfilled once");
     assert_eq!(c.hooks(&id), 1);
+}
+
+/// The webhook states replica `i` sent for task `id` to `url`.
+fn deliveries(c: &Cluster, i: usize, url: &str, id: &str) -> Vec<String> {
+    lock(&c.hosts[i].sent)
+        .iter()
+        .filter(|r| r.url == url)
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .filter(|v| v["id"] == id)
+        .map(|v| {
+            v["status"]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Push configs are read through the store, never cached per replica: a
+/// webhook set through B is used by A's deliveries, one deleted through A
+/// gets nothing more from B, and the store holds one record per config,
+/// with its task's owner.
+#[test]
+fn webhooks_set_or_deleted_on_one_replica_count_on_the_others() {
+    let c = cluster(2, None);
+    let (one, two) = ("https://hooks.example.com/1", "https://hooks.example.com/2");
+    let set = |i: usize, id: &str, hook: &str, url: &str| {
+        let v = c.rpc(
+            i,
+            "tasks/pushNotificationConfig/set",
+            json!({"taskId": id, "pushNotificationConfig": {"id": hook, "url": url}}),
+        );
+        assert_eq!(v["result"]["pushNotificationConfig"]["id"], hook, "{v}");
+    };
+    let on_a = c.send(0, "slow 5000");
+    c.run_until(1_000);
+    set(1, &on_a, "h1", one);
+    c.run_until(6_000);
+    assert_eq!(
+        deliveries(&c, 0, one, &on_a),
+        ["completed"],
+        "A used B's webhook"
+    );
+    assert!(lock(&c.hosts[1].sent).is_empty(), "B runs nothing");
+
+    let on_b = c.send(1, "slow 10000");
+    c.run_until(7_000);
+    set(0, &on_b, "h1", one);
+    set(1, &on_b, "h2", two);
+    let v = c.rpc(1, "tasks/pushNotificationConfig/list", json!({"id": on_b}));
+    assert_eq!(v["result"].as_array().map(Vec::len), Some(2), "{v}");
+    let v = c.rpc(
+        0,
+        "tasks/pushNotificationConfig/delete",
+        json!({"id": on_b, "pushNotificationConfigId": "h1"}),
+    );
+    assert!(v.get("error").is_none(), "{v}");
+    c.run_until(11_000);
+    assert_eq!(deliveries(&c, 1, two, &on_b), ["completed"]);
+    assert!(
+        deliveries(&c, 1, one, &on_b).is_empty(),
+        "B delivered to a webhook deleted through A"
+    );
+    let stored = c.store.inner.get_push_configs_now(&on_b);
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0]["id"], "h2");
+}
+
+/// Finished tasks older than the retention are deleted by a sweep (on any
+/// replica), with their webhooks; running and recent ones stay.
+#[test]
+fn a_sweep_deletes_finished_tasks_past_their_retention_only() {
+    let c = cluster(2, None);
+    let done = c.send(0, "slow 1000");
+    let running = c.send(1, "hang");
+    c.run_until(2_000);
+    assert_eq!(c.stored(&done).state, TaskState::Completed);
+    let v = c.rpc(
+        0,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": done, "pushNotificationConfig": {"id": "h", "url": "https://hooks.example.com/x"}}),
+    );
+    assert!(v.get("error").is_none(), "{v}");
+    let b = c.servers[1].clone();
+    assert_eq!(c.run(async move { b.sweep().await }), Ok(0), "not old yet");
+    // An hour after it settled (at 1 s), and the renewals of the running
+    // task's lease go on meanwhile.
+    c.run_until(1_000 + RETENTION_MS + 1);
+    let b = c.servers[1].clone();
+    assert_eq!(c.run(async move { b.sweep().await }), Ok(1));
+    assert!(c.store.inner.get_now(&done).is_none());
+    assert!(c.store.inner.get_push_configs_now(&done).is_empty());
+    assert_eq!(c.stored(&running).state, TaskState::Working);
+    let v = c.rpc(0, "tasks/get", json!({"id": done}));
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let a = c.servers[0].clone();
+    assert_eq!(c.run(async move { a.sweep().await }), Ok(0), "deleted once");
 }

@@ -164,6 +164,104 @@ pub trait TaskStore:
         let _ = (task_id, configs);
         std::future::ready(Ok(()))
     }
+    /// Adds one push-notification config to task `task_id`, or replaces the
+    /// one with the same `"id"` ([`put_push_record`]): `config` is the
+    /// record as the server keeps it, its `"owner"` the task's owner (if
+    /// any). `Ok(false)`: refused, the task has `max` others already.
+    /// Durable when it returns. The server reads configs through the store
+    /// each time it uses them (no cache), so a store shared by replicas
+    /// makes this atomic against them (a row per config, or the array
+    /// rewritten under its lock). The default reads the array with
+    /// [`get_push_configs`](TaskStore::get_push_configs) and writes it
+    /// back with [`save_push_configs`](TaskStore::save_push_configs):
+    /// right for one process.
+    fn put_push_config(
+        &self,
+        task_id: &str,
+        config: &serde_json::Value,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        async move {
+            let mut list = push_records(self.get_push_configs(task_id).await?);
+            if !put_push_record(&mut list, config.clone(), max) {
+                return Ok(false);
+            }
+            self.save_push_configs(task_id, &serde_json::Value::Array(list))
+                .await?;
+            Ok(true)
+        }
+    }
+    /// Deletes task `task_id`'s push-notification config `id`; whether one
+    /// was there. Durable when it returns. The default reads and writes
+    /// the array, as [`put_push_config`](TaskStore::put_push_config)'s.
+    fn delete_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        async move {
+            let mut list = push_records(self.get_push_configs(task_id).await?);
+            if !delete_push_record(&mut list, id) {
+                return Ok(false);
+            }
+            self.save_push_configs(task_id, &serde_json::Value::Array(list))
+                .await?;
+            Ok(true)
+        }
+    }
+    /// Deletes the terminal tasks whose status last changed before
+    /// `before_ms` (Unix ms), with their push configs, at most `limit` of
+    /// them; how many went. What [`A2aServer::sweep`](super::A2aServer::sweep)
+    /// calls for [`ServerOptions::retention`](super::ServerOptions::retention).
+    /// The default deletes none (a store that cannot delete keeps
+    /// everything).
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
+        let _ = (before_ms, limit);
+        std::future::ready(Ok(0))
+    }
+}
+
+/// The records of a stored push-config array ([`TaskStore::get_push_configs`]).
+pub fn push_records(stored: Option<serde_json::Value>) -> Vec<serde_json::Value> {
+    match stored {
+        Some(serde_json::Value::Array(list)) => list,
+        _ => Vec::new(),
+    }
+}
+
+/// Puts `record` into `list`: over the record with the same `"id"`, else
+/// at the end unless `list` holds `max` already (then false, unchanged).
+pub fn put_push_record(
+    list: &mut Vec<serde_json::Value>,
+    record: serde_json::Value,
+    max: usize,
+) -> bool {
+    let id = record.get("id").cloned();
+    let full = list.len() >= max;
+    match list.iter_mut().find(|r| r.get("id") == id.as_ref()) {
+        Some(old) => *old = record,
+        None if full => return false,
+        None => list.push(record),
+    }
+    true
+}
+
+/// Removes the record with this `"id"` from `list`; whether there was one.
+pub fn delete_push_record(list: &mut Vec<serde_json::Value>, id: &str) -> bool {
+    let before = list.len();
+    list.retain(|r| r.get("id").and_then(serde_json::Value::as_str) != Some(id));
+    before != list.len()
+}
+
+/// Whether `task` is one [`TaskStore::delete_finished`] deletes: terminal,
+/// its status last changed before `before_ms` (a task with no status time
+/// is never old).
+pub fn is_expired_finished(task: &Task, before_ms: u64) -> bool {
+    task.state.is_terminal() && task.updated_ms.is_some_and(|t| t < before_ms)
 }
 
 /// The default cap on tasks kept by [`MemoryStore`].
@@ -468,6 +566,98 @@ impl<L: Locks> TaskStore for MemoryStore<L> {
             inner.push.insert(task_id.to_string(), configs.clone());
         }
         std::future::ready(Ok(()))
+    }
+
+    #[cfg(feature = "push")]
+    fn put_push_config(
+        &self,
+        task_id: &str,
+        config: &serde_json::Value,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        std::future::ready(Ok(self.put_push_now(task_id, config, max)))
+    }
+
+    #[cfg(feature = "push")]
+    fn delete_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        std::future::ready(Ok(self.delete_push_now(task_id, id)))
+    }
+
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
+        std::future::ready(Ok(self.delete_finished_now(before_ms, limit)))
+    }
+}
+
+impl<L: Locks> MemoryStore<L> {
+    /// [`TaskStore::put_push_config`], under the store's lock; a task not
+    /// stored keeps none.
+    #[cfg(feature = "push")]
+    pub fn put_push_now(&self, task_id: &str, config: &serde_json::Value, max: usize) -> bool {
+        let mut inner = self.lock();
+        if inner.find(task_id).is_none() {
+            return true;
+        }
+        let entry = inner
+            .push
+            .entry(task_id.to_string())
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if !entry.is_array() {
+            *entry = serde_json::Value::Array(Vec::new());
+        }
+        match entry.as_array_mut() {
+            Some(list) => put_push_record(list, config.clone(), max),
+            None => true,
+        }
+    }
+
+    /// Task `task_id`'s stored push-config records, now.
+    #[cfg(feature = "push")]
+    pub fn get_push_configs_now(&self, task_id: &str) -> Vec<serde_json::Value> {
+        push_records(self.lock().push.get(task_id).cloned())
+    }
+
+    /// [`TaskStore::delete_push_config`], under the store's lock.
+    #[cfg(feature = "push")]
+    pub fn delete_push_now(&self, task_id: &str, id: &str) -> bool {
+        self.lock()
+            .push
+            .get_mut(task_id)
+            .and_then(serde_json::Value::as_array_mut)
+            .is_some_and(|list| delete_push_record(list, id))
+    }
+
+    /// Deletes the finished tasks older than `before_ms`
+    /// ([`is_expired_finished`]), at most `limit`; how many went.
+    pub fn delete_finished_now(&self, before_ms: u64, limit: usize) -> usize {
+        let mut inner = self.lock();
+        let mut gone = hashbrown::HashSet::new();
+        for &slot in &inner.finished {
+            if gone.len() >= limit {
+                break;
+            }
+            let old = inner.slots[slot as usize]
+                .as_deref()
+                .is_some_and(|t| is_expired_finished(t, before_ms));
+            if old {
+                gone.insert(slot);
+            }
+        }
+        if gone.is_empty() {
+            return 0;
+        }
+        for &slot in &gone {
+            inner.remove(slot);
+        }
+        inner.finished.retain(|s| !gone.contains(s));
+        gone.len()
     }
 }
 

@@ -81,6 +81,12 @@ pub struct ServeArgs {
     #[arg(long = "store-poll-ms", value_name = "MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(10..=600_000))]
     store_poll_ms: u64,
+    /// How long finished tasks (completed, failed, canceled, rejected) are
+    /// kept after their last change, in hours; older ones are deleted (a
+    /// sweep every minute). 0 keeps them for ever.
+    #[arg(long = "task-retention-hours", value_name = "HOURS", default_value_t = 168,
+          value_parser = clap::value_parser!(u64).range(0..=876_000))]
+    task_retention_hours: u64,
     /// The base URL the card advertises (behind a proxy, or when bound to 0.0.0.0).
     #[arg(long = "public-url", value_name = "URL")]
     public_url: Option<String>,
@@ -350,6 +356,8 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     options.store = StoreConfig::parse(&store).map_err(|e| Fail(1, e.to_string()))?;
     options.task_lease = std::time::Duration::from_secs(args.task_lease_seconds);
     options.store_poll = std::time::Duration::from_millis(args.store_poll_ms);
+    options.task_retention = (args.task_retention_hours > 0)
+        .then(|| std::time::Duration::from_secs(args.task_retention_hours * 3600));
     options.public_url = args.public_url.clone();
     options.cors_origin = cors;
     options.allow_anonymous = args.allow_anonymous;

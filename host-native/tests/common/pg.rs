@@ -105,11 +105,23 @@ impl PgCluster {
             String::from_utf8_lossy(&out.stderr)
         );
         let port = super::free_port();
+        let mut cluster = PgCluster {
+            port,
+            dir,
+            child: None,
+        };
+        cluster.run();
+        cluster
+    }
+
+    /// Starts the server on the cluster's folder and port; returns once it
+    /// accepts connections (bounded: 60 s).
+    fn run(&mut self) {
         let child = as_postgres(&bin("postgres"))
             .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-k"])
-            .arg(&dir)
+            .arg(self.dir.join("data"))
+            .args(["-p", &self.port.to_string(), "-k"])
+            .arg(&self.dir)
             .args([
                 "-c",
                 "listen_addresses=127.0.0.1",
@@ -126,11 +138,8 @@ impl PgCluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("start postgres");
-        let cluster = PgCluster {
-            port,
-            dir,
-            child: Some(child),
-        };
+        self.child = Some(child);
+        let port = self.port;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let ready = Command::new(bin("pg_isready"))
@@ -147,7 +156,43 @@ impl PgCluster {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        cluster
+    }
+
+    /// Stops the server as a database restart does (`pg_ctl stop -m fast`:
+    /// connections cut, what was committed written out), bounded.
+    #[allow(dead_code)]
+    pub fn stop(&mut self) {
+        self.halt("fast");
+    }
+
+    /// Starts it again after [`PgCluster::stop`], on the same port.
+    #[allow(dead_code)]
+    pub fn restart(&mut self) {
+        if self.child.is_none() {
+            self.run();
+        }
+    }
+
+    /// `pg_ctl stop -m <mode>`, then waits (bounded) for the server to end.
+    fn halt(&mut self, mode: &str) {
+        if let Some(mut child) = self.child.take() {
+            let _ = as_postgres(&bin("pg_ctl"))
+                .arg("-D")
+                .arg(self.dir.join("data"))
+                .args(["stop", "-m", mode, "-w", "-t", "10"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// A fresh database `name` in the cluster; its URL.
@@ -194,24 +239,7 @@ impl Drop for PgCluster {
     /// Stops the server at once (immediate shutdown: a throw-away cluster
     /// needs no checkpoint), waits for it (bounded), deletes it.
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = as_postgres(&bin("pg_ctl"))
-                .arg("-D")
-                .arg(self.dir.join("data"))
-                .args(["stop", "-m", "immediate", "-w", "-t", "10"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.halt("immediate");
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
