@@ -113,7 +113,10 @@ export declare function createClient(options: ClientOptions): Client;
 
 // TextPart and A2AMessage: see the client half above.
 
-/** A task as a store sees it (the A2A 0.3 shape). */
+/**
+ * A task as a store sees it: its A2A shape in its own dialect (0.3 below;
+ * 1.0 spells states `TASK_STATE_…`), plus what only the store keeps.
+ */
 export interface A2ATask {
   id: string;
   contextId: string;
@@ -121,17 +124,66 @@ export interface A2ATask {
   status: { state: TaskStateName; message?: A2AMessage; timestamp?: string };
   artifacts?: { artifactId: string; parts: TextPart[] }[];
   history?: A2AMessage[];
+  /** The caller who made it (with `authenticate`/`auth`); never sent to a caller. */
+  owner?: string;
+  /** One more with every save; absent or 0: never stored. */
+  version?: number;
+  /** While it runs: the isolate fulfilling it and until when (Unix ms) its claim holds. */
+  lease?: { holder: string; until: number };
 }
 
-/** Where tasks live (KV, Durable Objects, …). `save` must be durable when it resolves. */
+/** Which tasks ListTasks asks a store for. */
+export interface TaskQuery {
+  contextId?: string;
+  status?: TaskStateName;
+  /** RFC 3339; inclusive. */
+  statusTimestampAfter?: string;
+  /** Only this caller's tasks (their `owner`). */
+  owner?: string;
+}
+
+/** One page: after the task `after` (its status time in Unix ms and id) in the order newest status first, ties the greater id first. */
+export interface TaskPageQuery extends TaskQuery {
+  after?: { timestamp: number; id: string };
+  limit: number;
+}
+
+/**
+ * Where tasks live (KV, Durable Objects, …); `toolnexus-wasm/durable` has
+ * one on Durable Objects. Every method may return a promise. The handler
+ * decides what a version, a lease or a cancel mean; a store keeps what it is
+ * given and refuses stale saves.
+ */
 export interface TaskStore {
   get(id: string): Promise<A2ATask | null | undefined> | A2ATask | null | undefined;
-  save(task: A2ATask): Promise<void> | void;
   /**
-   * Every stored task (for ListTasks); `hint` may narrow it, but returning more
-   * is fine: the handler filters, orders and pages. Without it ListTasks is -32004.
+   * Stores `task` durably, as a compare-and-swap on `task.version`: it
+   * replaces the stored task only if that one is `task.version - 1` (absent
+   * for 1), and is then stored as stored version + 1; a `version` of 0 or
+   * absent always goes through. Otherwise nothing changes and it resolves
+   * `false` (or rejects with an error whose `conflict` is `true`): the
+   * handler reads the task again and decides again, so a cancel stored by
+   * another isolate is never overwritten by a late `completed`.
    */
-  list?(hint: { contextId?: string; status?: TaskStateName; statusTimestampAfter?: string }): Promise<A2ATask[]> | A2ATask[];
+  save(task: A2ATask): Promise<void | boolean> | void | boolean;
+  /**
+   * One page of the tasks passing the query, newest status first (ties: the
+   * greater id first), and how many pass in all. Preferred to `list`.
+   */
+  listPage?(query: TaskPageQuery): Promise<{ tasks: A2ATask[]; totalSize: number }> | { tasks: A2ATask[]; totalSize: number };
+  /**
+   * Every stored task passing the query (returning more is fine: the handler
+   * filters, orders and pages). Without `listPage` and `list` ListTasks is -32004.
+   */
+  list?(query: TaskQuery): Promise<A2ATask[]> | A2ATask[];
+  /** Tasks still `submitted`/`working` whose `lease.until` is before `now`: the handler fails them as interrupted. */
+  expired?(query: { now: number; limit: number }): Promise<A2ATask[]> | A2ATask[];
+  /**
+   * Called once with a function to call when a task changed elsewhere
+   * (another isolate saved it): streams and long-polls on it wake at once
+   * instead of at the next `storePollMs`.
+   */
+  watch?(changed: (taskId: string, version?: number) => void): void;
   /**
    * Push notifications (the handler's `push` option): the configs last given to `savePushConfigs` for this task, or null. They hold the
    * webhooks' credentials: keep them as private as the tasks.
@@ -246,6 +298,20 @@ export interface A2AHandlerOptions {
    * memory store; `0`, `false` or `null`: never.
    */
   interruptedAfterMs?: number | false | null;
+  /**
+   * With a JS `store`: a running task's lease (its isolate renews it every
+   * third of it); a task still `submitted`/`working` past it was abandoned
+   * and is failed as interrupted by whoever reads it (and by the handler's
+   * periodic sweep, `store.expired`). Default 30000 with a JS store; `0`,
+   * `false` or `null`: no leases.
+   */
+  leaseMs?: number | false | null;
+  /**
+   * With a JS `store`: how often a stream or long-poll on a task running
+   * in another isolate reads it again when `store.watch` told of no change.
+   * Default 2000 with a JS store; `0`, `false` or `null`: only when told.
+   */
+  storePollMs?: number | false | null;
   /**
    * Push notifications to webhooks. `true`: public webhooks only;
    * `{allowPrivateWebhooks: true}`: loopback and private addresses too.

@@ -10,7 +10,7 @@
 
 use crate::convert::{
     console_error, error_text, get, header_pairs, is_absent, misuse, opt_function, opt_string,
-    pairs_to_js, promise, ser_to_js, set, to_js, to_json,
+    pairs_to_js, ser_to_js, set, to_js, to_json,
 };
 use crate::handles::{self, Handle};
 use crate::skills::{skill_list, skill_set};
@@ -148,7 +148,7 @@ impl ServerHost for WasmHost {
                     refusal: None,
                     fut: job,
                 };
-                let done = promise(Box::pin(async move {
+                let done = crate::bound::promise(Box::pin(async move {
                     job.await;
                     Ok(JsValue::UNDEFINED)
                 }));
@@ -372,6 +372,8 @@ struct Parts {
     cors: Option<CorsOrigin>,
     heartbeat: Option<Duration>,
     interrupted_after: Option<Duration>,
+    lease: Option<Duration>,
+    store_poll: Option<Duration>,
     auth: Option<AuthConfig>,
     #[cfg(feature = "push")]
     push: Option<toolnexus_core::server::PushOptions>,
@@ -380,6 +382,13 @@ struct Parts {
 /// How long a task in a JS store may go without a status change, while no
 /// instance here runs it, before a read fails it as interrupted: 10 minutes.
 const DEFAULT_INTERRUPTED_AFTER: Duration = Duration::from_secs(600);
+
+/// The lease of a task running on a JS store: 30 s, renewed every 10 s.
+const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How often a stream or long-poll on a task running elsewhere reads a JS
+/// store again when nothing told of a change: 2 s.
+const DEFAULT_STORE_POLL: Duration = Duration::from_secs(2);
 
 /// `options[key]` in milliseconds: absent ⇒ `default`; `0`, `false` or
 /// `null` ⇒ none; a positive number ⇒ that long.
@@ -405,6 +414,11 @@ fn opt_duration(
 
 struct HandlerState {
     server: Arc<Server>,
+    /// When the next request looks for tasks whose lease ran out (a JS
+    /// store with leases): `now_ms`; `u64::MAX` for never.
+    sweep_at: std::cell::Cell<u64>,
+    lease_ms: u64,
+    host: WasmHost,
 }
 
 impl HandlerState {
@@ -425,6 +439,7 @@ impl HandlerState {
                 skills: p.skills,
             },
         });
+        let watch = p.store.as_ref().map(|s| get(s, "watch"));
         let store = match p.store {
             Some(s) => HandlerStore::Js(s),
             None => HandlerStore::Memory(MemoryStore::default()),
@@ -435,16 +450,58 @@ impl HandlerState {
                 cors_origin: p.cors,
                 heartbeat: p.heartbeat,
                 interrupted_after: p.interrupted_after,
+                lease: p.lease,
+                store_poll: p.store_poll,
                 auth: p.auth,
                 #[cfg(feature = "push")]
                 push: p.push,
                 ..Default::default()
             },
             store,
-            p.host,
+            p.host.clone(),
             p.fulfiller,
         );
-        HandlerState { server }
+        let host = p.host;
+        // `store.watch(changed)`: the store tells of changes made elsewhere
+        // (another isolate), so streams and long-polls here wake at once.
+        if let (Some(watch), HandlerStore::Js(js)) = (watch, server.store()) {
+            if let Some(watch) = watch.dyn_ref::<Function>() {
+                let weak = Arc::downgrade(&server);
+                let changed =
+                    Closure::<dyn Fn(JsValue, JsValue)>::new(move |id: JsValue, v: JsValue| {
+                        if let (Some(server), Some(id)) = (weak.upgrade(), id.as_string()) {
+                            server.store_changed(&id, v.as_f64().map(|v| v as u64));
+                        }
+                    });
+                if let Err(e) = watch.call1(js, &changed.into_js_value()) {
+                    report(&format!("store.watch threw: {}", error_text(&e)));
+                }
+            }
+        }
+        let lease_ms = p.lease.map_or(u64::MAX, |l| l.as_millis() as u64);
+        HandlerState {
+            server,
+            sweep_at: std::cell::Cell::new(if p.lease.is_some() { 0 } else { u64::MAX }),
+            lease_ms,
+            host,
+        }
+    }
+
+    /// Now and then (once a lease period), a request also fails the JS
+    /// store's tasks whose lease ran out (the core's recovery), in the
+    /// background.
+    fn sweep(&self) {
+        let now = crate::transport::now_ms();
+        if now < self.sweep_at.get() {
+            return;
+        }
+        self.sweep_at.set(now.saturating_add(self.lease_ms));
+        let server = self.server.clone();
+        self.host.spawn(Box::pin(async move {
+            if let Err(e) = server.recover_expired().await {
+                report(&format!("looking for abandoned tasks failed: {e}"));
+            }
+        }));
     }
 }
 
@@ -495,7 +552,7 @@ fn to_stream_response(head: HttpResponse, body: EventBody) -> Result<JsValue, Js
     let pulled = body.clone();
     let pull = Closure::<dyn Fn(JsValue) -> Promise>::new(move |controller: JsValue| {
         let body = pulled.clone();
-        promise(Box::pin(async move {
+        crate::bound::promise(Box::pin(async move {
             // Pulls never overlap: the stream waits for this promise.
             let taken = body.borrow_mut().take();
             let next = match taken {
@@ -559,6 +616,7 @@ impl HandlerState {
         let refusal = crate::auth::Refusal::default();
         let refused = refusal.clone();
         let fut = async move {
+            self.sweep();
             let req = match read_request(&self.server, &request).await? {
                 Ok(req) => req,
                 Err(answer) => return to_response(answer),
@@ -579,7 +637,7 @@ impl HandlerState {
                 Reply::Stream { head, body } => to_stream_response(head, body),
             }
         };
-        promise(Box::pin(WithCtx {
+        crate::bound::promise(Box::pin(WithCtx {
             ctx,
             refusal: Some(refusal),
             fut: Box::pin(fut),
@@ -664,6 +722,16 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     // its abandoned tasks are failed when read. The memory store dies with them.
     let interrupted_default = store.is_some().then_some(DEFAULT_INTERRUPTED_AFTER);
     let interrupted_after = opt_duration(&options, "interruptedAfterMs", interrupted_default)?;
+    // Tasks of a JS store hold a lease, renewed while they run here: another
+    // isolate tells a live task from one whose isolate died. Its changes are
+    // read again every `storePollMs` unless `store.watch` tells of them first.
+    let shared = store.is_some().then_some(DEFAULT_LEASE);
+    let lease = opt_duration(&options, "leaseMs", shared)?;
+    let store_poll = opt_duration(
+        &options,
+        "storePollMs",
+        store.is_some().then_some(DEFAULT_STORE_POLL),
+    )?;
     let authenticate = opt_function(&options, "authenticate", WHAT)?;
     let (auth, jwt) = crate::auth::auth_config(&options, authenticate.is_some())?;
     let state = Rc::new(HandlerState::new(Parts {
@@ -680,6 +748,8 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
         cors,
         heartbeat,
         interrupted_after,
+        lease,
+        store_poll,
         auth,
         #[cfg(feature = "push")]
         push: push_options(&get(&options, "push"))?,

@@ -33,6 +33,8 @@ mod credentials;
 // The skills entry alone uses only its error constructor.
 #[cfg(feature = "server")]
 mod auth;
+#[cfg(feature = "server")]
+mod bound;
 #[cfg_attr(not(feature = "client"), allow(dead_code))]
 mod convert;
 #[cfg(feature = "server")]

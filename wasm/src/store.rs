@@ -1,5 +1,8 @@
 //! The handler's task store: the core's bounded memory store, or a JS object
 //! `{get(id), save(task)}` returning promises (KV, Durable Objects, …).
+//!
+//! Only the calls cross here: the store contract (versions, the
+//! compare-and-swap, leases, paging) is the core's [`TaskStore`] policy.
 
 use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
 use futures_util::future::Either;
@@ -26,15 +29,86 @@ async fn call_store(
     method: &'static str,
     arg: JsValue,
 ) -> Result<JsValue, StoreError> {
-    let f = get(&store, method)
-        .dyn_into::<Function>()
-        .map_err(|_| StoreError::new(format!("the store has no {method} function")))?;
-    let returned = f
-        .call1(&store, &arg)
-        .map_err(|e| StoreError::new(error_text(&e)))?;
-    JsFuture::from(Promise::resolve(&returned))
+    call_raw(store, method, arg)
         .await
         .map_err(|e| StoreError::new(error_text(&e)))
+}
+
+async fn call_raw(store: JsValue, method: &'static str, arg: JsValue) -> Result<JsValue, JsValue> {
+    let f = get(&store, method)
+        .dyn_into::<Function>()
+        .map_err(|_| JsValue::from(format!("the store has no {method} function")))?;
+    JsFuture::from(Promise::resolve(&f.call1(&store, &arg)?)).await
+}
+
+/// `store.save(task)`: resolving `false`, or rejecting with an error whose
+/// `conflict` is `true`, is a refused compare-and-swap ([`StoreError::conflict`]).
+async fn js_save(
+    store: JsValue,
+    task: JsValue,
+    id: String,
+    version: u64,
+) -> Result<(), StoreError> {
+    match call_raw(store, "save", task).await {
+        Ok(v) if v.as_bool() != Some(false) => Ok(()),
+        Err(e) if get(&e, "conflict").as_bool() != Some(true) => {
+            Err(StoreError::new(error_text(&e)))
+        }
+        _ => Err(StoreError::conflict(&id, None, version)),
+    }
+}
+
+/// `store.listPage(query)` and `store.list(query)` get the same query: the
+/// filter, and (for `listPage`) where the page starts and its size.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Query<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_timestamp_after: Option<String>,
+    /// Only this caller's tasks (the `owner` the stored tasks carry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a str>,
+    /// After the task with this status time (Unix ms) and id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after: Option<After<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<usize>,
+}
+
+#[derive(serde::Serialize)]
+struct After<'a> {
+    timestamp: u64,
+    id: &'a str,
+}
+
+fn query<'a>(
+    filter: &'a TaskFilter,
+    after: Option<(u64, &'a str)>,
+    limit: Option<usize>,
+) -> Query<'a> {
+    Query {
+        context_id: filter.context_id.as_deref(),
+        status: filter.state.map(|s| s.as_str()),
+        status_timestamp_after: filter.updated_after_ms.map(toolnexus_core::format_rfc3339),
+        owner: filter.owner.as_deref(),
+        after: after.map(|(timestamp, id)| After { timestamp, id }),
+        limit,
+    }
+}
+
+/// The tasks in a JS array (or `{tasks}`) a store gave.
+fn tasks_of(v: &JsValue, what: &str) -> Result<Vec<Task>, StoreError> {
+    let value = to_json(v, what).map_err(|e| StoreError::new(error_text(&e)))?;
+    let items = value
+        .get("tasks")
+        .unwrap_or(&value)
+        .as_array()
+        .ok_or_else(|| StoreError::new(format!("{what} must be an array of tasks")))?;
+    Ok(items.iter().filter_map(Task::from_stored).collect())
 }
 
 async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> {
@@ -50,39 +124,44 @@ async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> 
     })
 }
 
-/// `store.list(filter)`, when the store has one: an array of tasks (or a
-/// promise of one). The filter is a hint (`{contextId?, status?,
-/// statusTimestampAfter?}`); the server filters again.
+/// `store.list(query)`, when the store has one: an array of tasks (or a
+/// promise of one). The query is a hint (`{contextId?, status?,
+/// statusTimestampAfter?, owner?}`); the server filters again.
 async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>, StoreError> {
     if !get(&store, "list").is_function() {
         return Ok(None);
     }
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Hint {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        context_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        status: Option<&'static str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        status_timestamp_after: Option<String>,
-        /// Only this caller's tasks (the `owner` the stored tasks carry).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        owner: Option<String>,
+    let listed = call_store(store, "list", ser_to_js(&query(&filter, None, None))).await?;
+    tasks_of(&listed, "the store's list()").map(Some)
+}
+
+/// `store.listPage(query)`, when the store has one: `{tasks, totalSize}`,
+/// one page in the core's order (see [`TaskStore::list_page`]).
+async fn js_list_page(
+    store: JsValue,
+    arg: JsValue,
+) -> Result<Option<(Vec<Task>, usize)>, StoreError> {
+    if !get(&store, "listPage").is_function() {
+        return Ok(None);
     }
-    let hint = Hint {
-        context_id: filter.context_id,
-        status: filter.state.map(|s| s.as_str()),
-        status_timestamp_after: filter.updated_after_ms.map(toolnexus_core::format_rfc3339),
-        owner: filter.owner,
-    };
-    let listed = call_store(store, "list", ser_to_js(&hint)).await?;
-    let value =
-        to_json(&listed, "the listed tasks").map_err(|e| StoreError::new(error_text(&e)))?;
-    let items = value
-        .as_array()
-        .ok_or_else(|| StoreError::new("the store's list() must give an array of tasks"))?;
-    Ok(Some(items.iter().filter_map(Task::from_stored).collect()))
+    let page = call_store(store, "listPage", arg).await?;
+    let total = get(&page, "totalSize").as_f64().unwrap_or(0.0) as usize;
+    Ok(Some((tasks_of(&page, "the store's listPage()")?, total)))
+}
+
+/// `store.expired({now, limit})`, when the store has one: the active tasks
+/// whose lease ended before `now`.
+async fn js_expired(store: JsValue, now_ms: u64, limit: usize) -> Result<Vec<Task>, StoreError> {
+    if !get(&store, "expired").is_function() {
+        return Ok(Vec::new());
+    }
+    let arg: JsValue = js_sys::Object::new().into();
+    crate::convert::set(&arg, "now", &(now_ms as f64).into());
+    crate::convert::set(&arg, "limit", &(limit as f64).into());
+    tasks_of(
+        &call_store(store, "expired", arg).await?,
+        "the store's expired()",
+    )
 }
 
 /// `store.getPushConfigs(taskId)`, when the store has it: the array last
@@ -160,6 +239,32 @@ impl TaskStore for HandlerStore {
         }
     }
 
+    fn list_page(
+        &self,
+        filter: &TaskFilter,
+        after: Option<(u64, &str)>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + MaybeSend {
+        match self {
+            HandlerStore::Memory(_) => Either::Left(std::future::ready(Ok(None))),
+            HandlerStore::Js(s) => Either::Right(js_list_page(
+                s.clone(),
+                ser_to_js(&query(filter, after, Some(limit))),
+            )),
+        }
+    }
+
+    fn expired(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + MaybeSend {
+        match self {
+            HandlerStore::Memory(_) => Either::Left(std::future::ready(Ok(Vec::new()))),
+            HandlerStore::Js(s) => Either::Right(js_expired(s.clone(), now_ms, limit)),
+        }
+    }
+
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         match self {
             HandlerStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),
@@ -174,9 +279,12 @@ impl TaskStore for HandlerStore {
                 // Straight to JSON text, as events are: Task::to_value would
                 // compile every task shape a second time, for the value
                 // serializer. The stored form keeps the task's owner.
-                let task = ser_to_js(&task.stored());
-                let fut = call_store(s.clone(), "save", task);
-                Either::Right(async move { fut.await.map(|_| ()) })
+                Either::Right(js_save(
+                    s.clone(),
+                    ser_to_js(&task.stored()),
+                    task.id.clone(),
+                    task.revision.version,
+                ))
             }
         }
     }
