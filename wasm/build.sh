@@ -165,6 +165,9 @@ sed "s/\"version\": \"0.0.0\"/\"version\": \"$VERSION\"/" "$HERE/js/package.json
 cat "$HERE/js/client.d.ts" "$HERE/js/server.d.ts" >"$PKG/index.d.ts"
 cp "$HERE/js/client.d.ts" "$PKG/client.d.ts"
 cp "$HERE/js/skills.d.ts" "$PKG/skills.d.ts"
+# toolnexus-wasm/durable: the Durable Object store, plain JS outside the .wasm.
+cp "$HERE/js/durable.js" "$PKG/dist/durable.js"
+cp "$HERE/js/durable.d.ts" "$PKG/durable.d.ts"
 # CommonJS consumers get the same declarations as .d.cts.
 cp "$PKG/index.d.ts" "$PKG/index.d.cts"
 cp "$PKG/client.d.ts" "$PKG/client.d.cts"
@@ -180,4 +183,5 @@ for variant in full client skills; do
   f="$PKG/dist/$variant/${CRATE}_bg.wasm"
   say "$variant .wasm: $(wc -c <"$f") bytes raw, $(gzip -9 -c "$f" | wc -c) bytes gzip -9"
 done
+say "durable.js: $(wc -c <"$PKG/dist/durable.js") bytes raw, $(gzip -9 -c "$PKG/dist/durable.js" | wc -c) bytes gzip -9"
 say "tarball: $(wc -c <"$HERE/$TARBALL") bytes"

@@ -13,7 +13,9 @@
 #   package       the "env" import gate, the exports map, the .d.ts under tsc
 #   node          the seed scenarios through the tarball, Node ESM + CJS
 #   chromium      a page in headless Chromium (Playwright) calling a local agent
-#   workerd       workers in Miniflare serving and calling agents
+#   workerd       workers in Miniflare serving and calling agents; the
+#                 Durable Object store (toolnexus-wasm/durable) across two
+#                 isolates and a restart, and the worker template (wasm/worker)
 #   push          createA2AHandler's push notifications through the package:
 #                 configs kept by a JS store across handlers, delivery to a
 #                 local webhook (workerd's push test is in the workerd suite)
@@ -137,7 +139,7 @@ run_node_suite() { # suite file...
 wants package && run_node_suite package package.test.mjs
 wants node && run_node_suite node node.test.mjs auth.test.mjs
 wants chromium && run_node_suite chromium browser.test.mjs
-wants workerd && run_node_suite workerd workerd.test.mjs
+wants workerd && run_node_suite workerd workerd.test.mjs durable.test.mjs
 wants push && run_node_suite push push.test.mjs
 wants peers && run_node_suite peers peers.test.mjs
 
