@@ -166,7 +166,8 @@ cat "$HERE/js/client.d.ts" "$HERE/js/server.d.ts" >"$PKG/index.d.ts"
 cp "$HERE/js/client.d.ts" "$PKG/client.d.ts"
 cp "$HERE/js/skills.d.ts" "$PKG/skills.d.ts"
 # toolnexus-wasm/durable: the Durable Object store, plain JS outside the .wasm.
-cp "$HERE/js/durable.js" "$PKG/dist/durable.js"
+mkdir -p "$PKG/dist/durable"
+cp "$HERE/js/durable.js" "$PKG/dist/durable/durable.js"
 cp "$HERE/js/durable.d.ts" "$PKG/durable.d.ts"
 # CommonJS consumers get the same declarations as .d.cts.
 cp "$PKG/index.d.ts" "$PKG/index.d.cts"
@@ -183,5 +184,5 @@ for variant in full client skills; do
   f="$PKG/dist/$variant/${CRATE}_bg.wasm"
   say "$variant .wasm: $(wc -c <"$f") bytes raw, $(gzip -9 -c "$f" | wc -c) bytes gzip -9"
 done
-say "durable.js: $(wc -c <"$PKG/dist/durable.js") bytes raw, $(gzip -9 -c "$PKG/dist/durable.js" | wc -c) bytes gzip -9"
+say "durable.js: $(wc -c <"$PKG/dist/durable/durable.js") bytes raw, $(gzip -9 -c "$PKG/dist/durable/durable.js" | wc -c) bytes gzip -9"
 say "tarball: $(wc -c <"$HERE/$TARBALL") bytes"

@@ -55,6 +55,7 @@ export default {
       a2a: { name: "do-agent", description: "Tasks in Durable Objects" },
       skills: [{ name: "chunks", description: "Streams chunks" }],
       store: durableObjectStore(env.TASKS),
+      leaseMs: env.LEASE_MS ? Number(env.LEASE_MS) : undefined,
       push: { allowPrivateWebhooks: true },
       authenticate: env.AUTH ? (req) => {
         const user = (req.headers.get("authorization") ?? "").replace(/^Bearer /, "");

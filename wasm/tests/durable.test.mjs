@@ -224,6 +224,34 @@ test('with authenticate, ListTasks is per owner across the shards, through eithe
   assert.equal(other.error?.code, -32001, JSON.stringify(other));
 });
 
+test('a task whose isolate died (Miniflare stopped mid-task) is settled once its lease runs out, never left working', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'toolnexus-do-lease-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const bindings = { LEASE_MS: '1500' };
+  let p = await startPair(dir, { bindings });
+  const sent = await sendNow(p.a, 'chunks 1000 50');
+  const id = sent.result.task.id;
+  // Running: a few chunks stored.
+  for (let i = 0; i < 100; i++) {
+    const t = (await rpc(p.b, 'GetTask', { id })).result;
+    if (chunksOf(t).length >= 2) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await p.mf.dispose();
+  p = await startPair(dir, { bindings });
+  cleanups.push(() => p.mf.dispose());
+  // Read until the lease has run out and a read (or the sweep) failed it.
+  let t;
+  for (let i = 0; i < 200; i++) {
+    t = (await rpc(i % 2 ? p.a : p.b, 'GetTask', { id })).result;
+    if (t.status.state !== 'TASK_STATE_WORKING') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(t.status.state, 'TASK_STATE_FAILED', JSON.stringify(t.status));
+  assert.match(JSON.stringify(t.status.message), /the server stopped before this task finished/);
+  assert.ok(chunksOf(t).length >= 2, 'what was stored before stays');
+});
+
 test('messageId de-duplication: a retried send with the same messageId makes no second task', async () => {
   const { a, b } = await shared();
   const m = message('once only');

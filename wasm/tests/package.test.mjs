@@ -32,7 +32,7 @@ test('every conditional export points at a file in the tarball', () => {
 });
 
 test('the declarations have no `any` on the public surface', () => {
-  for (const f of ['index.d.ts', 'index.d.cts', 'client.d.ts', 'client.d.cts', 'skills.d.ts', 'skills.d.cts']) {
+  for (const f of ['index.d.ts', 'index.d.cts', 'client.d.ts', 'client.d.cts', 'skills.d.ts', 'skills.d.cts', 'durable.d.ts']) {
     const text = readFileSync(join(pkgDir(), f), 'utf8').replace(/\/\/.*$|\/\*[\s\S]*?\*\//gm, '');
     assert.doesNotMatch(text, /\bany\b/, f);
   }
@@ -93,6 +93,16 @@ async function inbound(): Promise<Response> {
     client, store, a2a: { name: "n" }, onTask: (e: TaskEvent) => void e.state,
   });
   const echo: A2AHandler = createA2AHandler({ client: "echo" });
+  // A store of one's own with the whole contract.
+  const versioned: TaskStore = {
+    get: (_id: string) => null,
+    save: (t: A2ATask) => (t.version ?? 0) <= 1,
+    listPage: (q: TaskPageQuery) => ({ tasks: [], totalSize: q.limit * 0 }),
+    expired: (q: { now: number; limit: number }) => (q.now > 0 ? [] : []),
+    watch: (changed) => changed("id", 2),
+  };
+  const kept: A2AHandler = createA2AHandler({ client: "echo", store: versioned, leaseMs: 30000, storePollMs: false });
+  void [versioned, kept];
   const card: AgentCard = buildAgentCard({ name: "n" }, [], "http://h/");
   const result: RunResult = await client.run("p", { toolkit: await createToolkit({ skills: [{ name: "x" }] }) });
   void [card, result, echo];
@@ -110,12 +120,20 @@ void parsed.content;
 void createA2AHandler({ skills: ["---\\nname: x\\n---\\n"] });
 `;
   const typeNames = 'Agent, Tool, ToolResult, Toolkit, ToolSpec, OpenAITool, AnthropicTool, GeminiFunctionDeclaration, AgentFailure, ErrorKind, ToolnexusError, CallEvent, CardSummary, CallStream';
-  const serverNames = 'Client, TaskStore, A2ATask, A2AHandler, TaskEvent, AgentCard, RunResult';
+  const serverNames = 'Client, TaskStore, A2ATask, A2AHandler, TaskEvent, AgentCard, RunResult, TaskPageQuery';
   const skillsImport = 'import { parseSkillMd } from "toolnexus-wasm/skills";\nimport type { Skill } from "toolnexus-wasm/skills";\n';
+  // The Durable Object entry is ESM only (workerd).
+  const durableBody = `
+import { A2ATaskStore, durableObjectStore } from "toolnexus-wasm/durable";
+const tasks = { idFromName: (n: string) => n, get: (id: unknown) => id };
+const durable: TaskStore = durableObjectStore(tasks, { shards: 4 });
+const durableHandler: A2AHandler = createA2AHandler({ client: "echo", store: durable });
+void [durableHandler, A2ATaskStore];
+`;
   const fns = 'agent, agentTools, parseAgentsConfig, createToolkit, sanitize, describeCard, listTasks, createClient, createA2AHandler, buildAgentCard';
   writeFileSync(join(dir, 'check.mts'),
     `import { ${fns} } from "toolnexus-wasm";\nimport type { ${typeNames}, ${serverNames} } from "toolnexus-wasm";\n` +
-    `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${skillsImport}${body}${server}${clientBody}\nexport { outbound, inbound, kindOf };\n`);
+    `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${skillsImport}${body}${server}${clientBody}${durableBody}\nexport { outbound, inbound, kindOf };\n`);
   writeFileSync(join(dir, 'check.cts'),
     `import { ${fns} } from "toolnexus-wasm";\nimport type { ${typeNames}, ${serverNames} } from "toolnexus-wasm";\n` +
     `import { createToolkit as createToolkitC } from "toolnexus-wasm/client";\n${skillsImport}${body}${server}${clientBody}\nexport { outbound, inbound, kindOf };\n`);
