@@ -154,7 +154,7 @@ test('cancel races: a cancel while the task produces events ends canceled and st
   const one = async (i) => {
     const sent = await sendNow(a, `chunks ${5 + (i % 7)} ${1 + (i % 3)}`);
     const id = sent.result.task.id;
-    ids.push(id);
+    ids[i] = id;
     const answer = await rpc(i % 2 ? a : b, 'CancelTask', { id });
     // Canceled, or already finished before the cancel arrived (not cancelable).
     if (answer.error) assert.equal(answer.error.code, -32002, JSON.stringify(answer));
