@@ -441,7 +441,7 @@ impl HandlerState {
         });
         let watch = p.store.as_ref().map(|s| get(s, "watch"));
         let store = match p.store {
-            Some(s) => HandlerStore::Js(s),
+            Some(s) => HandlerStore::Js(s, Default::default()),
             None => HandlerStore::Memory(MemoryStore::default()),
         };
         let server = A2aServer::new(
@@ -464,7 +464,7 @@ impl HandlerState {
         let host = p.host;
         // `store.watch(changed)`: the store tells of changes made elsewhere
         // (another isolate), so streams and long-polls here wake at once.
-        if let (Some(watch), HandlerStore::Js(js)) = (watch, server.store()) {
+        if let (Some(watch), HandlerStore::Js(js, _)) = (watch, server.store()) {
             if let Some(watch) = watch.dyn_ref::<Function>() {
                 let weak = Arc::downgrade(&server);
                 let changed =

@@ -21,8 +21,18 @@ use wasm_bindgen_futures::JsFuture;
 /// callers (kept by the store, never sent to a caller).
 pub enum HandlerStore {
     Memory(MemoryStore<CellLocks>),
-    Js(JsValue),
+    /// The JS object, and the push configs kept for the handler's life
+    /// when it has no `getPushConfigs`/`savePushConfigs`.
+    Js(
+        JsValue,
+        #[cfg_attr(not(feature = "push"), allow(dead_code))] LocalPush,
+    ),
 }
+
+/// Push configs by task id, for a JS store that keeps none itself.
+#[cfg_attr(not(feature = "push"), allow(dead_code))]
+#[derive(Default, Clone)]
+pub struct LocalPush(std::rc::Rc<std::cell::RefCell<Vec<(String, serde_json::Value)>>>);
 
 async fn call_store(
     store: JsValue,
@@ -165,14 +175,19 @@ async fn js_expired(store: JsValue, now_ms: u64, limit: usize) -> Result<Vec<Tas
 }
 
 /// `store.getPushConfigs(taskId)`, when the store has it: the array last
-/// given to `savePushConfigs` (or null). Without it, none are stored.
+/// given to `savePushConfigs` (or null). Without it, the handler's own.
 #[cfg(feature = "push")]
 async fn js_get_push(
     store: JsValue,
+    local: LocalPush,
     task_id: String,
 ) -> Result<Option<serde_json::Value>, StoreError> {
     if !get(&store, "getPushConfigs").is_function() {
-        return Ok(None);
+        let kept = local.0.borrow();
+        return Ok(kept
+            .iter()
+            .find(|(id, _)| *id == task_id)
+            .map(|(_, v)| v.clone()));
     }
     let v = call_store(store, "getPushConfigs", task_id.as_str().into()).await?;
     if is_absent(&v) {
@@ -183,13 +198,23 @@ async fn js_get_push(
         .map_err(|e| StoreError::new(error_text(&e)))
 }
 
-/// `store.savePushConfigs(taskId, configs)`, when the store has it.
+/// `store.savePushConfigs(taskId, configs)`, when the store has it;
+/// without it, kept by the handler (for its life).
 #[cfg(feature = "push")]
-async fn js_save_push(store: JsValue, task_id: String, configs: JsValue) -> Result<(), StoreError> {
+async fn js_save_push(
+    store: JsValue,
+    local: LocalPush,
+    task_id: String,
+    configs: serde_json::Value,
+) -> Result<(), StoreError> {
     let f = get(&store, "savePushConfigs");
     let Some(f) = f.dyn_ref::<Function>() else {
+        let mut kept = local.0.borrow_mut();
+        kept.retain(|(id, _)| *id != task_id);
+        kept.push((task_id, configs));
         return Ok(());
     };
+    let configs = ser_to_js(&configs);
     let returned = f
         .call2(&store, &task_id.as_str().into(), &configs)
         .map_err(|e| StoreError::new(error_text(&e)))?;
@@ -207,7 +232,9 @@ impl TaskStore for HandlerStore {
     ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
         match self {
             HandlerStore::Memory(m) => Either::Left(m.get_push_configs(task_id)),
-            HandlerStore::Js(s) => Either::Right(js_get_push(s.clone(), task_id.to_string())),
+            HandlerStore::Js(s, local) => {
+                Either::Right(js_get_push(s.clone(), local.clone(), task_id.to_string()))
+            }
         }
     }
 
@@ -219,10 +246,11 @@ impl TaskStore for HandlerStore {
     ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         match self {
             HandlerStore::Memory(m) => Either::Left(m.save_push_configs(task_id, configs)),
-            HandlerStore::Js(s) => Either::Right(js_save_push(
+            HandlerStore::Js(s, local) => Either::Right(js_save_push(
                 s.clone(),
+                local.clone(),
                 task_id.to_string(),
-                ser_to_js(configs),
+                configs.clone(),
             )),
         }
     }
@@ -235,7 +263,7 @@ impl TaskStore for HandlerStore {
             HandlerStore::Memory(m) => {
                 Either::Left(std::future::ready(Ok(Some(m.list_now(filter)))))
             }
-            HandlerStore::Js(s) => Either::Right(js_list(s.clone(), filter.clone())),
+            HandlerStore::Js(s, _) => Either::Right(js_list(s.clone(), filter.clone())),
         }
     }
 
@@ -247,7 +275,7 @@ impl TaskStore for HandlerStore {
     ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + MaybeSend {
         match self {
             HandlerStore::Memory(_) => Either::Left(std::future::ready(Ok(None))),
-            HandlerStore::Js(s) => Either::Right(js_list_page(
+            HandlerStore::Js(s, _) => Either::Right(js_list_page(
                 s.clone(),
                 ser_to_js(&query(filter, after, Some(limit))),
             )),
@@ -261,21 +289,21 @@ impl TaskStore for HandlerStore {
     ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + MaybeSend {
         match self {
             HandlerStore::Memory(_) => Either::Left(std::future::ready(Ok(Vec::new()))),
-            HandlerStore::Js(s) => Either::Right(js_expired(s.clone(), now_ms, limit)),
+            HandlerStore::Js(s, _) => Either::Right(js_expired(s.clone(), now_ms, limit)),
         }
     }
 
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         match self {
             HandlerStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),
-            HandlerStore::Js(s) => Either::Right(js_get(s.clone(), id.to_string())),
+            HandlerStore::Js(s, _) => Either::Right(js_get(s.clone(), id.to_string())),
         }
     }
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         match self {
             HandlerStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
-            HandlerStore::Js(s) => {
+            HandlerStore::Js(s, _) => {
                 // Straight to JSON text, as events are: Task::to_value would
                 // compile every task shape a second time, for the value
                 // serializer. The stored form keeps the task's owner.
