@@ -930,3 +930,54 @@ async fn a_database_restart_mid_load_loses_nothing_acknowledged() {
         acked.len()
     );
 }
+
+/// The acceptance "stream then resubscribe": the official Python and JS
+/// SDK clients stream a slow task from replica A, drop the connection after
+/// the first two events (the task, `working`), and SubscribeToTask on
+/// replica B (its own card). B sends the task as stored, then the rest from
+/// the event log: the answer once and the terminal state, none missing and
+/// none told twice across the two connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_clients_stream_from_one_replica_and_resubscribe_on_another() {
+    use common::sdk::{official_client, Sdk};
+    let pg = PgCluster::start();
+    let url = pg.database("resub");
+    let (model, _) = slow_model().await;
+    let r = replicas(3, &url, &model.url, "30").await;
+    let card = |i: usize| format!("{}/.well-known/agent-card.json", r[i].url);
+    for (sdk, a, b) in [(Sdk::Python, 0, 1), (Sdk::Js, 1, 2)] {
+        let (code, out, stderr) = official_client(
+            sdk,
+            &card(a),
+            "sleep 1500",
+            &["--stream", "--drop-after", "2", "--resubscribe", &card(b)],
+        )
+        .await;
+        assert_eq!(code, 0, "{sdk:?}: {out} {stderr}");
+        assert_eq!(out["state"], "completed", "{sdk:?}: {out}");
+        assert_eq!(out["text"], "done", "{sdk:?}: the answer once: {out}");
+        let events = out["events"].as_array().expect("events");
+        let kinds: Vec<String> = events
+            .iter()
+            .map(|e| match e["kind"].as_str().unwrap_or_default() {
+                "artifact-update" => format!("artifact:{}", e["text"].as_str().unwrap_or("")),
+                kind => match e["state"].as_str() {
+                    Some(state) => format!("{kind}:{state}"),
+                    None => kind.to_string(),
+                },
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "task:submitted",
+                "status-update:working",
+                "dropped",
+                "task:working",
+                "artifact:done",
+                "status-update:completed"
+            ],
+            "{sdk:?}: A told the start, B the snapshot then the rest, in order: {out}"
+        );
+    }
+}
