@@ -367,8 +367,8 @@ struct Inner {
     hasher: DefaultHashBuilder,
     len: usize,
     /// The event log of each stored task that has one, by task id: dropped
-    /// with its task.
-    events: hashbrown::HashMap<String, Vec<LoggedEvent>>,
+    /// with its task. Boxed: a store that logs nothing stays small.
+    events: Box<hashbrown::HashMap<String, Vec<LoggedEvent>>>,
     /// The push-notification configs of stored tasks, by task id: dropped
     /// with their task.
     #[cfg(feature = "push")]
@@ -448,7 +448,7 @@ impl<L: Locks> MemoryStore<L> {
                 finished: VecDeque::new(),
                 hasher: DefaultHashBuilder::default(),
                 len: 0,
-                events: hashbrown::HashMap::new(),
+                events: Box::default(),
                 #[cfg(feature = "push")]
                 push: hashbrown::HashMap::new(),
             }),
