@@ -29,8 +29,8 @@ use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::{AsyncMessage, NoTls, Row};
-use toolnexus_core::server::{StoreError, TaskFilter};
-use toolnexus_core::{Lease, Task};
+use toolnexus_core::server::{event_from_json, event_json, LoggedEvent, StoreError, TaskFilter};
+use toolnexus_core::{Lease, StreamEvent, Task};
 
 /// The channel every change is told on.
 pub const CHANNEL: &str = "toolnexus_tasks";
@@ -93,6 +93,18 @@ INSERT INTO toolnexus_push_configs (task_id, id, owner, config)
 DROP TABLE toolnexus_push;
 CREATE INDEX toolnexus_tasks_finished ON toolnexus_tasks (updated_ms)
     WHERE state IN ('completed', 'failed', 'canceled', 'rejected');
+"#,
+    ),
+    (
+        3,
+        r#"
+CREATE TABLE toolnexus_task_events (
+    task_id TEXT NOT NULL REFERENCES toolnexus_tasks (id) ON DELETE CASCADE,
+    version BIGINT NOT NULL,
+    seq     BIGINT NOT NULL,
+    event   JSONB NOT NULL,
+    PRIMARY KEY (task_id, version, seq)
+);
 "#,
     ),
 ];
@@ -235,12 +247,26 @@ impl PgStore {
 
     /// Saves `task` over the version before its own (see the module docs).
     pub fn save_owned(&self, task: &Task) -> BoxFuture<'static, Result<(), StoreError>> {
+        self.save_events_owned(task, &[])
+    }
+
+    /// [`save_owned`](Self::save_owned), and `events` appended to the
+    /// task's log (`toolnexus_task_events`) under the saved version, in
+    /// the same transaction: a refused compare-and-swap appends nothing,
+    /// and a listener woken by the task's NOTIFY (sent at commit) reads them.
+    pub fn save_events_owned(
+        &self,
+        task: &Task,
+        events: &[StreamEvent],
+    ) -> BoxFuture<'static, Result<(), StoreError>> {
         let this = self.clone();
         let doc = serde_json::to_value(task.stored());
+        let logged = serde_json::Value::Array(events.iter().map(event_json).collect());
+        let has_events = !events.is_empty();
         let task = task.clone();
         Box::pin(async move {
             let doc = doc.map_err(|e| pg_error("cannot write a task", e))?;
-            let client = this.client().await?;
+            let mut client = this.client().await?;
             let version = task.revision.version as i64;
             let (holder, until) = match &task.revision.lease {
                 Some(l) => (Some(l.holder.as_str()), Some(l.until_ms as i64)),
@@ -265,26 +291,72 @@ impl PgStore {
                      VALUES ($1, $2, $3, $4, $5, $6::bigint + 1, $7, $8, $9) \
                      ON CONFLICT (id) DO UPDATE SET context_id = EXCLUDED.context_id, owner = EXCLUDED.owner, \
                      state = EXCLUDED.state, updated_ms = EXCLUDED.updated_ms, version = t.version + 1, \
-                     lease_holder = EXCLUDED.lease_holder, lease_until = EXCLUDED.lease_until, doc = EXCLUDED.doc"
+                     lease_holder = EXCLUDED.lease_holder, lease_until = EXCLUDED.lease_until, doc = EXCLUDED.doc \
+                     RETURNING t.version"
                 }
                 1 => {
                     "INSERT INTO toolnexus_tasks (id, context_id, owner, state, updated_ms, version, lease_holder, lease_until, doc) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING"
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING RETURNING version"
                 }
                 _ => {
                     "UPDATE toolnexus_tasks SET context_id = $2, owner = $3, state = $4, updated_ms = $5, \
                      version = $6, lease_holder = $7, lease_until = $8, doc = $9 \
-                     WHERE id = $1 AND version = $6::bigint - 1"
+                     WHERE id = $1 AND version = $6::bigint - 1 RETURNING version"
                 }
             };
-            let n = client
-                .execute(sql, &params)
-                .await
-                .map_err(|e| pg_error("cannot save a task", e))?;
-            if n == 0 {
-                return Err(StoreError::conflict(&task.id, None, task.revision.version));
+            let err = |e| pg_error("cannot save a task", e);
+            if !has_events {
+                let n = client.execute(sql, &params).await.map_err(err)?;
+                if n == 0 {
+                    return Err(StoreError::conflict(&task.id, None, task.revision.version));
+                }
+                return Ok(());
             }
+            let tx = client.transaction().await.map_err(err)?;
+            let Some(row) = tx.query_opt(sql, &params).await.map_err(err)? else {
+                // Dropped: rolled back, nothing appended.
+                return Err(StoreError::conflict(&task.id, None, task.revision.version));
+            };
+            let saved: i64 = row.get(0);
+            tx.execute(
+                "INSERT INTO toolnexus_task_events (task_id, version, seq, event) \
+                 SELECT $1, $2, e.seq, e.event FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(event, seq)",
+                &[&task.id, &saved, &logged],
+            )
+            .await
+            .map_err(err)?;
+            tx.commit().await.map_err(err)?;
             Ok(())
+        })
+    }
+
+    /// Task `id`'s logged events after `version`, in order.
+    pub fn events_after_owned(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> BoxFuture<'static, Result<Option<Vec<LoggedEvent>>, StoreError>> {
+        let (this, id) = (self.clone(), id.to_string());
+        Box::pin(async move {
+            let client = this.client().await?;
+            let rows = client
+                .query(
+                    "SELECT version, event FROM toolnexus_task_events \
+                     WHERE task_id = $1 AND version > $2 ORDER BY version, seq",
+                    &[&id, &(version as i64)],
+                )
+                .await
+                .map_err(|e| pg_error("cannot read a task's events", e))?;
+            let mut events = Vec::with_capacity(rows.len());
+            for row in rows {
+                let v: i64 = row.get(0);
+                let event: serde_json::Value = row.get(1);
+                let event = event_from_json(&event).ok_or_else(|| {
+                    StoreError::new(format!("task {id}: a logged event is unreadable"))
+                })?;
+                events.push((v as u64, event));
+            }
+            Ok(Some(events))
         })
     }
 

@@ -223,6 +223,32 @@ impl TaskStore for ObservedStore {
         self.inner.delete_finished(before_ms, limit)
     }
 
+    fn events_after(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> impl std::future::Future<
+        Output = Result<Option<Vec<toolnexus_core::server::LoggedEvent>>, StoreError>,
+    > + Send {
+        self.inner.events_after(id, version)
+    }
+
+    fn save_with_events(
+        &self,
+        task: &Task,
+        events: &[toolnexus_core::StreamEvent],
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        let saved = self.inner.save_with_events(task, events);
+        let hook = self.on_state.clone().map(|h| (h, task.clone()));
+        async move {
+            saved.await?;
+            if let Some((hook, task)) = hook {
+                hook(&task);
+            }
+            Ok(())
+        }
+    }
+
     fn save(
         &self,
         task: &Task,

@@ -6,9 +6,11 @@ use futures_util::future::{BoxFuture, Either};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use toolnexus_core::server::{mark_interrupted, StoreError, TaskFilter, TaskStore};
-use toolnexus_core::Task;
+use toolnexus_core::server::{
+    event_from_json, event_json, mark_interrupted, LoggedEvent, StoreError, TaskFilter, TaskStore,
+};
 use toolnexus_core::{sanitize, MaybeSend};
+use toolnexus_core::{StreamEvent, Task};
 
 /// Tasks as `<dir>/<sanitized id>.json`, each written to a temp file,
 /// fsynced and renamed into place, so a crash never leaves a torn file.
@@ -508,6 +510,7 @@ impl FileStore {
                         StoreError::with_source(format!("cannot delete {}: {e}", shown(&path)), e)
                     })?;
                     let _ = std::fs::remove_file(dir.join(PUSH_CONFIGS).join(file_name(&task.id)));
+                    let _ = std::fs::remove_file(events_path(&dir, &task.id));
                     if let Some(folder) = context_dir(&dir, &task.context_id) {
                         let _ = std::fs::remove_file(folder.join(sanitize(&task.id)));
                         // Gone once its last task is (fails while others remain).
@@ -557,10 +560,24 @@ impl FileStore {
     /// stored one ([`toolnexus_core::server::may_replace`]; a conflict
     /// otherwise); the future borrows nothing.
     pub fn save_owned(&self, task: &Task) -> BoxFuture<'static, Result<(), StoreError>> {
+        self.save_events_owned(task, &[])
+    }
+
+    /// [`save_owned`](Self::save_owned), and `events` appended to the
+    /// task's log ([`EVENTS`]) under the same lock, before the task is
+    /// written: a crash in between leaves a group of events for a version
+    /// never stored, which readers skip ([`read_events`]) and the next
+    /// save of that version replaces.
+    pub fn save_events_owned(
+        &self,
+        task: &Task,
+        events: &[StreamEvent],
+    ) -> BoxFuture<'static, Result<(), StoreError>> {
         let path = self.path(&task.id);
         let dir = self.dir.clone();
         let mut task = task.clone();
         let cas = self.cas.clone();
+        let events: Vec<serde_json::Value> = events.iter().map(event_json).collect();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 // One compare-and-swap at a time, in this process and others.
@@ -583,6 +600,9 @@ impl FileStore {
                     if task.revision.version == 0 {
                         task.revision.version = stored.unwrap_or(0) + 1;
                     }
+                    if !events.is_empty() {
+                        append_events(&dir, &task.id, task.revision.version, &events)?;
+                    }
                     index_task(&dir, &task)?;
                     write_atomically(&path, &task)
                 })()
@@ -591,6 +611,106 @@ impl FileStore {
             .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
         })
     }
+
+    /// Task `id`'s logged events after `version`, read on the blocking pool.
+    pub fn events_after_owned(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> BoxFuture<'static, Result<Option<Vec<LoggedEvent>>, StoreError>> {
+        if file_name(id).len() > MAX_FILE_NAME {
+            return Box::pin(std::future::ready(Ok(Some(Vec::new()))));
+        }
+        let (dir, path, id) = (self.dir.clone(), self.path(id), id.to_string());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                // The stored version first: events past it are not stored yet.
+                let Some(stored) = read_task(&path)?.filter(|t| t.id == id) else {
+                    return Ok(Some(Vec::new()));
+                };
+                let mut events = read_events(&dir, &id)?;
+                events.retain(|(v, _)| *v > version && *v <= stored.revision.version);
+                Ok(Some(events))
+            })
+            .await
+            .map_err(|e| StoreError::with_source(format!("store thread failed: {e}"), e))?
+        })
+    }
+}
+
+/// The folder, inside the store's, of the tasks' event logs
+/// (`<sanitized task id>.jsonl`: a line `{"id", "v", "n", "e"}` per event:
+/// the task id, the version that logged it, its place in that version's
+/// group, the event).
+pub const EVENTS: &str = "events";
+
+fn events_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(EVENTS).join(format!("{}.jsonl", sanitize(id)))
+}
+
+/// Appends one save's events to the task's log and syncs it.
+fn append_events(
+    dir: &Path,
+    id: &str,
+    version: u64,
+    events: &[serde_json::Value],
+) -> Result<(), StoreError> {
+    let path = events_path(dir, id);
+    let fail = |e: std::io::Error| {
+        StoreError::with_source(format!("cannot log events of {}: {e}", shown(&path)), e)
+    };
+    std::fs::create_dir_all(dir.join(EVENTS)).map_err(fail)?;
+    let mut text = String::new();
+    for (n, e) in events.iter().enumerate() {
+        let line = serde_json::json!({"id": id, "v": version, "n": n, "e": e});
+        text.push_str(&line.to_string());
+        text.push('\n');
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(fail)?;
+    file.write_all(text.as_bytes()).map_err(fail)?;
+    file.sync_data().map_err(fail)
+}
+
+/// Task `id`'s log, in order. A group (`n` = 0) that starts again at a
+/// version already logged replaces what was logged from that version on
+/// (a save that crashed before its task was written); torn or foreign
+/// lines are skipped.
+fn read_events(dir: &Path, id: &str) -> Result<Vec<LoggedEvent>, StoreError> {
+    let path = events_path(dir, id);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(StoreError::with_source(
+                format!("cannot read the events of {}: {e}", shown(&path)),
+                e,
+            ))
+        }
+    };
+    let mut events: Vec<LoggedEvent> = Vec::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["id"].as_str() != Some(id) {
+            continue;
+        }
+        let (Some(version), Some(n)) = (v["v"].as_u64(), v["n"].as_u64()) else {
+            continue;
+        };
+        let Some(event) = event_from_json(&v["e"]) else {
+            continue;
+        };
+        if n == 0 {
+            events.retain(|(logged, _)| *logged < version);
+        }
+        events.push((version, event));
+    }
+    Ok(events)
 }
 
 impl TaskStore for FileStore {
@@ -600,6 +720,22 @@ impl TaskStore for FileStore {
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         self.save_owned(task)
+    }
+
+    fn save_with_events(
+        &self,
+        task: &Task,
+        events: &[StreamEvent],
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        self.save_events_owned(task, events)
+    }
+
+    fn events_after(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> impl Future<Output = Result<Option<Vec<LoggedEvent>>, StoreError>> + MaybeSend {
+        self.events_after_owned(id, version)
     }
 
     fn list(
@@ -853,6 +989,38 @@ impl TaskStore for AnyStore {
         }
     }
 
+    fn save_with_events(
+        &self,
+        task: &Task,
+        events: &[StreamEvent],
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        match self {
+            AnyStore::Memory(m) => {
+                Either::Left(std::future::ready(m.save_events_now(task, events)))
+            }
+            AnyStore::File(f) => Either::Right(f.save_events_owned(task, events)),
+            AnyStore::Custom(c) => Either::Right(c.save(task)),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => Either::Right(p.save_events_owned(task, events)),
+        }
+    }
+
+    fn events_after(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> impl Future<Output = Result<Option<Vec<LoggedEvent>>, StoreError>> + MaybeSend {
+        match self {
+            AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(Some(
+                m.events_after_now(id, version),
+            )))),
+            AnyStore::File(f) => Either::Right(f.events_after_owned(id, version)),
+            AnyStore::Custom(_) => Either::Left(std::future::ready(Ok(None))),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(p) => Either::Right(p.events_after_owned(id, version)),
+        }
+    }
+
     fn list(
         &self,
         filter: &TaskFilter,
@@ -1068,6 +1236,73 @@ mod tests {
             .collect();
         assert_eq!(ids, ["c1", "c2"]);
         assert_eq!(a.delete_push_config("t1", "c0").await, Ok(false));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn chunk(id: &str, text: &str) -> StreamEvent {
+        StreamEvent::Artifact(toolnexus_core::ArtifactUpdate {
+            task_id: id.into(),
+            context_id: "ctx".into(),
+            artifact: toolnexus_core::Artifact {
+                artifact_id: "a".into(),
+                parts: vec![toolnexus_core::Part::Text(text.into())],
+            },
+            append: true,
+            last_chunk: false,
+        })
+    }
+
+    fn texts(events: &[LoggedEvent]) -> Vec<(u64, String)> {
+        events
+            .iter()
+            .map(|(v, e)| match e {
+                StreamEvent::Artifact(a) => (*v, a.artifact.parts[0].text().unwrap_or("").into()),
+                other => (*v, format!("{:?}", other.state())),
+            })
+            .collect()
+    }
+
+    /// The file store's event log: appended under the lock with the task,
+    /// read back in order from a version by another store on the folder; a
+    /// group logged by a save that crashed before its task was written is
+    /// neither read nor kept once the version is saved again; deleted with
+    /// the task.
+    #[tokio::test]
+    async fn events_are_logged_with_their_save_and_replayed_from_a_version() {
+        let dir = std::env::temp_dir().join(format!("tnx-events-{}", uuid::Uuid::new_v4()));
+        let (a, _) = FileStore::open(&dir).expect("a");
+        let (b, _) = FileStore::open(&dir).expect("b");
+        let mut t = task("t", TaskState::Working, 1);
+        t.revision.version = 1;
+        a.save_with_events(&t, &[chunk("t", "one"), chunk("t", "two")])
+            .await
+            .expect("version 1");
+        let refused = a
+            .save_with_events(&t, &[chunk("t", "lost")])
+            .await
+            .expect_err("version 1 twice");
+        assert!(refused.is_conflict());
+        // A save of version 2 that crashed after logging, before its task.
+        append_events(&dir, "t", 2, &[event_json(&chunk("t", "crashed"))]).expect("append");
+        assert_eq!(
+            texts(&b.events_after("t", 0).await.expect("read").expect("log")),
+            [(1, "one".into()), (1, "two".into())],
+            "a version not stored is not read"
+        );
+        let mut done = task("t", TaskState::Completed, 1);
+        done.revision.version = 2;
+        b.save_with_events(&done, &[chunk("t", "three")])
+            .await
+            .expect("version 2");
+        assert_eq!(
+            texts(&a.events_after("t", 1).await.expect("read").expect("log")),
+            [(2, "three".to_string())],
+            "the crashed group replaced"
+        );
+        // A cut past now: the file's time is now.
+        let cut = unix_ms().expect("clock") + 60_000;
+        assert_eq!(a.delete_finished(cut, 10).await, Ok(1));
+        assert!(!events_path(&dir, "t").exists(), "deleted with the task");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

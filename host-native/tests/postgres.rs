@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use toolnexus_core::server::{StoreError, TaskFilter, TaskStore};
-use toolnexus_core::{HttpRequest, HttpResponse, Task, TaskState, Transport};
+use toolnexus_core::{
+    Artifact, ArtifactUpdate, HttpRequest, HttpResponse, Part, StreamEvent, Task, TaskState,
+    Transport,
+};
 use toolnexus_host_native::http_server::{bind, ServerHandle, DEFAULT_BODY_LIMIT};
 use toolnexus_host_native::pg_store::PgStore;
 use toolnexus_host_native::store::AnyStore;
@@ -47,7 +50,7 @@ async fn saves_are_a_compare_and_swap_on_the_version() {
     let store = AnyStore::Postgres(opened.into_iter().next().unwrap().expect("connect"));
     assert_eq!(
         pg.sql("cas", "SELECT count(*) FROM toolnexus_migrations"),
-        "2"
+        "3"
     );
 
     let mut first = task("t1", 1, TaskState::Working);
@@ -139,6 +142,79 @@ async fn pages_are_read_in_sql_newest_first_after_the_cursor() {
         seen.extend(page.into_iter().map(|t| t.id));
     }
     assert_eq!(seen, ["t5", "t4", "t3", "t2", "t1", "t0"]);
+}
+
+fn chunk(id: &str, text: &str) -> StreamEvent {
+    StreamEvent::Artifact(ArtifactUpdate {
+        task_id: id.into(),
+        context_id: "ctx".into(),
+        artifact: Artifact {
+            artifact_id: "a".into(),
+            parts: vec![Part::Text(text.into())],
+        },
+        append: true,
+        last_chunk: false,
+    })
+}
+
+fn texts(events: &[(u64, StreamEvent)]) -> Vec<(u64, String)> {
+    events
+        .iter()
+        .map(|(v, e)| match e {
+            StreamEvent::Artifact(a) => (*v, a.artifact.parts[0].text().unwrap_or("").into()),
+            other => (*v, format!("{:?}", other.state())),
+        })
+        .collect()
+}
+
+/// The event log: written in the task's transaction (a refused
+/// compare-and-swap appends nothing), replayed from a version in order,
+/// deleted with the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_logged_with_their_save_and_replayed_from_a_version() {
+    let pg = PgCluster::start();
+    let url = pg.database("events");
+    let store = AnyStore::Postgres(PgStore::connect(&url).await.expect("connect"));
+    store
+        .save_with_events(
+            &task("t", 1, TaskState::Working),
+            &[chunk("t", "one"), chunk("t", "two")],
+        )
+        .await
+        .expect("version 1");
+    let refused = store
+        .save_with_events(&task("t", 1, TaskState::Working), &[chunk("t", "lost")])
+        .await
+        .expect_err("version 1 twice");
+    assert!(refused.is_conflict());
+    let mut done = task("t", 2, TaskState::Completed);
+    done.updated_ms = Some(1);
+    store
+        .save_with_events(&done, &[chunk("t", "three")])
+        .await
+        .expect("version 2");
+    let all = store
+        .events_after("t", 0)
+        .await
+        .expect("read")
+        .expect("a log");
+    assert_eq!(
+        texts(&all),
+        [(1, "one".into()), (1, "two".into()), (2, "three".into())],
+        "in order, the refused save's event nowhere"
+    );
+    let later = store
+        .events_after("t", 1)
+        .await
+        .expect("read")
+        .expect("a log");
+    assert_eq!(texts(&later), [(2, "three".to_string())]);
+    assert_eq!(store.delete_finished(2, 10).await, Ok(1));
+    assert_eq!(
+        pg.sql("events", "SELECT count(*) FROM toolnexus_task_events"),
+        "0",
+        "deleted with the task"
+    );
 }
 
 /// A slow OpenAI-style model: a message `sleep N` is answered after N ms,
@@ -461,6 +537,14 @@ async fn a_subscription_on_another_replica_gets_the_rest() {
             .count(),
         1,
         "one status change after the snapshot: {text}"
+    );
+    // Logged on A with its saves: working, the answer, completed.
+    assert_eq!(
+        pg.sql(
+            "follow",
+            &format!("SELECT count(*) FROM toolnexus_task_events WHERE task_id = '{id}'")
+        ),
+        "3"
     );
 }
 
@@ -845,4 +929,55 @@ async fn a_database_restart_mid_load_loses_nothing_acknowledged() {
         resumed.as_millis(),
         acked.len()
     );
+}
+
+/// The acceptance "stream then resubscribe": the official Python and JS
+/// SDK clients stream a slow task from replica A, drop the connection after
+/// the first two events (the task, `working`), and SubscribeToTask on
+/// replica B (its own card). B sends the task as stored, then the rest from
+/// the event log: the answer once and the terminal state, none missing and
+/// none told twice across the two connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_clients_stream_from_one_replica_and_resubscribe_on_another() {
+    use common::sdk::{official_client, Sdk};
+    let pg = PgCluster::start();
+    let url = pg.database("resub");
+    let (model, _) = slow_model().await;
+    let r = replicas(3, &url, &model.url, "30").await;
+    let card = |i: usize| format!("{}/.well-known/agent-card.json", r[i].url);
+    for (sdk, a, b) in [(Sdk::Python, 0, 1), (Sdk::Js, 1, 2)] {
+        let (code, out, stderr) = official_client(
+            sdk,
+            &card(a),
+            "sleep 1500",
+            &["--stream", "--drop-after", "2", "--resubscribe", &card(b)],
+        )
+        .await;
+        assert_eq!(code, 0, "{sdk:?}: {out} {stderr}");
+        assert_eq!(out["state"], "completed", "{sdk:?}: {out}");
+        assert_eq!(out["text"], "done", "{sdk:?}: the answer once: {out}");
+        let events = out["events"].as_array().expect("events");
+        let kinds: Vec<String> = events
+            .iter()
+            .map(|e| match e["kind"].as_str().unwrap_or_default() {
+                "artifact-update" => format!("artifact:{}", e["text"].as_str().unwrap_or("")),
+                kind => match e["state"].as_str() {
+                    Some(state) => format!("{kind}:{state}"),
+                    None => kind.to_string(),
+                },
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "task:submitted",
+                "status-update:working",
+                "dropped",
+                "task:working",
+                "artifact:done",
+                "status-update:completed"
+            ],
+            "{sdk:?}: A told the start, B the snapshot then the rest, in order: {out}"
+        );
+    }
 }

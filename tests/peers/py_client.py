@@ -55,6 +55,13 @@ Exit: 0 completed (or a Message reply), 2 other final state, 1 error/timeout.
   message and message events also carry "text"; artifact-update carries
   artifactId / append / lastChunk / text (its text parts joined with "\n").
 
+--drop-after N [--resubscribe CARD_URL_B]   (with --stream)
+  Reads the first N events of the stream, drops the connection (closes the
+  SDK's stream), then calls the SDK's Client.subscribe (SubscribeToTask) for
+  the task at CARD_URL_B (another replica; default CARD_URL) and records its
+  events too, after a {"kind": "dropped", "t_ms": …} marker. The subscription
+  starts with the task as stored (a `task` event), then the events after it.
+
 --answer ANSWER
   When the task stops in input-required or auth-required, answer it: one more
   message with ANSWER that names the task (task_id) and its context_id, sent and
@@ -104,6 +111,7 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     Task,
     TaskPushNotificationConfig,
     TaskState,
@@ -280,7 +288,8 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
               stream: bool = False, answer: str | None = None,
               list_after: bool = False, push_url: str | None = None,
               rest: bool = False, cancel: bool = False,
-              api_key_env: str | None = None, bearer_env: str | None = None) -> int:
+              api_key_env: str | None = None, bearer_env: str | None = None,
+              drop_after: int | None = None, resubscribe: str | None = None) -> int:
     factory_cls = LegacyClientFactory if legacy else ClientFactory
     bindings = ['HTTP+JSON'] if rest else []
     if legacy:
@@ -351,12 +360,28 @@ async def run(card_url: str, text: str, legacy: bool, non_blocking: bool,
         else:
             t0 = time.perf_counter()
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                async for event in client.send_message(request, context=ctx):
+                stream_a = client.send_message(request, context=ctx)
+                async for event in stream_a:
                     events.append(event_record(event, (time.perf_counter() - t0) * 1000))
                     if event.HasField('message'):
                         reply = event.message
                     else:
                         task = fold_event(task, event)
+                    if drop_after is not None and len(events) >= drop_after:
+                        break
+                if drop_after is not None and task is not None:
+                    # Drop the connection, then SubscribeToTask elsewhere.
+                    await stream_a.aclose()
+                    events.append({'kind': 'dropped', 't_ms': round((time.perf_counter() - t0) * 1000, 1)})
+                    other = await factory.create_from_url(resubscribe or card_url,
+                                                          relative_card_path='/')
+                    try:
+                        async for event in other.subscribe(SubscribeToTaskRequest(id=task.id),
+                                                           context=ctx):
+                            events.append(event_record(event, (time.perf_counter() - t0) * 1000))
+                            task = fold_event(task, event)
+                    finally:
+                        await other.close()
         if task is None:
             if reply is None:
                 raise RuntimeError('server returned neither a task nor a message')
@@ -441,6 +466,12 @@ def main() -> None:
                         help="use the SDK's HTTP+JSON (REST) transport")
     parser.add_argument('--cancel', action='store_true',
                         help='then CancelTask the finished task; adds "cancel"')
+    parser.add_argument('--drop-after', type=int, metavar='N',
+                        help='with --stream: drop the stream after N events, then SubscribeToTask '
+                             '(at --resubscribe, else the same agent); a {"kind": "dropped"} '
+                             'event marks where')
+    parser.add_argument('--resubscribe', metavar='CARD_URL',
+                        help='the agent card of the replica --drop-after resubscribes at')
     parser.add_argument('--api-key-env', metavar='NAME',
                         help="the API key for the card's apiKey schemes, from env NAME")
     parser.add_argument('--bearer-env', metavar='NAME',
@@ -452,7 +483,8 @@ def main() -> None:
     try:
         rc = asyncio.run(run(args.card_url, args.text, args.legacy, args.non_blocking,
                              args.stream, args.answer, args.list, args.push,
-                             args.rest, args.cancel, args.api_key_env, args.bearer_env))
+                             args.rest, args.cancel, args.api_key_env, args.bearer_env,
+                             args.drop_after, args.resubscribe))
     except Exception as e:  # noqa: BLE001
         msg = ' | '.join(line.strip() for line in str(e).splitlines() if line.strip())
         print(f'error: {type(e).__name__}: {msg}', file=sys.stderr)

@@ -100,6 +100,10 @@ struct Run {
     /// The events that end the task's streams, held until their state is
     /// stored (read your writes: a GetTask after the terminal event sees it).
     held: Vec<StreamEvent>,
+    /// The events published since the last save began, in order: logged
+    /// with the next save ([`TaskStore::save_with_events`](super::TaskStore::save_with_events)),
+    /// put back when a save fails or conflicts.
+    pending: Vec<StreamEvent>,
     /// Failed saves of the terminal state so far; while a retry waits, no save starts.
     retries: u32,
     retry_waiting: bool,
@@ -192,6 +196,8 @@ pub(crate) struct Due {
     pub(crate) task: Task,
     /// Nothing but the lease changed (no hook, no notification).
     pub(crate) renewal: bool,
+    /// The events that led from the stored version to this one, for the log.
+    pub(crate) events: Vec<StreamEvent>,
 }
 
 impl Default for Tasks {
@@ -375,6 +381,7 @@ impl Tasks {
             changed: false,
             check: false,
             held: Vec::new(),
+            pending: Vec::new(),
             retries: 0,
             retry_waiting: false,
             streams: Vec::new(),
@@ -490,6 +497,7 @@ impl Tasks {
         run.task.apply(&event);
         run.unsaved = true;
         run.changed = true;
+        run.pending.push(event.clone());
         if event.state().is_some_and(ends_stream) {
             // On the wire once stored: see `saved`.
             run.held.push(event);
@@ -662,10 +670,28 @@ impl Tasks {
         run.saving = true;
         run.unsaved = false;
         let renewal = !std::mem::take(&mut run.changed);
+        let events = std::mem::take(&mut run.pending);
         let mut task = run.task.clone();
         task.revision.version += 1;
         task.revision.lease = lease;
-        Some(Due { task, renewal })
+        Some(Due {
+            task,
+            renewal,
+            events,
+        })
+    }
+
+    /// For the job: a save of `events` did not store them (it failed or
+    /// conflicted): they go first into the next save.
+    pub(crate) fn unlogged(&mut self, id: &str, mut events: Vec<StreamEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        if let Some(run) = self.running.get_mut(id) {
+            events.append(&mut run.pending);
+            run.pending = events;
+            run.changed = true;
+        }
     }
 
     #[cfg(feature = "replicas")]
@@ -793,6 +819,8 @@ impl Tasks {
         run.decided = true;
         run.abort = true;
         wake(&mut run.job);
+        // Another replica's state stands: what was ours is not logged.
+        run.pending.clear();
         run.held.clear();
         run.held.push(status(
             &stored,
@@ -974,6 +1002,43 @@ mod tests {
         let after = t.saved(task(id), Ok(()));
         assert!(after.settled.is_none() && after.problem.is_none());
         t
+    }
+
+    #[test]
+    fn events_of_a_save_that_did_not_store_go_with_the_next_one() {
+        let mut t = started("t");
+        working(&mut t, "t");
+        let due = t.next_save("t", None).expect("due");
+        assert_eq!(due.events.len(), 1, "the working event");
+        // A chunk arrives while the save is under way, which then conflicts.
+        t.progress("t", |p| {
+            StreamEvent::Artifact(crate::model::event::ArtifactUpdate {
+                task_id: p.task_id.into(),
+                context_id: p.context_id.into(),
+                artifact: crate::model::task::Artifact {
+                    artifact_id: p.answer_id.into(),
+                    parts: vec![crate::model::task::Part::Text("one".into())],
+                },
+                append: false,
+                last_chunk: false,
+            })
+        });
+        t.unlogged("t", due.events);
+        t.conflicted(&due.task);
+        let mut stored = due.task.clone();
+        stored.revision.version += 1;
+        t.reconcile("t", Some(stored));
+        let again = t
+            .next_save("t", None)
+            .expect("saved again over the stored version");
+        let states: Vec<Option<TaskState>> = again.events.iter().map(StreamEvent::state).collect();
+        assert_eq!(
+            states,
+            vec![Some(TaskState::Working), None],
+            "in publish order, none dropped"
+        );
+        let _ = t.saved(again.task, Ok(()));
+        assert!(t.next_save("t", None).is_none_or(|d| d.events.is_empty()));
     }
 
     #[test]

@@ -39,9 +39,9 @@ pub use policy::{
     AllowedHosts, BodyRefusal, CorsOrigin, Health, InvalidOption, DEFAULT_BODY_LIMIT, HEALTH_PATH,
 };
 pub use store::{
-    delete_push_record, is_expired_finished, may_replace, push_records, put_push_record,
-    task_bytes, MemoryStore, StoreError, TaskFilter, TaskStore, DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_TASKS,
+    delete_push_record, event_from_json, event_json, is_expired_finished, may_replace,
+    push_records, put_push_record, task_bytes, LoggedEvent, MemoryStore, StoreError, TaskFilter,
+    TaskStore, DEFAULT_MAX_BYTES, DEFAULT_MAX_TASKS,
 };
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
@@ -984,39 +984,84 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     /// The events of a stored task running on another replica, from the
-    /// version `last`: each change the store tells of (or `store_poll`
-    /// finds) read and turned into the events between the two versions,
-    /// until the task stops. Nothing is told twice: each version is read
-    /// against the one before it.
+    /// version `last`: replayed from the store's event log
+    /// ([`TaskStore::events_after`]) with `last`'s version as the cursor,
+    /// then followed at each change the store tells of (or `store_poll`
+    /// finds), until the task stops. The cursor moves past each event
+    /// told, so none is told twice and none written after `last` is
+    /// missed. A store that keeps no log is followed by comparing each
+    /// version read with the one before it (chunks saved together merge).
     #[cfg(feature = "replicas")]
     fn follow_stored(
         self: &Arc<Self>,
         last: Task,
     ) -> crate::host::transport::BoxStream<'static, StreamEvent> {
-        let state = (self.clone(), last, std::collections::VecDeque::new(), false);
+        let cursor = last.revision.version;
+        let state = (
+            self.clone(),
+            last,
+            cursor,
+            std::collections::VecDeque::new(),
+            false,
+        );
         Box::pin(futures_util::stream::unfold(
             state,
-            |(server, mut last, mut queue, mut done)| async move {
+            |(server, mut last, mut cursor, mut queue, mut done)| async move {
                 loop {
                     if let Some(event) = queue.pop_front() {
-                        return Some((event, (server, last, queue, done)));
+                        return Some((event, (server, last, cursor, queue, done)));
                     }
                     if done {
                         return None;
                     }
                     // Watch before reading, so a change in between is not missed.
                     let changed = server.watched(&last.id);
-                    match server.store.get(&last.id).await {
-                        Ok(Some(now)) if now.revision.version > last.revision.version => {
-                            queue.extend(stream::changes(&last, &now));
-                            done = machine::ends_stream(now.state);
-                            last = now;
+                    match server.store.events_after(&last.id, cursor).await {
+                        Ok(Some(events)) if !events.is_empty() => {
+                            for (version, event) in events {
+                                cursor = cursor.max(version);
+                                done = event.state().is_some_and(machine::ends_stream);
+                                queue.push_back(event);
+                                if done {
+                                    break;
+                                }
+                            }
                             continue;
                         }
-                        // Gone.
-                        Ok(None) => return None,
-                        // Unchanged, or unreadable for now: wait for the next change.
-                        _ => {}
+                        // Nothing logged since: gone, or stopped by a
+                        // write that logged nothing; else wait.
+                        Ok(Some(_)) => match server.store.get(&last.id).await {
+                            Ok(None) => return None,
+                            Ok(Some(now))
+                                if now.revision.version > cursor
+                                    && machine::ends_stream(now.state) =>
+                            {
+                                queue.push_back(machine::status(
+                                    &now,
+                                    now.state,
+                                    now.status_message.clone(),
+                                    now.updated_ms,
+                                ));
+                                done = true;
+                                continue;
+                            }
+                            _ => {}
+                        },
+                        // No log: compare versions.
+                        Ok(None) => match server.store.get(&last.id).await {
+                            Ok(Some(now)) if now.revision.version > last.revision.version => {
+                                queue.extend(stream::changes(&last, &now));
+                                done = machine::ends_stream(now.state);
+                                last = now;
+                                continue;
+                            }
+                            // Gone.
+                            Ok(None) => return None,
+                            // Unchanged, or unreadable for now: wait for the next change.
+                            _ => {}
+                        },
+                        // Unreadable for now: wait for the next change.
+                        Err(_) => {}
                     }
                     let poll = server.store_poll_ms.and_then(|ms| {
                         server
@@ -1335,7 +1380,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let holder = task.revision.lease.take().map(|l| l.holder);
         mark_interrupted(&mut task, self.host.unix_ms());
         task.revision.version += 1;
-        match self.store.save(&task).await {
+        let logged = [machine::status(
+            &task,
+            task.state,
+            task.status_message.clone(),
+            task.updated_ms,
+        )];
+        match self.store.save_with_events(&task, &logged).await {
             Ok(()) => {}
             Err(e) if e.is_conflict() => {
                 return match self.store.get(&task.id).await {
@@ -1714,7 +1765,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     task.updated_ms = self.host.unix_ms().or(task.updated_ms);
                     task.revision.version += 1;
                     task.revision.lease = None;
-                    match self.store.save(&task).await {
+                    let logged = [machine::status(
+                        &task,
+                        task.state,
+                        task.status_message.clone(),
+                        task.updated_ms,
+                    )];
+                    match self.store.save_with_events(&task, &logged).await {
                         Ok(()) => break task,
                         // Changed meanwhile: read it again and decide again.
                         Err(e) if e.is_conflict() && conflicts < CONFLICT_RETRIES => {
@@ -1930,7 +1987,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                 if let Some(due) = due {
                     let s = server.clone();
                     job.save = Some(Box::pin(async move {
-                        let result = s.store.save(&due.task).await;
+                        let result = s.store.save_with_events(&due.task, &due.events).await;
                         (due, result)
                     }));
                 }
@@ -1939,6 +1996,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                 if let Poll::Ready((due, result)) = save.as_mut().poll(cx) {
                     job.save = None;
                     let task = due.task;
+                    if result.is_err() {
+                        // Not stored: its events go with the next save.
+                        server.tasks().unlogged(&task.id, due.events);
+                    }
                     if matches!(&result, Err(e) if e.is_conflict()) {
                         // Another replica wrote it: nothing of ours was stored.
                         server.tasks().conflicted(&task);

@@ -3,6 +3,7 @@
 //! state, wake-ups on store changes) with no sockets and no sleeps.
 
 use super::{lock, yield_once};
+use crate::model::event::StreamEvent;
 use crate::server::*;
 use crate::testing::{TestLocks, VirtualTime};
 use crate::BoxFuture;
@@ -36,6 +37,8 @@ struct Shared {
     inner: MemoryStore<TestLocks>,
     changes: Mutex<Vec<(String, u64)>>,
     tell: AtomicBool,
+    /// Whether it keeps the event log (else subscribers compare versions).
+    log: AtomicBool,
 }
 
 impl TaskStore for Arc<Shared> {
@@ -52,6 +55,40 @@ impl TaskStore for Arc<Shared> {
                 lock(&this.changes).push((task.id.clone(), task.revision.version));
             }
             Ok(())
+        }
+    }
+    fn save_with_events(
+        &self,
+        task: &Task,
+        events: &[StreamEvent],
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        let (this, task, events) = (self.clone(), task.clone(), events.to_vec());
+        async move {
+            yield_once().await;
+            if this.log.load(Ordering::SeqCst) {
+                this.inner.save_events_now(&task, &events)?;
+            } else {
+                this.inner.save_now(&task)?;
+            }
+            if this.tell.load(Ordering::SeqCst) {
+                lock(&this.changes).push((task.id.clone(), task.revision.version));
+            }
+            Ok(())
+        }
+    }
+    fn events_after(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> impl Future<Output = Result<Option<Vec<LoggedEvent>>, StoreError>> + MaybeSend {
+        let log = self
+            .log
+            .load(Ordering::SeqCst)
+            .then(|| self.inner.events_after_now(id, version));
+        async move {
+            // A read takes a moment too: saves land meanwhile.
+            yield_once().await;
+            Ok(log)
         }
     }
     fn get_push_configs(
@@ -192,6 +229,24 @@ impl Fulfiller for Slow {
                 Ok("tail".to_string())
             });
         }
+        if let Some(at) = r
+            .text
+            .strip_prefix("burst ")
+            .and_then(|n| n.trim().parse::<u64>().ok())
+        {
+            // Three chunks at once (saved together), then one more later.
+            let clock = self.clock.clone();
+            return Box::pin(async move {
+                clock.sleep_until(at).await;
+                progress.artifact_chunk("one", false);
+                progress.artifact_chunk("two", false);
+                progress.artifact_chunk("three", false);
+                clock.sleep_until(at + 1_000).await;
+                progress.artifact_chunk("four", false);
+                clock.sleep_until(at + 2_000).await;
+                Ok("tail".to_string())
+            });
+        }
         let at = r
             .text
             .strip_prefix("slow ")
@@ -237,6 +292,7 @@ fn cluster(n: usize, poll: Option<u64>) -> Cluster {
         inner: MemoryStore::default(),
         changes: Mutex::default(),
         tell: AtomicBool::new(true),
+        log: AtomicBool::new(true),
     });
     let (answered, stopped) = (Arc::default(), Arc::default());
     let names = ["a", "b", "c"];
@@ -795,4 +851,199 @@ fn a_sweep_deletes_finished_tasks_past_their_retention_only() {
     assert_eq!(v["error"]["code"], -32001, "{v}");
     let a = c.servers[0].clone();
     assert_eq!(c.run(async move { a.sweep().await }), Ok(0), "deleted once");
+}
+
+/// The events a stream's frames carry (`result` of each `data:` line).
+fn frame_events(frames: &[Vec<u8>]) -> Vec<Value> {
+    frames
+        .iter()
+        .filter_map(|f| {
+            let text = String::from_utf8_lossy(f);
+            let data = text.lines().find_map(|l| l.strip_prefix("data:"))?;
+            serde_json::from_str::<Value>(data.trim()).ok()
+        })
+        .map(|v| v["result"].clone())
+        .collect()
+}
+
+/// Each chunk's text, in order, of the artifact-update events.
+fn chunk_texts(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "artifact-update")
+        .flat_map(|e| {
+            e["artifact"]["parts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|p| p["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Chunks published together are saved together, yet a subscriber on
+/// another replica hears each one as its own event, once, from the log.
+#[test]
+fn a_subscription_on_another_replica_replays_every_chunk_from_the_log() {
+    let c = cluster(2, None);
+    let id = c.send(0, "burst 1000");
+    // Subscribed before any chunk: every one comes through the follow.
+    let req = Cluster::request(1, "tasks/resubscribe", json!({"id": id}), None);
+    let b = c.servers[1].clone();
+    let reply = c.run(async move { b.serve(req).await });
+    let Reply::Stream { mut body, .. } = reply else {
+        panic!("not a stream: {reply:?}");
+    };
+    let frames: Vec<Vec<u8>> = c.run(async move {
+        use futures_util::StreamExt;
+        let mut frames = Vec::new();
+        while let Some(f) = body.next().await {
+            frames.push(f);
+        }
+        frames
+    });
+    let events = frame_events(&frames);
+    assert_eq!(events[0]["kind"], "task", "{events:?}");
+    assert!(
+        events[0]["artifacts"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "subscribed before the first chunk: {events:?}"
+    );
+    let chunks: Vec<&Value> = events[1..]
+        .iter()
+        .filter(|e| e["kind"] == "artifact-update")
+        .collect();
+    assert_eq!(
+        chunks.len(),
+        5,
+        "one event per chunk, as published: {events:?}"
+    );
+    assert_eq!(
+        chunk_texts(&events[1..]),
+        ["one", "two", "three", "four", "tail"],
+        "none lost, none twice: {events:?}"
+    );
+    let states: Vec<&str> = events[1..]
+        .iter()
+        .filter_map(|e| e["status"]["state"].as_str())
+        .collect();
+    assert_eq!(states, ["working", "completed"], "{events:?}");
+    assert_eq!(events.last().unwrap()["status"]["state"], "completed");
+    // What the log holds is what was told: the logged chunks are the same.
+    let logged = c.store.inner.events_after_now(&id, 0);
+    assert_eq!(logged.len(), events.len() - 1, "{logged:?}");
+    let versions: Vec<u64> = logged.iter().map(|(v, _)| *v).collect();
+    assert!(
+        versions.windows(2).all(|w| w[0] <= w[1]),
+        "logged in version order: {versions:?}"
+    );
+    assert_eq!(
+        versions.last().copied(),
+        Some(c.stored(&id).revision.version),
+        "the terminal event is logged with the terminal version"
+    );
+}
+
+/// A follower that starts from a snapshot read before later saves landed
+/// (the gap between SubscribeToTask's read and its follow) replays those
+/// saves' events from the log: nothing in the gap is lost, nothing twice.
+#[test]
+fn events_written_between_the_snapshot_and_the_follow_are_replayed_once() {
+    let c = cluster(2, None);
+    let id = c.send(0, "burst 1000");
+    c.run_until(500);
+    let snapshot = c.stored(&id);
+    assert_eq!(snapshot.state, TaskState::Working);
+    // The burst and the fourth chunk land before the follow starts.
+    c.run_until(2_500);
+    assert!(c.stored(&id).revision.version > snapshot.revision.version);
+    let follow = c.servers[1].follow_stored(snapshot.clone());
+    let told: Vec<StreamEvent> = c.run(async move {
+        use futures_util::StreamExt;
+        follow.collect::<Vec<_>>().await
+    });
+    let values: Vec<Value> = told
+        .iter()
+        .map(|e| serde_json::to_value(e.shaped(crate::model::task::Shape::V03)).unwrap())
+        .collect();
+    assert_eq!(
+        chunk_texts(&values),
+        ["one", "two", "three", "four", "tail"],
+        "{values:?}"
+    );
+    assert_eq!(
+        told.iter().filter(|e| e.state().is_some()).count(),
+        1,
+        "working was in the snapshot; only the terminal state follows: {values:?}"
+    );
+    assert_eq!(
+        told.last().and_then(StreamEvent::state),
+        Some(TaskState::Completed)
+    );
+}
+
+/// Without a log the follow compares versions: still every chunk's text,
+/// once, but chunks saved together arrive as one event.
+#[test]
+fn a_store_without_a_log_is_followed_by_comparing_versions() {
+    let c = cluster(2, None);
+    c.store.log.store(false, Ordering::SeqCst);
+    let id = c.send(0, "burst 1000");
+    c.run_until(500);
+    let snapshot = c.stored(&id);
+    let follow = c.servers[1].follow_stored(snapshot);
+    let told: Vec<StreamEvent> = c.run(async move {
+        use futures_util::StreamExt;
+        follow.collect::<Vec<_>>().await
+    });
+    let values: Vec<Value> = told
+        .iter()
+        .map(|e| serde_json::to_value(e.shaped(crate::model::task::Shape::V03)).unwrap())
+        .collect();
+    assert_eq!(
+        chunk_texts(&values),
+        ["one", "two", "three", "four", "tail"],
+        "{values:?}"
+    );
+    let chunks = values
+        .iter()
+        .filter(|e| e["kind"] == "artifact-update")
+        .count();
+    assert!(
+        chunks < 5,
+        "the burst was saved as one version, so it is told as one event: {values:?}"
+    );
+    assert_eq!(
+        told.last().and_then(StreamEvent::state),
+        Some(TaskState::Completed)
+    );
+}
+
+/// A canceled task's log ends with the canceled state, written by the
+/// replica that stored it; the sweep deletes the log with the task.
+#[test]
+fn a_cancel_elsewhere_is_logged_and_the_sweep_deletes_the_log() {
+    let c = cluster(2, None);
+    let id = c.send(0, "slow 100000");
+    c.run_until(500);
+    let v = c.rpc(1, "tasks/cancel", json!({"id": id}));
+    assert_eq!(v["result"]["status"]["state"], "canceled", "{v}");
+    c.settle();
+    let logged = c.store.inner.events_after_now(&id, 0);
+    let states: Vec<TaskState> = logged.iter().filter_map(|(_, e)| e.state()).collect();
+    assert_eq!(
+        states.iter().filter(|s| **s == TaskState::Canceled).count(),
+        1,
+        "{logged:?}"
+    );
+    assert_eq!(states.last(), Some(&TaskState::Canceled), "{logged:?}");
+    c.run_until(c.now() + RETENTION_MS + 1_000);
+    let server = c.servers[0].clone();
+    assert_eq!(c.run(async move { server.sweep().await }), Ok(1));
+    assert!(c.store.inner.get_now(&id).is_none(), "swept");
+    assert!(
+        c.store.inner.events_after_now(&id, 0).is_empty(),
+        "the log went with its task"
+    );
 }

@@ -2,7 +2,8 @@
 
 use crate::host::lock::{Lock, Locks};
 use crate::host::transport::MaybeSend;
-use crate::model::task::{Task, TaskState};
+use crate::model::event::StreamEvent;
+use crate::model::task::{Shape, Task, TaskState};
 use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::DefaultHashBuilder;
 use std::collections::VecDeque;
@@ -45,6 +46,21 @@ impl StoreError {
 /// a test) and always goes through.
 pub fn may_replace(stored: Option<u64>, saving: u64) -> bool {
     saving == 0 || stored.unwrap_or(0) + 1 == saving
+}
+
+/// An event of a task's log ([`TaskStore::events_after`]): the version of
+/// the task whose save wrote it, and the event.
+pub type LoggedEvent = (u64, StreamEvent);
+
+/// An event as stores keep it in their logs (JSON in the A2A 0.3 shape,
+/// which [`event_from_json`] reads back).
+pub fn event_json(event: &StreamEvent) -> serde_json::Value {
+    serde_json::to_value(event.shaped(Shape::V03)).unwrap_or(serde_json::Value::Null)
+}
+
+/// An event stored by [`event_json`]; `None` if it is not one.
+pub fn event_from_json(v: &serde_json::Value) -> Option<StreamEvent> {
+    StreamEvent::from_value(v)
 }
 
 /// Which tasks ListTasks asks for.
@@ -99,11 +115,42 @@ impl TaskFilter {
 ///   PostgreSQL `NOTIFY`) pass them to
 ///   [`A2aServer::store_changed`](super::A2aServer::store_changed): waiters and
 ///   the fulfilling replica wake at once instead of at their next poll.
+/// - **Event log.** [`save_with_events`](TaskStore::save_with_events)
+///   appends the status and artifact events that led to the saved version
+///   to the task's ordered log, in the same atomic write as the task (both
+///   or neither); [`events_after`](TaskStore::events_after) replays them
+///   from a version, so a subscriber on any replica misses none and sees
+///   none twice. A store that keeps no log answers `Ok(None)` and
+///   subscribers compare versions instead (intermediate chunks merged).
+///   Deleting a task deletes its log.
 pub trait TaskStore:
     crate::host::transport::MaybeSend + crate::host::transport::MaybeSync + 'static
 {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend;
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend;
+    /// [`save`](TaskStore::save), and `events` (what changed the task since
+    /// the stored version, in order) appended to its log under the saved
+    /// version, atomically with the task: a refused compare-and-swap
+    /// appends nothing. The default keeps no log and only saves.
+    fn save_with_events(
+        &self,
+        task: &Task,
+        events: &[StreamEvent],
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        let _ = events;
+        self.save(task)
+    }
+    /// Task `id`'s logged events written by versions after `version`, in
+    /// the order they were appended. `Ok(None)` (the default): this store
+    /// keeps no log.
+    fn events_after(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> impl Future<Output = Result<Option<Vec<LoggedEvent>>, StoreError>> + MaybeSend {
+        let _ = (id, version);
+        std::future::ready(Ok(None))
+    }
     /// The stored tasks that pass `filter`, in any order (returning more is
     /// fine: the server filters again). `Ok(None)`: this store cannot list,
     /// and ListTasks answers that it is unsupported.
@@ -319,6 +366,9 @@ struct Inner {
     finished: VecDeque<u32>,
     hasher: DefaultHashBuilder,
     len: usize,
+    /// The event log of each stored task that has one, by task id: dropped
+    /// with its task. Boxed: a store that logs nothing stays small.
+    events: Box<hashbrown::HashMap<String, Vec<LoggedEvent>>>,
     /// The push-notification configs of stored tasks, by task id: dropped
     /// with their task.
     #[cfg(feature = "push")]
@@ -343,6 +393,9 @@ impl Inner {
         let hash = self.hasher.hash_one(task.id.as_str());
         if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
             entry.remove();
+        }
+        if !self.events.is_empty() {
+            self.events.remove(task.id.as_str());
         }
         #[cfg(feature = "push")]
         if !self.push.is_empty() {
@@ -395,6 +448,7 @@ impl<L: Locks> MemoryStore<L> {
                 finished: VecDeque::new(),
                 hasher: DefaultHashBuilder::default(),
                 len: 0,
+                events: Box::default(),
                 #[cfg(feature = "push")]
                 push: hashbrown::HashMap::new(),
             }),
@@ -442,8 +496,35 @@ impl<L: Locks> MemoryStore<L> {
     /// Stores the task now (see the type's eviction rule), if its version
     /// follows the stored one ([`may_replace`]).
     pub fn save_now(&self, task: &Task) -> Result<(), StoreError> {
-        let size = task_bytes(task);
+        self.save_events_now(task, &[])
+    }
+
+    /// [`save_now`](Self::save_now), and `events` appended to the task's
+    /// log under the saved version, under the same lock.
+    pub fn save_events_now(&self, task: &Task, events: &[StreamEvent]) -> Result<(), StoreError> {
         let mut inner = self.lock();
+        self.save_locked(&mut inner, task)?;
+        if !events.is_empty() {
+            let version = inner
+                .find(&task.id)
+                .and_then(|slot| inner.slots[slot as usize].as_ref())
+                .map_or(task.revision.version, |t| t.revision.version);
+            let log = inner.events.entry(task.id.clone()).or_default();
+            log.extend(events.iter().map(|e| (version, e.clone())));
+        }
+        Ok(())
+    }
+
+    /// The events logged for task `id` after `version`, now.
+    pub fn events_after_now(&self, id: &str, version: u64) -> Vec<LoggedEvent> {
+        let inner = self.lock();
+        inner.events.get(id).map_or_else(Vec::new, |log| {
+            log.iter().filter(|(v, _)| *v > version).cloned().collect()
+        })
+    }
+
+    fn save_locked(&self, inner: &mut Inner, task: &Task) -> Result<(), StoreError> {
+        let size = task_bytes(task);
         if let Some(slot) = inner.find(&task.id) {
             let stored = inner.slots[slot as usize]
                 .as_mut()
@@ -537,6 +618,22 @@ impl<L: Locks> TaskStore for MemoryStore<L> {
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         std::future::ready(self.save_now(task))
+    }
+
+    fn save_with_events(
+        &self,
+        task: &Task,
+        events: &[StreamEvent],
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        std::future::ready(self.save_events_now(task, events))
+    }
+
+    fn events_after(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> impl Future<Output = Result<Option<Vec<LoggedEvent>>, StoreError>> + MaybeSend {
+        std::future::ready(Ok(Some(self.events_after_now(id, version))))
     }
 
     fn list(

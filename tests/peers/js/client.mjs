@@ -46,6 +46,12 @@
 //   artifact-update carries artifactId / append / lastChunk / text (its text parts
 //   joined with "\n"). Same keys and order as py_client.py --stream.
 //
+// --drop-after N [--resubscribe CARD_URL_B]   (with --stream)
+//   Reads the first N events of the stream, drops the connection (leaves the
+//   SDK's stream), then calls the SDK's resubscribeTask (SubscribeToTask) for the
+//   task at CARD_URL_B (another replica; default CARD_URL) and records its events
+//   too, after a {"kind":"dropped","t_ms":…} marker. Same as py_client.py.
+//
 // --rest
 //   Use the SDK's HTTP+JSON transport (RestTransportFactory, preferredTransports
 //   ['HTTP+JSON']); with --legacy its v0.3 REST transport (the /v1 routes).
@@ -243,7 +249,7 @@ function envAuthHandler(cardRef, apiKeyEnv, bearerEnv) {
   };
 }
 
-async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined, rest = false, cancel = false, apiKeyEnv = undefined, bearerEnv = undefined) {
+async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = undefined, listAfter = false, pushUrl = undefined, rest = false, cancel = false, apiKeyEnv = undefined, bearerEnv = undefined, dropAfter = undefined, resubscribe = undefined) {
   const legacyCompat = legacy ? { enabled: true } : undefined;
   const resolver = new DefaultAgentCardResolver({ legacyCompat });
   const auth = apiKeyEnv || bearerEnv;
@@ -375,13 +381,24 @@ async function run(cardUrl, text, legacy, nonBlocking, stream = false, answer = 
     }
     const t0 = process.hrtime.bigint();
     let folded;
+    const since = () => Number(process.hrtime.bigint() - t0) / 1e6;
     for await (const event of client.sendMessageStream(request, opts())) {
-      events.push(eventRecord(event, Number(process.hrtime.bigint() - t0) / 1e6));
+      events.push(eventRecord(event, since()));
       if (event?.payload?.$case === 'message') {
         result = event.payload.value;
         break;
       }
       folded = foldEvent(folded, event);
+      // Leaving the loop closes the SDK's stream: the connection drops.
+      if (dropAfter !== undefined && events.length >= dropAfter) break;
+    }
+    if (dropAfter !== undefined && !result && folded?.id) {
+      events.push({ kind: 'dropped', t_ms: Math.round(since() * 10) / 10 });
+      const other = await factory.createFromUrl(resubscribe ?? cardUrl, '');
+      for await (const event of other.resubscribeTask({ tenant: '', id: folded.id }, opts())) {
+        events.push(eventRecord(event, since()));
+        folded = foldEvent(folded, event);
+      }
     }
     result = result ?? folded;
   }
@@ -424,6 +441,8 @@ try {
       cancel: { type: 'boolean', default: false },
       'api-key-env': { type: 'string' },
       'bearer-env': { type: 'string' },
+      'drop-after': { type: 'string' },
+      resubscribe: { type: 'string' },
     },
   });
   if (parsed.positionals.length !== 2) throw new Error('expected CARD_URL and TEXT');
@@ -450,7 +469,9 @@ try {
     parsed.values.rest,
     parsed.values.cancel,
     parsed.values['api-key-env'],
-    parsed.values['bearer-env']
+    parsed.values['bearer-env'],
+    parsed.values['drop-after'] === undefined ? undefined : Number(parsed.values['drop-after']),
+    parsed.values.resubscribe
   );
 } catch (e) {
   const code = e?.code !== undefined ? ` (code ${e.code})` : '';
