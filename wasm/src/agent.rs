@@ -52,17 +52,17 @@ pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
     }
     let origins = get(v, "allowedOrigins");
     if !is_absent(&origins) {
-        let list = Array::is_array(&origins)
-            .then(|| {
-                Array::from(&origins)
-                    .iter()
-                    .map(|o| o.as_string())
-                    .collect::<Option<Vec<_>>>()
-            })
-            .flatten();
-        agent.allowed_origins = list.ok_or_else(|| {
-            misuse("agent.allowedOrigins must be an array of origins (https://host[:port])")
-        })?;
+        let refused =
+            || misuse("agent.allowedOrigins must be an array of origins (https://host[:port])");
+        if !Array::is_array(&origins) {
+            return Err(refused());
+        }
+        // A plain loop, not `collect::<Option<..>>()` (see ARCHITECTURE.md).
+        let mut list = Vec::new();
+        for o in Array::from(&origins).iter() {
+            list.push(o.as_string().ok_or_else(refused)?);
+        }
+        agent.allowed_origins = list;
     }
     Ok(agent)
 }
@@ -136,7 +136,11 @@ pub fn agents_from_js(v: &JsValue, what: &str) -> Result<Vec<Agent>, JsValue> {
             "{what} must be an array of agents or card URLs"
         )));
     }
-    Array::from(v).iter().map(|a| agent_from_js(&a)).collect()
+    let mut agents = Vec::new();
+    for a in Array::from(v).iter() {
+        agents.push(agent_from_js(&a)?);
+    }
+    Ok(agents)
 }
 
 /// `agent({card, headers?, timeout?, pollEvery?})`: a checked descriptor.

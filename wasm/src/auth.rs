@@ -71,10 +71,12 @@ fn principal(v: &JsValue) -> Result<Principal, String> {
     let scopes = if is_absent(&scopes) {
         Vec::new()
     } else if Array::is_array(&scopes) {
-        Array::from(&scopes)
-            .iter()
-            .map(|s| s.as_string().ok_or("principal.scopes must be strings"))
-            .collect::<Result<_, _>>()?
+        // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+        let mut list = Vec::new();
+        for s in Array::from(&scopes).iter() {
+            list.push(s.as_string().ok_or("principal.scopes must be strings")?);
+        }
+        list
     } else {
         return Err("principal.scopes must be an array of strings".into());
     };

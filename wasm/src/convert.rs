@@ -218,31 +218,34 @@ pub fn string_pairs(v: &JsValue, what: &str) -> Result<Vec<(String, String)>, Js
             "{what} must be an object of header names to string values"
         )));
     }
-    Object::entries(v.unchecked_ref())
-        .iter()
-        .map(|entry| {
-            let name = Reflect::get_u32(&entry, 0)
-                .ok()
-                .and_then(|k| k.as_string())
-                .unwrap_or_default();
-            let value = Reflect::get_u32(&entry, 1).ok().and_then(|v| v.as_string());
-            value
-                .map(|value| (name.clone(), value))
-                .ok_or_else(|| misuse(format!("{what}.{name} must be a string")))
-        })
-        .collect()
+    // A plain loop, not `collect::<Result<..>>()` (see ARCHITECTURE.md).
+    let mut pairs = Vec::new();
+    for entry in Object::entries(v.unchecked_ref()).iter() {
+        let name = Reflect::get_u32(&entry, 0)
+            .ok()
+            .and_then(|k| k.as_string())
+            .unwrap_or_default();
+        match Reflect::get_u32(&entry, 1).ok().and_then(|v| v.as_string()) {
+            Some(value) => pairs.push((name, value)),
+            None => return Err(misuse(format!("{what}.{name} must be a string"))),
+        }
+    }
+    Ok(pairs)
 }
 
 /// `[[name, value], …]` (a `Headers` object or an array of pairs) as pairs.
 pub fn header_pairs(headers: &JsValue) -> Vec<(String, String)> {
-    Array::from(headers)
-        .iter()
-        .filter_map(|pair| {
-            let name = Reflect::get_u32(&pair, 0).ok()?.as_string()?;
-            let value = Reflect::get_u32(&pair, 1).ok()?.as_string()?;
-            Some((name, value))
-        })
-        .collect()
+    // A plain loop, not a `filter_map(..).collect()` chain (see ARCHITECTURE.md).
+    let mut pairs = Vec::new();
+    for pair in Array::from(headers).iter() {
+        let Some(name) = Reflect::get_u32(&pair, 0).ok().and_then(|n| n.as_string()) else {
+            continue;
+        };
+        if let Some(value) = Reflect::get_u32(&pair, 1).ok().and_then(|v| v.as_string()) {
+            pairs.push((name, value));
+        }
+    }
+    pairs
 }
 
 /// Pairs as `[[name, value], …]`, the shape `fetch` and `Response` take.

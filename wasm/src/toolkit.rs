@@ -158,11 +158,12 @@ impl ToolkitOptions {
         let tools = if is_absent(&tools) {
             Vec::new()
         } else if Array::is_array(&tools) {
-            Array::from(&tools)
-                .iter()
-                .enumerate()
-                .map(|(i, t)| host_tool(&t, i))
-                .collect::<Result<_, _>>()?
+            // A plain loop, not `collect::<Result<..>>()` (see ARCHITECTURE.md).
+            let mut list = Vec::new();
+            for (i, t) in Array::from(&tools).iter().enumerate() {
+                list.push(host_tool(&t, i)?);
+            }
+            list
         } else {
             return Err(misuse(
                 "tools must be an array of {name, description, inputSchema, execute}",

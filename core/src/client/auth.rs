@@ -53,7 +53,14 @@ fn text(v: &Value, key: &str) -> Option<String> {
 fn keys(v: Option<&Value>) -> Vec<String> {
     match v {
         // 1.0 scopes: {"scope": "description"}; a list is read too.
-        Some(Value::Object(o)) => o.keys().cloned().collect(),
+        Some(Value::Object(o)) => {
+            // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+            let mut keys = Vec::with_capacity(o.len());
+            for k in o.keys() {
+                keys.push(k.clone());
+            }
+            keys
+        }
         list => crate::wire::json::strings(list),
     }
 }
@@ -455,12 +462,17 @@ pub fn plan(
             // this scheme, else none (the card's flow lists what exists, not
             // what is needed).
             let scopes = if client.scopes.is_empty() {
-                requirements
-                    .iter()
-                    .flatten()
-                    .find(|(n, _)| *n == scheme)
-                    .map(|(_, s)| s.clone())
-                    .unwrap_or_default()
+                let mut scopes = Vec::new();
+                // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+                'found: for r in requirements {
+                    for (n, s) in r {
+                        if *n == scheme {
+                            scopes = s.clone();
+                            break 'found;
+                        }
+                    }
+                }
+                scopes
             } else {
                 client.scopes.clone()
             };

@@ -133,18 +133,20 @@ impl AgentCard {
         }
         let name = text(v, "name")
             .ok_or_else(|| Error::malformed("not an Agent Card: it has no string \"name\""))?;
-        let skills = v
+        let mut skills = Vec::new();
+        // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+        for s in v
             .get("skills")
             .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|s| CardSkill {
+            .map_or(&[][..], Vec::as_slice)
+        {
+            skills.push(CardSkill {
                 id: text(s, "id"),
                 name: text(s, "name"),
                 description: text(s, "description"),
                 tags: crate::wire::json::strings(s.get("tags")),
-            })
-            .collect();
+            });
+        }
         // `get` twice, not `pointer`: one less JSON-pointer parser in the .wasm.
         let capabilities = v.get("capabilities");
         let mut supported_interfaces = interfaces(v, "supportedInterfaces");
@@ -291,6 +293,28 @@ impl AgentCard {
             _ if self.streaming => "stream",
             _ => "block",
         };
+        // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+        let mut security_schemes = Vec::new();
+        for (name, scheme) in &self.security_schemes {
+            security_schemes.push(SchemeSummary {
+                name: name.clone(),
+                kind: match scheme {
+                    crate::SecurityScheme::ApiKey { .. } => "apiKey",
+                    crate::SecurityScheme::Http { .. } => "http",
+                    crate::SecurityScheme::OAuth2 { .. } => "oauth2",
+                    crate::SecurityScheme::OpenIdConnect { .. } => "openIdConnect",
+                },
+            });
+        }
+        let mut skills = Vec::new();
+        for s in &self.skills {
+            skills.push(SkillSummary {
+                id: s.id.clone(),
+                name: s.name.clone(),
+                description: s.description.clone(),
+                tags: s.tags.clone(),
+            });
+        }
         CardSummary {
             name: self.name.clone(),
             description: self.description.clone(),
@@ -305,33 +329,12 @@ impl AgentCard {
                 Dialect::Rest03 => "the card lists an HTTP+JSON interface of protocol 0.3",
             },
             requires_credentials: self.requires_credentials(),
-            security_schemes: self
-                .security_schemes
-                .iter()
-                .map(|(name, scheme)| SchemeSummary {
-                    name: name.clone(),
-                    kind: match scheme {
-                        crate::SecurityScheme::ApiKey { .. } => "apiKey",
-                        crate::SecurityScheme::Http { .. } => "http",
-                        crate::SecurityScheme::OAuth2 { .. } => "oauth2",
-                        crate::SecurityScheme::OpenIdConnect { .. } => "openIdConnect",
-                    },
-                })
-                .collect(),
+            security_schemes,
             endpoint,
             streaming: self.streaming,
             long_poll: self.long_poll(),
             follow,
-            skills: self
-                .skills
-                .iter()
-                .map(|s| SkillSummary {
-                    id: s.id.clone(),
-                    name: s.name.clone(),
-                    description: s.description.clone(),
-                    tags: s.tags.clone(),
-                })
-                .collect(),
+            skills,
         }
     }
 }

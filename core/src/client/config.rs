@@ -18,49 +18,55 @@ pub fn parse_agents_config(block: &Value) -> Vec<Agent> {
     let Some(entries) = block.as_object() else {
         return Vec::new();
     };
-    entries
-        .values()
-        .filter_map(|entry| {
-            let card = entry.get("card")?.as_str()?;
-            let flag = |k: &str| entry.get(k).and_then(Value::as_bool);
-            if flag("disabled") == Some(true) || flag("enabled") == Some(false) {
-                return None;
+    // A plain loop, not a `filter_map(..).collect()` chain (see ARCHITECTURE.md).
+    let mut agents = Vec::new();
+    for entry in entries.values() {
+        if let Some(agent) = config_entry(entry) {
+            agents.push(agent);
+        }
+    }
+    agents
+}
+
+/// One entry of the `agents` block, or `None` to skip it.
+fn config_entry(entry: &Value) -> Option<Agent> {
+    let card = entry.get("card")?.as_str()?;
+    let flag = |k: &str| entry.get(k).and_then(Value::as_bool);
+    if flag("disabled") == Some(true) || flag("enabled") == Some(false) {
+        return None;
+    }
+    let millis = |k: &str| {
+        entry
+            .get(k)
+            .and_then(Value::as_u64)
+            .map(Duration::from_millis)
+    };
+    // A plain loop, not a `filter_map(..).collect()` chain (its own
+    // iterator code in the client `.wasm`).
+    let mut headers = Vec::new();
+    if let Some(h) = entry.get("headers").and_then(Value::as_object) {
+        for (k, v) in h {
+            if let Value::String(v) = v {
+                headers.push((k.clone(), v.clone()));
             }
-            let millis = |k: &str| {
-                entry
-                    .get(k)
-                    .and_then(Value::as_u64)
-                    .map(Duration::from_millis)
-            };
-            // A plain loop, not a `filter_map(..).collect()` chain (its own
-            // iterator code in the client `.wasm`).
-            let mut headers = Vec::new();
-            if let Some(h) = entry.get("headers").and_then(Value::as_object) {
-                for (k, v) in h {
-                    if let Value::String(v) = v {
-                        headers.push((k.clone(), v.clone()));
-                    }
-                }
-            }
-            let mut agent = Agent::new(card);
-            agent.headers = headers;
-            agent.timeout = millis("timeout");
-            agent.poll_every = millis("pollEvery");
-            agent.max_card_bytes = entry.get("maxCardBytes").and_then(Value::as_u64);
-            agent.max_skills = entry.get("maxSkills").and_then(Value::as_u64);
-            agent.allow_insecure_headers = flag("allowInsecureHeaders") == Some(true);
-            agent.auth = entry.get("auth").and_then(crate::Auth::from_value);
-            agent.allowed_origins = crate::wire::json::strings(entry.get("allowedOrigins"));
-            agent.conversational =
-                entry.get("conversational").and_then(Value::as_bool) == Some(true);
-            // `"binding": "rest"` prefers HTTP+JSON; `"jsonrpc"` (the default) JSON-RPC.
-            agent.binding = entry
-                .get("binding")
-                .and_then(Value::as_str)
-                .and_then(crate::wire::rest::Binding::parse);
-            Some(agent)
-        })
-        .collect()
+        }
+    }
+    let mut agent = Agent::new(card);
+    agent.headers = headers;
+    agent.timeout = millis("timeout");
+    agent.poll_every = millis("pollEvery");
+    agent.max_card_bytes = entry.get("maxCardBytes").and_then(Value::as_u64);
+    agent.max_skills = entry.get("maxSkills").and_then(Value::as_u64);
+    agent.allow_insecure_headers = flag("allowInsecureHeaders") == Some(true);
+    agent.auth = entry.get("auth").and_then(crate::Auth::from_value);
+    agent.allowed_origins = crate::wire::json::strings(entry.get("allowedOrigins"));
+    agent.conversational = entry.get("conversational").and_then(Value::as_bool) == Some(true);
+    // `"binding": "rest"` prefers HTTP+JSON; `"jsonrpc"` (the default) JSON-RPC.
+    agent.binding = entry
+        .get("binding")
+        .and_then(Value::as_str)
+        .and_then(crate::wire::rest::Binding::parse);
+    Some(agent)
 }
 
 #[cfg(test)]

@@ -78,9 +78,16 @@ fn list_request_in(
 /// One ListTasks result: its tasks, the next page's token (empty at the
 /// end) and the total; `None` when it is not a ListTasks result.
 pub fn read_page(v: &Value) -> Option<(Vec<Task>, String, Option<u64>)> {
-    let tasks = v.get("tasks")?.as_array()?;
+    let list = v.get("tasks")?.as_array()?;
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    let mut tasks = Vec::with_capacity(list.len());
+    for t in list {
+        if let Some(t) = Task::from_value(t) {
+            tasks.push(t);
+        }
+    }
     Some((
-        tasks.iter().filter_map(Task::from_value).collect(),
+        tasks,
         crate::model::task::text_of(v, "nextPageToken").unwrap_or_default(),
         v.get("totalSize").and_then(Value::as_u64),
     ))

@@ -544,18 +544,21 @@ impl<T: Transport> Toolkit<T> {
     ) -> Result<Vec<String>, Error> {
         let cell = self.token_cells.map(|make| make());
         match resolved {
-            Ok(tools) => Ok(tools
-                .into_iter()
-                .map(|t| match (&cell, &t.tokens) {
-                    (Some(c), None) => t.with_tokens(c.clone()),
-                    _ => t,
-                })
-                .filter_map(|t| {
+            Ok(tools) => {
+                // A plain loop, not a `filter_map(..).collect()` chain (see ARCHITECTURE.md).
+                let mut added = Vec::new();
+                for t in tools {
+                    let t = match (&cell, &t.tokens) {
+                        (Some(c), None) => t.with_tokens(c.clone()),
+                        _ => t,
+                    };
                     let name = t.spec.name.clone();
-                    self.push(t.spec.clone(), ToolImpl::A2a(Arc::new(t)))
-                        .then_some(name)
-                })
-                .collect()),
+                    if self.push(t.spec.clone(), ToolImpl::A2a(Arc::new(t))) {
+                        added.push(name);
+                    }
+                }
+                Ok(added)
+            }
             Err(error) => {
                 self.failures.push(AgentFailure {
                     card: agent.card.clone(),

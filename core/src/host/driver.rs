@@ -157,12 +157,14 @@ pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) ->
         if pending {
             return Poll::Pending;
         }
-        Poll::Ready(
-            futures
-                .iter_mut()
-                .filter_map(|f| f.as_mut().take_output())
-                .collect(),
-        )
+        // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+        let mut out = Vec::with_capacity(futures.len());
+        for f in &mut futures {
+            if let Some(o) = f.as_mut().take_output() {
+                out.push(o);
+            }
+        }
+        Poll::Ready(out)
     })
     .await
 }

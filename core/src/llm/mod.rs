@@ -512,12 +512,13 @@ impl RunMachine {
             return self.succeed();
         }
         self.messages.push(turn.assistant);
-        let calls: Vec<ToolCall> = turn
-            .calls
-            .iter()
-            .filter(|p| p.rejected.is_none())
-            .map(|p| p.call.clone())
-            .collect();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+        for p in &turn.calls {
+            if p.rejected.is_none() {
+                calls.push(p.call.clone());
+            }
+        }
         self.phase = Phase::Tools(turn.calls);
         if calls.is_empty() {
             // Every call was rejected: feed the errors back without a tool round.
@@ -771,10 +772,16 @@ fn parse_openai(reply: &Value, turn: u32) -> Result<Turn, String> {
     let text = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
         // Some compatible servers send content parts instead of a string.
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect(),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+            for p in parts {
+                if let Some(t) = p.get("text").and_then(Value::as_str) {
+                    text.push_str(t);
+                }
+            }
+            text
+        }
         _ => String::new(),
     };
     let listed = match message.get("tool_calls") {

@@ -132,12 +132,17 @@ impl Part {
 
 /// Every part with content of a `parts` array, in either shape.
 pub(crate) fn read_parts(v: &Value) -> Vec<Part> {
-    v.get("parts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Part::from_value)
-        .collect()
+    // A plain loop, not a `filter_map(..).collect()` chain (its own iterator
+    // code in the `.wasm`; see ARCHITECTURE.md).
+    let mut parts = Vec::new();
+    if let Some(list) = v.get("parts").and_then(Value::as_array) {
+        for p in list {
+            if let Some(part) = Part::from_value(p) {
+                parts.push(part);
+            }
+        }
+    }
+    parts
 }
 
 /// Parts written in one shape.

@@ -286,7 +286,11 @@ impl Task {
             Some(s) if s.starts_with("TASK_STATE_") => Shape::V10,
             _ => Shape::V03,
         };
-        let list = |key: &str| v.get(key).and_then(Value::as_array).into_iter().flatten();
+        let list = |key: &str| {
+            v.get(key)
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice)
+        };
         let context_id = text_of(v, "contextId").unwrap_or_default();
         // A message repeating the task's own ids keeps none (they are written back on the wire).
         let inner = |m: &Value| {
@@ -299,17 +303,28 @@ impl Task {
             }
             Some(m)
         };
+        // Plain loops, not `filter_map(..).collect()` chains (see ARCHITECTURE.md).
+        let mut history = Vec::new();
+        for m in list("history") {
+            if let Some(m) = inner(m) {
+                history.push(m);
+            }
+        }
+        let mut artifacts = Vec::new();
+        for a in list("artifacts") {
+            artifacts.push(Artifact::from_value(a));
+        }
         Some(Task {
             status_message: status.and_then(|s| s.get("message")).and_then(inner),
             updated_ms: status
                 .and_then(|s| s.get("timestamp"))
                 .and_then(Value::as_str)
                 .and_then(crate::model::time::parse_rfc3339),
-            history: list("history").filter_map(inner).collect(),
+            history,
             id: id.clone(),
             context_id: context_id.clone(),
             state,
-            artifacts: list("artifacts").map(Artifact::from_value).collect(),
+            artifacts,
             dialect,
             owner: None,
             trace: None,

@@ -46,6 +46,16 @@ pub struct A2aConfig {
     pub rest_at_root: bool,
 }
 
+/// Every item of `list` as a string, or `None` if one is not a string.
+fn strings_only(list: &[Value]) -> Option<Vec<String>> {
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    let mut out = Vec::with_capacity(list.len());
+    for s in list {
+        out.push(s.as_str()?.to_string());
+    }
+    Some(out)
+}
+
 impl A2aConfig {
     /// Reads the config as its derived `Deserialize` does from an object
     /// (every field optional, unknown ones ignored), without serde's error
@@ -75,12 +85,9 @@ impl A2aConfig {
             };
             let skills = match v.get("skills") {
                 None | Some(Value::Null) => None,
-                Some(Value::Array(list)) => Some(
-                    list.iter()
-                        .map(|s| s.as_str().map(str::to_string))
-                        .collect::<Option<Vec<String>>>()
-                        .ok_or("`skills` must be an array of strings")?,
-                ),
+                Some(Value::Array(list)) => {
+                    Some(strings_only(list).ok_or("`skills` must be an array of strings")?)
+                }
                 Some(_) => return Err("`skills` must be an array of strings".into()),
             };
             let push_notifications = match v.get("push_notifications") {
@@ -90,12 +97,9 @@ impl A2aConfig {
             };
             let bindings = match v.get("bindings") {
                 None | Some(Value::Null) => None,
-                Some(Value::Array(list)) => Some(
-                    list.iter()
-                        .map(|s| s.as_str().map(str::to_string))
-                        .collect::<Option<Vec<String>>>()
-                        .ok_or("`bindings` must be an array of strings")?,
-                ),
+                Some(Value::Array(list)) => {
+                    Some(strings_only(list).ok_or("`bindings` must be an array of strings")?)
+                }
                 Some(_) => return Err("`bindings` must be an array of strings".into()),
             };
             let auth = match v.get("auth") {
@@ -151,22 +155,22 @@ pub const DEFAULT_VERSION: &str = "0.1.0";
 /// top-level `url` and `preferredTransport` for 0.3, and `supportedInterfaces`
 /// for 1.0 and 0.3 at the same URL.
 pub fn build_agent_card(cfg: &A2aConfig, skills: &[Skill], url: &str) -> Value {
-    let advertised: Vec<Value> = skills
-        .iter()
-        .filter(|s| {
-            cfg.skills
-                .as_ref()
-                .is_none_or(|allow| allow.iter().any(|a| a == &s.name))
-        })
-        .map(|s| {
-            object([
+    let mut advertised: Vec<Value> = Vec::new();
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    for s in skills {
+        if cfg
+            .skills
+            .as_ref()
+            .is_none_or(|allow| allow.iter().any(|a| a == &s.name))
+        {
+            advertised.push(object([
                 ("id", s.name.as_str().into()),
                 ("name", s.name.as_str().into()),
                 ("description", s.description.as_str().into()),
                 ("tags", Value::Array(Vec::new())),
-            ])
-        })
-        .collect();
+            ]));
+        }
+    }
     let mut card = Map::new();
     let mut put = |k: &str, v: Value| {
         card.insert(k.to_string(), v);

@@ -184,11 +184,16 @@ impl JwksCache {
     /// (any monotonic milliseconds), or what to do first.
     pub fn lookup(&mut self, now_ms: u64, kid: Option<&str>, alg: &str) -> Lookup {
         let known = self.keys.as_ref().map(|keys| {
-            keys.iter()
-                .filter(|k| kid.is_none_or(|kid| k.get("kid").and_then(Value::as_str) == Some(kid)))
-                .filter(|k| key_fits(k, alg))
-                .cloned()
-                .collect::<Vec<_>>()
+            // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+            let mut fit = Vec::new();
+            for k in keys {
+                if kid.is_none_or(|kid| k.get("kid").and_then(Value::as_str) == Some(kid))
+                    && key_fits(k, alg)
+                {
+                    fit.push(k.clone());
+                }
+            }
+            fit
         });
         let kid_known = self.keys.as_ref().is_some_and(|keys| {
             kid.is_none_or(|kid| {
@@ -310,14 +315,15 @@ impl JwksCache {
 /// The signing keys of a JWK set (`{"keys": [...]}`): objects with a
 /// `kty`, not marked for encryption only. `None` when there is none.
 pub fn parse_jwks(doc: &Value) -> Option<Vec<Value>> {
-    let keys: Vec<Value> = doc
-        .get("keys")?
-        .as_array()?
-        .iter()
-        .filter(|k| k.get("kty").and_then(Value::as_str).is_some())
-        .filter(|k| k.get("use").is_none_or(|u| u.as_str() == Some("sig")))
-        .cloned()
-        .collect();
+    let mut keys: Vec<Value> = Vec::new();
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    for k in doc.get("keys")?.as_array()? {
+        if k.get("kty").and_then(Value::as_str).is_some()
+            && k.get("use").is_none_or(|u| u.as_str() == Some("sig"))
+        {
+            keys.push(k.clone());
+        }
+    }
     (!keys.is_empty()).then_some(keys)
 }
 

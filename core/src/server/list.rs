@@ -215,11 +215,12 @@ fn decode_token(token: &str) -> Option<(u64, String)> {
     if token.len() % 2 != 0 || token.len() > 1024 {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..token.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
-        .collect();
-    let text = String::from_utf8(bytes?).ok()?;
+    let mut bytes = Vec::with_capacity(token.len() / 2);
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    for i in (0..token.len()).step_by(2) {
+        bytes.push(u8::from_str_radix(token.get(i..i + 2)?, 16).ok()?);
+    }
+    let text = String::from_utf8(bytes).ok()?;
     let (ms, id) = text.split_once(':')?;
     Some((ms.parse().ok()?, id.to_string()))
 }

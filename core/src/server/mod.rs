@@ -200,11 +200,15 @@ pub const MAX_WAIT_SECS: u64 = 30;
 /// The seconds of an RFC 7240 `Prefer: wait=N` header, capped at [`MAX_WAIT_SECS`].
 fn preferred_wait(req: &HttpRequest) -> Option<u64> {
     let prefer = req.header("Prefer")?;
-    prefer
-        .split([',', ';'])
-        .filter_map(|p| p.trim().strip_prefix("wait="))
-        .find_map(|n| n.trim().parse::<u64>().ok())
-        .map(|n| n.min(MAX_WAIT_SECS))
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    for p in prefer.split([',', ';']) {
+        if let Some(n) = p.trim().strip_prefix("wait=") {
+            if let Ok(n) = n.trim().parse::<u64>() {
+                return Some(n.min(MAX_WAIT_SECS));
+            }
+        }
+    }
+    None
 }
 
 /// The card a server serves.
@@ -1480,12 +1484,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             user.message_id = self.host.new_id();
         }
         // Files and data reach a fulfiller that reads text as one line each.
-        let text = user
-            .parts
-            .iter()
-            .map(crate::model::task::Part::describe)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let mut text = String::new();
+        // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+        for (i, part) in user.parts.iter().enumerate() {
+            if i > 0 {
+                text.push('\n');
+            }
+            text.push_str(&part.describe());
+        }
         // Stored without ids of its own: on the wire it carries the task's.
         // Some clients send empty ids for "none" (protobuf defaults).
         let present = |id: Option<String>| id.filter(|s| !s.is_empty());

@@ -329,14 +329,18 @@ impl PushConfigs {
 /// A task's configs as its store keeps them ([`PushConfig::to_stored`]),
 /// with when each was set (Unix ms, `"createdMs"`, when known).
 fn configs_of(stored: Option<Value>, task_id: &str) -> Vec<(PushConfig, Option<u64>)> {
-    super::store::push_records(stored)
-        .iter()
-        .filter_map(|c| {
-            let created = c.get("createdMs").and_then(Value::as_u64);
-            PushConfig::from_stored(c, task_id).map(|config| (config, created))
-        })
-        .take(MAX_CONFIGS_PER_TASK)
-        .collect()
+    let mut list = Vec::new();
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    for c in super::store::push_records(stored).iter() {
+        if list.len() == MAX_CONFIGS_PER_TASK {
+            break;
+        }
+        let created = c.get("createdMs").and_then(Value::as_u64);
+        if let Some(config) = PushConfig::from_stored(c, task_id) {
+            list.push((config, created));
+        }
+    }
+    list
 }
 
 /// Delivers `req` until a 2xx answer: each attempt bounded by
@@ -507,12 +511,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(if v03 { Value::Null } else { object([]) })
             }
             _ => {
-                let list: Vec<Value> = self
-                    .read_push(&task)
-                    .await?
-                    .iter()
-                    .map(|c| c.to_value(shape))
-                    .collect();
+                let mut list: Vec<Value> = Vec::new();
+                // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+                for c in self.read_push(&task).await?.iter() {
+                    list.push(c.to_value(shape));
+                }
                 Ok(if v03 {
                     Value::Array(list)
                 } else {

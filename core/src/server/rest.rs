@@ -148,14 +148,16 @@ fn query_pairs(url: &str) -> Vec<(String, String)> {
     let Some((_, query)) = url.split('#').next().unwrap_or_default().split_once('?') else {
         return Vec::new();
     };
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k, true), percent_decode(v, true))
-        })
-        .collect()
+    let mut pairs = Vec::new();
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    for pair in query.split('&') {
+        if pair.is_empty() {
+            continue;
+        }
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        pairs.push((percent_decode(k, true), percent_decode(v, true)));
+    }
+    pairs
 }
 
 /// A query value as the JSON-RPC params carry it: whole numbers and

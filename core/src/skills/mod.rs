@@ -183,11 +183,13 @@ impl SkillSet {
     /// Skills` and `- **name**: description` per described skill, sorted by
     /// name; `No skills are currently available.` when none is described.
     pub fn prompt(&self) -> String {
-        let mut described: Vec<&Skill> = self
-            .skills
-            .iter()
-            .filter(|s| !s.description.is_empty())
-            .collect();
+        let mut described: Vec<&Skill> = Vec::new();
+        // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+        for s in &self.skills {
+            if !s.description.is_empty() {
+                described.push(s);
+            }
+        }
         if described.is_empty() {
             return NO_SKILLS.into();
         }

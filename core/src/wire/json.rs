@@ -22,10 +22,17 @@ pub fn with(mut object: Value, key: &str, value: Value) -> Value {
 
 /// An object of `pairs`, in order: `json!({"k": v, ..})` without the value
 /// serializer (a later pair with the same key replaces the earlier one, as in `json!`).
-pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+/// A thin wrapper over one non-generic function: one copy of the loop in
+/// the `.wasm`, not one per length.
+pub fn object<const N: usize>(mut pairs: [(&str, Value); N]) -> Value {
+    object_of(&mut pairs)
+}
+
+/// [`object`] of a slice; each value is taken out (left `null`).
+fn object_of(pairs: &mut [(&str, Value)]) -> Value {
     let mut map = Map::new();
     for (key, value) in pairs {
-        map.insert(key.to_string(), value);
+        map.insert(key.to_string(), std::mem::take(value));
     }
     Value::Object(map)
 }

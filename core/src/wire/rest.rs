@@ -192,12 +192,18 @@ pub(crate) fn list(base: &str, params: &Value) -> HttpRequest {
 /// else its status name, else its HTTP code.
 fn status_code(err: &Value, http: u16) -> i64 {
     use crate::wire::rpc as c;
-    let reason = err
+    let mut reason = None;
+    // A plain loop, not an iterator chain (see ARCHITECTURE.md).
+    for d in err
         .get("details")
         .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find_map(|d| d.get("reason").and_then(Value::as_str));
+        .map_or(&[][..], Vec::as_slice)
+    {
+        if let Some(r) = d.get("reason").and_then(Value::as_str) {
+            reason = Some(r);
+            break;
+        }
+    }
     let by_reason = reason.and_then(|r| {
         Some(match r {
             "TASK_NOT_FOUND" => c::TASK_NOT_FOUND,
