@@ -154,7 +154,20 @@ impl TaskStore for ObservedStore {
         &self,
         id: &str,
     ) -> impl std::future::Future<Output = Result<Option<Task>, StoreError>> + Send {
-        self.inner.get(id)
+        #[cfg(feature = "otel")]
+        let span = crate::otel::store_op("get", None);
+        let got = self.inner.get(id);
+        async move {
+            let got = got.await;
+            #[cfg(feature = "otel")]
+            if let Some(span) = span {
+                if let Ok(Some(task)) = &got {
+                    crate::otel::task_read(task);
+                }
+                span.finish(&got);
+            }
+            got
+        }
     }
 
     fn list(
@@ -253,10 +266,19 @@ impl TaskStore for ObservedStore {
         &self,
         task: &Task,
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        #[cfg(feature = "otel")]
+        let span = crate::otel::store_op("save", Some(task));
+        #[cfg(feature = "otel")]
+        crate::otel::task_saved(task);
         let saved = self.inner.save(task);
         let hook = self.on_state.clone().map(|h| (h, task.clone()));
         async move {
-            saved.await?;
+            let saved = saved.await;
+            #[cfg(feature = "otel")]
+            if let Some(span) = span {
+                span.finish(&saved);
+            }
+            saved?;
             if let Some((hook, task)) = hook {
                 hook(&task);
             }
@@ -786,6 +808,10 @@ fn start(
         Arc::new(move || server.health())
     };
     let handler: http_server::StreamHandler = Arc::new(move |req| {
+        #[cfg(feature = "otel")]
+        let mut req = req;
+        #[cfg(feature = "otel")]
+        let span = crate::otel::server_request(&mut req);
         let server = server.clone();
         let ui = ui
             .as_ref()
@@ -796,7 +822,18 @@ fn start(
             match ui {
                 Some((ui, true)) => Reply::Full(ui.respond(&req).await),
                 Some((_, false)) => Reply::Full(misdirected()),
-                None => server.serve(req).await,
+                None => {
+                    #[cfg(feature = "otel")]
+                    if let Some(mut span) = span {
+                        let reply = span.scope(server.serve(req)).await;
+                        match &reply {
+                            Reply::Full(r) => span.finish(r.status, Some(&r.body)),
+                            Reply::Stream { head, .. } => span.finish(head.status, None),
+                        }
+                        return reply;
+                    }
+                    server.serve(req).await
+                }
             }
         })
     });

@@ -1521,8 +1521,15 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 revision: Default::default(),
             },
         };
-        if trace.is_some() {
-            task.trace = trace;
+        match trace {
+            Some(trace) => task.trace = Some(trace),
+            // A turn with no caller's context continues the task's trace as
+            // a span of its own (its model calls then get ids of their own).
+            None => {
+                if let Some(earlier) = task.trace.take() {
+                    task.trace = Some(Box::new(earlier.child(&self.host.new_id())));
+                }
+            }
         }
         // A continued task's webhook is stored at once; a new one's after
         // the task's first save.
