@@ -133,6 +133,9 @@ pub struct ServeOptions {
     /// `None`: kept for ever (the memory store still drops the oldest past
     /// its caps).
     pub task_retention: Option<Duration>,
+    /// Serve Prometheus metrics at `/metrics` (GET), under the same Host,
+    /// CORS and verifier rules as the agent's calls (feature `metrics`).
+    pub metrics: bool,
 }
 
 /// [`ServeOptions::task_lease`] by default.
@@ -156,9 +159,13 @@ impl TaskStore for ObservedStore {
     ) -> impl std::future::Future<Output = Result<Option<Task>, StoreError>> + Send {
         #[cfg(feature = "otel")]
         let span = crate::otel::store_op("get", None);
+        #[cfg(feature = "metrics")]
+        let started = std::time::Instant::now();
         let got = self.inner.get(id);
         async move {
             let got = got.await;
+            #[cfg(feature = "metrics")]
+            crate::metrics::store("get", started, got.is_ok());
             #[cfg(feature = "otel")]
             if let Some(span) = span {
                 if let Ok(Some(task)) = &got {
@@ -270,10 +277,19 @@ impl TaskStore for ObservedStore {
         let span = crate::otel::store_op("save", Some(task));
         #[cfg(feature = "otel")]
         crate::otel::task_saved(task);
+        #[cfg(feature = "metrics")]
+        let (started, state) = (std::time::Instant::now(), task.state);
         let saved = self.inner.save(task);
         let hook = self.on_state.clone().map(|h| (h, task.clone()));
         async move {
             let saved = saved.await;
+            #[cfg(feature = "metrics")]
+            {
+                crate::metrics::store("save", started, saved.is_ok());
+                if saved.is_ok() {
+                    crate::metrics::task_state(state);
+                }
+            }
             #[cfg(feature = "otel")]
             if let Some(span) = span {
                 span.finish(&saved);
@@ -314,6 +330,7 @@ impl ServeOptions {
             task_lease: DEFAULT_TASK_LEASE,
             store_poll: DEFAULT_STORE_POLL,
             task_retention: Some(toolnexus_core::server::DEFAULT_RETENTION),
+            metrics: false,
         }
     }
 }
@@ -418,7 +435,10 @@ impl ServerHost for NativeHost {
             if !allow_private {
                 refuse_internal_names(&req.url).await?;
             }
-            NativeTransport::shared().send(req).await
+            let sent = NativeTransport::shared().send(req).await;
+            #[cfg(feature = "metrics")]
+            crate::metrics::webhook(sent.as_ref().is_ok_and(|r| r.status < 300));
+            sent
         }))
     }
 }
@@ -807,7 +827,25 @@ fn start(
         let server = server.clone();
         Arc::new(move || server.health())
     };
+    #[cfg(feature = "metrics")]
+    let metrics = options.metrics;
+    #[cfg(feature = "metrics")]
+    if metrics {
+        crate::metrics::enable();
+    }
     let handler: http_server::StreamHandler = Arc::new(move |req| {
+        #[cfg(feature = "metrics")]
+        if metrics && req.method == "GET" && http_server::url_path(&req.url) == METRICS_PATH {
+            let server = server.clone();
+            return Box::pin(async move { Reply::Full(metrics_page(&server, &req).await) });
+        }
+        #[cfg(feature = "metrics")]
+        let measured = crate::metrics::enabled().then(|| {
+            (
+                crate::metrics::request_method(&req),
+                std::time::Instant::now(),
+            )
+        });
         #[cfg(feature = "otel")]
         let mut req = req;
         #[cfg(feature = "otel")]
@@ -818,7 +856,7 @@ fn start(
             .filter(|_| is_ui_request(&req))
             .cloned()
             .map(|ui| (ui, server.host_allowed(req.header("Host"))));
-        Box::pin(async move {
+        let serving = async move {
             match ui {
                 Some((ui, true)) => Reply::Full(ui.respond(&req).await),
                 Some((_, false)) => Reply::Full(misdirected()),
@@ -835,7 +873,32 @@ fn start(
                     server.serve(req).await
                 }
             }
-        })
+        };
+        #[cfg(feature = "metrics")]
+        if let Some((method, started)) = measured {
+            return Box::pin(async move {
+                let reply = serving.await;
+                match reply {
+                    Reply::Full(r) => {
+                        crate::metrics::request(method, started, r.status, Some(&r.body));
+                        Reply::Full(r)
+                    }
+                    Reply::Stream { head, body } => {
+                        crate::metrics::request(method, started, head.status, None);
+                        let open = crate::metrics::stream_opened();
+                        let body = futures_util::StreamExt::map(body, move |frame| {
+                            let _open = &open;
+                            frame
+                        });
+                        Reply::Stream {
+                            head,
+                            body: Box::pin(body),
+                        }
+                    }
+                }
+            });
+        }
+        Box::pin(serving)
     });
     let http_options = HttpOptions {
         policy,
@@ -859,6 +922,33 @@ fn start(
 }
 
 type NativeServer = A2aServer<ObservedStore, NativeHost, Arc<dyn Fulfiller>>;
+
+/// Where [`ServeOptions::metrics`] serves the Prometheus text.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// `GET /metrics`: the Host, verifier and CORS rules of the agent's calls.
+#[cfg(feature = "metrics")]
+async fn metrics_page(
+    server: &Arc<NativeServer>,
+    req: &toolnexus_core::HttpRequest,
+) -> toolnexus_core::HttpResponse {
+    if !server.host_allowed(req.header("Host")) {
+        return misdirected();
+    }
+    let mut resp = match server.refuse_caller(req).await {
+        Some(refused) => refused,
+        None => toolnexus_core::HttpResponse {
+            status: 200,
+            headers: vec![(
+                "Content-Type".into(),
+                "text/plain; version=0.0.4; charset=utf-8".into(),
+            )],
+            body: crate::metrics::render().unwrap_or_default().into_bytes(),
+        },
+    };
+    server.add_cors_for(req.header("Origin"), &mut resp);
+    resp
+}
 
 /// The agent's rules for request bodies, applied by the HTTP server.
 struct Policy(Arc<NativeServer>);

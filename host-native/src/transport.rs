@@ -258,7 +258,15 @@ impl NativeTransport {
         self.traced(&mut req);
         #[cfg(feature = "otel")]
         let span = crate::otel::outbound(&mut req);
+        #[cfg(feature = "metrics")]
+        let model = (crate::metrics::enabled() && crate::metrics::is_model_call(&req.url))
+            .then(|| (req.body.clone(), std::time::Instant::now()));
         let answer = self.send_whole(req).await;
+        #[cfg(feature = "metrics")]
+        if let Some((request, started)) = model {
+            let body = answer.as_ref().ok().map(|a| a.body.as_slice());
+            crate::metrics::model_call(&request, started, body);
+        }
         #[cfg(feature = "otel")]
         if let Some(span) = span {
             match &answer {

@@ -610,3 +610,183 @@ async fn ten_thousand_requests_succeed_with_a_dead_collector_and_the_lost_spans_
         "dropped {dropped} + failed {failed}: {stderr}"
     );
 }
+
+/// `/metrics` as the official Python client's parser reads it: each
+/// sample as `(name, labels, value)`.
+fn parse_prometheus(text: &str) -> Vec<(String, HashMap<String, String>, f64)> {
+    use std::io::Write;
+    let python = common::repo_root().join("tests/peers/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python peers are not installed: run `bash tests/peers/setup.sh`"
+    );
+    let script = "import sys, json\nfrom prometheus_client.parser import text_string_to_metric_families\n\
+        out = [[s.name, s.labels, s.value] for f in text_string_to_metric_families(sys.stdin.read()) for s in f.samples]\n\
+        print(json.dumps(out))";
+    let mut child = std::process::Command::new(python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("parser");
+    assert!(
+        out.status.success(),
+        "the parser refused /metrics: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Vec<(String, HashMap<String, String>, f64)>>(&out.stdout)
+        .expect("samples")
+}
+
+#[tokio::test]
+async fn metrics_parse_as_prometheus_text_and_count_the_requests_sent() {
+    use toolnexus_core::Transport;
+    let (model_a, _) = model(|_| say("hi")).await;
+    let config = temp_dir("otel-metrics-config");
+    std::fs::create_dir_all(&config).expect("mkdir");
+    let config_file = config.join("a.json");
+    std::fs::write(
+        &config_file,
+        r#"{"a2a":{"auth":{"apiKeys":{"in":"header","name":"X-API-Key","keys":{"t":"${METRICS_KEY}"}}}}}"#,
+    )
+    .expect("write");
+    let config_arg = config_file.display().to_string();
+    let a = serve(
+        model_a.url(),
+        &skills("ask"),
+        &["--metrics", "--config", &config_arg],
+        &[("METRICS_KEY", "metrics-key-0123456789")],
+    )
+    .await;
+    let transport = toolnexus_host_native::NativeTransport::new();
+    let call = |method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        toolnexus_core::HttpRequest::post_json(format!("{}/", a.url), body.to_string().into_bytes())
+            .with_header("X-API-Key", "metrics-key-0123456789")
+    };
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let resp = transport
+            .send(call(
+                "message/send",
+                json!({"message": {"role": "user", "messageId": format!("m{i}"),
+                    "parts": [{"kind": "text", "text": "hello"}]}}),
+            ))
+            .await
+            .expect("an answer");
+        let v: Value = serde_json::from_slice(&resp.body).expect("JSON");
+        assert_eq!(v["result"]["status"]["state"], "completed", "{v}");
+        ids.push(v["result"]["id"].as_str().expect("id").to_string());
+    }
+    for i in 0..5 {
+        let resp = transport
+            .send(call("tasks/get", json!({"id": ids[i % 3]})))
+            .await
+            .expect("an answer");
+        assert_eq!(resp.status, 200);
+    }
+    let resp = transport
+        .send(call("tasks/get", json!({"id": "no-such-task"})))
+        .await
+        .expect("an answer");
+    assert!(String::from_utf8_lossy(&resp.body).contains("error"));
+
+    // Without the key: refused as a call would be.
+    let page = |key: Option<&str>| {
+        let mut req = toolnexus_core::HttpRequest {
+            method: "GET".into(),
+            url: format!("{}/metrics", a.url),
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        if let Some(k) = key {
+            req = req.with_header("X-API-Key", k);
+        }
+        req
+    };
+    let refused = transport.send(page(None)).await.expect("an answer");
+    assert_eq!(refused.status, 401);
+    let resp = transport
+        .send(page(Some("metrics-key-0123456789")))
+        .await
+        .expect("an answer");
+    assert_eq!(resp.status, 200);
+    let text = String::from_utf8(resp.body).expect("UTF-8");
+    let samples = parse_prometheus(&text);
+    let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        samples
+            .iter()
+            .filter(|(n, l, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|(_, _, v)| *v)
+            .sum()
+    };
+    let requests = "a2a_server_requests_total";
+    assert_eq!(
+        value(requests, &[("method", "message/send"), ("outcome", "ok")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        value(requests, &[("method", "tasks/get"), ("outcome", "ok")]),
+        5.0,
+        "{text}"
+    );
+    assert_eq!(
+        value(requests, &[("method", "tasks/get"), ("outcome", "error")]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            "a2a_server_request_duration_seconds_count",
+            &[("method", "tasks/get")]
+        ),
+        6.0,
+        "{text}"
+    );
+    assert_eq!(
+        value("a2a_tasks_total", &[("state", "completed")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            "gen_ai_client_token_usage_total",
+            &[("gen_ai_token_type", "input")]
+        ),
+        33.0
+    );
+    assert_eq!(
+        value(
+            "gen_ai_client_token_usage_total",
+            &[("gen_ai_token_type", "output")]
+        ),
+        21.0
+    );
+    assert_eq!(
+        value("gen_ai_client_operation_duration_seconds_count", &[]),
+        3.0,
+        "{text}"
+    );
+    assert!(
+        value(
+            "a2a_store_operation_duration_seconds_count",
+            &[("operation", "save")]
+        ) >= 6.0
+    );
+    assert_eq!(value("a2a_server_active_streams", &[]), 0.0, "{text}");
+    drop(a);
+}

@@ -106,6 +106,11 @@ pub struct ServeArgs {
     /// or SendMessage's configuration) and get each state change POSTed.
     #[arg(long = "push-notifications")]
     push_notifications: bool,
+    /// Serve Prometheus metrics at /metrics (GET; the same Host, CORS and
+    /// verifier rules as the agent's calls).
+    #[cfg(feature = "metrics")]
+    #[arg(long)]
+    metrics: bool,
     /// Let webhooks point at loopback, private, link-local and metadata
     /// addresses (refused by default: SSRF). Implies --push-notifications.
     #[arg(long = "allow-private-webhooks")]
@@ -358,6 +363,10 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     options.store_poll = std::time::Duration::from_millis(args.store_poll_ms);
     options.task_retention = (args.task_retention_hours > 0)
         .then(|| std::time::Duration::from_secs(args.task_retention_hours * 3600));
+    #[cfg(feature = "metrics")]
+    {
+        options.metrics = args.metrics;
+    }
     options.public_url = args.public_url.clone();
     options.cors_origin = cors;
     options.allow_anonymous = args.allow_anonymous;
