@@ -310,6 +310,12 @@ tokio::task_local! {
     static REQUEST: (SpanContext, Arc<Mutex<Option<TraceContext>>>);
 }
 
+/// The trace id of the request being served on this task, if any (for
+/// log lines).
+pub fn current_trace_id() -> Option<String> {
+    REQUEST.try_with(|r| r.0.trace_id().to_string()).ok()
+}
+
 fn request_parent() -> Option<SpanContext> {
     REQUEST.try_with(|r| r.0.clone()).ok()
 }

@@ -790,3 +790,80 @@ async fn metrics_parse_as_prometheus_text_and_count_the_requests_sent() {
     assert_eq!(value("a2a_server_active_streams", &[]), 0.0, "{text}");
     drop(a);
 }
+
+/// Runs `serve --llm echo` with `args` and `env`, sends one message with
+/// the test's `traceparent`, stops it; returns its stderr.
+async fn serve_once_stderr(args: &[&str], env: &[(&str, &str)]) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let mut all = vec!["serve", "--addr", "127.0.0.1:0", "--llm", "echo"];
+    all.extend_from_slice(args);
+    let mut child = tokio::process::Command::new(toolnexus_bin())
+        .args(&all)
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn serve");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next_line().await.expect("stdout").expect("a line");
+    let url = first
+        .strip_prefix("listening on ")
+        .expect("listening")
+        .trim()
+        .to_string();
+    let made = rpc(
+        &url,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m1",
+            "parts": [{"kind": "text", "text": "hello"}]}}),
+        Some(PARENT),
+    )
+    .await;
+    assert_eq!(made["result"]["status"]["state"], "completed", "{made}");
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("exited after SIGTERM")
+        .expect("output");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn serve_logs_json_lines_with_the_trace_id_and_keeps_its_short_lines_by_default() {
+    let json_lines = serve_once_stderr(&["--log-format", "json"], &[]).await;
+    let lines: Vec<Value> = json_lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert!(lines
+        .iter()
+        .all(|l| l["timestamp"].is_string() && l["level"].is_string() && l["message"].is_string()));
+    let task = lines
+        .iter()
+        .find(|l| l["state"] == "completed")
+        .unwrap_or_else(|| panic!("{json_lines}"));
+    assert_eq!(task["trace_id"], TRACE_ID, "{task}");
+    assert_eq!(task["level"], "INFO");
+
+    // RUST_LOG filters: warnings only, so none of these lines.
+    let quiet = serve_once_stderr(&["--log-format", "text"], &[("RUST_LOG", "warn")]).await;
+    assert_eq!(quiet.trim(), "", "{quiet}");
+
+    let short = serve_once_stderr(&[], &[]).await;
+    assert!(
+        short.lines().all(|l| l.starts_with("toolnexus: ")),
+        "{short}"
+    );
+    assert!(
+        short.contains(&format!("completed (trace {TRACE_ID})")),
+        "{short}"
+    );
+}

@@ -117,7 +117,10 @@ pub fn main() -> i32 {
             return 1;
         }
     };
-    log::install();
+    log::install(match &cli.command {
+        Command::Serve(args) => args.log_format,
+        _ => None,
+    });
     #[cfg(feature = "otel")]
     if let Err(e) = toolnexus_host_native::otel::init(cli.otlp_endpoint.as_deref(), "toolnexus") {
         eprintln!("toolnexus: {e}");
