@@ -1,6 +1,8 @@
-//! Prometheus metrics of a served agent (`toolnexus serve --metrics`: the
-//! text format at `/metrics`), with the `prometheus-client` crate. Off
-//! (never [`enable`]d), every hook returns at its first line.
+//! Metrics of a served agent: Prometheus text at `/metrics` (`toolnexus
+//! serve --metrics`, the `prometheus-client` crate), and the same measures
+//! over OTLP when span export is on ([`crate::otel`]; dotted names:
+//! `a2a.server.requests`, `a2a.server.request.duration`, …). Off (neither),
+//! every hook returns at its first line.
 //!
 //! | name | type | labels |
 //! | --- | --- | --- |
@@ -47,6 +49,83 @@ static METRICS: OnceLock<Metrics> = OnceLock::new();
 
 fn on() -> Option<&'static Metrics> {
     METRICS.get()
+}
+
+/// The same measures as OpenTelemetry instruments, exported over OTLP with
+/// the spans (`a2a.server.requests`, …; see the README).
+#[cfg(feature = "otel")]
+struct Otlp {
+    requests: opentelemetry::metrics::Counter<u64>,
+    request_seconds: opentelemetry::metrics::Histogram<f64>,
+    streams: opentelemetry::metrics::UpDownCounter<i64>,
+    tasks: opentelemetry::metrics::Counter<u64>,
+    store_seconds: opentelemetry::metrics::Histogram<f64>,
+    store_errors: opentelemetry::metrics::Counter<u64>,
+    model_seconds: opentelemetry::metrics::Histogram<f64>,
+    tokens: opentelemetry::metrics::Counter<u64>,
+    webhooks: opentelemetry::metrics::Counter<u64>,
+}
+
+#[cfg(feature = "otel")]
+static OTLP: OnceLock<Otlp> = OnceLock::new();
+
+#[cfg(feature = "otel")]
+fn otlp() -> Option<&'static Otlp> {
+    OTLP.get()
+}
+
+/// Records the metrics on `meter` too (the OTLP export of [`crate::otel`]).
+#[cfg(feature = "otel")]
+pub(crate) fn enable_otlp(meter: &opentelemetry::metrics::Meter) {
+    OTLP.get_or_init(|| Otlp {
+        requests: meter.u64_counter("a2a.server.requests").build(),
+        request_seconds: meter
+            .f64_histogram("a2a.server.request.duration")
+            .with_unit("s")
+            .build(),
+        streams: meter
+            .i64_up_down_counter("a2a.server.active_streams")
+            .build(),
+        tasks: meter.u64_counter("a2a.tasks").build(),
+        store_seconds: meter
+            .f64_histogram("a2a.store.operation.duration")
+            .with_unit("s")
+            .build(),
+        store_errors: meter.u64_counter("a2a.store.errors").build(),
+        model_seconds: meter
+            .f64_histogram("gen_ai.client.operation.duration")
+            .with_unit("s")
+            .build(),
+        tokens: meter
+            .u64_counter("gen_ai.client.token.usage")
+            .with_unit("{token}")
+            .build(),
+        webhooks: meter.u64_counter("a2a.webhook.deliveries").build(),
+    });
+}
+
+#[cfg(feature = "otel")]
+fn kv(labels: &Labels) -> Vec<opentelemetry::KeyValue> {
+    labels
+        .iter()
+        .map(|(k, v)| opentelemetry::KeyValue::new(*k, v.clone()))
+        .collect()
+}
+
+/// Records one measure in whichever of Prometheus and OTLP is on.
+macro_rules! record {
+    ($field:ident, $labels:expr, |$m:ident| $prom:expr, |$o:ident, $a:ident| $otlp:expr) => {{
+        let labels: Labels = $labels;
+        if let Some($m) = on().map(|m| m.$field.get_or_create(&labels)) {
+            $prom;
+        }
+        #[cfg(feature = "otel")]
+        if let Some(o) = otlp() {
+            let $o = &o.$field;
+            let $a = kv(&labels);
+            $otlp;
+        }
+    }};
 }
 
 /// Turns the metrics on for this process (idempotent).
@@ -114,8 +193,12 @@ pub fn enable() {
     });
 }
 
-/// Whether [`enable`] was called.
+/// Whether metrics are recorded ([`enable`], or OTLP export on).
 pub fn enabled() -> bool {
+    #[cfg(feature = "otel")]
+    if otlp().is_some() {
+        return true;
+    }
     on().is_some()
 }
 
@@ -159,7 +242,9 @@ pub(crate) fn request_method(req: &toolnexus_core::HttpRequest) -> String {
 
 /// A request was answered.
 pub(crate) fn request(method: String, started: Instant, status: u16, body: Option<&[u8]>) {
-    let Some(m) = on() else { return };
+    if !enabled() {
+        return;
+    }
     #[derive(serde::Deserialize)]
     struct Answer {
         error: Option<serde::de::IgnoredAny>,
@@ -172,18 +257,33 @@ pub(crate) fn request(method: String, started: Instant, status: u16, body: Optio
         (false, None) => "stream",
         (false, Some(_)) => "ok",
     };
-    m.request_seconds
-        .get_or_create(&vec![("method", method.clone())])
-        .observe(started.elapsed().as_secs_f64());
-    m.requests
-        .get_or_create(&vec![("method", method), ("outcome", outcome.into())])
-        .inc();
+    let took = started.elapsed().as_secs_f64();
+    record!(
+        request_seconds,
+        vec![("method", method.clone())],
+        |h| h.observe(took),
+        |h, a| h.record(took, &a)
+    );
+    record!(
+        requests,
+        vec![("method", method), ("outcome", outcome.into())],
+        |c| c.inc(),
+        |c, a| c.add(1, &a)
+    );
 }
 
 /// An event stream opened: counted until the guard is dropped.
 pub(crate) fn stream_opened() -> Option<StreamGuard> {
-    let m = on()?;
-    m.streams.inc();
+    if !enabled() {
+        return None;
+    }
+    if let Some(m) = on() {
+        m.streams.inc();
+    }
+    #[cfg(feature = "otel")]
+    if let Some(o) = otlp() {
+        o.streams.add(1, &[]);
+    }
     Some(StreamGuard)
 }
 
@@ -195,27 +295,44 @@ impl Drop for StreamGuard {
         if let Some(m) = on() {
             m.streams.dec();
         }
+        #[cfg(feature = "otel")]
+        if let Some(o) = otlp() {
+            o.streams.add(-1, &[]);
+        }
     }
 }
 
 /// A task was saved in `state`.
 pub(crate) fn task_state(state: toolnexus_core::TaskState) {
-    if let Some(m) = on() {
-        m.tasks
-            .get_or_create(&vec![("state", state.as_str().into())])
-            .inc();
+    if enabled() {
+        record!(
+            tasks,
+            vec![("state", state.as_str().into())],
+            |c| c.inc(),
+            |c, a| c.add(1, &a)
+        );
     }
 }
 
 /// A store operation ended.
 pub(crate) fn store(op: &'static str, started: Instant, ok: bool) {
-    let Some(m) = on() else { return };
-    let labels = vec![("operation", op.to_string())];
-    m.store_seconds
-        .get_or_create(&labels)
-        .observe(started.elapsed().as_secs_f64());
+    if !enabled() {
+        return;
+    }
+    let took = started.elapsed().as_secs_f64();
+    record!(
+        store_seconds,
+        vec![("operation", op.to_string())],
+        |h| h.observe(took),
+        |h, a| h.record(took, &a)
+    );
     if !ok {
-        m.store_errors.get_or_create(&labels).inc();
+        record!(
+            store_errors,
+            vec![("operation", op.to_string())],
+            |c| c.inc(),
+            |c, a| c.add(1, &a)
+        );
     }
 }
 
@@ -227,7 +344,9 @@ pub(crate) fn is_model_call(url: &str) -> bool {
 
 /// A model call ended (`body`: the answer, whose usage is counted).
 pub(crate) fn model_call(request: &[u8], started: Instant, body: Option<&[u8]>) {
-    let Some(m) = on() else { return };
+    if !enabled() {
+        return;
+    }
     #[derive(serde::Deserialize)]
     struct Req {
         model: Option<String>,
@@ -248,9 +367,13 @@ pub(crate) fn model_call(request: &[u8], started: Instant, body: Option<&[u8]>) 
         .and_then(|r| r.model)
         .filter(|m| m.len() <= 128)
         .unwrap_or_default();
-    m.model_seconds
-        .get_or_create(&vec![("gen_ai_request_model", model)])
-        .observe(started.elapsed().as_secs_f64());
+    let took = started.elapsed().as_secs_f64();
+    record!(
+        model_seconds,
+        vec![("gen_ai_request_model", model)],
+        |h| h.observe(took),
+        |h, a| h.record(took, &a)
+    );
     let usage = body
         .and_then(|b| serde_json::from_slice::<Answer>(b).ok())
         .and_then(|a| a.usage);
@@ -261,9 +384,12 @@ pub(crate) fn model_call(request: &[u8], started: Instant, body: Option<&[u8]>) 
         ];
         for (kind, n) in counts {
             if let Some(n) = n {
-                m.tokens
-                    .get_or_create(&vec![("gen_ai_token_type", kind.into())])
-                    .inc_by(n);
+                record!(
+                    tokens,
+                    vec![("gen_ai_token_type", kind.into())],
+                    |c| c.inc_by(n),
+                    |c, a| c.add(n, &a)
+                );
             }
         }
     }
@@ -271,10 +397,13 @@ pub(crate) fn model_call(request: &[u8], started: Instant, body: Option<&[u8]>) 
 
 /// A webhook delivery ended.
 pub(crate) fn webhook(ok: bool) {
-    if let Some(m) = on() {
+    if enabled() {
         let outcome = if ok { "ok" } else { "error" };
-        m.webhooks
-            .get_or_create(&vec![("outcome", outcome.into())])
-            .inc();
+        record!(
+            webhooks,
+            vec![("outcome", outcome.into())],
+            |c| c.inc(),
+            |c, a| c.add(1, &a)
+        );
     }
 }

@@ -62,6 +62,8 @@ const MAX_TURNS: u32 = 256;
 struct Telemetry {
     tracer: SdkTracer,
     provider: SdkTracerProvider,
+    /// The OTLP metrics (`None`: `OTEL_METRICS_EXPORTER=none`).
+    meters: Option<opentelemetry_sdk::metrics::SdkMeterProvider>,
     counts: Arc<Counts>,
     open: Mutex<Open>,
     /// The CLI command's span, ended by [`shutdown`].
@@ -173,6 +175,26 @@ pub fn init(endpoint: Option<&str>, service: &str) -> Result<bool, InitError> {
         delay: ms("OTEL_BSP_SCHEDULE_DELAY", DEFAULT_DELAY),
         timeout: ms("OTEL_BSP_EXPORT_TIMEOUT", DEFAULT_EXPORT_TIMEOUT),
     };
+    let meters = if env("OTEL_METRICS_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none")) {
+        None
+    } else {
+        let mut builder = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_http_client(Hyper::default());
+        if let Some(base) = endpoint {
+            builder = builder.with_endpoint(format!("{}/v1/metrics", base.trim_end_matches('/')));
+        }
+        let exporter = builder.build().map_err(|e| InitError(e.to_string()))?;
+        // OTEL_METRIC_EXPORT_INTERVAL (default 60 s) paces it.
+        let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).build();
+        Some(
+            opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+                .with_reader(reader)
+                .with_resource(resource.clone())
+                .build(),
+        )
+    };
     let counts = Arc::new(Counts::default());
     let processor = Bounded::start(exporter, queue, settings, counts.clone())
         .map_err(|e| InitError(format!("cannot start the export thread: {e}")))?;
@@ -183,9 +205,15 @@ pub fn init(endpoint: Option<&str>, service: &str) -> Result<bool, InitError> {
         .build();
     use opentelemetry::trace::TracerProvider as _;
     let tracer = provider.tracer("toolnexus");
+    #[cfg(feature = "metrics")]
+    if let Some(meters) = &meters {
+        use opentelemetry::metrics::MeterProvider as _;
+        crate::metrics::enable_otlp(&meters.meter("toolnexus"));
+    }
     let _ = TELEMETRY.set(Telemetry {
         tracer,
         provider,
+        meters,
         counts,
         open: Mutex::new(Open::default()),
         command: Mutex::new(None),
@@ -202,6 +230,9 @@ pub fn shutdown() {
     }
     let _ = t.provider.force_flush();
     let _ = t.provider.shutdown();
+    if let Some(meters) = &t.meters {
+        let _ = meters.shutdown();
+    }
     let (dropped, failed) = (
         t.counts.dropped.load(Ordering::Relaxed),
         t.counts.failed.load(Ordering::Relaxed),
@@ -1065,7 +1096,36 @@ impl SpanProcessor for Bounded {
 /// OTLP requests over hyper (the client the rest of the crate uses), on the
 /// export thread's own runtime.
 #[derive(Debug, Default)]
-struct Hyper(OnceLock<crate::transport::HttpClient>);
+struct Hyper(
+    OnceLock<crate::transport::HttpClient>,
+    OnceLock<Option<tokio::runtime::Runtime>>,
+);
+
+impl Hyper {
+    async fn send(
+        &self,
+        request: opentelemetry_http::Request<opentelemetry_http::Bytes>,
+    ) -> Result<
+        opentelemetry_http::Response<opentelemetry_http::Bytes>,
+        opentelemetry_http::HttpError,
+    > {
+        use http_body_util::BodyExt as _;
+        let client = self
+            .0
+            .get_or_init(|| crate::ClientOptions::default().build());
+        let (parts, body) = request.into_parts();
+        let request = hyper::Request::from_parts(parts, http_body_util::Full::new(body));
+        let response = tokio::time::timeout(DEFAULT_EXPORT_TIMEOUT, client.request(request))
+            .await
+            .map_err(|_| "the OTLP request timed out")??;
+        let (parts, body) = response.into_parts();
+        let body = http_body_util::Limited::new(body, 1 << 20)
+            .collect()
+            .await?
+            .to_bytes();
+        Ok(opentelemetry_http::Response::from_parts(parts, body))
+    }
+}
 
 impl opentelemetry_http::HttpClient for Hyper {
     fn send_bytes<'a, 'b>(
@@ -1087,19 +1147,20 @@ impl opentelemetry_http::HttpClient for Hyper {
         Self: 'b,
     {
         Box::pin(async move {
-            use http_body_util::BodyExt as _;
-            let client = self
-                .0
-                .get_or_init(|| crate::ClientOptions::default().build());
-            let (parts, body) = request.into_parts();
-            let request = hyper::Request::from_parts(parts, http_body_util::Full::new(body));
-            let response = client.request(request).await?;
-            let (parts, body) = response.into_parts();
-            let body = http_body_util::Limited::new(body, 1 << 20)
-                .collect()
-                .await?
-                .to_bytes();
-            Ok(opentelemetry_http::Response::from_parts(parts, body))
+            if tokio::runtime::Handle::try_current().is_ok() {
+                return self.send(request).await;
+            }
+            // The metric reader's thread runs no tokio runtime: one of its own.
+            let rt = self.1.get_or_init(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()
+            });
+            match rt {
+                Some(rt) => rt.block_on(self.send(request)),
+                None => Err("no runtime for the OTLP request".into()),
+            }
         })
     }
 }

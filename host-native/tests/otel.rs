@@ -46,18 +46,53 @@ fn text(v: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String 
     }
 }
 
-/// An OTLP/HTTP trace receiver: decodes each POST /v1/traces.
+/// The metric names each service exported, as (service, name).
+type Metrics = Arc<Mutex<Vec<(String, String)>>>;
+
+/// An OTLP/HTTP receiver: decodes each POST /v1/traces and /v1/metrics.
 async fn receiver() -> (Stub, Arc<Mutex<Vec<Got>>>) {
+    let (stub, got, _) = receiver_with_metrics().await;
+    (stub, got)
+}
+
+async fn receiver_with_metrics() -> (Stub, Arc<Mutex<Vec<Got>>>, Metrics) {
     let got: Arc<Mutex<Vec<Got>>> = Arc::default();
+    let metrics: Metrics = Arc::default();
     let log = got.clone();
+    let metric_log = metrics.clone();
     let stub = Stub::start(move |req| {
         assert_eq!(req.method, "POST");
-        assert!(req.url.ends_with("/v1/traces"), "{}", req.url);
         assert_eq!(
             req.header("content-type"),
             Some("application/x-protobuf"),
             "OTLP/HTTP protobuf"
         );
+        let ok = HttpResponse {
+            status: 200,
+            headers: vec![("Content-Type".into(), "application/x-protobuf".into())],
+            body: Vec::new(),
+        };
+        if req.url.ends_with("/v1/metrics") {
+            use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+            let export = ExportMetricsServiceRequest::decode(req.body.as_slice())
+                .expect("an ExportMetricsServiceRequest");
+            let mut log = metric_log.lock().expect("metrics");
+            for rm in export.resource_metrics {
+                let service = rm
+                    .resource
+                    .as_ref()
+                    .and_then(|r| r.attributes.iter().find(|a| a.key == "service.name"))
+                    .map(|a| text(&a.value))
+                    .unwrap_or_default();
+                for sm in rm.scope_metrics {
+                    for m in sm.metrics {
+                        log.push((service.clone(), m.name));
+                    }
+                }
+            }
+            return ok;
+        }
+        assert!(req.url.ends_with("/v1/traces"), "{}", req.url);
         let export = ExportTraceServiceRequest::decode(req.body.as_slice())
             .expect("an ExportTraceServiceRequest");
         let mut log = log.lock().expect("spans");
@@ -96,14 +131,10 @@ async fn receiver() -> (Stub, Arc<Mutex<Vec<Got>>>) {
                 }
             }
         }
-        HttpResponse {
-            status: 200,
-            headers: vec![("Content-Type".into(), "application/x-protobuf".into())],
-            body: Vec::new(),
-        }
+        ok
     })
     .await;
-    (stub, got)
+    (stub, got, metrics)
 }
 
 /// Waits (bounded) until `done` holds for the spans received.
@@ -179,6 +210,7 @@ fn otel_env<'a>(receiver: &'a str, service: &'a str) -> Vec<(&'a str, &'a str)> 
         ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver),
         ("OTEL_SERVICE_NAME", service),
         ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
     ]
 }
 
@@ -235,7 +267,7 @@ fn ancestors<'a>(spans: &'a [Got], id: &str) -> Vec<&'a Got> {
 
 #[tokio::test]
 async fn one_trace_with_parent_links_across_the_cli_two_agents_and_a_model() {
-    let (rx, got) = receiver().await;
+    let (rx, got, metrics) = receiver_with_metrics().await;
     let rx_url = rx.url().trim_end_matches('/').to_string();
 
     let (model_b, _) = model(|_| say("found it")).await;
@@ -366,6 +398,35 @@ async fn one_trace_with_parent_links_across_the_cli_two_agents_and_a_model() {
         a_request.attributes["a2a.outcome"], "stream",
         "{a_request:?}"
     );
+
+    // The metrics went out over OTLP too.
+    let exported = |name: &str| {
+        metrics
+            .lock()
+            .expect("metrics")
+            .iter()
+            .any(|(service, n)| service == "agent-a" && n == name)
+    };
+    for _ in 0..500 {
+        if exported("gen_ai.client.token.usage") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for name in [
+        "a2a.server.requests",
+        "a2a.server.request.duration",
+        "a2a.tasks",
+        "a2a.store.operation.duration",
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.token.usage",
+    ] {
+        assert!(
+            exported(name),
+            "{name}: {:?}",
+            metrics.lock().expect("metrics")
+        );
+    }
     drop((a, b));
 }
 
