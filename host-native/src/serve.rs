@@ -258,10 +258,28 @@ impl TaskStore for ObservedStore {
         task: &Task,
         events: &[toolnexus_core::StreamEvent],
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        #[cfg(feature = "otel")]
+        let span = crate::otel::store_op("save", Some(task));
+        #[cfg(feature = "otel")]
+        crate::otel::task_saved(task);
+        #[cfg(feature = "metrics")]
+        let (started, state) = (std::time::Instant::now(), task.state);
         let saved = self.inner.save_with_events(task, events);
         let hook = self.on_state.clone().map(|h| (h, task.clone()));
         async move {
-            saved.await?;
+            let saved = saved.await;
+            #[cfg(feature = "metrics")]
+            {
+                crate::metrics::store("save", started, saved.is_ok());
+                if saved.is_ok() {
+                    crate::metrics::task_state(state);
+                }
+            }
+            #[cfg(feature = "otel")]
+            if let Some(span) = span {
+                span.finish(&saved);
+            }
+            saved?;
             if let Some((hook, task)) = hook {
                 hook(&task);
             }
