@@ -29,6 +29,10 @@ mod head_timeout;
 pub mod http_server;
 pub mod jwt;
 pub mod lock;
+#[cfg(feature = "metrics")]
+pub mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 #[cfg(feature = "postgres")]
 pub mod pg_store;
 pub mod serve;

@@ -133,6 +133,9 @@ pub struct ServeOptions {
     /// `None`: kept for ever (the memory store still drops the oldest past
     /// its caps).
     pub task_retention: Option<Duration>,
+    /// Serve Prometheus metrics at `/metrics` (GET), under the same Host,
+    /// CORS and verifier rules as the agent's calls (feature `metrics`).
+    pub metrics: bool,
 }
 
 /// [`ServeOptions::task_lease`] by default.
@@ -154,7 +157,24 @@ impl TaskStore for ObservedStore {
         &self,
         id: &str,
     ) -> impl std::future::Future<Output = Result<Option<Task>, StoreError>> + Send {
-        self.inner.get(id)
+        #[cfg(feature = "otel")]
+        let span = crate::otel::store_op("get", None);
+        #[cfg(feature = "metrics")]
+        let started = std::time::Instant::now();
+        let got = self.inner.get(id);
+        async move {
+            let got = got.await;
+            #[cfg(feature = "metrics")]
+            crate::metrics::store("get", started, got.is_ok());
+            #[cfg(feature = "otel")]
+            if let Some(span) = span {
+                if let Ok(Some(task)) = &got {
+                    crate::otel::task_read(task);
+                }
+                span.finish(&got);
+            }
+            got
+        }
     }
 
     fn list(
@@ -238,10 +258,28 @@ impl TaskStore for ObservedStore {
         task: &Task,
         events: &[toolnexus_core::StreamEvent],
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        #[cfg(feature = "otel")]
+        let span = crate::otel::store_op("save", Some(task));
+        #[cfg(feature = "otel")]
+        crate::otel::task_saved(task);
+        #[cfg(feature = "metrics")]
+        let (started, state) = (std::time::Instant::now(), task.state);
         let saved = self.inner.save_with_events(task, events);
         let hook = self.on_state.clone().map(|h| (h, task.clone()));
         async move {
-            saved.await?;
+            let saved = saved.await;
+            #[cfg(feature = "metrics")]
+            {
+                crate::metrics::store("save", started, saved.is_ok());
+                if saved.is_ok() {
+                    crate::metrics::task_state(state);
+                }
+            }
+            #[cfg(feature = "otel")]
+            if let Some(span) = span {
+                span.finish(&saved);
+            }
+            saved?;
             if let Some((hook, task)) = hook {
                 hook(&task);
             }
@@ -253,10 +291,28 @@ impl TaskStore for ObservedStore {
         &self,
         task: &Task,
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        #[cfg(feature = "otel")]
+        let span = crate::otel::store_op("save", Some(task));
+        #[cfg(feature = "otel")]
+        crate::otel::task_saved(task);
+        #[cfg(feature = "metrics")]
+        let (started, state) = (std::time::Instant::now(), task.state);
         let saved = self.inner.save(task);
         let hook = self.on_state.clone().map(|h| (h, task.clone()));
         async move {
-            saved.await?;
+            let saved = saved.await;
+            #[cfg(feature = "metrics")]
+            {
+                crate::metrics::store("save", started, saved.is_ok());
+                if saved.is_ok() {
+                    crate::metrics::task_state(state);
+                }
+            }
+            #[cfg(feature = "otel")]
+            if let Some(span) = span {
+                span.finish(&saved);
+            }
+            saved?;
             if let Some((hook, task)) = hook {
                 hook(&task);
             }
@@ -292,6 +348,7 @@ impl ServeOptions {
             task_lease: DEFAULT_TASK_LEASE,
             store_poll: DEFAULT_STORE_POLL,
             task_retention: Some(toolnexus_core::server::DEFAULT_RETENTION),
+            metrics: false,
         }
     }
 }
@@ -396,7 +453,10 @@ impl ServerHost for NativeHost {
             if !allow_private {
                 refuse_internal_names(&req.url).await?;
             }
-            NativeTransport::shared().send(req).await
+            let sent = NativeTransport::shared().send(req).await;
+            #[cfg(feature = "metrics")]
+            crate::metrics::webhook(sent.as_ref().is_ok_and(|r| r.status < 300));
+            sent
         }))
     }
 }
@@ -785,20 +845,78 @@ fn start(
         let server = server.clone();
         Arc::new(move || server.health())
     };
+    #[cfg(feature = "metrics")]
+    let metrics = options.metrics;
+    #[cfg(feature = "metrics")]
+    if metrics {
+        crate::metrics::enable();
+    }
     let handler: http_server::StreamHandler = Arc::new(move |req| {
+        #[cfg(feature = "metrics")]
+        if metrics && req.method == "GET" && http_server::url_path(&req.url) == METRICS_PATH {
+            let server = server.clone();
+            return Box::pin(async move { Reply::Full(metrics_page(&server, &req).await) });
+        }
+        #[cfg(feature = "metrics")]
+        let measured = crate::metrics::enabled().then(|| {
+            (
+                crate::metrics::request_method(&req),
+                std::time::Instant::now(),
+            )
+        });
+        #[cfg(feature = "otel")]
+        let mut req = req;
+        #[cfg(feature = "otel")]
+        let span = crate::otel::server_request(&mut req);
         let server = server.clone();
         let ui = ui
             .as_ref()
             .filter(|_| is_ui_request(&req))
             .cloned()
             .map(|ui| (ui, server.host_allowed(req.header("Host"))));
-        Box::pin(async move {
+        let serving = async move {
             match ui {
                 Some((ui, true)) => Reply::Full(ui.respond(&req).await),
                 Some((_, false)) => Reply::Full(misdirected()),
-                None => server.serve(req).await,
+                None => {
+                    #[cfg(feature = "otel")]
+                    if let Some(mut span) = span {
+                        let reply = span.scope(server.serve(req)).await;
+                        match &reply {
+                            Reply::Full(r) => span.finish(r.status, Some(&r.body)),
+                            Reply::Stream { head, .. } => span.finish(head.status, None),
+                        }
+                        return reply;
+                    }
+                    server.serve(req).await
+                }
             }
-        })
+        };
+        #[cfg(feature = "metrics")]
+        if let Some((method, started)) = measured {
+            return Box::pin(async move {
+                let reply = serving.await;
+                match reply {
+                    Reply::Full(r) => {
+                        crate::metrics::request(method, started, r.status, Some(&r.body));
+                        Reply::Full(r)
+                    }
+                    Reply::Stream { head, body } => {
+                        crate::metrics::request(method, started, head.status, None);
+                        let open = crate::metrics::stream_opened();
+                        let body = futures_util::StreamExt::map(body, move |frame| {
+                            let _open = &open;
+                            frame
+                        });
+                        Reply::Stream {
+                            head,
+                            body: Box::pin(body),
+                        }
+                    }
+                }
+            });
+        }
+        Box::pin(serving)
     });
     let http_options = HttpOptions {
         policy,
@@ -822,6 +940,33 @@ fn start(
 }
 
 type NativeServer = A2aServer<ObservedStore, NativeHost, Arc<dyn Fulfiller>>;
+
+/// Where [`ServeOptions::metrics`] serves the Prometheus text.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// `GET /metrics`: the Host, verifier and CORS rules of the agent's calls.
+#[cfg(feature = "metrics")]
+async fn metrics_page(
+    server: &Arc<NativeServer>,
+    req: &toolnexus_core::HttpRequest,
+) -> toolnexus_core::HttpResponse {
+    if !server.host_allowed(req.header("Host")) {
+        return misdirected();
+    }
+    let mut resp = match server.refuse_caller(req).await {
+        Some(refused) => refused,
+        None => toolnexus_core::HttpResponse {
+            status: 200,
+            headers: vec![(
+                "Content-Type".into(),
+                "text/plain; version=0.0.4; charset=utf-8".into(),
+            )],
+            body: crate::metrics::render().unwrap_or_default().into_bytes(),
+        },
+    };
+    server.add_cors_for(req.header("Origin"), &mut resp);
+    resp
+}
 
 /// The agent's rules for request bodies, applied by the HTTP server.
 struct Policy(Arc<NativeServer>);

@@ -245,7 +245,39 @@ impl NativeTransport {
         }
     }
 
-    async fn send_inner(&self, req: HttpRequest) -> Result<HttpResponse, TransportError> {
+    /// Puts the transport's trace on a request that has none of its own.
+    fn traced(&self, req: &mut HttpRequest) {
+        if let Some(trace) = &self.trace {
+            if req.header(toolnexus_core::TRACEPARENT).is_none() {
+                trace.put_on(&mut req.headers);
+            }
+        }
+    }
+
+    async fn send_inner(&self, mut req: HttpRequest) -> Result<HttpResponse, TransportError> {
+        self.traced(&mut req);
+        #[cfg(feature = "otel")]
+        let span = crate::otel::outbound(&mut req);
+        #[cfg(feature = "metrics")]
+        let model = (crate::metrics::enabled() && crate::metrics::is_model_call(&req.url))
+            .then(|| (req.body.clone(), std::time::Instant::now()));
+        let answer = self.send_whole(req).await;
+        #[cfg(feature = "metrics")]
+        if let Some((request, started)) = model {
+            let body = answer.as_ref().ok().map(|a| a.body.as_slice());
+            crate::metrics::model_call(&request, started, body);
+        }
+        #[cfg(feature = "otel")]
+        if let Some(span) = span {
+            match &answer {
+                Ok(a) => span.finish(a.status, Some(&a.body)),
+                Err(e) => span.fail(&e.to_string()),
+            }
+        }
+        answer
+    }
+
+    async fn send_whole(&self, req: HttpRequest) -> Result<HttpResponse, TransportError> {
         let url = toolnexus_core::redact_url(&req.url);
         let _place = self.place(&req.url).await;
         let resp = self.request(req).await?;
@@ -269,11 +301,23 @@ impl NativeTransport {
     /// The head of the answer at once; the body as hyper delivers its frames.
     async fn send_streaming_inner(
         &self,
-        req: HttpRequest,
+        mut req: HttpRequest,
     ) -> Result<StreamingResponse, TransportError> {
+        self.traced(&mut req);
+        #[cfg(feature = "otel")]
+        let span = crate::otel::outbound(&mut req);
         let url = toolnexus_core::redact_url(&req.url);
         let place = self.place(&req.url).await;
-        let resp = self.request(req).await?;
+        let resp = self.request(req).await;
+        // A stream's span ends with its head: the events are the task's.
+        #[cfg(feature = "otel")]
+        if let Some(span) = span {
+            match &resp {
+                Ok(r) => span.finish(r.status().as_u16(), None),
+                Err(e) => span.fail(&e.to_string()),
+            }
+        }
+        let resp = resp?;
         let status = resp.status().as_u16();
         let headers = response_headers(&resp);
         let body = Drained {
@@ -294,13 +338,8 @@ impl NativeTransport {
 
     async fn request(
         &self,
-        mut req: HttpRequest,
+        req: HttpRequest,
     ) -> Result<hyper::Response<hyper::body::Incoming>, TransportError> {
-        if let Some(trace) = &self.trace {
-            if req.header(toolnexus_core::TRACEPARENT).is_none() {
-                trace.put_on(&mut req.headers);
-            }
-        }
         let mut builder = hyper::Request::builder()
             .method(req.method.as_str())
             .uri(req.url.as_str());

@@ -746,6 +746,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         (asked && allowed).then(|| ("Access-Control-Allow-Private-Network".into(), "true".into()))
     }
 
+    /// The refusal of `req` by the configured verifiers (401/403, as a call
+    /// would get), or `None` when they accept it or none is configured:
+    /// for host routes beside the agent's (a `/metrics` page).
+    pub async fn refuse_caller(&self, req: &HttpRequest) -> Option<HttpResponse> {
+        let auth = self.auth.as_ref()?;
+        match Box::pin(verify::authenticate(auth, &self.host, req)).await {
+            Ok(_) => None,
+            Err(refusal) => Some(verify::refusal_response(auth, &refusal, true)),
+        }
+    }
+
     async fn route(self: &Arc<Self>, req: HttpRequest) -> Reply {
         let Some(card) = &self.card else {
             return Reply::Full(plain(404, "not found"));
@@ -1527,8 +1538,15 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 revision: Default::default(),
             },
         };
-        if trace.is_some() {
-            task.trace = trace;
+        match trace {
+            Some(trace) => task.trace = Some(trace),
+            // A turn with no caller's context continues the task's trace as
+            // a span of its own (its model calls then get ids of their own).
+            None => {
+                if let Some(earlier) = task.trace.take() {
+                    task.trace = Some(Box::new(earlier.child(&self.host.new_id())));
+                }
+            }
         }
         // A continued task's webhook is stored at once; a new one's after
         // the task's first save.

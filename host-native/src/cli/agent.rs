@@ -106,6 +106,17 @@ pub struct ServeArgs {
     /// or SendMessage's configuration) and get each state change POSTed.
     #[arg(long = "push-notifications")]
     push_notifications: bool,
+    /// Serve Prometheus metrics at /metrics (GET; the same Host, CORS and
+    /// verifier rules as the agent's calls).
+    #[cfg(feature = "metrics")]
+    #[arg(long)]
+    metrics: bool,
+    /// Log lines as `json` (one object a line) or `text` (time, level,
+    /// target, message, fields), filtered by RUST_LOG (default `info`);
+    /// each line in a traced request or task carries its trace id.
+    /// Default: the short `toolnexus: …` lines (RUST_LOG set: `text`).
+    #[arg(long = "log-format", value_name = "json|text")]
+    pub log_format: Option<super::log::Format>,
     /// Let webhooks point at loopback, private, link-local and metadata
     /// addresses (refused by default: SSRF). Implies --push-notifications.
     #[arg(long = "allow-private-webhooks")]
@@ -332,8 +343,9 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
             .unwrap_or(&serde_json::Value::Null),
     );
     if !agents.is_empty() {
-        eprintln!(
-            "toolnexus: resolving {} agent card(s) from the config (at most {} s)",
+        tracing::info!(
+            target: "toolnexus",
+            "resolving {} agent card(s) from the config (at most {} s)",
             agents.len(),
             STARTUP_CARD_TIMEOUT.as_secs()
         );
@@ -341,7 +353,7 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
             add_config_agents_within(&mut tk, &r.config.raw, STARTUP_CARD_TIMEOUT).await
         {
             if let Ok(n) = added {
-                eprintln!("toolnexus: agent {card}: {n} tool(s)");
+                tracing::info!(target: "toolnexus", "agent {card}: {n} tool(s)");
             }
         }
     }
@@ -358,6 +370,10 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     options.store_poll = std::time::Duration::from_millis(args.store_poll_ms);
     options.task_retention = (args.task_retention_hours > 0)
         .then(|| std::time::Duration::from_secs(args.task_retention_hours * 3600));
+    #[cfg(feature = "metrics")]
+    {
+        options.metrics = args.metrics;
+    }
     options.public_url = args.public_url.clone();
     options.cors_origin = cors;
     options.allow_anonymous = args.allow_anonymous;
@@ -368,8 +384,23 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
         });
     }
     options.on_task = Some(Arc::new(|e| match &e.trace_id {
-        Some(trace) => eprintln!("toolnexus: task {} {} (trace {trace})", e.id, e.state),
-        None => eprintln!("toolnexus: task {} {}", e.id, e.state),
+        Some(trace) => tracing::info!(
+            target: "toolnexus",
+            task_id = %e.id,
+            state = %e.state,
+            trace_id = %trace,
+            "task {} {} (trace {trace})",
+            e.id,
+            e.state
+        ),
+        None => tracing::info!(
+            target: "toolnexus",
+            task_id = %e.id,
+            state = %e.state,
+            "task {} {}",
+            e.id,
+            e.state
+        ),
     }));
     let handle = serve_agent(&args.addr, options)
         .await
@@ -378,21 +409,22 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     let stop = super::remote::interrupted();
     println!("listening on {}", handle.url);
     let _ = std::io::stdout().flush();
-    eprintln!(
-        "toolnexus: Agent Card at {}.well-known/agent-card.json",
+    tracing::info!(
+        target: "toolnexus",
+        "Agent Card at {}.well-known/agent-card.json",
         handle.card_url
     );
     if let Some(dir) = &args.ui {
         if !dir.join("index.html").is_file() {
-            eprintln!("toolnexus: warning: {} has no index.html", dir.display());
+            tracing::warn!(target: "toolnexus", "warning: {} has no index.html", dir.display());
         }
-        eprintln!("toolnexus: browser UI at {}/", handle.url);
+        tracing::info!(target: "toolnexus", "browser UI at {}/", handle.url);
     }
     for id in &handle.recovered {
-        eprintln!("toolnexus: task {id} was interrupted by a restart; marked failed");
+        tracing::warn!(target: "toolnexus", task_id = %id, "task {id} was interrupted by a restart; marked failed");
     }
     stop.await;
-    eprintln!("toolnexus: stopping");
+    tracing::info!(target: "toolnexus", "stopping");
     handle.stop().await;
     Ok(0)
 }

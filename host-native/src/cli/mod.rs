@@ -19,6 +19,12 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Export spans over OTLP/HTTP (protobuf) to this collector (its base
+    /// URL; `/v1/traces` is appended). Default: OTEL_EXPORTER_OTLP_ENDPOINT
+    /// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; unset, nothing is exported.
+    #[cfg(feature = "otel")]
+    #[arg(long, global = true, value_name = "URL")]
+    otlp_endpoint: Option<String>,
 }
 
 // Parsed once per process: the size of its largest variant does not matter.
@@ -111,7 +117,15 @@ pub fn main() -> i32 {
             return 1;
         }
     };
-    log::install();
+    log::install(match &cli.command {
+        Command::Serve(args) => args.log_format,
+        _ => None,
+    });
+    #[cfg(feature = "otel")]
+    if let Err(e) = toolnexus_host_native::otel::init(cli.otlp_endpoint.as_deref(), "toolnexus") {
+        eprintln!("toolnexus: {e}");
+        return 1;
+    }
     // A server wants every core; a one-shot command wants to start and stop
     // at once, and a single thread does that with less work.
     let runtime = match &cli.command {
@@ -157,6 +171,9 @@ pub fn main() -> i32 {
             Command::Demo => demo::run().await,
         }
     });
+    // The spans still queued, exported before exit.
+    #[cfg(feature = "otel")]
+    toolnexus_host_native::otel::shutdown();
     // Don't wait for idle keep-alive connections or stray tasks at exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match outcome {

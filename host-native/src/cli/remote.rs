@@ -286,15 +286,24 @@ pub fn interrupted() -> impl std::future::Future<Output = ()> {
 fn transport() -> std::sync::Arc<NativeTransport> {
     let shared = NativeTransport::shared();
     let var = |name: &str| std::env::var(name).ok();
-    match var("TRACEPARENT")
-        .and_then(|p| toolnexus_core::TraceContext::parse(&p, var("TRACESTATE").as_deref()))
+    let caller = var("TRACEPARENT")
+        .and_then(|p| toolnexus_core::TraceContext::parse(&p, var("TRACESTATE").as_deref()));
+    // With span export on, a command that came in no trace starts one.
+    #[cfg(feature = "otel")]
+    let exporting = toolnexus_host_native::otel::enabled();
+    #[cfg(not(feature = "otel"))]
+    let exporting = false;
+    let command = match &caller {
+        Some(parent) => parent.child(&shared.new_id()),
+        None if exporting => toolnexus_core::TraceContext::root(&shared.new_id()),
+        None => return shared,
+    };
+    #[cfg(feature = "otel")]
     {
-        Some(parent) => {
-            let command = parent.child(&shared.new_id());
-            std::sync::Arc::new(shared.as_ref().clone().with_trace(command))
-        }
-        None => shared,
+        let name = std::env::args().nth(1).unwrap_or_default();
+        toolnexus_host_native::otel::start_command(&name, &command, caller.as_ref());
     }
+    std::sync::Arc::new(shared.as_ref().clone().with_trace(command))
 }
 
 pub fn print_json(v: &serde_json::Value) {
