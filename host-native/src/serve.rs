@@ -258,38 +258,24 @@ impl TaskStore for ObservedStore {
         task: &Task,
         events: &[toolnexus_core::StreamEvent],
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
-        #[cfg(feature = "otel")]
-        let span = crate::otel::store_op("save", Some(task));
-        #[cfg(feature = "otel")]
-        crate::otel::task_saved(task);
-        #[cfg(feature = "metrics")]
-        let (started, state) = (std::time::Instant::now(), task.state);
-        let saved = self.inner.save_with_events(task, events);
-        let hook = self.on_state.clone().map(|h| (h, task.clone()));
-        async move {
-            let saved = saved.await;
-            #[cfg(feature = "metrics")]
-            {
-                crate::metrics::store("save", started, saved.is_ok());
-                if saved.is_ok() {
-                    crate::metrics::task_state(state);
-                }
-            }
-            #[cfg(feature = "otel")]
-            if let Some(span) = span {
-                span.finish(&saved);
-            }
-            saved?;
-            if let Some((hook, task)) = hook {
-                hook(&task);
-            }
-            Ok(())
-        }
+        self.observe_save(task, || self.inner.save_with_events(task, events))
     }
 
     fn save(
         &self,
         task: &Task,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        self.observe_save(task, || self.inner.save(task))
+    }
+}
+
+impl ObservedStore {
+    /// A save of `task` (what `save` starts) inside its span and metrics,
+    /// and the state hook once it is durable.
+    fn observe_save<F: std::future::Future<Output = Result<(), StoreError>> + Send>(
+        &self,
+        task: &Task,
+        save: impl FnOnce() -> F,
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
         #[cfg(feature = "otel")]
         let span = crate::otel::store_op("save", Some(task));
@@ -297,7 +283,7 @@ impl TaskStore for ObservedStore {
         crate::otel::task_saved(task);
         #[cfg(feature = "metrics")]
         let (started, state) = (std::time::Instant::now(), task.state);
-        let saved = self.inner.save(task);
+        let saved = save();
         let hook = self.on_state.clone().map(|h| (h, task.clone()));
         async move {
             let saved = saved.await;
