@@ -6,13 +6,14 @@
 
 mod common;
 
-use common::{json_response, run_to_end_env, start_listening_env, temp_dir, toolnexus_bin, Stub};
+use common::traced::{calls_the_agent_tool, model, say, skills, Seen};
+use common::{run_to_end_env, start_listening_env, temp_dir, toolnexus_bin, Stub};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message as _;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use toolnexus_core::HttpResponse;
 
@@ -149,59 +150,6 @@ async fn until(got: &Arc<Mutex<Vec<Got>>>, done: impl Fn(&[Got]) -> bool) -> Vec
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     got.lock().expect("spans").clone()
-}
-
-type Seen = Arc<Mutex<Vec<Option<String>>>>;
-
-async fn model(answer: impl Fn(&Value) -> Value + Send + Sync + 'static) -> (Stub, Seen) {
-    let seen: Seen = Arc::default();
-    let log = seen.clone();
-    let stub = Stub::start(move |req| {
-        log.lock()
-            .expect("seen")
-            .push(req.header("traceparent").map(str::to_string));
-        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-        json_response(
-            200,
-            &json!({"model": "stub-1", "choices": [{"message": answer(&body)}],
-                "usage": {"prompt_tokens": 11, "completion_tokens": 7}}),
-        )
-    })
-    .await;
-    (stub, seen)
-}
-
-fn say(text: &str) -> Value {
-    json!({"role": "assistant", "content": text})
-}
-
-fn calls_the_agent_tool(body: &Value) -> Value {
-    let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    if let Some(result) = messages.iter().find(|m| m["role"] == "tool") {
-        return say(&format!(
-            "done: {}",
-            result["content"].as_str().unwrap_or_default()
-        ));
-    }
-    let tools = body["tools"].as_array().cloned().unwrap_or_default();
-    let tool = tools
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .find(|n| *n != "skill" && *n != "question")
-        .unwrap_or("missing");
-    json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
-        "function": {"name": tool, "arguments": "{\"task\":\"look it up\"}"}}]})
-}
-
-fn skills(name: &str) -> PathBuf {
-    let dir = temp_dir(&format!("otel-skills-{name}"));
-    std::fs::create_dir_all(dir.join(name)).expect("mkdir");
-    std::fs::write(
-        dir.join(name).join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: the {name} skill\n---\nDo it."),
-    )
-    .expect("write");
-    dir
 }
 
 /// The environment of a process exporting to `receiver` as `service`.

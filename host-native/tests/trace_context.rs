@@ -6,9 +6,10 @@
 mod common;
 
 use common::sdk::{official_client_env, py_server_with, Sdk};
-use common::{json_response, run_to_end_env, start_listening, temp_dir, toolnexus_bin, Stub};
+use common::traced::{calls_the_agent_tool, model, say, skills, Seen};
+use common::{run_to_end_env, start_listening, temp_dir, toolnexus_bin, Stub};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use toolnexus_core::HttpResponse;
 
@@ -16,9 +17,6 @@ use toolnexus_core::HttpResponse;
 const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_SPAN: &str = "00f067aa0ba902b7";
-
-/// Each request's `traceparent` (`None`: it had none), in arrival order.
-type Seen = Arc<Mutex<Vec<Option<String>>>>;
 
 /// The (trace id, span id) of a `traceparent`, checked to be well formed.
 fn ids(traceparent: &str) -> (&str, &str) {
@@ -47,61 +45,6 @@ fn all_in_the_trace(who: &str, seen: &Seen) -> Vec<String> {
             span.to_string()
         })
         .collect()
-}
-
-/// An OpenAI-style model recording each request's `traceparent`; `answer`
-/// gets the request body and returns `choices[0].message`.
-async fn model(answer: impl Fn(&Value) -> Value + Send + Sync + 'static) -> (Stub, Seen) {
-    let seen: Seen = Arc::default();
-    let log = seen.clone();
-    let stub = Stub::start(move |req| {
-        log.lock()
-            .expect("seen")
-            .push(req.header("traceparent").map(str::to_string));
-        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-        json_response(
-            200,
-            &json!({"model": "stub", "choices": [{"message": answer(&body)}]}),
-        )
-    })
-    .await;
-    (stub, seen)
-}
-
-fn say(text: &str) -> Value {
-    json!({"role": "assistant", "content": text})
-}
-
-/// A model that calls the first A2A tool it is offered (not `skill` nor
-/// `question`) once, then says `done` with what the tool answered.
-fn calls_the_agent_tool(body: &Value) -> Value {
-    let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    if let Some(result) = messages.iter().find(|m| m["role"] == "tool") {
-        return say(&format!(
-            "done: {}",
-            result["content"].as_str().unwrap_or_default()
-        ));
-    }
-    let tools = body["tools"].as_array().cloned().unwrap_or_default();
-    let tool = tools
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .find(|n| *n != "skill" && *n != "question")
-        .unwrap_or("missing");
-    json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
-        "function": {"name": tool, "arguments": "{\"task\":\"look it up\"}"}}]})
-}
-
-/// A folder with one skill, `name`.
-fn skills(name: &str) -> PathBuf {
-    let dir = temp_dir(&format!("trace-skills-{name}"));
-    std::fs::create_dir_all(dir.join(name)).expect("mkdir");
-    std::fs::write(
-        dir.join(name).join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: the {name} skill\n---\nDo it."),
-    )
-    .expect("write");
-    dir
 }
 
 /// `toolnexus serve` with the model at `model_url` and the skill `skill`.

@@ -3,6 +3,7 @@
 
 pub mod pg;
 pub mod sdk;
+pub mod traced;
 
 use serde_json::{json, Value};
 use std::sync::Arc;
