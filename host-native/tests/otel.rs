@@ -6,14 +6,13 @@
 
 mod common;
 
-use common::traced::{calls_the_agent_tool, model, say, skills, Seen};
-use common::{run_to_end_env, start_listening_env, temp_dir, toolnexus_bin, Stub};
+use common::traced::{calls_the_agent_tool, card, model, say, serve, skills, Seen};
+use common::{run_to_end_env, temp_dir, toolnexus_bin, Stub};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message as _;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use toolnexus_core::HttpResponse;
 
@@ -160,34 +159,6 @@ fn otel_env<'a>(receiver: &'a str, service: &'a str) -> Vec<(&'a str, &'a str)> 
         ("OTEL_BSP_SCHEDULE_DELAY", "50"),
         ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
     ]
-}
-
-async fn serve(
-    model_url: &str,
-    skill: &Path,
-    extra: &[&str],
-    env: &[(&str, &str)],
-) -> common::Proc {
-    let skill = skill.display().to_string();
-    let mut args = vec![
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--skills",
-        &skill,
-        "--llm",
-        "openai",
-        "--model",
-        "m",
-        "--llm-base-url",
-        model_url,
-    ];
-    args.extend_from_slice(extra);
-    start_listening_env(&toolnexus_bin(), &args, env).await
-}
-
-fn card(proc: &common::Proc) -> String {
-    format!("{}/.well-known/agent-card.json", proc.url)
 }
 
 fn span_id(traceparent: &str) -> String {

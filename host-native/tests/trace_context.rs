@@ -6,8 +6,8 @@
 mod common;
 
 use common::sdk::{official_client_env, py_server_with, Sdk};
-use common::traced::{calls_the_agent_tool, model, say, skills, Seen};
-use common::{run_to_end_env, start_listening, temp_dir, toolnexus_bin, Stub};
+use common::traced::{calls_the_agent_tool, card, model, say, serve, skills, Seen};
+use common::{run_to_end_env, temp_dir, toolnexus_bin, Stub};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -47,30 +47,6 @@ fn all_in_the_trace(who: &str, seen: &Seen) -> Vec<String> {
         .collect()
 }
 
-/// `toolnexus serve` with the model at `model_url` and the skill `skill`.
-async fn serve(model_url: &str, skill: &Path, extra: &[&str]) -> common::Proc {
-    let skill = skill.display().to_string();
-    let mut args = vec![
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--skills",
-        &skill,
-        "--llm",
-        "openai",
-        "--model",
-        "m",
-        "--llm-base-url",
-        model_url,
-    ];
-    args.extend_from_slice(extra);
-    start_listening(&toolnexus_bin(), &args).await
-}
-
-fn card(proc: &common::Proc) -> String {
-    format!("{}/.well-known/agent-card.json", proc.url)
-}
-
 /// Every `.json` file under `dir`, read as text.
 fn files_under(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -97,6 +73,7 @@ async fn one_trace_from_the_cli_through_agent_a_its_model_and_agent_b() {
         model_b.url(),
         &skills("lookup"),
         &["--name", "agent-b", "--store", &store_arg],
+        &[],
     )
     .await;
 
@@ -114,6 +91,7 @@ async fn one_trace_from_the_cli_through_agent_a_its_model_and_agent_b() {
         model_a.url(),
         &skills("ask"),
         &["--name", "agent-a", "--config", &config_arg],
+        &[],
     )
     .await;
 
@@ -149,7 +127,7 @@ async fn one_trace_from_the_cli_through_agent_a_its_model_and_agent_b() {
 #[tokio::test]
 async fn without_traceparent_nothing_is_sent_on() {
     let (model_a, seen) = model(|_| say("plain")).await;
-    let a = serve(model_a.url(), &skills("ask"), &[]).await;
+    let a = serve(model_a.url(), &skills("ask"), &[], &[]).await;
     let (code, stdout, stderr) = run_to_end_env(
         &toolnexus_bin(),
         &["call", &card(&a), "ask", "hello"],
@@ -184,7 +162,7 @@ async fn an_official_python_sdk_server_receives_the_traceparent_of_toolnexus_cal
 #[tokio::test]
 async fn an_official_python_sdk_clients_traceparent_is_continued_by_serve() {
     let (model_a, seen) = model(|_| say("hi from the model")).await;
-    let a = serve(model_a.url(), &skills("ask"), &[]).await;
+    let a = serve(model_a.url(), &skills("ask"), &[], &[]).await;
     let (code, out, stderr) = official_client_env(
         Sdk::Python,
         &card(&a),
@@ -232,6 +210,7 @@ async fn a_follow_up_and_its_push_delivery_stay_in_the_tasks_trace() {
         model_a.url(),
         &skills("ask"),
         &["--push-notifications", "--allow-private-webhooks"],
+        &[],
     )
     .await;
     let client = reqwest_like(&a.url);

@@ -2,9 +2,9 @@
 //! and the skills and answers the trace tests (trace_context.rs, otel.rs)
 //! give it.
 
-use super::{json_response, temp_dir, Stub};
+use super::{json_response, start_listening_env, temp_dir, toolnexus_bin, Proc, Stub};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The `traceparent` of each request a stub saw, in order.
@@ -66,4 +66,30 @@ pub fn skills(name: &str) -> PathBuf {
     )
     .expect("write");
     dir
+}
+
+/// `toolnexus serve` with the OpenAI-style model at `model_url`, the
+/// skills folder `skill`, more arguments and environment variables.
+pub async fn serve(model_url: &str, skill: &Path, extra: &[&str], env: &[(&str, &str)]) -> Proc {
+    let skill = skill.display().to_string();
+    let mut args = vec![
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--skills",
+        &skill,
+        "--llm",
+        "openai",
+        "--model",
+        "m",
+        "--llm-base-url",
+        model_url,
+    ];
+    args.extend_from_slice(extra);
+    start_listening_env(&toolnexus_bin(), &args, env).await
+}
+
+/// The Agent Card URL of a served agent.
+pub fn card(proc: &Proc) -> String {
+    format!("{}/.well-known/agent-card.json", proc.url)
 }
