@@ -5,11 +5,21 @@
 //! discovery document), fetched here with the native HTTP client. The
 //! claims (`iss`, `aud`, `exp`, `nbf`, scopes) are core's to check: this
 //! returns the payload as it is.
+//!
+//! A token whose signature checked out is remembered, so a caller sending
+//! the same token again costs a map lookup instead of a signature check
+//! (RS256 with pure-Rust crypto is about 190 µs): for at most
+//! [`REMEMBER_MS`], never past the freshness of the key set that verified
+//! it, and forgotten whenever a key set is fetched (a key rotated out stops
+//! working as soon as the new set is in). Only the signature is remembered:
+//! core checks the claims (`exp` included) on every request.
 
 use crate::NativeTransport;
 use futures_util::StreamExt;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use toolnexus_core::server::auth::{Claims, JwtConfig};
@@ -21,6 +31,13 @@ use toolnexus_core::{HttpRequest, Transport};
 /// How long one JWKS or discovery fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a verified token is remembered, at most.
+pub const REMEMBER_MS: u64 = 60_000;
+
+/// How many verified tokens are remembered, at most (each with its text
+/// and claims: about 1 MB in all for typical tokens).
+const REMEMBER_MAX: usize = 1024;
+
 /// Checks JWT signatures for one `jwt` block.
 pub struct JwtVerifier {
     /// The accepted algorithms.
@@ -29,6 +46,58 @@ pub struct JwtVerifier {
     secret: Option<DecodingKey>,
     /// The asymmetric keys.
     keys: Option<Arc<KeyFetcher>>,
+    /// The tokens whose signature checked out (shared with the fetcher,
+    /// which forgets them all when a key set comes in).
+    remembered: Arc<Mutex<Remembered>>,
+    clock: Clock,
+    /// Signature checks made, for benchmarks and tests.
+    checks: AtomicU64,
+}
+
+/// Verified tokens, with their claims and until when they may be reused.
+#[derive(Default)]
+struct Remembered {
+    tokens: HashMap<Box<str>, (Claims, u64)>,
+    /// Counts the key sets fetched: a verification that started under an
+    /// older set is not remembered.
+    generation: u64,
+}
+
+impl Remembered {
+    fn get(&self, token: &str, now_ms: u64) -> Option<Claims> {
+        match self.tokens.get(token) {
+            Some((claims, until)) if now_ms < *until => Some(claims.clone()),
+            _ => None,
+        }
+    }
+
+    fn put(&mut self, generation: u64, token: &str, claims: &Claims, until: u64, now_ms: u64) {
+        if generation != self.generation || until <= now_ms {
+            return;
+        }
+        if self.tokens.len() >= REMEMBER_MAX {
+            self.tokens.retain(|_, (_, u)| now_ms < *u);
+            if self.tokens.len() >= REMEMBER_MAX {
+                self.tokens.clear();
+            }
+        }
+        self.tokens.insert(token.into(), (claims.clone(), until));
+    }
+
+    fn forget_all(&mut self) {
+        self.tokens.clear();
+        self.generation += 1;
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A clock from now on, in milliseconds.
+fn monotonic() -> Clock {
+    let epoch = Instant::now();
+    Arc::new(move || epoch.elapsed().as_millis() as u64)
 }
 
 /// The key cache, its one fetch and the verifications waiting for it.
@@ -37,6 +106,7 @@ struct KeyFetcher {
     fetched: Notify,
     clock: Clock,
     transport: Arc<NativeTransport>,
+    remembered: Arc<Mutex<Remembered>>,
 }
 
 /// Milliseconds on a monotonic clock (only differences matter).
@@ -112,6 +182,8 @@ impl JwtVerifier {
         } else {
             None
         };
+        let remembered = Arc::new(Mutex::new(Remembered::default()));
+        let clock = monotonic();
         let asymmetric = algorithms.iter().any(|a| *a != Algorithm::HS256);
         let keys = if asymmetric {
             let with_algs = JwtConfig {
@@ -124,11 +196,9 @@ impl JwtVerifier {
             Some(Arc::new(KeyFetcher {
                 cache: Mutex::new(JwksCache::new(source)),
                 fetched: Notify::new(),
-                clock: {
-                    let epoch = Instant::now();
-                    Arc::new(move || epoch.elapsed().as_millis() as u64)
-                },
+                clock: clock.clone(),
                 transport: NativeTransport::shared(),
+                remembered: remembered.clone(),
             }))
         } else {
             None
@@ -137,6 +207,9 @@ impl JwtVerifier {
             algorithms,
             secret,
             keys,
+            remembered,
+            clock,
+            checks: AtomicU64::new(0),
         })
     }
 
@@ -145,22 +218,46 @@ impl JwtVerifier {
     pub fn with_clock(mut self, clock: Clock) -> Self {
         if let Some(keys) = self.keys.take() {
             let cache = std::mem::replace(
-                &mut *keys.cache.lock().unwrap_or_else(|p| p.into_inner()),
+                &mut *lock(&keys.cache),
                 JwksCache::new(KeySource::Jwks(String::new())),
             );
             self.keys = Some(Arc::new(KeyFetcher {
                 cache: Mutex::new(cache),
                 fetched: Notify::new(),
-                clock,
+                clock: clock.clone(),
                 transport: keys.transport.clone(),
+                remembered: self.remembered.clone(),
             }));
         }
+        lock(&self.remembered).forget_all();
+        self.clock = clock;
         self
+    }
+
+    /// How many signatures this verifier has checked (a remembered token
+    /// costs none).
+    pub fn signatures_checked(&self) -> u64 {
+        self.checks.load(Ordering::Relaxed)
     }
 
     /// The token's claims when its signature is good, by a key configured
     /// for its `alg`; why not otherwise (never the token itself).
     pub async fn verify(&self, token: &str) -> Result<Claims, String> {
+        let now = (self.clock)();
+        if let Some(claims) = lock(&self.remembered).get(token, now) {
+            return Ok(claims);
+        }
+        let (claims, until, generation) = self.check(token, now).await?;
+        lock(&self.remembered).put(generation, token, &claims, until, now);
+        Ok(claims)
+    }
+
+    /// The signature check of [`JwtVerifier::verify`]: the claims, until
+    /// when they may be remembered, and the generation of the key set that
+    /// verified them.
+    async fn check(&self, token: &str, now: u64) -> Result<(Claims, u64, u64), String> {
+        let remember_until = now.saturating_add(REMEMBER_MS);
+        let generation = || lock(&self.remembered).generation;
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| format!("the token is not a signed JWT ({e})"))?;
         let alg = header.alg;
@@ -169,20 +266,26 @@ impl JwtVerifier {
         }
         if alg == Algorithm::HS256 {
             let key = self.secret.as_ref().ok_or("no HS256 secret")?;
-            return decode(token, key, alg);
+            self.checks.fetch_add(1, Ordering::Relaxed);
+            return Ok((decode(token, key, alg)?, remember_until, generation()));
         }
         let fetcher = self.keys.as_ref().ok_or("no signing keys are configured")?;
         let jwks = fetcher.keys_for(header.kid.as_deref(), name(alg)).await?;
+        let until = remember_until.min(lock(&fetcher.cache).fresh_until());
+        let generation = generation();
         let mut last = String::from("no signing key fits the token");
         for jwk in jwks {
             let key = serde_json::from_value::<jsonwebtoken::jwk::Jwk>(jwk)
                 .map_err(|e| e.to_string())
                 .and_then(|jwk| DecodingKey::from_jwk(&jwk).map_err(|e| e.to_string()));
             match key {
-                Ok(key) => match decode(token, &key, alg) {
-                    Ok(claims) => return Ok(claims),
-                    Err(e) => last = e,
-                },
+                Ok(key) => {
+                    self.checks.fetch_add(1, Ordering::Relaxed);
+                    match decode(token, &key, alg) {
+                        Ok(claims) => return Ok((claims, until, generation)),
+                        Err(e) => last = e,
+                    }
+                }
                 Err(e) => last = format!("a signing key cannot be used: {e}"),
             }
         }
@@ -222,7 +325,7 @@ impl KeyFetcher {
             tokio::pin!(fetched);
             fetched.as_mut().enable();
             let step = {
-                let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+                let mut cache = lock(&self.cache);
                 cache.lookup(self.now_ms(), kid, alg)
             };
             match step {
@@ -252,7 +355,7 @@ impl KeyFetcher {
             ))
         });
         {
-            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cache = lock(&self.cache);
             let now = self.now_ms();
             match &answer {
                 Ok((status, cache_control, body)) => cache.fetched(
@@ -270,6 +373,8 @@ impl KeyFetcher {
                 tracing::warn!("JWT signing keys: {e}");
             }
         }
+        // Whatever came back, a token verified before is checked again.
+        lock(&self.remembered).forget_all();
         self.fetched.notify_waiters();
     }
 }

@@ -342,6 +342,62 @@ async fn an_unknown_kid_fetches_at_most_once_per_interval() {
 }
 
 #[tokio::test]
+async fn a_verified_token_is_remembered_until_its_key_set_changes() {
+    let k = keys();
+    let jwks = Jwks::start(vec![jwk(&k.rsa, Algorithm::RS256, "rsa")]).await;
+    let clock = Clock::default();
+    let v = verifier(asymmetric(&jwks.url()), &clock);
+    let token = mint(Algorithm::RS256, &k.rsa, Some("rsa"), &claims());
+    // Concurrent and repeated: each distinct token's signature is checked
+    // once.
+    let mut runs = Vec::new();
+    for _ in 0..8 {
+        let (v, t) = (v.clone(), token.clone());
+        runs.push(tokio::spawn(async move { v.verify(&t).await }));
+    }
+    for run in runs {
+        run.await.expect("no panic").expect("verified");
+    }
+    let first = v.signatures_checked();
+    assert!((1..=8).contains(&first), "{first}");
+    for _ in 0..50 {
+        let got = v.verify(&token).await.expect("remembered");
+        assert_eq!(got["sub"], "alice");
+    }
+    assert_eq!(
+        v.signatures_checked(),
+        first,
+        "no check for a remembered token"
+    );
+    // A token that differs from a remembered one only in its signature is
+    // checked, and refused.
+    let (head, sig) = token.rsplit_once('.').expect("three parts");
+    let flipped = if sig.starts_with('A') { "B" } else { "A" };
+    let forged = format!("{head}.{flipped}{}", &sig[1..]);
+    v.verify(&forged).await.expect_err("forged");
+    assert_eq!(v.signatures_checked(), first + 1);
+    // Remembered for at most REMEMBER_MS: then checked again.
+    let remember = toolnexus_host_native::jwt::REMEMBER_MS;
+    clock.0.store(remember - 1, Ordering::SeqCst);
+    v.verify(&token).await.expect("remembered");
+    assert_eq!(v.signatures_checked(), first + 1);
+    clock.0.store(remember, Ordering::SeqCst);
+    v.verify(&token).await.expect("checked again");
+    assert_eq!(v.signatures_checked(), first + 2);
+    // The key is rotated out: once the new set is fetched (the old one is
+    // stale at 300 s), the remembered token is refused.
+    *jwks.keys.lock().unwrap() = vec![jwk(&k.rsa2, Algorithm::RS256, "rsa2")];
+    clock.set_secs(299);
+    v.verify(&token).await.expect("still the old set");
+    clock.set_secs(300);
+    let e = v.verify(&token).await.expect_err("its key is gone");
+    assert!(e.contains("kid"), "{e}");
+    assert_eq!(jwks.fetches(), 2);
+    let rotated = mint(Algorithm::RS256, &k.rsa2, Some("rsa2"), &claims());
+    v.verify(&rotated).await.expect("the new key");
+}
+
+#[tokio::test]
 async fn the_last_good_set_is_kept_when_the_endpoint_fails_or_goes_down() {
     let k = keys();
     let jwks = Jwks::start(vec![jwk(&k.rsa, Algorithm::RS256, "rsa")]).await;

@@ -175,6 +175,13 @@ impl JwksCache {
         }
     }
 
+    /// Until when (the clock of [`JwksCache::lookup`]) the current key set
+    /// is used without asking for a new one: a signature verified with it
+    /// may be remembered until then, not longer.
+    pub fn fresh_until(&self) -> u64 {
+        self.fresh_until
+    }
+
     /// Whether a fetch has started and not yet been handed back.
     pub fn is_fetching(&self) -> bool {
         self.fetching
