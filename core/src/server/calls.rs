@@ -1,0 +1,292 @@
+//! JSON-RPC calls: parsing the envelope, dispatching each method, and the
+//! answers written straight to bytes.
+
+use super::*;
+
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
+    pub(super) async fn json_rpc(
+        self: &Arc<Self>,
+        req: &HttpRequest,
+        caller: Option<&Caller>,
+    ) -> Reply {
+        let owner = caller.map(|c| c.owner.as_str());
+        let mut waited = None;
+        // The shape errors are written in: 1.0 adds `data` details.
+        let mut shape = Shape::V03;
+        let (id, outcome) = match RpcRequest::parse(req) {
+            Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
+                let id = call.id.clone();
+                shape = call.shape;
+                match self.stream_call(call, owner, req).await {
+                    Ok(reply) => return reply,
+                    Err(e) => (id, Err(e)),
+                }
+            }
+            Ok(call) => {
+                let id = call.id.clone();
+                shape = call.shape;
+                let is_get = Method::from_name(&call.method) == Some(Method::Get);
+                let wait = preferred_wait(req).filter(|_| is_get);
+                // Hosts without a timer answer at once, as if no wait was asked.
+                let timer = wait.and_then(|secs| {
+                    let at = self.host.now_ms().saturating_add(secs * 1000);
+                    Some((secs, self.host.sleep_until(at)?))
+                });
+                let outcome = match timer {
+                    Some((secs, timer)) => {
+                        waited = Some(secs);
+                        self.get_task_waiting(&call, timer, owner)
+                            .await
+                            .map(Answered::Task)
+                    }
+                    None => self.dispatch(call, caller, req).await,
+                };
+                (id, outcome)
+            }
+            Err((id, err)) => {
+                // A client naming a version we lack speaks a later one: details help it.
+                if err.code == rpc::VERSION_NOT_SUPPORTED {
+                    shape = Shape::V10;
+                }
+                (id, Err(err))
+            }
+        };
+        let body = match &outcome {
+            Ok(result) => serde_json::to_vec(&Envelope {
+                jsonrpc: "2.0",
+                id: &id,
+                result: Some(result),
+                error: None,
+            }),
+            Err(e) => serde_json::to_vec(&Envelope {
+                jsonrpc: "2.0",
+                id: &id,
+                result: None,
+                error: Some(ErrorBody {
+                    code: e.code,
+                    message: &e.message,
+                    data: (shape == Shape::V10).then(|| e.details()),
+                }),
+            }),
+        };
+        // Serialising plain data into memory cannot fail; keep a valid answer anyway.
+        let body = body.unwrap_or_else(|_| {
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#
+                .to_vec()
+        });
+        let mut resp = HttpResponse::json(200, body);
+        // A client that sends the A2A media type (1.0.1) gets it back;
+        // `application/json` to the others.
+        if req
+            .header("Content-Type")
+            .is_some_and(|t| t.trim_start().starts_with(rest::A2A_JSON))
+        {
+            resp.headers = vec![("Content-Type".into(), rest::A2A_JSON.into())];
+        }
+        if let Some(secs) = waited {
+            resp.headers
+                .push(("Preference-Applied".into(), format!("wait={secs}")));
+        }
+        Reply::Full(resp)
+    }
+
+    pub(super) async fn dispatch(
+        self: &Arc<Self>,
+        call: RpcRequest,
+        caller: Option<&Caller>,
+        req: &HttpRequest,
+    ) -> Result<Answered, RpcError> {
+        let shape = call.shape;
+        let owner = caller.map(|c| c.owner.as_str());
+        match Method::from_name(&call.method) {
+            Some(Method::Send) => self
+                .send_message(&call.params, shape, owner, req)
+                .await
+                .map(Answered::Task),
+            Some(Method::Get) => {
+                let history = validate::history_length(&call.params, "historyLength")?;
+                let task = self.existing(&call.params, owner).await?;
+                let answer = Answer::about(&call, task, history);
+                Ok(Answered::Task(answer))
+            }
+            Some(Method::Cancel) => {
+                let mut answer = self.cancel(&call.params, shape, owner).await?;
+                answer.shape = answer_shape(&call, &answer.task);
+                Ok(Answered::Task(answer))
+            }
+            Some(Method::List) => self
+                .list(&call.params, shape, owner)
+                .await
+                .map(Answered::Page),
+            #[cfg(feature = "push")]
+            Some(Method::PushConfig) if self.push.is_some() => self
+                .push_config(&call, owner)
+                .await
+                .map(|v| Answered::Value(Box::new(v))),
+            // The card says pushNotifications: false.
+            Some(Method::PushConfig) => Err(push_not_supported()),
+            Some(Method::ExtendedCard) => self
+                .extended_card(caller, req, shape)
+                .map(|v| Answered::Value(Box::new(v))),
+            // Streaming methods are answered before dispatch.
+            Some(Method::Stream | Method::Subscribe) | None => Err(RpcError::new(
+                rpc::METHOD_NOT_FOUND,
+                format!("Method not found: {}", call.method),
+            )),
+        }
+    }
+
+    /// GetExtendedAgentCard. With auth on, the caller is authenticated (the
+    /// step before any call) and gets the card, which then declares
+    /// `extendedAgentCard`: the same card as the public one (nothing varies
+    /// by caller or scope yet). Without auth the card declares none: -32004,
+    /// not -32007 (that one is for a declared card not configured).
+    /// The card is written in the call's version, as the public one is for
+    /// the version a card request asks.
+    pub(super) fn extended_card(
+        &self,
+        caller: Option<&Caller>,
+        req: &HttpRequest,
+        shape: Shape,
+    ) -> Result<Value, RpcError> {
+        match (caller, &self.card) {
+            (Some(_), Some(card)) => {
+                let (body, _) = card.body(req, shape);
+                serde_json::from_slice(&body)
+                    .map_err(|_| RpcError::internal("the card is not JSON".into()))
+            }
+            _ => Err(RpcError::new(
+                rpc::UNSUPPORTED_OPERATION,
+                "This agent has no extended agent card",
+            )),
+        }
+    }
+
+    /// ListTasks: one page of the stored tasks the params ask for.
+    pub(super) async fn list(
+        &self,
+        params: &Value,
+        shape: Shape,
+        owner: Owner<'_>,
+    ) -> Result<list::Page, RpcError> {
+        let mut query = list::ListQuery::parse(params)?;
+        // The caller's tasks only, chosen by the store as it lists.
+        query.filter.owner = owner.map(str::to_string);
+        // A store that pages (in SQL) reads one page and its count.
+        let after = query.after.as_ref().map(|(ms, id)| (*ms, id.as_str()));
+        match self
+            .store
+            .list_page(&query.filter, after, query.page_size + 1)
+            .await
+        {
+            Ok(Some((tasks, total))) => return Ok(query.paged(tasks, total, shape)),
+            Ok(None) => {}
+            Err(e) => return Err(RpcError::internal(format!("the task store failed: {e}"))),
+        }
+        match self.store.list(&query.filter).await {
+            Ok(Some(tasks)) => Ok(query.page(tasks, shape)),
+            Ok(None) => Err(RpcError::new(
+                rpc::UNSUPPORTED_OPERATION,
+                "this agent's task store cannot list tasks",
+            )),
+            Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
+        }
+    }
+}
+
+/// `params.id`, the task a call names.
+pub(super) fn task_id(params: &Value) -> Result<&str, RpcError> {
+    params
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("params.id must be a string"))
+}
+
+/// The shape to answer a call about `task` in: the version the call
+/// names, else the one the task was made in (a 1.0 client that omits
+/// `A2A-Version` reads its own tasks in 1.0 shapes).
+pub(super) fn answer_shape(call: &RpcRequest, task: &Task) -> Shape {
+    if call.versioned {
+        call.shape
+    } else {
+        task.dialect
+    }
+}
+
+/// A JSON-RPC result (always a task here), serialised straight to bytes.
+pub(super) struct Answer {
+    pub(super) task: Task,
+    pub(super) shape: Shape,
+    pub(super) history_length: Option<usize>,
+    /// 1.0 SendMessage results are `{"task": …}`.
+    pub(super) wrap: bool,
+}
+
+impl Answer {
+    /// `task` answering `call`, in the shape [`answer_shape`] picks.
+    pub(super) fn about(call: &RpcRequest, task: Task, history_length: Option<usize>) -> Answer {
+        let shape = answer_shape(call, &task);
+        Answer::task(task, shape, history_length)
+    }
+
+    pub(super) fn task(task: Task, shape: Shape, history_length: Option<usize>) -> Answer {
+        Answer {
+            task,
+            shape,
+            history_length,
+            wrap: false,
+        }
+    }
+}
+
+/// A JSON-RPC result: a task, a page of them, or another value.
+// One per answer, never stored: boxing the task would cost GetTask an allocation.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Answered {
+    Task(Answer),
+    Page(list::Page),
+    #[cfg_attr(not(feature = "push"), allow(dead_code))]
+    Value(Box<Value>),
+}
+
+impl serde::Serialize for Answered {
+    fn serialize<Ser: serde::Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
+        match self {
+            Answered::Task(a) => a.serialize(s),
+            Answered::Page(p) => p.serialize(s),
+            Answered::Value(v) => v.serialize(s),
+        }
+    }
+}
+
+impl serde::Serialize for Answer {
+    fn serialize<Ser: serde::Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
+        use serde::ser::SerializeMap;
+        let shaped = self.task.shaped(self.shape, self.history_length);
+        if self.wrap {
+            let mut map = s.serialize_map(Some(1))?;
+            map.serialize_entry("task", &shaped)?;
+            map.end()
+        } else {
+            serde::Serialize::serialize(&shaped, s)
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+pub(super) struct ErrorBody<'a> {
+    pub(super) code: i64,
+    pub(super) message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) data: Option<rpc::ErrorDetails<'a>>,
+}
+
+#[derive(serde::Serialize)]
+pub(super) struct Envelope<'a> {
+    pub(super) jsonrpc: &'static str,
+    pub(super) id: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) result: Option<&'a Answered>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) error: Option<ErrorBody<'a>>,
+}
