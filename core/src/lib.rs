@@ -45,6 +45,8 @@ pub mod testing;
 #[cfg(test)]
 mod fuzz_tests;
 
+#[cfg(not(feature = "oauth2"))]
+pub use client::auth::NO_OAUTH2;
 pub use client::auth::{
     credentials_may_go_to, read_requirements, read_schemes, read_token_response,
     requires_credentials, token, token_url_allowed, Acquire, Auth, AuthPlan, KeyLocation,

@@ -59,7 +59,9 @@ export interface Agent {
    * scheme), or `{oauth2}` (client credentials: tokens fetched from
    * `tokenUrl`, default the card's client-credentials flow or its OpenID
    * Connect discovery; cached, refreshed before expiry, one fetch shared by
-   * concurrent calls, one retry with a fresh token on 401). `${NAME}` in a
+   * concurrent calls, one retry with a fresh token on 401; in the full entry
+   * `toolnexus-wasm` only: `toolnexus-wasm/client`, the browser entry, throws a
+   * `misuse` Error for it, use `getToken` there). `${NAME}` in a
    * value expands from `process.env` at every call. Credentials go only to
    * the card's own origin and `allowedOrigins`.
    */

@@ -41,6 +41,10 @@ pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
         agent.auth = Some(toolnexus_core::Auth::from_value(&to_json(&auth, "agent.auth")?).ok_or_else(|| {
             misuse("agent.auth must be {bearer}, {apiKey} or {oauth2: {clientId, clientSecret, tokenUrl?, scopes?}}")
         })?);
+        #[cfg(not(feature = "oauth2"))]
+        if let Some(why) = no_oauth2(&agent) {
+            return Err(misuse(why));
+        }
     } else if get_token.is_function() {
         agent.auth = Some(crate::credentials::get_token_auth(
             get_token.unchecked_into(),
@@ -65,6 +69,16 @@ pub fn agent_from_js(v: &JsValue) -> Result<Agent, JsValue> {
         agent.allowed_origins = list;
     }
     Ok(agent)
+}
+
+/// Why the client entry (built without the feature `oauth2`) cannot call
+/// this agent: OAuth2 client credentials need a client secret, which has no
+/// place in a browser.
+#[cfg(not(feature = "oauth2"))]
+pub fn no_oauth2(agent: &Agent) -> Option<&'static str> {
+    matches!(agent.auth, Some(toolnexus_core::Auth::OAuth2(_))).then_some(
+        "agent.auth {oauth2} (client credentials, which need a client secret) is not in toolnexus-wasm/client, the browser entry: give the agent getToken (a function that returns a bearer token), or import from \"toolnexus-wasm\" (Node, workers)",
+    )
 }
 
 /// The descriptor as a plain object; unset fields stay unset.

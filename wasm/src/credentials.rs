@@ -62,7 +62,7 @@ pub async fn host_token(key: &str, retry: bool) -> Result<String, toolnexus_core
         .parse::<usize>()
         .ok()
         .and_then(|n| GET_TOKEN.with(|g| g.borrow().get(n).cloned()))
-        .ok_or_else(|| fail(format!("{key:?} is unknown")))?;
+        .ok_or_else(|| fail(format!("{} is unknown", toolnexus_core::quoted(key))))?;
     let hint: JsValue = js_sys::Object::new().into();
     crate::convert::set(&hint, "retry", &retry.into());
     let returned = f

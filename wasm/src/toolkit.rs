@@ -201,7 +201,27 @@ async fn create(options: JsValue) -> Result<Toolkit, JsValue> {
     let mut tk = CoreToolkit::new(JsTransport).with_token_cells(crate::credentials::token_cell);
     tk.add_agents(&opts.agents).await;
     if let Some(config) = &opts.config {
+        #[cfg(feature = "oauth2")]
         tk.add_config(config).await;
+        // The client entry: an OAuth2 agent of the config is a failure of
+        // its own (warned about below), like an agent whose card fails.
+        #[cfg(not(feature = "oauth2"))]
+        {
+            let agents = toolnexus_core::parse_agents_config(
+                config.get("agents").unwrap_or(&serde_json::Value::Null),
+            );
+            let mut callable = Vec::new();
+            for agent in agents {
+                match crate::agent::no_oauth2(&agent) {
+                    Some(why) => {
+                        let _ =
+                            tk.add_resolved(&agent, Err(toolnexus_core::Error::Misuse(why.into())));
+                    }
+                    None => callable.push(agent),
+                }
+            }
+            tk.add_agents(&callable).await;
+        }
     }
     warn_failures(&tk);
     #[cfg(feature = "server")]

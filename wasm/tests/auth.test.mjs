@@ -266,6 +266,30 @@ describe('the package client calls protected agents', () => {
     assert.equal(listed.tasks.length, 4, JSON.stringify(listed));
   });
 
+  test('toolnexus-wasm/client, the browser entry, has no OAuth2 client credentials: {oauth2} is refused saying to use getToken or the full entry, and nothing is sent', async () => {
+    const client = await importShim('client.mjs');
+    const a = await protectedAgent();
+    let idpHits = 0;
+    const idp = await listen((req, res) => { idpHits += 1; res.writeHead(500); res.end(); });
+    closers.push(idp.close);
+    const auth = { oauth2: { clientId: 'app', clientSecret: 'in-a-browser', tokenUrl: `${idp.url}/token` } };
+    const refused = (e) => e.kind === 'misuse' && /toolnexus-wasm\/client/.test(e.message) && /getToken/.test(e.message) && /"toolnexus-wasm"/.test(e.message);
+    assert.throws(() => client.agent({ card: a.cardUrl, auth }), refused);
+    await assert.rejects(client.agentTools({ card: a.cardUrl, auth }), refused);
+    // A config's OAuth2 agent is a failure of its own; its neighbours still work.
+    const tk = await client.createToolkit({ config: { agents: { secretive: { card: a.cardUrl, auth }, open: { card: a.cardUrl, auth: { bearer: token('dave') } } } } });
+    const failures = tk.failures();
+    assert.equal(failures.length, 1, JSON.stringify(failures));
+    assert.equal(failures[0].kind, 'misuse');
+    assert.match(failures[0].message, /getToken/);
+    assert.equal(tk.tools().length, 1);
+    const r = await tk.execute(tk.tools()[0].name, { task: 'from the open one' });
+    assert.equal(r.isError, false, r.output);
+    assert.equal(idpHits, 0, 'the client secret went nowhere');
+    // The full entry takes the same descriptor (Node, workers).
+    assert.equal(tn.agent({ card: a.cardUrl, auth }).auth.oauth2.clientId, 'app');
+  });
+
   test('getToken: asked before each call; a refused token is renewed once ({retry: true}); a throwing getToken fails the call, not the process', async () => {
     const a = await protectedAgent();
     const hints = [];

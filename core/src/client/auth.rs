@@ -734,6 +734,7 @@ pub type SharedTokenCell = std::sync::Arc<dyn TokenCell + Send + Sync>;
 #[cfg(target_arch = "wasm32")]
 pub type SharedTokenCell = std::sync::Arc<dyn TokenCell>;
 
+#[cfg(feature = "oauth2")]
 fn cache<R>(cell: &dyn TokenCell, mut f: impl FnMut(&mut TokenCache) -> R) -> R {
     let mut out = None;
     cell.with_cache(&mut |c| out = Some(f(c)));
@@ -743,11 +744,13 @@ fn cache<R>(cell: &dyn TokenCell, mut f: impl FnMut(&mut TokenCache) -> R) -> R 
 
 /// Settles the fetch in flight as abandoned if its future is dropped first
 /// (the call was aborted), so the calls waiting on it do not wait forever.
+#[cfg(feature = "oauth2")]
 struct FetchGuard<'a> {
     cell: &'a dyn TokenCell,
     settled: bool,
 }
 
+#[cfg(feature = "oauth2")]
 impl Drop for FetchGuard<'_> {
     fn drop(&mut self) {
         if !self.settled {
@@ -779,13 +782,6 @@ async fn token_inner<T: Transport>(
     stale: Option<&str>,
     deadline_ms: u64,
 ) -> Result<Token, Error> {
-    let fetch = || {
-        let mut source = source.clone();
-        source.client_secret =
-            crate::model::agent::expand_env(&source.client_secret, |n| transport.env(n));
-        let mut m = TokenMachine::new(source, deadline_ms);
-        async move { m.run(transport).await }
-    };
     if let TokenEndpoint::Host(key) = &source.endpoint {
         let value = transport.host_token(key, stale.is_some()).await?;
         let fetched_ms = transport.now_ms();
@@ -795,6 +791,40 @@ async fn token_inner<T: Transport>(
             fetched_ms,
         });
     }
+    #[cfg(feature = "oauth2")]
+    return fetch_token(transport, cell, source, stale, deadline_ms).await;
+    // Hosts without the feature refuse OAuth2 agents before any call (the
+    // npm client entry, whose callers are browsers: no client secrets there).
+    #[cfg(not(feature = "oauth2"))]
+    {
+        let _ = (cell, deadline_ms);
+        Err(Error::Misuse(NO_OAUTH2.into()))
+    }
+}
+
+/// Why an OAuth2 client-credentials agent cannot be called in a build
+/// without the feature `oauth2`.
+#[cfg(not(feature = "oauth2"))]
+pub const NO_OAUTH2: &str =
+    "OAuth2 client credentials are not in this build: give the agent a token source (a bearer token from the host) instead";
+
+/// The token of an OAuth2 client-credentials source: from the cell's
+/// cache, or fetched ([`TokenMachine`]).
+#[cfg(feature = "oauth2")]
+async fn fetch_token<T: Transport>(
+    transport: &T,
+    cell: Option<&dyn TokenCell>,
+    source: &TokenSource,
+    stale: Option<&str>,
+    deadline_ms: u64,
+) -> Result<Token, Error> {
+    let fetch = || {
+        let mut source = source.clone();
+        source.client_secret =
+            crate::model::agent::expand_env(&source.client_secret, |n| transport.env(n));
+        let mut m = TokenMachine::new(source, deadline_ms);
+        async move { m.run(transport).await }
+    };
     let Some(cell) = cell else {
         return fetch().await;
     };

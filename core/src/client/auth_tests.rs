@@ -4,9 +4,12 @@
 
 use super::*;
 use crate::client::toolkit::{card_tools, A2aTool};
-use crate::testing::{block_on, completed, task_with_message, Reply, ScriptedPeer, TestLock};
+use crate::testing::{block_on, completed, Reply, ScriptedPeer};
+#[cfg(feature = "oauth2")]
+use crate::testing::{task_with_message, TestLock};
 use crate::{Agent, AgentCard};
 use serde_json::json;
+#[cfg(feature = "oauth2")]
 use std::sync::Arc;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -14,6 +17,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 const CARD_URL: &str = "http://127.0.0.1:9/.well-known/agent-card.json";
 const TOKEN_URL: &str = "http://127.0.0.1:9/token";
 
+#[cfg(feature = "oauth2")]
 fn token_json(token: &'static str) -> Reply {
     let body: &'static str = match token {
         "t1" => r#"{"access_token":"t1","token_type":"Bearer","expires_in":100}"#,
@@ -45,6 +49,7 @@ fn oauth_agent() -> Agent {
 }
 
 /// The desk's tool with a shared token cache.
+#[cfg(feature = "oauth2")]
 fn oauth_tool() -> A2aTool {
     let cell: SharedTokenCell = Arc::new(<TestLock<TokenCache> as crate::Lock<_>>::new(
         TokenCache::new(),
@@ -309,6 +314,7 @@ fn token_answers_are_read_strictly_and_never_panic() {
     }
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn the_cache_shares_one_fetch_and_refreshes_before_expiry() {
     let mut c = TokenCache::new();
@@ -341,6 +347,7 @@ fn the_cache_shares_one_fetch_and_refreshes_before_expiry() {
     assert!(long.usable(3_569_999) && !long.usable(3_570_000));
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn a_token_is_fetched_once_and_sent_on_every_call() {
     let peer = peer()
@@ -371,6 +378,7 @@ fn a_token_is_fetched_once_and_sent_on_every_call() {
     assert_eq!(auth_headers(&peer), vec![Some("Bearer t1".to_string()); 3]);
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn a_token_is_refreshed_before_it_expires() {
     let peer = peer()
@@ -391,6 +399,7 @@ fn a_token_is_refreshed_before_it_expires() {
     );
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn concurrent_calls_share_one_token_fetch() {
     let peer = peer()
@@ -413,6 +422,7 @@ fn concurrent_calls_share_one_token_fetch() {
     assert_eq!(auth_headers(&peer), vec![Some("Bearer t1".to_string()); 8]);
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn a_401_drops_the_token_fetches_once_and_retries_once() {
     let peer = peer()
@@ -432,6 +442,7 @@ fn a_401_drops_the_token_fetches_once_and_retries_once() {
     assert_eq!(peer.requests_to(TOKEN_URL).len(), 2);
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn a_second_401_is_a_clear_error_naming_the_scheme() {
     let peer = peer()
@@ -517,6 +528,19 @@ fn a_fixed_credential_refused_is_an_error_at_once() {
     assert!(!r.output.contains("wrong"));
 }
 
+/// A build without OAuth2 client credentials (the npm client entry) calls
+/// nothing for such an agent: a clear error, no request sent.
+#[cfg(not(feature = "oauth2"))]
+#[test]
+fn without_the_oauth2_feature_a_client_credentials_agent_is_refused_before_any_request() {
+    let peer = peer();
+    let r = run(&card_tools(&oauth_agent(), &oauth_card())[0], &peer);
+    assert!(r.is_error);
+    assert!(r.output.ends_with(NO_OAUTH2), "{}", r.output);
+    assert!(peer.requests().is_empty(), "nothing sent");
+}
+
+#[cfg(feature = "oauth2")]
 #[test]
 fn a_token_url_over_plain_http_to_a_stranger_is_refused() {
     let card = AgentCard::from_value(&json!({"name": "desk", "url": "http://127.0.0.1:9/",
@@ -534,6 +558,7 @@ fn a_token_url_over_plain_http_to_a_stranger_is_refused() {
     assert!(peer.requests().is_empty(), "nothing sent");
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn the_token_endpoint_is_discovered_from_the_cards_openid_connect_scheme() {
     const OIDC: &str = "http://127.0.0.1:9/.well-known/openid-configuration";
@@ -557,6 +582,7 @@ fn the_token_endpoint_is_discovered_from_the_cards_openid_connect_scheme() {
     assert_eq!(urls, [OIDC, TOKEN_URL, "http://127.0.0.1:9/"]);
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn an_auth_required_task_is_continued_once_with_a_fresh_token() {
     let waiting = task_with_message("t", "auth-required", "sign in again");
@@ -621,6 +647,7 @@ fn without_auth_a_401_says_credentials_are_wanted() {
     );
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn a_token_that_nears_expiry_mid_call_is_replaced_before_the_next_poll() {
     let working = json!({"id": "t", "status": {"state": "working"}});
@@ -643,6 +670,7 @@ fn a_token_that_nears_expiry_mid_call_is_replaced_before_the_next_poll() {
     );
 }
 
+#[cfg(feature = "oauth2")]
 #[test]
 fn list_tasks_sends_the_token_and_fetches_again_once_on_401() {
     let peer = peer()
