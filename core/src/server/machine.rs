@@ -17,7 +17,8 @@
 
 use crate::model::event::{StatusUpdate, StreamEvent};
 use crate::model::task::{Lease, Message, Task, TaskState};
-use std::collections::{HashMap, VecDeque};
+use hashbrown::HashMap;
+use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 
 /// The handle of one stream or one waiter.

@@ -13,8 +13,8 @@ use crate::host::transport::BoxFuture;
 use crate::model::task::{Shape, Task};
 use crate::wire::http::{HttpRequest, HttpResponse};
 use crate::wire::json::{object, quoted, with};
+use hashbrown::HashMap;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// How long one delivery attempt may take.
