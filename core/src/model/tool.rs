@@ -142,33 +142,37 @@ pub fn a2a_conversational_schema(description: &str) -> Value {
 /// parsed on use, smaller in the `.wasm` than `json!`.
 const CONVERSATION_PROPERTIES: &str = r#"{"taskId":{"type":"string","description":"To answer the agent's question: the taskId of the result that asked it (omit for a new task)"},"contextId":{"type":"string","description":"To continue an earlier conversation with the agent: the contextId of its result"}}"#;
 
+/// One entry per spec, made by `entry`: a plain loop, not one
+/// `map(..).collect()` per format (see ARCHITECTURE.md).
+fn entries(specs: &[ToolSpec], entry: &dyn Fn(&ToolSpec) -> Value) -> Vec<Value> {
+    let mut out = Vec::with_capacity(specs.len());
+    for s in specs {
+        out.push(entry(s));
+    }
+    out
+}
+
+/// `{name, description}` of a spec.
+fn named(s: &ToolSpec) -> Value {
+    object([
+        ("name", s.name.as_str().into()),
+        ("description", s.description.as_str().into()),
+    ])
+}
+
 /// OpenAI chat-completions `tools` entries.
 pub fn to_openai(specs: &[ToolSpec]) -> Vec<Value> {
-    specs
-        .iter()
-        .map(|s| {
-            let function = object([
-                ("name", s.name.as_str().into()),
-                ("description", s.description.as_str().into()),
-            ]);
-            let function = with(function, "parameters", s.input_schema.clone());
-            object([("type", "function".into()), ("function", function)])
-        })
-        .collect()
+    entries(specs, &|s| {
+        let function = with(named(s), "parameters", s.input_schema.clone());
+        object([("type", "function".into()), ("function", function)])
+    })
 }
 
 /// Anthropic messages `tools` entries.
 pub fn to_anthropic(specs: &[ToolSpec]) -> Vec<Value> {
-    specs
-        .iter()
-        .map(|s| {
-            let entry = object([
-                ("name", s.name.as_str().into()),
-                ("description", s.description.as_str().into()),
-            ]);
-            with(entry, "input_schema", s.input_schema.clone())
-        })
-        .collect()
+    entries(specs, &|s| {
+        with(named(s), "input_schema", s.input_schema.clone())
+    })
 }
 
 /// Gemini `functionDeclarations` entries. Gemini rejects some JSON Schema
@@ -176,26 +180,28 @@ pub fn to_anthropic(specs: &[ToolSpec]) -> Vec<Value> {
 pub fn to_gemini(specs: &[ToolSpec]) -> Vec<Value> {
     fn strip(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(
-                m.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "$schema" | "additionalProperties"))
-                    .map(|(k, v)| (k.clone(), strip(v)))
-                    .collect(),
-            ),
-            Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+            Value::Object(m) => {
+                let mut out = serde_json::Map::new();
+                for (k, v) in m {
+                    if !matches!(k.as_str(), "$schema" | "additionalProperties") {
+                        out.insert(k.clone(), strip(v));
+                    }
+                }
+                Value::Object(out)
+            }
+            Value::Array(a) => {
+                let mut out = Vec::with_capacity(a.len());
+                for v in a {
+                    out.push(strip(v));
+                }
+                Value::Array(out)
+            }
             other => other.clone(),
         }
     }
-    specs
-        .iter()
-        .map(|s| {
-            let entry = object([
-                ("name", s.name.as_str().into()),
-                ("description", s.description.as_str().into()),
-            ]);
-            with(entry, "parameters", strip(&s.input_schema))
-        })
-        .collect()
+    entries(specs, &|s| {
+        with(named(s), "parameters", strip(&s.input_schema))
+    })
 }
 
 #[cfg(test)]
