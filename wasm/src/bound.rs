@@ -14,6 +14,19 @@
 //! pending (a CancelTask waiting for the job that runs the task in another
 //! request's context, issue 20): while the future is pending, a timer of its
 //! own context stays armed (unref'd in Node, so it never holds a process).
+//!
+//! That deferral is not to be relied on: under load workerd (1.20260426)
+//! stops deferring, for the rest of the isolate's life, and runs the
+//! reaction in the context of whoever woke the future (seen in the 1,000
+//! cancel races: the job's save of `canceled` ran in the CancelTask's
+//! context, "Cannot perform I/O on behalf of a different request", and the
+//! CancelTask's `Response` was made in the job's context, an HTTP 500). So
+//! each poll first checks it runs at home, through an `AbortSignal` made
+//! with the future (workerd binds it to its context; reading `aborted`
+//! elsewhere throws; Node and browsers never throw). A wake that arrives
+//! elsewhere is only noted, and the future's own timer polls it at home:
+//! from then on that timer fires every [`STRAY_MS`] instead of every
+//! [`KEEP_ALIVE_MS`].
 
 use crate::convert::JsResultFuture;
 use js_sys::{Function, Promise};
@@ -29,10 +42,36 @@ struct Task {
     reject: Function,
     /// Whether the keep-alive timer is armed.
     timer: std::cell::Cell<bool>,
+    /// Made in the future's own context (see the module notes).
+    home: JsValue,
+    /// A wake reached the future outside its context: its timer polls it.
+    stray: std::cell::Cell<bool>,
 }
 
 /// How often the keep-alive timer of a pending future fires.
 const KEEP_ALIVE_MS: i32 = 1000;
+
+/// How often it fires once a wake went astray in this isolate.
+const STRAY_MS: i32 = 20;
+
+thread_local! {
+    /// Whether a wake ever reached a future outside its context here.
+    static STRAYED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// An `AbortSignal` of the current context (undefined without one).
+fn home_signal() -> JsValue {
+    let ctor = crate::convert::get(&js_sys::global(), "AbortSignal");
+    match crate::convert::get(&ctor, "abort").dyn_ref::<Function>() {
+        Some(abort) => abort.call0(&ctor).unwrap_or(JsValue::UNDEFINED),
+        None => JsValue::UNDEFINED,
+    }
+}
+
+/// Whether this runs in the context that made `home`.
+fn at_home(home: &JsValue) -> bool {
+    home.is_undefined() || js_sys::Reflect::get(home, &"aborted".into()).is_ok()
+}
 
 /// `fut` as a promise whose every poll runs in the JS context that called this.
 pub fn promise(fut: JsResultFuture) -> Promise {
@@ -43,11 +82,20 @@ pub fn promise(fut: JsResultFuture) -> Promise {
             resolve,
             reject,
             timer: std::cell::Cell::new(false),
+            home: home_signal(),
+            stray: std::cell::Cell::new(false),
         }))
     })
 }
 
 fn poll(task: Rc<Task>) {
+    if !at_home(&task.home) {
+        // Woken from another request's context: its timer polls it at home.
+        task.stray.set(true);
+        STRAYED.with(|s| s.set(true));
+        return;
+    }
+    task.stray.set(false);
     // The next wake-up: a promise made here, its reaction registered here.
     let mut wake = None;
     let next = Promise::new(&mut |resolve, _| wake = Some(resolve));
@@ -88,11 +136,18 @@ fn keep_alive(task: Rc<Task>) {
     let again = task.clone();
     let fire = Closure::once_into_js(move || {
         again.timer.set(false);
-        if again.fut.borrow().is_some() {
+        if again.stray.get() {
+            poll(again);
+        } else if again.fut.borrow().is_some() {
             keep_alive(again);
         }
     });
-    if let Ok(handle) = set_timeout.call2(&global, &fire, &KEEP_ALIVE_MS.into()) {
+    let ms = if STRAYED.with(|s| s.get()) {
+        STRAY_MS
+    } else {
+        KEEP_ALIVE_MS
+    };
+    if let Ok(handle) = set_timeout.call2(&global, &fire, &ms.into()) {
         // Node: the timer alone does not keep the process running.
         if let Some(unref) = crate::convert::get(&handle, "unref").dyn_ref::<Function>() {
             let _ = unref.call0(&handle);
