@@ -16,6 +16,7 @@
 #   workerd       workers in Miniflare serving and calling agents; the
 #                 Durable Object store (toolnexus-wasm/durable) across two
 #                 isolates and a restart, and the worker template (wasm/worker)
+#                 in Miniflare and under `npx wrangler dev`
 #   push          createA2AHandler's push notifications through the package:
 #                 configs kept by a JS store across handlers, delivery to a
 #                 local webhook (workerd's push test is in the workerd suite)
@@ -81,6 +82,17 @@ if wants package || wants node || wants chromium || wants workerd || wants push 
   printf 'export * from "toolnexus-wasm/skills";\n' >"$APP/skills.mjs"
   printf 'module.exports = require("toolnexus-wasm/skills");\n' >"$APP/skills.cjs"
   export TOOLNEXUS_WASM_APP="$APP"
+fi
+
+if wants workerd; then
+  # The worker template (wasm/worker) as its README section says: npm install
+  # there (wrangler, toolnexus-wasm linked from wasm/pkg); the suite runs
+  # `npx wrangler dev` in it.
+  say "installing the worker template's packages (npm ci in wasm/worker)"
+  if ! cmp -s "$HERE/worker/package-lock.json" "$HERE/worker/node_modules/.toolnexus-lock" 2>/dev/null; then
+    (cd "$HERE/worker" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in wasm/worker"
+    cp "$HERE/worker/package-lock.json" "$HERE/worker/node_modules/.toolnexus-lock"
+  fi
 fi
 
 if wants chromium && ! [ -x /usr/bin/chromium ]; then

@@ -41,7 +41,9 @@ export function workerModules(source, root = '/worker', { entry = 'worker.js', e
 }
 
 // A fulfiller with known events: "chunks N MS" emits artifact chunks
-// "c0 ", "c1 ", … MS apart (N of them), then completes; anything else is echoed.
+// "c0 ", "c1 ", … MS apart (N of them), then completes; "ask" stops the
+// task input-required (its answer, on the same task, completes it as
+// "answered: TEXT"); anything else is echoed.
 export const DO_WORKER = `
 import { createA2AHandler } from "toolnexus-wasm";
 import { A2ATaskStore, durableObjectStore } from "toolnexus-wasm/durable";
@@ -62,6 +64,8 @@ export default {
         return user ? { subject: user } : null;
       } : undefined,
       client: async (req, emit) => {
+        if (req.text === "ask") return { inputRequired: "Which city?" };
+        if (req.history.length > 1) return "answered: " + req.text;
         const m = /^chunks (\\d+) (\\d+)/.exec(req.text);
         if (!m) return "echo: " + req.text;
         for (let i = 0; i < Number(m[1]); i++) {

@@ -14,7 +14,9 @@ import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { killChildren, listen, run, TOOLNEXUS, withTimeout } from './helpers.mjs';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { freePort, killChildren, listen, run, TOOLNEXUS, withTimeout } from './helpers.mjs';
 import { startPair, workerModules } from './durable-helpers.mjs';
 const cleanups = [];
 after(async () => {
@@ -135,6 +137,77 @@ test('one task store for every request: a task made through one isolate is found
   assert.equal((await rpc(pair.a, 'GetTask', { id: runningId })).result.status.state, 'TASK_STATE_CANCELED');
   const page = await rpc(pair.a, 'ListTasks', { pageSize: 100 });
   assert.ok([doneId, runningId].every((id) => page.result.tasks.some((t) => t.id === id)), JSON.stringify(page));
+});
+
+test('after a restart with the same storage (Miniflare persist): every acknowledged task is found by GetTask, ListTasks, SubscribeToTask and CancelTask, and push configs kept in the Durable Object deliver again', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'toolnexus-do-restart-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const hooks = [];
+  const hook = await listen((req, res, body) => {
+    hooks.push({ auth: req.headers['x-a2a-notification-token'] ?? req.headers.authorization, body: JSON.parse(body.toString()) });
+    res.end();
+  });
+  cleanups.push(hook.close);
+  let p = await startPair(dir);
+  const done = [];
+  for (let i = 0; i < 12; i++) {
+    const r = await rpc(i % 2 ? p.a : p.b, 'SendMessage', { message: message(`kept ${i}`) });
+    assert.equal(r.result?.task?.status?.state, 'TASK_STATE_COMPLETED', JSON.stringify(r));
+    done.push(r.result.task.id);
+  }
+  // Two tasks waiting for their caller (input-required): one answered after
+  // the restart (its push config set before it), one canceled after it.
+  const asked = (await rpc(p.a, 'SendMessage', { message: message('ask') })).result.task;
+  const toCancel = (await rpc(p.b, 'SendMessage', { message: message('ask') })).result.task;
+  for (const t of [asked, toCancel]) assert.equal(t.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(t));
+  const set = await rpc(p.a, 'CreateTaskPushNotificationConfig', { taskId: asked.id, url: `${hook.url}/hook`, token: 'restart-token' });
+  assert.ok(set.result, JSON.stringify(set));
+
+  await p.mf.dispose();
+  p = await startPair(dir);
+  cleanups.push(() => p.mf.dispose());
+
+  // GetTask and ListTasks find every acknowledged task, through either isolate.
+  for (let k = 0; k < done.length; k++) {
+    const t = (await rpc(k % 2 ? p.b : p.a, 'GetTask', { id: done[k] })).result;
+    assert.equal(t?.status?.state, 'TASK_STATE_COMPLETED', `task ${k}: ${JSON.stringify(t)}`);
+    assert.deepEqual(chunksOf(t), [`echo: kept ${k}`]);
+  }
+  const listed = new Set();
+  let pageToken = '';
+  for (let k = 0; k < 10; k++) {
+    const r = await rpc(k % 2 ? p.a : p.b, 'ListTasks', { pageSize: 5, pageToken });
+    for (const t of r.result.tasks) listed.add(t.id);
+    pageToken = r.result.nextPageToken;
+    if (!pageToken) break;
+  }
+  for (const id of [...done, asked.id, toCancel.id]) assert.ok(listed.has(id), `ListTasks lists ${id}`);
+  // SubscribeToTask streams the stored task; CancelTask settles it.
+  const sub = await fetch(`${p.b}/`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'A2A-Version': '1.0' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SubscribeToTask', params: { id: toCancel.id } }),
+    signal: AbortSignal.timeout(20_000),
+  });
+  assert.equal(sub.status, 200);
+  const frames = await withTimeout(sub.text(), 20_000, 'the subscription ends');
+  assert.match(frames, new RegExp(toCancel.id));
+  assert.match(frames, /TASK_STATE_INPUT_REQUIRED/);
+  const canceled = await rpc(p.a, 'CancelTask', { id: toCancel.id });
+  assert.equal(canceled.result?.status?.state, 'TASK_STATE_CANCELED', JSON.stringify(canceled));
+  assert.equal((await rpc(p.b, 'GetTask', { id: toCancel.id })).result.status.state, 'TASK_STATE_CANCELED');
+
+  // The push config set before the restart is read from the Durable Object
+  // and the answered task's completion is delivered to the webhook.
+  const configs = await rpc(p.b, 'ListTaskPushNotificationConfigs', { taskId: asked.id });
+  assert.equal(configs.result?.configs?.[0]?.url, `${hook.url}/hook`, JSON.stringify(configs));
+  const answered = await rpc(p.b, 'SendMessage', { message: { ...message('Paris'), taskId: asked.id, contextId: asked.contextId } });
+  assert.equal(answered.result?.task?.status?.state, 'TASK_STATE_COMPLETED', JSON.stringify(answered));
+  assert.deepEqual(chunksOf(answered.result.task), ['answered: Paris']);
+  const deadline = Date.now() + 20_000;
+  const completedHook = () => hooks.find((h) => JSON.stringify(h.body).includes(asked.id) && JSON.stringify(h.body).includes('COMPLETED'));
+  while (!completedHook() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  assert.ok(completedHook(), JSON.stringify(hooks));
+  assert.match(String(completedHook().auth), /restart-token/);
 });
 
 test('CancelTask of a running task answers at once, through the isolate running it and through another (issue 20: it hung until workerd cut it off)', async () => {
@@ -301,4 +374,43 @@ test('the worker template (wasm/worker) serves the example skills with the echo 
   // The task is in the Durable Objects: the other isolate finds it.
   const got = await rpc(p.b, 'GetTask', { id: out.metadata.taskId });
   assert.equal(got.result.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(got));
+});
+
+test('the worker template starts with `npx wrangler dev` as wasm/README.md says (wasm/worker, npm ci done by wasm/test.sh), and toolnexus call completes a task against it', async () => {
+  const worker = fileURLToPath(new URL('../worker/', import.meta.url));
+  assert.ok(existsSync(join(worker, 'node_modules', '.bin', 'wrangler')), 'wasm/worker has its packages (npm ci, as wasm/test.sh does)');
+  const dir = mkdtempSync(join(tmpdir(), 'toolnexus-wrangler-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const port = await freePort();
+  // Its own process group, so wrangler and its workerd children end together.
+  const child = spawn('npx', ['wrangler', 'dev', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', dir], {
+    cwd: worker,
+    detached: true,
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', WRANGLER_HIDE_BANNER: 'true', CI: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const stop = () => new Promise((ok) => {
+    if (child.exitCode !== null || child.signalCode !== null) return ok();
+    const force = setTimeout(() => { try { process.kill(-child.pid, 'SIGKILL'); } catch {} }, 5000);
+    child.once('exit', () => { clearTimeout(force); ok(); });
+    try { process.kill(-child.pid, 'SIGTERM'); } catch { ok(); }
+  });
+  cleanups.push(stop);
+  await withTimeout(new Promise((ok, fail) => {
+    const check = () => (/Ready on/.test(out) ? ok() : null);
+    child.stdout.on('data', check);
+    child.stderr.on('data', check);
+    child.once('exit', (code) => fail(new Error(`wrangler dev exited with ${code}\n${out}`)));
+  }), 90_000, `npx wrangler dev\n${out}`);
+  const cardUrl = `http://127.0.0.1:${port}/.well-known/agent-card.json`;
+  const r = await run(TOOLNEXUS, ['call', '--no-cache', cardUrl, 'hello-world', 'hi from wrangler', '--poll-every', '50'], { timeout: 60_000 });
+  assert.equal(r.code, 0, r.stdout + r.stderr + out);
+  const answer = JSON.parse(r.stdout);
+  assert.equal(answer.isError, false, r.stdout);
+  assert.equal(answer.metadata.state, 'completed');
+  assert.match(answer.output, /hi from wrangler/);
+  await stop();
 });
