@@ -23,10 +23,10 @@ interface DurableObjectNamespaceLike {
  * One shard of tasks, in the Durable Object's SQLite storage: a
  * compare-and-swap on each task's version, a log of its versions (the cursor
  * change streams replay from), leases, push configs, `messageId`
- * de-duplication, alarms for lease expiry and retention. Export it from your
- * worker and bind it (`[[durable_objects.bindings]]`, with a
- * `new_sqlite_classes` migration). Terminal tasks are deleted after
- * `env.TOOLNEXUS_TASK_RETENTION_MS` (default 7 days).
+ * de-duplication, alarms at lease ends, and the deletes of the handler's
+ * retention sweep (`retentionMs`, default 7 days: the policies are the
+ * handler's). Export it from your worker and bind it
+ * (`[[durable_objects.bindings]]`, with a `new_sqlite_classes` migration).
  */
 export declare class A2ATaskStore {
   constructor(ctx: DurableObjectStateLike, env: Record<string, unknown>);

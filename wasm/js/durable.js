@@ -4,7 +4,8 @@
 // - A2ATaskStore: a Durable Object class keeping tasks in its SQLite storage
 //   (ctx.storage.sql): a compare-and-swap on each task's version, a per-task
 //   log of versions (the cursor streams replay from), leases, push configs,
-//   messageId de-duplication, and alarms for lease expiry and retention.
+//   messageId de-duplication, and alarms at lease ends; it deletes the
+//   finished tasks the handler's retention sweep names.
 // - durableObjectStore(namespace): the handler's store over a namespace of
 //   A2ATaskStore objects.
 //
@@ -20,7 +21,10 @@
 //
 // The protocol (what a version, a lease, a cancel or a conflict mean) is the
 // core's: this file stores what the handler saves and refuses a save whose
-// version does not follow the stored one.
+// version does not follow the stored one. The policies are the core's too:
+// which leases ran out (the handler's sweep reads `expired()` and decides),
+// and how long finished tasks are kept (the handler's `retentionMs`; its
+// sweep calls `deleteFinished({before})`). The objects only execute.
 
 import { DurableObject } from "cloudflare:workers";
 
@@ -39,8 +43,6 @@ function statusMs(task) {
   return Number.isFinite(t) ? t : 0;
 }
 
-const DAY_MS = 24 * 60 * 60 * 1000;
-
 /**
  * One shard of tasks, in Durable Object SQLite storage. Its methods are
  * called over RPC by durableObjectStore; `fetch` serves the changes of a
@@ -50,8 +52,6 @@ export class A2ATaskStore extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
-    /** Terminal tasks older than this are deleted (default 7 days). */
-    this.retentionMs = Number(env?.TOOLNEXUS_TASK_RETENTION_MS) || 7 * DAY_MS;
     /** Open change streams, by task id: [{after, send}]. */
     this.followers = new Map();
     this.sql.exec(`
@@ -67,6 +67,7 @@ export class A2ATaskStore extends DurableObject {
       );
       CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status_ms DESC, id DESC);
       CREATE INDEX IF NOT EXISTS tasks_by_lease ON tasks (lease_until) WHERE lease_until IS NOT NULL;
+      CREATE INDEX IF NOT EXISTS tasks_by_status_ms ON tasks (status_ms);
       CREATE TABLE IF NOT EXISTS task_log (
         task_id TEXT NOT NULL,
         version INTEGER NOT NULL,
@@ -99,7 +100,6 @@ export class A2ATaskStore extends DurableObject {
       "INSERT OR REPLACE INTO messages (owner, message_id, task_id, at_ms) VALUES (?, ?, ?, ?)",
       owner, messageId, taskId, Date.now(),
     );
-    this.#schedule(null, true);
     return null;
   }
 
@@ -143,7 +143,7 @@ export class A2ATaskStore extends DurableObject {
     });
     if (version === null) return false;
     this.#changed(id, version, state);
-    this.#schedule(lease !== null && !TERMINAL.has(state) ? lease + 1 : null, TERMINAL.has(state));
+    if (lease !== null && !TERMINAL.has(state)) this.#schedule(lease + 1);
     return true;
   }
 
@@ -190,6 +190,30 @@ export class A2ATaskStore extends DurableObject {
       )
       .toArray()
       .map((r) => JSON.parse(r.body));
+  }
+
+  /**
+   * Deletes up to `limit` terminal tasks whose status is older than `before`
+   * (Unix ms; the handler's retention sweep decides it), with their logs,
+   * push configs, and the messageIds claimed before then; how many tasks.
+   */
+  deleteFinished(before, limit = 1000) {
+    return this.ctx.storage.transactionSync(() => {
+      const ids = this.sql
+        .exec(
+          "SELECT id FROM tasks WHERE status_ms < ? AND state IN ('completed', 'failed', 'canceled', 'rejected') LIMIT ?",
+          before, limit,
+        )
+        .toArray()
+        .map((r) => r.id);
+      for (const id of ids) {
+        this.sql.exec("DELETE FROM task_log WHERE task_id = ?", id);
+        this.sql.exec("DELETE FROM push_configs WHERE task_id = ?", id);
+        this.sql.exec("DELETE FROM tasks WHERE id = ?", id);
+      }
+      this.sql.exec("DELETE FROM messages WHERE at_ms < ?", before);
+      return ids.length;
+    });
   }
 
   getPushConfigs(taskId) {
@@ -269,46 +293,29 @@ export class A2ATaskStore extends DurableObject {
   }
 
   /** Sets the alarm at `at` (a lease's end) unless an earlier one is set. */
-  #schedule(at, retention) {
-    const wanted = [at, retention ? Date.now() + this.retentionMs : null].filter((t) => t !== null);
-    if (!wanted.length) return;
-    const next = Math.min(...wanted);
+  #schedule(at) {
     this.ctx.storage.getAlarm().then((current) => {
-      if (current === null || next < current) return this.ctx.storage.setAlarm(next);
+      if (current === null || at < current) return this.ctx.storage.setAlarm(at);
     });
   }
 
   /**
-   * Lease expiry: the streams following a task whose lease ran out are woken
-   * (their isolate reads it and the core fails it as interrupted); the next
-   * handler request's sweep settles the others. Retention: terminal tasks
-   * whose status is older than `retentionMs` are deleted with their log,
-   * push configs and messageIds.
+   * At a lease's end: the streams following a task whose lease ran out are
+   * woken, so their isolates read it (and the core fails it as interrupted);
+   * without followers the handler's sweep (`expired()`) or the next read
+   * does. Then the alarm moves to the next lease's end.
    */
   async alarm() {
     const now = Date.now();
     for (const r of this.sql
       .exec("SELECT id, version, state FROM tasks WHERE lease_until IS NOT NULL AND lease_until < ? AND state IN ('submitted', 'working')", now)
       .toArray()) {
-      for (const f of [...(this.followers.get(r.id) ?? [])]) f.send([{ version: r.version, state: r.state, expired: true }]);
+      for (const f of [...(this.followers.get(r.id) ?? [])]) f.send([{ version: r.version, state: r.state }]);
     }
-    const old = now - this.retentionMs;
-    this.ctx.storage.transactionSync(() => {
-      const gone = "(SELECT id FROM tasks WHERE state IN ('completed', 'failed', 'canceled', 'rejected') AND status_ms < ?)";
-      this.sql.exec(`DELETE FROM task_log WHERE task_id IN ${gone}`, old);
-      this.sql.exec(`DELETE FROM push_configs WHERE task_id IN ${gone}`, old);
-      this.sql.exec("DELETE FROM messages WHERE at_ms < ?", old);
-      this.sql.exec("DELETE FROM tasks WHERE state IN ('completed', 'failed', 'canceled', 'rejected') AND status_ms < ?", old);
-    });
     const lease = this.sql
       .exec("SELECT min(lease_until) AS t FROM tasks WHERE lease_until >= ? AND state IN ('submitted', 'working')", now)
       .one().t;
-    const oldest = this.sql
-      .exec("SELECT min(status_ms) AS t FROM tasks WHERE state IN ('completed', 'failed', 'canceled', 'rejected')")
-      .one().t;
-    const next = [lease === null ? null : lease + 1, oldest === null ? null : Math.max(oldest + this.retentionMs, now + 60_000)]
-      .filter((t) => t !== null);
-    if (next.length) await this.ctx.storage.setAlarm(Math.min(...next));
+    if (lease !== null) await this.ctx.storage.setAlarm(lease + 1);
   }
 }
 
@@ -392,6 +399,10 @@ export function durableObjectStore(namespace, options = {}) {
       const pages = await Promise.all(all().map((s) => s.listPage(query)));
       const tasks = pages.flatMap((p) => p.tasks).sort(newestFirst).slice(0, limit);
       return { tasks, totalSize: pages.reduce((n, p) => n + p.totalSize, 0) };
+    },
+    async deleteFinished({ before, limit = 1000 }) {
+      const gone = await Promise.all(all().map((s) => s.deleteFinished(before, limit)));
+      return gone.reduce((n, k) => n + k, 0);
     },
     async expired(query) {
       const found = await Promise.all(all().map((s) => s.expired(query)));

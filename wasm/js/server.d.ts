@@ -179,6 +179,13 @@ export interface TaskStore {
   /** Tasks still `submitted`/`working` whose `lease.until` is before `now`: the handler fails them as interrupted. */
   expired?(query: { now: number; limit: number }): Promise<A2ATask[]> | A2ATask[];
   /**
+   * Deletes at most `limit` terminal tasks whose status time is before
+   * `before` (Unix ms), with their push configs; how many went. Called by
+   * the handler's periodic sweep for `retentionMs`; without it nothing is
+   * deleted.
+   */
+  deleteFinished?(query: { before: number; limit: number }): Promise<number> | number;
+  /**
    * Called once with a function to call when a task changed elsewhere
    * (another isolate saved it): streams and long-polls on it wake at once
    * instead of at the next `storePollMs`.
@@ -312,6 +319,13 @@ export interface A2AHandlerOptions {
    * Default 2000 with a JS store; `0`, `false` or `null`: only when told.
    */
   storePollMs?: number | false | null;
+  /**
+   * With a JS `store` that has `deleteFinished`: finished tasks whose status
+   * is older than this are deleted by the handler's periodic sweep (once a
+   * lease period per isolate). Default 7 days (604800000, as `toolnexus
+   * serve`); `0`, `false` or `null`: kept.
+   */
+  retentionMs?: number | false | null;
   /**
    * Push notifications to webhooks. `true`: public webhooks only;
    * `{allowPrivateWebhooks: true}`: loopback and private addresses too.

@@ -374,6 +374,7 @@ struct Parts {
     interrupted_after: Option<Duration>,
     lease: Option<Duration>,
     store_poll: Option<Duration>,
+    retention: Option<Duration>,
     auth: Option<AuthConfig>,
     #[cfg(feature = "push")]
     push: Option<toolnexus_core::server::PushOptions>,
@@ -452,6 +453,7 @@ impl HandlerState {
                 interrupted_after: p.interrupted_after,
                 lease: p.lease,
                 store_poll: p.store_poll,
+                retention: p.retention,
                 auth: p.auth,
                 #[cfg(feature = "push")]
                 push: p.push,
@@ -488,7 +490,8 @@ impl HandlerState {
     }
 
     /// Now and then (once a lease period), a request also fails the JS
-    /// store's tasks whose lease ran out (the core's recovery), in the
+    /// store's tasks whose lease ran out (the core's recovery) and deletes
+    /// its finished tasks past `retentionMs` (the core's sweep), in the
     /// background.
     fn sweep(&self) {
         let now = crate::transport::now_ms();
@@ -500,6 +503,9 @@ impl HandlerState {
         self.host.spawn(Box::pin(async move {
             if let Err(e) = server.recover_expired().await {
                 report(&format!("looking for abandoned tasks failed: {e}"));
+            }
+            if let Err(e) = server.sweep().await {
+                report(&format!("deleting finished tasks failed: {e}"));
             }
         }));
     }
@@ -732,6 +738,13 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
         "storePollMs",
         store.is_some().then_some(DEFAULT_STORE_POLL),
     )?;
+    // Finished tasks of a JS store are deleted after `retentionMs` (default
+    // 7 days, as `toolnexus serve`), by stores that can (`deleteFinished`).
+    let retention = opt_duration(
+        &options,
+        "retentionMs",
+        shared.map(|_| toolnexus_core::server::DEFAULT_RETENTION),
+    )?;
     let authenticate = opt_function(&options, "authenticate", WHAT)?;
     let (auth, jwt) = crate::auth::auth_config(&options, authenticate.is_some())?;
     let state = Rc::new(HandlerState::new(Parts {
@@ -750,6 +763,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
         interrupted_after,
         lease,
         store_poll,
+        retention,
         auth,
         #[cfg(feature = "push")]
         push: push_options(&get(&options, "push"))?,

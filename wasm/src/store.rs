@@ -174,6 +174,24 @@ async fn js_expired(store: JsValue, now_ms: u64, limit: usize) -> Result<Vec<Tas
     )
 }
 
+/// `store.deleteFinished({before, limit})`, when the store has one: deletes
+/// the terminal tasks whose status is older than `before` (the core's
+/// retention sweep decides `before`); how many went.
+async fn js_delete_finished(
+    store: JsValue,
+    before_ms: u64,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    if !get(&store, "deleteFinished").is_function() {
+        return Ok(0);
+    }
+    let arg: JsValue = js_sys::Object::new().into();
+    crate::convert::set(&arg, "before", &(before_ms as f64).into());
+    crate::convert::set(&arg, "limit", &(limit as f64).into());
+    let gone = call_store(store, "deleteFinished", arg).await?;
+    Ok(gone.as_f64().unwrap_or(0.0) as usize)
+}
+
 /// `store.getPushConfigs(taskId)`, when the store has it: the array last
 /// given to `savePushConfigs` (or null). Without it, the handler's own.
 #[cfg(feature = "push")]
@@ -279,6 +297,20 @@ impl TaskStore for HandlerStore {
                 s.clone(),
                 ser_to_js(&query(filter, after, Some(limit))),
             )),
+        }
+    }
+
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
+        match self {
+            // The memory store has no retention (its caps bound it).
+            HandlerStore::Memory(_) => Either::Left(std::future::ready(Ok(0))),
+            HandlerStore::Js(s, _) => {
+                Either::Right(js_delete_finished(s.clone(), before_ms, limit))
+            }
         }
     }
 

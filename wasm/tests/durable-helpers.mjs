@@ -58,6 +58,7 @@ export default {
       skills: [{ name: "chunks", description: "Streams chunks" }],
       store: durableObjectStore(env.TASKS),
       leaseMs: env.LEASE_MS ? Number(env.LEASE_MS) : undefined,
+      retentionMs: env.RETENTION_MS ? Number(env.RETENTION_MS) : undefined,
       push: { allowPrivateWebhooks: true },
       authenticate: env.AUTH ? (req) => {
         const user = (req.headers.get("authorization") ?? "").replace(/^Bearer /, "");

@@ -325,6 +325,29 @@ test('a task whose isolate died (Miniflare stopped mid-task) is settled once its
   assert.ok(chunksOf(t).length >= 2, 'what was stored before stays');
 });
 
+test('retention is the handler option (retentionMs, through the core sweep): the objects delete the finished tasks past it, and keep the unfinished', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'toolnexus-do-retention-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  // A sweep at most every 300 ms per isolate (once a lease period); finished
+  // tasks are kept 1 s.
+  const p = await startPair(dir, { bindings: { LEASE_MS: '300', RETENTION_MS: '1000' } });
+  cleanups.push(() => p.mf.dispose());
+  const finished = (await rpc(p.a, 'SendMessage', { message: message('short-lived') })).result.task;
+  const waiting = (await rpc(p.a, 'SendMessage', { message: message('ask') })).result.task;
+  assert.equal(finished.status.state, 'TASK_STATE_COMPLETED');
+  assert.equal(waiting.status.state, 'TASK_STATE_INPUT_REQUIRED');
+  assert.equal((await rpc(p.b, 'GetTask', { id: finished.id })).result?.status?.state, 'TASK_STATE_COMPLETED', 'kept while younger than retentionMs');
+  let gone;
+  for (let i = 0; i < 100; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    gone = await rpc(i % 2 ? p.a : p.b, 'GetTask', { id: finished.id });
+    if (gone.error) break;
+  }
+  assert.equal(gone.error?.code, -32001, JSON.stringify(gone));
+  const kept = await rpc(p.b, 'GetTask', { id: waiting.id });
+  assert.equal(kept.result?.status?.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(kept));
+});
+
 test('messageId de-duplication: a retried send with the same messageId makes no second task', async () => {
   const { a, b } = await shared();
   const m = message('once only');
