@@ -20,6 +20,9 @@
 //! - `chat {model}`: a model call (kind client), child of the task.
 //! - `execute_tool`: an A2A tool call, child of the model call that asked
 //!   for it; `a2a.client {method}`: each of its requests (kind client).
+//! - `execute_tool {tool}`: a local tool call (a skill, a host function),
+//!   child of the model call that asked for it: a span core recorded
+//!   ([`toolnexus_core::SpanRecord`], [`core_span`]).
 //! - `a2a.webhook`: a push delivery, child of the task.
 //! - `toolnexus {command}`: a CLI command, the child of `TRACEPARENT`.
 //!
@@ -288,6 +291,19 @@ fn start(
     id: Option<([u8; 16], [u8; 8])>,
     attributes: Vec<KeyValue>,
 ) -> Span {
+    start_at(t, name, kind, parent, id, attributes, None)
+}
+
+/// [`start`] at the time `at` (now when `None`).
+fn start_at(
+    t: &Telemetry,
+    name: String,
+    kind: SpanKind,
+    parent: Option<SpanContext>,
+    id: Option<([u8; 16], [u8; 8])>,
+    attributes: Vec<KeyValue>,
+    at: Option<SystemTime>,
+) -> Span {
     let cx = match parent {
         Some(sc) => Context::new().with_remote_span_context(sc),
         None => Context::new(),
@@ -296,12 +312,13 @@ fn start(
         NEXT_TRACE.set(Some(trace));
         NEXT_SPAN.set(Some(span));
     }
-    let span = t
+    let mut builder = t
         .tracer
         .span_builder(name)
         .with_kind(kind)
-        .with_attributes(attributes)
-        .start_with_context(&t.tracer, &cx);
+        .with_attributes(attributes);
+    builder.start_time = at;
+    let span = builder.start_with_context(&t.tracer, &cx);
     NEXT_TRACE.set(None);
     NEXT_SPAN.set(None);
     span
@@ -928,6 +945,43 @@ fn model_answer(body: &[u8]) -> Option<Usage> {
             .and_then(|u| u.completion_tokens.or(u.output_tokens)),
         model: answer.model,
     })
+}
+
+// ---- spans core recorded -----------------------------------------------------
+
+/// Exports a span core recorded (a local tool call of a model run): its
+/// ids, parent and attributes as core gave them; its times, on the
+/// transport's clock, end now.
+pub(crate) fn core_span(record: &toolnexus_core::SpanRecord) {
+    let Some(t) = on() else { return };
+    let parent = SpanContext::new(
+        TraceId::from_bytes(record.context.trace_id),
+        SpanId::from_bytes(record.parent_span_id),
+        TraceFlags::new(record.context.flags),
+        false,
+        TraceState::default(),
+    );
+    let attributes = record
+        .attributes
+        .iter()
+        .map(|(k, v)| KeyValue::new(*k, v.clone()))
+        .collect();
+    let end = SystemTime::now();
+    let took = Duration::from_millis(record.end_ms.saturating_sub(record.start_ms));
+    let mut span = start_at(
+        t,
+        record.name.clone(),
+        SpanKind::Internal,
+        Some(parent),
+        Some((record.context.trace_id, record.context.span_id)),
+        attributes,
+        Some(end.checked_sub(took).unwrap_or(end)),
+    );
+    if record.error {
+        span.set_attribute(KeyValue::new("error.type", "tool_error"));
+        span.set_status(Status::error("the tool failed"));
+    }
+    span.end_with_timestamp(end);
 }
 
 // ---- the CLI command ------------------------------------------------------

@@ -146,6 +146,17 @@ pub const DEFAULT_STORE_POLL: Duration = Duration::from_millis(1000);
 /// A state-change hook: the task as just saved.
 pub type OnState = Arc<dyn Fn(&Task) + Send + Sync>;
 
+/// The toolkit a model-run task uses: with span export on, its local tool
+/// calls' spans (core's [`toolnexus_core::SpanRecord`]s) are exported.
+fn traced_toolkit(toolkit: &Arc<Toolkit>) -> Arc<Toolkit> {
+    #[cfg(feature = "otel")]
+    if crate::otel::enabled() {
+        let hook: toolnexus_core::SpanHook = Arc::new(crate::otel::core_span);
+        return Arc::new(Toolkit::clone(toolkit).with_span_hook(hook));
+    }
+    toolkit.clone()
+}
+
 /// The store, with the state-change hook.
 pub struct ObservedStore {
     inner: AnyStore,
@@ -710,7 +721,7 @@ fn start(
     });
     let fulfiller: Arc<dyn Fulfiller> = match options.model {
         Model::Llm(llm) => Arc::new(LlmFulfiller {
-            toolkit: options.toolkit.clone(),
+            toolkit: traced_toolkit(&options.toolkit),
             llm,
         }),
         Model::Echo => Arc::new(EchoFulfiller),

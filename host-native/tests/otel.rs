@@ -458,6 +458,89 @@ async fn a_follow_up_a_push_delivery_and_a_resubscribe_stay_in_the_tasks_trace()
     drop(a);
 }
 
+#[tokio::test]
+async fn a_local_skill_call_is_a_span_under_the_model_call_that_asked_for_it() {
+    let (rx, got) = receiver().await;
+    let rx_url = rx.url().trim_end_matches('/').to_string();
+    // The model loads the skill `lookup` (the local `skill` tool), then answers.
+    let (model_a, seen) = model(|body| {
+        if body["messages"].to_string().contains("\"role\":\"tool\"") {
+            return say("done");
+        }
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "s1", "type": "function",
+            "function": {"name": "skill", "arguments": "{\"name\":\"lookup\"}"}}]})
+    })
+    .await;
+    let a = serve(
+        model_a.url(),
+        &skills("lookup"),
+        &[],
+        &otel_env(&rx_url, "agent-a"),
+    )
+    .await;
+    let answer = rpc(
+        &a.url,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": "m1",
+            "parts": [{"kind": "text", "text": "look it up"}]}}),
+        Some(PARENT),
+    )
+    .await;
+    assert_eq!(answer["result"]["status"]["state"], "completed", "{answer}");
+    let spans = until(&got, |s| {
+        s.iter().any(|x| x.name == "execute_tool skill")
+            && s.iter().filter(|x| x.name.starts_with("chat")).count() >= 2
+            && s.iter().any(|x| x.name == "a2a.task")
+    })
+    .await;
+    let names: Vec<String> = spans
+        .iter()
+        .map(|s| format!("{} {} {}<-{}", s.name, s.trace, s.id, s.parent))
+        .collect();
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool skill")
+        .unwrap_or_else(|| panic!("no local tool span: {names:#?}"));
+    assert_eq!(tool.trace, TRACE_ID, "{names:#?}");
+    assert_eq!(tool.service, "agent-a");
+    assert_eq!(tool.attributes["gen_ai.operation.name"], "execute_tool");
+    assert_eq!(tool.attributes["gen_ai.tool.name"], "skill");
+    assert_eq!(tool.attributes["gen_ai.tool.call.id"], "s1");
+    assert_eq!(tool.attributes["toolnexus.tool.source"], "skill");
+    // Its parent is the first model call: the span the model saw as its
+    // parent on the request that asked for the tool.
+    let seen = seen.lock().expect("seen").clone();
+    let first = seen[0].as_deref().expect("a traceparent on the model call");
+    assert_eq!(tool.parent, span_id(first), "{names:#?}");
+    // Up the chain: model call -> task -> A's request -> the caller's span.
+    let chain: Vec<&str> = ancestors(&spans, &tool.id)
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(
+        chain,
+        [
+            "execute_tool skill",
+            "chat m",
+            "a2a.task",
+            "a2a.server message/send"
+        ],
+        "{names:#?}"
+    );
+    assert_eq!(
+        ancestors(&spans, &tool.id)
+            .last()
+            .map(|s| s.parent.as_str()),
+        Some(PARENT_SPAN)
+    );
+    // The second model call, which read the tool's result, is not its parent.
+    let second = seen[1]
+        .as_deref()
+        .expect("a traceparent on the second call");
+    assert_ne!(tool.parent, span_id(second));
+    drop(a);
+}
+
 async fn rpc(url: &str, method: &str, params: Value, traceparent: Option<&str>) -> Value {
     use toolnexus_core::Transport;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});

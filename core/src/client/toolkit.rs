@@ -415,6 +415,14 @@ pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult> + Send + S
 #[cfg(target_arch = "wasm32")]
 pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult>>;
 
+/// Where a toolkit hands the spans of its traced model runs
+/// ([`crate::SpanRecord`]: each local tool call), for the host to export.
+#[cfg(all(feature = "server", not(target_arch = "wasm32")))]
+pub type SpanHook = Arc<dyn Fn(&crate::SpanRecord) + Send + Sync>;
+/// Where a toolkit hands the spans of its traced model runs.
+#[cfg(all(feature = "server", target_arch = "wasm32"))]
+pub type SpanHook = Arc<dyn Fn(&crate::SpanRecord)>;
+
 #[derive(Clone)]
 enum ToolImpl {
     A2a(Arc<A2aTool>),
@@ -461,6 +469,9 @@ pub struct Toolkit<T: Transport> {
     skills: Option<Arc<crate::skills::SkillSet>>,
     /// Makes each agent's token cache (the host's lock around a `TokenCache`).
     token_cells: Option<fn() -> SharedTokenCell>,
+    /// Gets the spans of traced runs ([`Toolkit::with_span_hook`]).
+    #[cfg(feature = "server")]
+    spans: Option<SpanHook>,
 }
 
 impl<T: Transport> Toolkit<T> {
@@ -473,7 +484,19 @@ impl<T: Transport> Toolkit<T> {
             #[cfg(feature = "server")]
             skills: None,
             token_cells: None,
+            #[cfg(feature = "server")]
+            spans: None,
         }
+    }
+
+    /// Hands `hook` a [`crate::SpanRecord`] for each local tool call (a
+    /// skill, a host function) of a traced model run
+    /// ([`Toolkit::run_llm_traced`]): A2A tool calls and model calls are
+    /// requests, which the host sees itself.
+    #[cfg(feature = "server")]
+    pub fn with_span_hook(mut self, hook: SpanHook) -> Self {
+        self.spans = Some(hook);
+        self
     }
 
     /// Gives each agent added from now on one token cache, made by `make`
@@ -671,18 +694,45 @@ impl<T: Transport> Toolkit<T> {
             let source = tools.iter().find(|t| t.name == call.name).map(|t| t.source);
             before_call(&call, source);
             let asks = builtin_question && call.name == crate::llm::question::NAME;
+            // A local tool's call in a trace is a span core hands the host.
+            let span = match (&self.spans, trace, source) {
+                (Some(hook), Some(trace), Some(ToolSource::Skill | ToolSource::Host)) => {
+                    Some((hook, trace, source, self.transport.now_ms()))
+                }
+                _ => None,
+            };
             async move {
                 if asks {
                     return crate::llm::question::ask(&call.arguments, self.transport.new_id());
                 }
-                self.execute_on(
-                    &call.name,
-                    call.arguments,
-                    std::future::pending(),
-                    |_| {},
-                    trace,
-                )
-                .await
+                let result = self
+                    .execute_on(
+                        &call.name,
+                        call.arguments,
+                        std::future::pending(),
+                        |_| {},
+                        trace,
+                    )
+                    .await;
+                if let Some((hook, trace, source, start_ms)) = span {
+                    let kind = source.map_or("", ToolSource::as_str);
+                    hook(&crate::SpanRecord {
+                        name: format!("execute_tool {}", call.name),
+                        context: trace.child(&self.transport.new_id()),
+                        parent_span_id: trace.nth_child(call.turn).span_id,
+                        start_ms,
+                        end_ms: self.transport.now_ms(),
+                        attributes: vec![
+                            ("gen_ai.operation.name", "execute_tool".into()),
+                            ("gen_ai.tool.name", call.name),
+                            ("gen_ai.tool.call.id", call.id),
+                            ("gen_ai.tool.type", "function".into()),
+                            ("toolnexus.tool.source", kind.into()),
+                        ],
+                        error: result.is_error,
+                    });
+                }
+                result
             }
         };
         crate::llm::run_conversation(

@@ -281,6 +281,10 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: Value,
+    /// The model call that asked for it (1 for the first): its span is the
+    /// `n`th child of the run's trace ([`crate::TraceContext::nth_child`]).
+    #[serde(skip)]
+    pub turn: u32,
 }
 
 /// One tool call of a run and its outcome. `arguments` is the raw text when
@@ -516,7 +520,9 @@ impl RunMachine {
         // A plain loop, not an iterator chain (see ARCHITECTURE.md).
         for p in &turn.calls {
             if p.rejected.is_none() {
-                calls.push(p.call.clone());
+                let mut call = p.call.clone();
+                call.turn = self.turns;
+                calls.push(call);
             }
         }
         self.phase = Phase::Tools(turn.calls);
@@ -829,6 +835,7 @@ fn parse_openai(reply: &Value, turn: u32) -> Result<Turn, String> {
                 id,
                 name: name.to_string(),
                 arguments,
+                turn: 0,
             },
             rejected,
         });
@@ -894,6 +901,7 @@ fn parse_anthropic(reply: &Value) -> Result<Turn, String> {
                     id: id.to_string(),
                     name: name.to_string(),
                     arguments,
+                    turn: 0,
                 };
                 calls.push(PendingCall { call, rejected });
             }

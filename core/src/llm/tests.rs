@@ -236,6 +236,8 @@ fn openai_tool_loop() {
         id: "call_1".into(),
         name: "lookup".into(),
         arguments: json!({"q": "rust"}),
+        // Asked for by the first model call.
+        turn: 1,
     };
     assert_eq!(seen, [expected]);
     assert_eq!(
@@ -1001,4 +1003,65 @@ fn a_conversation_puts_the_earlier_turns_before_the_prompt_alternating() {
             {"role": "user", "content": "Paris\n\non Friday"},
         ])
     );
+}
+
+/// A traced run hands the toolkit's span hook one span per local tool call,
+/// the child of the model call that asked for it: the span id that call's
+/// request carried in its `traceparent`.
+#[cfg(feature = "server")]
+#[test]
+fn a_traced_run_hands_each_local_tool_call_to_the_span_hook_under_its_model_call() {
+    use crate::client::toolkit::Toolkit;
+    use std::sync::Arc;
+    let endpoint = Arc::new(ModelEndpoint::new(vec![
+        ask_tools(vec![openai_call("call_1", "lookup", r#"{"q":"rust"}"#)]),
+        ask_tools(vec![openai_call("call_2", "lookup", r#"{"q":"wasm"}"#)]),
+        say("done"),
+    ]));
+    let spans: Arc<Mutex<Vec<crate::SpanRecord>>> = Arc::default();
+    let log = spans.clone();
+    let mut tk = Toolkit::new(endpoint.clone()).with_span_hook(Arc::new(move |s| {
+        log.lock().expect("spans").push(s.clone())
+    }));
+    tk.add_host_tool(
+        lookup_tool(),
+        Arc::new(|args| {
+            let failed = args["q"] == "wasm";
+            Box::pin(std::future::ready(if failed {
+                ToolResult::error("no such thing")
+            } else {
+                ToolResult::ok("found")
+            }))
+        }),
+    );
+    let trace = crate::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        None,
+    )
+    .expect("a traceparent");
+    let r = block_on(tk.run_llm_traced(&openai(), &[], "look", false, &|_, _| {}, Some(&trace)))
+        .expect("answer");
+    assert_eq!(r.text, "done");
+    let spans = spans.lock().expect("spans").clone();
+    assert_eq!(spans.len(), 2, "one span per tool call");
+    let requests = endpoint.requests();
+    for (i, span) in spans.iter().enumerate() {
+        let sent = header(&requests[i], "traceparent").expect("a traced model call");
+        let model_call = crate::TraceContext::parse(sent, None).expect("valid");
+        assert_eq!(span.context.trace_id, trace.trace_id);
+        assert_eq!(span.parent_span_id, model_call.span_id, "span {i}");
+        assert_ne!(span.context.span_id, model_call.span_id);
+        assert_eq!(span.name, "execute_tool lookup");
+        let attr = |k: &str| {
+            span.attributes
+                .iter()
+                .find(|(key, _)| *key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(attr("gen_ai.tool.name"), Some("lookup"));
+        assert_eq!(attr("gen_ai.tool.call.id"), Some(["call_1", "call_2"][i]));
+        assert_eq!(attr("toolnexus.tool.source"), Some("host"));
+        assert_eq!(span.error, i == 1, "the second call failed");
+        assert!(span.start_ms <= span.end_ms);
+    }
 }

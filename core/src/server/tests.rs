@@ -1597,6 +1597,7 @@ fn tool_calls_are_reported_naming_the_tool_and_its_kind() {
         id: "c1".into(),
         name: name.into(),
         arguments: args,
+        turn: 1,
     };
     assert_eq!(
         tool_call_status(

@@ -163,6 +163,39 @@ impl TraceContext {
     }
 }
 
+/// A span core saw happen, for the host to export (core has no exporter
+/// and no clock of its own): the native host turns it into an
+/// OpenTelemetry span, the npm package hands it to the JS `onSpan` hook.
+/// So far: each call of a local tool (a skill, a host function) in a
+/// traced model run, named `execute_tool {tool}`, the child of the model
+/// call that asked for it.
+#[derive(Clone)]
+pub struct SpanRecord {
+    pub name: String,
+    /// The trace, and this span's own id.
+    pub context: TraceContext,
+    /// The parent span's id (in the same trace).
+    pub parent_span_id: [u8; 8],
+    /// Start and end on the transport's clock ([`crate::Transport::now_ms`]).
+    pub start_ms: u64,
+    pub end_ms: u64,
+    /// OpenTelemetry attributes, as strings.
+    pub attributes: Vec<(&'static str, String)>,
+    /// Whether the work failed.
+    pub error: bool,
+}
+
+impl SpanRecord {
+    /// This span's id and its parent's, as 16 hex digits each.
+    pub fn ids_hex(&self) -> (String, String) {
+        let mut own = String::with_capacity(16);
+        push_hex(&mut own, &self.context.span_id);
+        let mut parent = String::with_capacity(16);
+        push_hex(&mut parent, &self.parent_span_id);
+        (own, parent)
+    }
+}
+
 /// A span id from a host id: FNV-1a of its bytes, finished with
 /// SplitMix64's mixer (ids that differ in one character differ in every
 /// bit); never zero.
