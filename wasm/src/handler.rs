@@ -236,6 +236,45 @@ struct ModelFulfiller {
     /// A toolkit with the handler's skills only.
     skills: Arc<CoreToolkit>,
     toolkit: Option<Rc<SharedToolkit>>,
+    /// The `onSpan` hook, as core's span hook.
+    on_span: Option<toolnexus_core::SpanHook>,
+}
+
+/// `onSpan(span)`: each span core records (a local tool call of a traced
+/// model run) as `{name, traceId, spanId, parentSpanId, startTimeMs,
+/// endTimeMs, attributes, status}`, times in ms since the epoch. The JS
+/// hook is the exporter: the `.wasm` has none.
+fn span_hook(hook: Function) -> toolnexus_core::SpanHook {
+    // Nothing here crosses threads.
+    #[allow(clippy::arc_with_non_send_sync)]
+    Arc::new(move |s: &toolnexus_core::SpanRecord| {
+        let span: JsValue = Object::new().into();
+        let (id, parent) = s.ids_hex();
+        let end = js_sys::Date::now();
+        set(&span, "name", &s.name.as_str().into());
+        set(&span, "traceId", &s.context.trace_id_hex().into());
+        set(&span, "spanId", &id.into());
+        set(&span, "parentSpanId", &parent.into());
+        set(
+            &span,
+            "startTimeMs",
+            &(end - s.end_ms.saturating_sub(s.start_ms) as f64).into(),
+        );
+        set(&span, "endTimeMs", &end.into());
+        let attributes: JsValue = Object::new().into();
+        for (k, v) in &s.attributes {
+            set(&attributes, k, &v.as_str().into());
+        }
+        set(&span, "attributes", &attributes);
+        set(
+            &span,
+            "status",
+            &(if s.error { "error" } else { "ok" }).into(),
+        );
+        if let Err(e) = hook.call1(&JsValue::UNDEFINED, &span) {
+            report(&format!("onSpan threw: {}", error_text(&e)));
+        }
+    })
 }
 
 impl ModelFulfiller {
@@ -248,6 +287,9 @@ impl ModelFulfiller {
         let mut tk = CoreToolkit::clone(&shared.current());
         if let Some(skills) = self.skills.skills().filter(|s| !s.is_empty()) {
             tk.add_skills(skills.clone());
+        }
+        if let Some(hook) = &self.on_span {
+            tk = tk.with_span_hook(hook.clone());
         }
         // An Arc for the core's fulfiller; nothing here crosses threads.
         #[allow(clippy::arc_with_non_send_sync)]
@@ -651,7 +693,7 @@ impl HandlerState {
     }
 }
 
-/// `createA2AHandler({skills, client, a2a?, store?, onTask?, toolkit?, url?, cors?})`:
+/// `createA2AHandler({skills, client, a2a?, store?, onTask?, onSpan?, toolkit?, url?, cors?})`:
 /// a `(request, ctx?) => Promise<Response>` serving the card and JSON-RPC.
 #[wasm_bindgen(js_name = createA2AHandler)]
 pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
@@ -685,7 +727,11 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     } else {
         match handles::find(&client) {
             Some(Handle::Client(llm)) => {
+                let on_span = opt_function(&options, "onSpan", WHAT)?.map(span_hook);
                 let mut tk = CoreToolkit::new(JsTransport);
+                if let Some(hook) = &on_span {
+                    tk = tk.with_span_hook(hook.clone());
+                }
                 tk.add_skills(skills.clone());
                 // Fulfillers and toolkits are Arcs in the core; nothing here
                 // crosses threads.
@@ -694,6 +740,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
                     llm,
                     skills: Arc::new(tk),
                     toolkit,
+                    on_span,
                 });
                 f
             }

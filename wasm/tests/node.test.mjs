@@ -483,7 +483,7 @@ describe('inbound: serve skills and resolve them', () => {
     assert.equal(events[0].result, 'stub answer [Say hello warmly.] to: greet Ada');
   });
 
-  test('W3C trace context: execute({traceparent}) sends it on; the handler continues it to its model, its store and a JS fulfiller', async () => {
+  test('W3C trace context: execute({traceparent}) sends it on; the handler continues it to its model, its store, onSpan and a JS fulfiller', async () => {
     const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     const [, traceId, parentSpan] = PARENT.split('-');
     const inTrace = (traceparent, who) => {
@@ -497,12 +497,14 @@ describe('inbound: serve skills and resolve them', () => {
     closers.push(llm.close);
     const saved = new Map();
     const events = [];
+    const spans = [];
     const handler = tn.createA2AHandler({
       skills,
       client: tn.createClient({ baseUrl: llm.baseUrl, style: 'openai', model: 'stub-model' }),
       a2a: { name: 'traced-edge' },
       store: { async get(id) { return saved.get(id) ?? null; }, async save(task) { saved.set(task.id, structuredClone(task)); } },
       onTask: (e) => events.push(e),
+      onSpan: (s) => spans.push(s),
     });
     const server = await serveFetch((req) => handler(req));
     closers.push(server.close);
@@ -518,6 +520,19 @@ describe('inbound: serve skills and resolve them', () => {
     inTrace(stored[0].traceparent, 'the stored task');
     await eventually(() => events.length === 1, 2000, 'onTask');
     assert.equal(events[0].traceId, traceId);
+    // onSpan got the local skill call, the child of the model call that asked for it.
+    assert.equal(spans.length, 1, JSON.stringify(spans));
+    const [span] = spans;
+    assert.equal(span.name, 'execute_tool skill');
+    assert.equal(span.traceId, traceId);
+    assert.equal(span.parentSpanId, llm.calls[0].headers.traceparent.split('-')[2]);
+    assert.match(span.spanId, /^[0-9a-f]{16}$/);
+    assert.ok(llm.calls.every((c) => !c.headers.traceparent.includes(span.spanId)), 'a span of its own');
+    assert.equal(span.attributes['gen_ai.tool.name'], 'skill');
+    assert.equal(span.attributes['toolnexus.tool.source'], 'skill');
+    assert.equal(span.attributes['gen_ai.tool.call.id'], llm.calls[1].body.messages.find((m) => m.role === 'tool').tool_call_id);
+    assert.equal(span.status, 'ok');
+    assert.ok(span.startTimeMs <= span.endTimeMs && Math.abs(span.endTimeMs - Date.now()) < 60_000, JSON.stringify(span));
 
     // A JS fulfiller is told the task's trace; an invalid traceparent is ignored.
     const seen = [];

@@ -319,6 +319,71 @@ export default {
   assert.ok(got.result.metadata.polls >= 2);
 });
 
+const TRACED_WORKER = `
+import { agent, agentTools, createA2AHandler, createClient } from "toolnexus-wasm";
+
+const spans = [];
+let handler;
+export default {
+  async fetch(request, env, ctx) {
+    const path = new URL(request.url).pathname;
+    if (path === "/spans") return Response.json(spans);
+    if (path === "/call") {
+      const tools = await agentTools(agent({ card: env.PEER_CARD, pollEvery: 50 }));
+      const result = await tools[0].execute({ task: "traced" }, { traceparent: request.headers.get("traceparent") });
+      return Response.json(result);
+    }
+    handler ??= createA2AHandler({
+      skills: [{ name: "hello-world", description: "Greets people", content: "Say hello warmly." }],
+      client: createClient({ baseUrl: env.LLM_URL, style: "openai", model: "stub-model" }),
+      a2a: { name: "traced-edge" },
+      onSpan: (span) => spans.push(span),
+    });
+    return handler(request, env, ctx);
+  },
+};
+`;
+
+test('W3C trace context in workerd: the handler continues a traceparent to its model and onSpan; agent tools send it to the peer', async () => {
+  const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const [, traceId, parentSpan] = PARENT.split('-');
+  const llm = await startStubLlm();
+  cleanups.push(llm.close);
+  const peer = await startPeer({ name: 'traced-peer' });
+  cleanups.push(peer.close);
+  const w = await startWorker(TRACED_WORKER, { LLM_URL: llm.baseUrl, PEER_CARD: peer.cardUrl });
+  const res = await w.mf.dispatchFetch(`${w.url}/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'A2A-Version': '1.0', traceparent: PARENT },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { role: 'ROLE_USER', messageId: 'm-traced', parts: [{ text: 'greet' }] } } }),
+  });
+  const answer = await res.json();
+  assert.equal(answer.result?.task?.status?.state, 'TASK_STATE_COMPLETED', JSON.stringify(answer));
+  assert.equal(llm.calls.length, 2, 'skill, then the answer');
+  const modelSpans = llm.calls.map((c) => {
+    const [, trace, span] = (c.headers.traceparent ?? '').split('-');
+    assert.equal(trace, traceId, 'the model call continues the trace');
+    assert.notEqual(span, parentSpan);
+    return span;
+  });
+  const spans = await (await w.mf.dispatchFetch(`${w.url}/spans`)).json();
+  assert.equal(spans.length, 1, JSON.stringify(spans));
+  assert.deepEqual(
+    [spans[0].name, spans[0].traceId, spans[0].parentSpanId, spans[0].status, spans[0].attributes['gen_ai.tool.name']],
+    ['execute_tool skill', traceId, modelSpans[0], 'ok', 'skill'],
+  );
+
+  const called = await (await w.mf.dispatchFetch(`${w.url}/call`, { headers: { traceparent: PARENT } })).json();
+  assert.equal(called.isError, false, called.output);
+  const sent = peer.requests.filter((r) => r.method === 'POST');
+  assert.ok(sent.length >= 1);
+  for (const r of sent) {
+    const [, trace, span] = (r.headers.traceparent ?? '').split('-');
+    assert.equal(trace, traceId, 'each A2A request carries the trace');
+    assert.notEqual(span, parentSpan, 'as a span of its own');
+  }
+});
+
 test('a worker follows a streaming peer (the official JS SDK server): events live, and stream()', async () => {
   const { url } = await startJsSdkServer();
   const w = await startWorker(`
