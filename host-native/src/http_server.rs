@@ -118,6 +118,21 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
+    /// A handle on a server another crate runs (the axum A/B variant).
+    #[cfg(feature = "axum-ab")]
+    pub(crate) fn from_parts(
+        addr: SocketAddr,
+        stop: watch::Sender<Option<tokio::time::Instant>>,
+        done: tokio::task::JoinHandle<()>,
+    ) -> Self {
+        ServerHandle {
+            url: format!("http://{addr}"),
+            addr,
+            stop,
+            done,
+        }
+    }
+
     /// Stops accepting, lets requests in flight finish (up to 5 s), then returns.
     pub async fn stop(self) {
         self.stop_within(Duration::from_secs(5)).await;

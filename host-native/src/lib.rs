@@ -22,6 +22,8 @@
 //! `Principal`, a 401/403 refusal, or `NotMine` to let the others decide.
 //! A request passes when one verifier accepts it.
 
+#[cfg(feature = "axum-ab")]
+pub mod axum_ab;
 #[cfg(feature = "component")]
 pub mod component_host;
 pub mod config_file;

@@ -919,12 +919,19 @@ fn start(
         policy,
         ..options.http
     };
-    let http = http_server::serve_with(listener, http_options, handler).map_err(|source| {
-        ServeError::Listen {
+    #[cfg(feature = "axum-ab")]
+    let serve_with = if crate::axum_ab::wanted() {
+        crate::axum_ab::serve_with
+    } else {
+        http_server::serve_with
+    };
+    #[cfg(not(feature = "axum-ab"))]
+    let serve_with = http_server::serve_with;
+    let http =
+        serve_with(listener, http_options, handler).map_err(|source| ServeError::Listen {
             on: addr.to_string(),
             source,
-        }
-    })?;
+        })?;
     Ok(ServeHandle {
         url: http.url.clone(),
         card_url,
