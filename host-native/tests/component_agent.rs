@@ -50,7 +50,8 @@ fn wasmtime_cli() -> PathBuf {
 pub struct WasmtimeServe {
     _child: tokio::process::Child,
     pub url: String,
-    _store: PathBuf,
+    /// The host folder the agent's `file:/tasks` store is.
+    pub store: PathBuf,
 }
 
 /// Starts `wasmtime serve -Scli` on a free port with a file task store
@@ -105,7 +106,7 @@ pub async fn wasmtime_serve(extra_env: &[(&str, &str)]) -> WasmtimeServe {
     WasmtimeServe {
         _child: child,
         url,
-        _store: store,
+        store,
     }
 }
 
@@ -374,4 +375,175 @@ async fn the_agent_component_verifies_api_keys_and_hs256_jwts_from_its_environme
     .await;
     assert_eq!(got["result"]["id"], alice_task.as_str(), "{got}");
     // (ListTasks: the component's file store cannot list, -32004 for everyone.)
+}
+
+/// A task as the component's folder store keeps it, written straight into
+/// the folder (as an instance that died would have left it).
+fn stored_task(id: &str, state: toolnexus_core::TaskState, lease_until_ms: Option<u64>) -> String {
+    let task = toolnexus_core::Task {
+        id: id.into(),
+        context_id: "ctx-stored".into(),
+        state,
+        status_message: None,
+        updated_ms: Some(1),
+        artifacts: vec![],
+        history: vec![],
+        dialect: toolnexus_core::Shape::V10,
+        owner: None,
+        trace: None,
+        revision: toolnexus_core::Revision {
+            version: 1,
+            lease: lease_until_ms.map(|until_ms| toolnexus_core::Lease {
+                holder: "an-instance-that-died".into(),
+                until_ms,
+            }),
+        },
+    };
+    serde_json::to_string(&task.stored()).expect("json")
+}
+
+/// The agent component's folder store is on core's store contract: tasks
+/// made by separate instances are listed (ListTasks); a task an instance
+/// left `working` whose lease ran out is failed as interrupted by the next
+/// instance that reads it, through the compare-and-swap (its version goes
+/// up); a file holding another task (ids that sanitize alike) is not this
+/// task.
+#[tokio::test]
+async fn the_agent_components_folder_store_lists_recovers_leases_and_checks_ids() {
+    let agent = wasmtime_serve(&[]).await;
+    let mut ids = Vec::new();
+    for text in ["one", "two"] {
+        let sent = rpc(
+            &agent.url,
+            "SendMessage",
+            json!({"message": {"role": "ROLE_USER", "messageId": text, "parts": [{"text": text}]}}),
+            Some("1.0"),
+        )
+        .await;
+        ids.push(
+            sent["result"]["task"]["id"]
+                .as_str()
+                .expect("id")
+                .to_string(),
+        );
+    }
+    let listed = rpc(&agent.url, "ListTasks", json!({}), Some("1.0")).await;
+    let mut found: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    found.sort();
+    ids.sort();
+    assert_eq!(found, ids, "{listed}");
+    assert_eq!(listed["result"]["totalSize"], 2, "{listed}");
+
+    // Left working by an instance that died: its lease ended long ago.
+    std::fs::write(
+        agent.store.join("stale.json"),
+        stored_task("stale", toolnexus_core::TaskState::Working, Some(1)),
+    )
+    .expect("write");
+    let got = rpc(&agent.url, "GetTask", json!({"id": "stale"}), Some("1.0")).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_FAILED",
+        "{got}"
+    );
+    assert!(
+        got.to_string()
+            .contains(toolnexus_core::server::INTERRUPTED),
+        "{got}"
+    );
+    let kept: Value =
+        serde_json::from_slice(&std::fs::read(agent.store.join("stale.json")).expect("read"))
+            .expect("json");
+    let kept = toolnexus_core::Task::from_stored(&kept).expect("a task");
+    assert_eq!(kept.state, toolnexus_core::TaskState::Failed);
+    assert_eq!(kept.revision.version, 2, "saved over version 1");
+
+    // "a.b" and "a_b" share the file name a_b.json; it holds a_b.
+    std::fs::write(
+        agent.store.join("a_b.json"),
+        stored_task("a_b", toolnexus_core::TaskState::Completed, None),
+    )
+    .expect("write");
+    let other = rpc(&agent.url, "GetTask", json!({"id": "a.b"}), Some("1.0")).await;
+    assert_eq!(other["error"]["code"], -32001, "{other}");
+    let own = rpc(&agent.url, "GetTask", json!({"id": "a_b"}), Some("1.0")).await;
+    assert_eq!(own["result"]["id"], "a_b", "{own}");
+}
+
+/// The agent component admits requests through core's `admit`/`refuse`:
+/// a declared length over the limit is a 413 with the configured CORS
+/// header; a chunked body (no length) is read only up to the limit, then
+/// refused with a 413 (with CORS too); a chunked body within it is served.
+#[tokio::test]
+async fn the_agent_component_refuses_big_bodies_through_cores_admission_with_cors() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let agent = wasmtime_serve(&[("TOOLNEXUS_CORS_ORIGIN", "https://app.example")]).await;
+    let limit = toolnexus_core::server::DEFAULT_BODY_LIMIT;
+    let addr = agent.url.trim_start_matches("http://").to_string();
+    let raw = |head: String, body: Vec<u8>| {
+        let addr = addr.clone();
+        async move {
+            let mut s = tokio::net::TcpStream::connect(&addr)
+                .await
+                .expect("connect");
+            s.write_all(head.as_bytes()).await.expect("head");
+            // The server may answer and close before taking the whole body.
+            let _ = s.write_all(&body).await;
+            let mut answer = Vec::new();
+            let _ = s.read_to_end(&mut answer).await;
+            String::from_utf8_lossy(&answer).into_owned()
+        }
+    };
+    let head = |extra: &str| {
+        format!(
+            "POST / HTTP/1.1\r\nHost: {addr}\r\nOrigin: https://app.example\r\nContent-Type: application/json\r\nConnection: close\r\n{extra}\r\n"
+        )
+    };
+    let declared = raw(
+        head(&format!("Content-Length: {}\r\n", limit + 1)),
+        vec![b' '; limit + 1],
+    )
+    .await;
+    assert!(
+        declared.starts_with("HTTP/1.1 413"),
+        "{}",
+        &declared[..declared.len().min(300)]
+    );
+    assert!(
+        declared
+            .to_ascii_lowercase()
+            .contains("access-control-allow-origin: https://app.example"),
+        "{declared}"
+    );
+    let mut chunked = format!("{:x}\r\n", limit + 1).into_bytes();
+    chunked.extend(vec![b' '; limit + 1]);
+    chunked.extend(b"\r\n0\r\n\r\n");
+    let streamed = raw(head("Transfer-Encoding: chunked\r\n"), chunked).await;
+    assert!(
+        streamed.starts_with("HTTP/1.1 413"),
+        "{}",
+        &streamed[..streamed.len().min(300)]
+    );
+    assert!(
+        streamed
+            .to_ascii_lowercase()
+            .contains("access-control-allow-origin: https://app.example"),
+        "{streamed}"
+    );
+    // Within the limit, chunked: read and served.
+    let call = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"none"}}"#;
+    let mut small = format!("{:x}\r\n", call.len()).into_bytes();
+    small.extend_from_slice(call);
+    small.extend(b"\r\n0\r\n\r\n");
+    let served = raw(
+        head("Transfer-Encoding: chunked\r\nA2A-Version: 1.0\r\n"),
+        small,
+    )
+    .await;
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+    assert!(served.contains("-32001"), "{served}");
 }

@@ -46,8 +46,8 @@ pub use policy::{
 };
 pub use store::{
     delete_push_record, event_from_json, event_json, is_expired_finished, may_replace,
-    push_records, put_push_record, task_bytes, LoggedEvent, MemoryStore, StoreError, TaskFilter,
-    TaskStore, DEFAULT_MAX_BYTES, DEFAULT_MAX_TASKS,
+    push_records, put_push_record, task_bytes, HostStore, LoggedEvent, MemoryStore, StoreError,
+    TaskFilter, TaskStore, DEFAULT_MAX_BYTES, DEFAULT_MAX_TASKS,
 };
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 

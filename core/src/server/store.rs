@@ -4,6 +4,7 @@ use crate::host::lock::{Lock, Locks};
 use crate::host::transport::MaybeSend;
 use crate::model::event::StreamEvent;
 use crate::model::task::{Shape, Task, TaskState};
+use futures_util::future::Either;
 use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::DefaultHashBuilder;
 use std::collections::VecDeque;
@@ -758,6 +759,126 @@ impl<L: Locks> MemoryStore<L> {
     }
 }
 
+/// The store a host serves from: core's bounded [`MemoryStore`], or one of
+/// the host's own (`H`: a folder of files, PostgreSQL, a JS object, the
+/// component's directory). The one store dispatch of every host: each
+/// supplies only its own backends, and the memory store's calls stay
+/// ready futures (no allocation on GetTask's hot path).
+pub enum HostStore<L: Locks, H> {
+    Memory(MemoryStore<L>),
+    Host(H),
+}
+
+impl<L: Locks, H> HostStore<L, H> {
+    /// The host's store, `None` for the memory store.
+    pub fn host(&self) -> Option<&H> {
+        match self {
+            HostStore::Memory(_) => None,
+            HostStore::Host(h) => Some(h),
+        }
+    }
+}
+
+/// One call on whichever store `$s` is, as a future of one type.
+macro_rules! dispatch {
+    ($s:expr, $store:ident => $call:expr) => {
+        match $s {
+            HostStore::Memory($store) => Either::Left($call),
+            HostStore::Host($store) => Either::Right($call),
+        }
+    };
+}
+
+impl<L: Locks, H: TaskStore> TaskStore for HostStore<L, H> {
+    fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.get(id))
+    }
+
+    fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        dispatch!(self, s => s.save(task))
+    }
+
+    fn save_with_events(
+        &self,
+        task: &Task,
+        events: &[StreamEvent],
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        dispatch!(self, s => s.save_with_events(task, events))
+    }
+
+    fn events_after(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> impl Future<Output = Result<Option<Vec<LoggedEvent>>, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.events_after(id, version))
+    }
+
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.list(filter))
+    }
+
+    fn list_page(
+        &self,
+        filter: &TaskFilter,
+        after: Option<(u64, &str)>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.list_page(filter, after, limit))
+    }
+
+    fn expired(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.expired(now_ms, limit))
+    }
+
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.get_push_configs(task_id))
+    }
+
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        dispatch!(self, s => s.save_push_configs(task_id, configs))
+    }
+
+    fn put_push_config(
+        &self,
+        task_id: &str,
+        config: &serde_json::Value,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.put_push_config(task_id, config, max))
+    }
+
+    fn delete_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.delete_push_config(task_id, id))
+    }
+
+    fn delete_finished(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.delete_finished(before_ms, limit))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -780,6 +901,50 @@ mod tests {
             trace: None,
             revision: Default::default(),
         }
+    }
+
+    /// A host's own store that keeps tasks and nothing else (no log, no list).
+    #[derive(Default)]
+    struct Plain(std::sync::Mutex<Vec<Task>>);
+
+    impl TaskStore for Plain {
+        async fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
+            let kept = self.0.lock().expect("lock");
+            Ok(kept.iter().find(|t| t.id == id).cloned())
+        }
+        async fn save(&self, task: &Task) -> Result<(), StoreError> {
+            let mut kept = self.0.lock().expect("lock");
+            kept.retain(|t| t.id != task.id);
+            kept.push(task.clone());
+            Ok(())
+        }
+    }
+
+    /// The one store dispatch: each call goes to the store the host chose,
+    /// and what that store does not do (log, list) keeps the contract's
+    /// defaults; the memory store keeps its own (log, list, CAS).
+    #[test]
+    fn the_host_store_dispatch_calls_the_chosen_store_and_keeps_its_abilities() {
+        let host: HostStore<TestLocks, Plain> = HostStore::Host(Plain::default());
+        let memory: HostStore<TestLocks, Plain> = HostStore::Memory(MemoryStore::new(8));
+        let mut t = task("t", TaskState::Working);
+        t.revision.version = 1;
+        for store in [&host, &memory] {
+            block_on(store.save_with_events(&t, &[])).expect("save");
+            assert_eq!(block_on(store.get("t")).expect("get"), Some(t.clone()));
+        }
+        assert_eq!(
+            host.host().map(|p| p.0.lock().expect("lock").len()),
+            Some(1)
+        );
+        assert!(memory.host().is_none());
+        assert_eq!(block_on(host.list(&TaskFilter::default())), Ok(None));
+        assert_eq!(block_on(host.events_after("t", 0)), Ok(None));
+        let listed = block_on(memory.list(&TaskFilter::default())).expect("list");
+        assert_eq!(listed.map(|l| l.len()), Some(1));
+        assert_eq!(block_on(memory.events_after("t", 0)), Ok(Some(vec![])));
+        let refused = block_on(memory.save(&t)).expect_err("version 1 again");
+        assert!(refused.is_conflict());
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! | `TOOLNEXUS_LLM` | who answers: `echo` (default), `openai` or `anthropic` |
 //! | `TOOLNEXUS_LLM_BASE_URL`, `TOOLNEXUS_MODEL` | the model endpoint and name |
 //! | `TOOLNEXUS_API_KEY_ENV` | the variable holding the model's key [default: OPENAI_API_KEY or ANTHROPIC_API_KEY] |
-//! | `TOOLNEXUS_STORE` | `memory` (default: one instance's life) or `file:DIR` (a preopened dir, shared by instances) |
+//! | `TOOLNEXUS_STORE` | `memory` (default: one instance's life) or `file:DIR` (a preopened dir, shared by instances; see [`DirStore`]) |
+//! | `TOOLNEXUS_CORS_ORIGIN` | the origin(s) browsers may call from: `*`, one origin, or several separated by commas [default: none] |
 //! | `TOOLNEXUS_PUBLIC_URL` | the URL the card advertises [default: each request's origin] |
 //! | `TOOLNEXUS_API_KEYS` | API keys, each naming its caller: `alice=KEY1,bob=KEY2` |
 //! | `TOOLNEXUS_API_KEY_HEADER` | the header that carries them [default: `X-API-Key`] |
@@ -19,74 +20,26 @@
 //! With API keys or a JWT secret set, every request but the public card
 //! needs a credential (401 otherwise), and each caller sees only its own tasks.
 
-use crate::wasi_host::{forbidden_header, header_pairs, MemoryStore, WasiHost, WasiTransport};
+use crate::dir_store::DirStore;
+use crate::wasi_host::{
+    forbidden_header, header_pairs, read_capped, MemoryStore, WasiHost, WasiTransport,
+};
 use futures_util::StreamExt;
-use std::path::PathBuf;
 use std::sync::Arc;
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
 use toolnexus_core::server::auth::{ApiKeys, AuthConfig, JwtConfig, KeyLocation};
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, CardSpec, EchoFulfiller, Fulfiller, LlmFulfiller,
-    Reply, ServerOptions, StoreError, TaskStore, DEFAULT_BODY_LIMIT,
+    build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CellLocks,
+    CorsOrigin, EchoFulfiller, Fulfiller, HostStore, LlmFulfiller, Reply, ServerOptions,
 };
 use toolnexus_core::skills::{Skill, SkillSet};
-use toolnexus_core::{HttpRequest, HttpResponse, Task, Toolkit};
+use toolnexus_core::{HttpRequest, HttpResponse, Toolkit};
 use wstd::http::{Body, Request, Response};
 
-/// Tasks in memory, or one JSON file per task in a preopened folder, so
-/// the instances a wasi:http host starts per request share them.
-pub enum AgentStore {
-    Memory(MemoryStore),
-    Dir(PathBuf),
-}
-
-fn task_file(dir: &std::path::Path, id: &str) -> PathBuf {
-    dir.join(format!("{}.json", toolnexus_core::sanitize(id)))
-}
-
-impl TaskStore for AgentStore {
-    async fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        match self {
-            AgentStore::Memory(m) => m.get(id).await,
-            AgentStore::Dir(dir) => {
-                let bytes = match std::fs::read(task_file(dir, id)) {
-                    Ok(b) => b,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(e) => {
-                        return Err(StoreError::with_source(
-                            format!("cannot read task {id}: {e}"),
-                            e,
-                        ))
-                    }
-                };
-                let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-                    StoreError::with_source(format!("task {id} is not valid JSON: {e}"), e)
-                })?;
-                // The stored form: the task and its owner.
-                Ok(Task::from_stored(&value))
-            }
-        }
-    }
-
-    async fn save(&self, task: &Task) -> Result<(), StoreError> {
-        match self {
-            AgentStore::Memory(m) => m.save(task).await,
-            AgentStore::Dir(dir) => {
-                let path = task_file(dir, &task.id);
-                let tmp = path.with_extension(format!("json.tmp-{}", crate::wasi_host::new_id()));
-                let body = serde_json::to_string(&task.stored()).map_err(|e| {
-                    StoreError::with_source(format!("cannot write task {}: {e}", task.id), e)
-                })?;
-                std::fs::write(&tmp, body)
-                    .and_then(|()| std::fs::rename(&tmp, &path))
-                    .map_err(|e| {
-                        let _ = std::fs::remove_file(&tmp);
-                        StoreError::with_source(format!("cannot write task {}: {e}", task.id), e)
-                    })
-            }
-        }
-    }
-}
+/// Tasks in core's memory store (one instance's life), or in a preopened
+/// folder shared by the instances a wasi:http host starts per request
+/// ([`DirStore`]: core's store contract), through core's one store dispatch.
+pub type AgentStore = HostStore<CellLocks, DirStore>;
 
 type Server = A2aServer<AgentStore, WasiHost, Arc<dyn Fulfiller>>;
 
@@ -118,8 +71,8 @@ pub fn from_env() -> Result<Arc<Server>, String> {
         })?,
     };
     let store = match env("TOOLNEXUS_STORE").as_deref() {
-        None | Some("memory") => AgentStore::Memory(MemoryStore::default()),
-        Some(s) if s.starts_with("file:") => AgentStore::Dir(PathBuf::from(&s[5..])),
+        None | Some("memory") => HostStore::Memory(MemoryStore::default()),
+        Some(s) if s.starts_with("file:") => HostStore::Host(DirStore::open(&s[5..])?),
         Some(other) => {
             return Err(format!(
                 "TOOLNEXUS_STORE must be memory or file:DIR, not {other:?}"
@@ -167,6 +120,13 @@ pub fn from_env() -> Result<Arc<Server>, String> {
         }
     };
     let auth = auth_from_env()?;
+    let cors_origin = match env("TOOLNEXUS_CORS_ORIGIN") {
+        None => None,
+        Some(list) => {
+            let list: Vec<&str> = list.split(',').map(str::trim).collect();
+            CorsOrigin::list(&list).map_err(|e| format!("TOOLNEXUS_CORS_ORIGIN: {e}"))?
+        }
+    };
     let host = WasiHost {
         jwt: auth.as_ref().and_then(|a| a.jwt.clone()),
     };
@@ -178,6 +138,7 @@ pub fn from_env() -> Result<Arc<Server>, String> {
         ServerOptions {
             card: Some(card),
             auth,
+            cors_origin,
             ..Default::default()
         },
         store,
@@ -279,46 +240,42 @@ fn response(head: HttpResponse, body: Body) -> Response<Body> {
     })
 }
 
-/// One request, start to end: the core's `serve`, its answer as the response.
+/// One request, start to end: core's admission (allowed hosts, the body
+/// limit, CORS on refusals), the body read up to its limit, core's
+/// `serve`, its answer as the response.
 pub async fn handle(server: &Arc<Server>, request: Request<Body>) -> Response<Body> {
-    let (head, mut body) = request.into_parts();
-    if body
-        .content_length()
-        .is_some_and(|n| n > DEFAULT_BODY_LIMIT as u64)
-    {
-        let r = toolnexus_core::server::payload_too_large(DEFAULT_BODY_LIMIT);
-        let b = Body::from(r.body.clone());
-        return response(r, b);
-    }
-    let bytes = match body.contents().await {
-        Ok(b) if b.len() <= DEFAULT_BODY_LIMIT => b.to_vec(),
-        Ok(_) => {
-            let r = toolnexus_core::server::payload_too_large(DEFAULT_BODY_LIMIT);
-            let b = Body::from(r.body.clone());
-            return response(r, b);
-        }
+    let (head, body) = request.into_parts();
+    let headers = header_pairs(&head.headers);
+    let limit = match server.admit(&headers) {
+        Admission::Read { limit } => limit,
+        Admission::Refuse(r) => return full(r),
+    };
+    let bytes = match read_capped(body, limit).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return full(server.refuse(BodyRefusal::TooLarge)),
         Err(e) => {
-            let r = HttpResponse::json(400, Vec::new());
-            return response(
-                r,
-                Body::from(format!("cannot read the request body: {e:#}")),
-            );
+            let mut r = HttpResponse::json(400, Vec::new());
+            r.body = format!("cannot read the request body: {e:#}").into_bytes();
+            server.add_cors(&mut r);
+            return full(r);
         }
     };
     let req = HttpRequest {
         method: head.method.as_str().to_string(),
         url: head.uri.to_string(),
-        headers: header_pairs(&head.headers),
+        headers,
         body: bytes,
     };
     match server.serve(req).await {
-        Reply::Full(r) => {
-            let b = Body::from(r.body.clone());
-            response(r, b)
-        }
+        Reply::Full(r) => full(r),
         Reply::Stream { head, body } => {
             let frames = OneThread(body.map(wstd::http::body::Bytes::from));
             response(head, Body::from_stream(frames))
         }
     }
+}
+
+fn full(r: HttpResponse) -> Response<Body> {
+    let b = Body::from(r.body.clone());
+    response(r, b)
 }

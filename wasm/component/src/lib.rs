@@ -14,3 +14,6 @@ mod library;
 
 #[cfg(all(target_arch = "wasm32", target_os = "wasi", feature = "agent"))]
 pub mod agent;
+
+#[cfg(all(target_arch = "wasm32", target_os = "wasi", feature = "agent"))]
+pub mod dir_store;

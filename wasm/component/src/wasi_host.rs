@@ -56,6 +56,25 @@ pub fn sleep_until(at_ms: u64) -> impl Future<Output = ()> {
     }
 }
 
+/// A body read chunk by chunk up to `limit` bytes: `None` as soon as it
+/// goes over (the rest is never read).
+pub async fn read_capped(body: Body, limit: usize) -> Result<Option<Vec<u8>>, wstd::http::Error> {
+    let mut chunks = body.into_boxed_body().into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        if bytes.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Some(bytes))
+}
+
+/// The largest answer a component reads (a model, a peer, a webhook):
+/// as the native and npm transports' caps.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
 /// The transport of a component: wasi:http for requests, wasi clocks for time.
 #[derive(Clone, Copy, Default)]
 pub struct WasiTransport;
@@ -86,6 +105,13 @@ fn error_text(url: &str, e: &wstd::http::Error) -> TransportError {
     TransportError::new(format!("request to {url} failed: {e:#}"))
 }
 
+fn too_large(url: &str) -> TransportError {
+    let url = toolnexus_core::redact_url(url);
+    TransportError::new(format!(
+        "the answer of {url} is larger than {MAX_RESPONSE_BYTES} bytes"
+    ))
+}
+
 impl Transport for WasiTransport {
     async fn send(&self, request: HttpRequest) -> Result<HttpResponse, TransportError> {
         let url = request.url.clone();
@@ -93,12 +119,15 @@ impl Transport for WasiTransport {
             .send(to_wasi(request)?)
             .await
             .map_err(|e| error_text(&url, &e))?;
-        let (head, mut body) = response.into_parts();
-        let body = body
-            .contents()
+        let (head, body) = response.into_parts();
+        let declared = body.content_length();
+        if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES as u64) {
+            return Err(too_large(&url));
+        }
+        let body = read_capped(body, MAX_RESPONSE_BYTES)
             .await
             .map_err(|e| error_text(&url, &e))?
-            .to_vec();
+            .ok_or_else(|| too_large(&url))?;
         Ok(HttpResponse {
             status: head.status.as_u16(),
             headers: header_pairs(&head.headers),
