@@ -656,7 +656,7 @@ fn given_socket(source: std::io::Error) -> ServeError {
 
 impl Opened {
     async fn open(options: &ServeOptions) -> Result<Opened, ServeError> {
-        let (store, recovered) = AnyStore::open_async(&options.store)
+        let (store, recovered) = crate::store::open_async(&options.store)
             .await
             .map_err(ServeError::Store)?;
         let ui = match &options.ui_dir {
@@ -756,7 +756,7 @@ fn start(
     let shared = !matches!(store, AnyStore::Memory(_));
     #[cfg(feature = "postgres")]
     let postgres = match &store {
-        AnyStore::Postgres(p) => Some(p.url().to_string()),
+        AnyStore::Host(crate::store::NativeStore::Postgres(p)) => Some(p.url().to_string()),
         _ => None,
     };
     let store = ObservedStore {

@@ -1,13 +1,14 @@
 //! Task stores of the native host: memory, or one JSON file per task.
 
 use crate::serve::unix_ms;
-use crate::MemoryStore;
-use futures_util::future::{BoxFuture, Either};
+use crate::{MemoryStore, NativeLocks};
+use futures_util::future::BoxFuture;
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use toolnexus_core::server::{
-    event_from_json, event_json, mark_interrupted, LoggedEvent, StoreError, TaskFilter, TaskStore,
+    event_from_json, event_json, mark_interrupted, HostStore, LoggedEvent, StoreError, TaskFilter,
+    TaskStore,
 };
 use toolnexus_core::{sanitize, MaybeSend};
 use toolnexus_core::{StreamEvent, Task};
@@ -914,78 +915,99 @@ impl StoreConfig {
     }
 }
 
-/// The store `serve` runs on.
-pub enum AnyStore {
-    Memory(MemoryStore),
+/// The native host's own stores, beside core's memory store: a folder, your
+/// [`SharedStore`], or PostgreSQL.
+pub enum NativeStore {
     File(FileStore),
     Custom(std::sync::Arc<dyn SharedStore>),
     #[cfg(feature = "postgres")]
     Postgres(crate::pg_store::PgStore),
 }
 
-impl AnyStore {
-    /// `"memory"` or `"file:<dir>"`; anything else is an error. For a file
-    /// store, also the ids of tasks recovered from a crash.
-    pub fn open(selector: &str) -> Result<(AnyStore, Vec<String>), StoreError> {
-        Self::open_config(&StoreConfig::parse(selector)?)
-    }
+/// The store `serve` runs on: core's one store dispatch
+/// ([`HostStore`]) over the memory store and the [`NativeStore`]s.
+pub type AnyStore = HostStore<NativeLocks, NativeStore>;
 
-    /// Opens the store `config` names. For a file store, also the ids of
-    /// tasks recovered from a crash.
-    pub fn open_config(config: &StoreConfig) -> Result<(AnyStore, Vec<String>), StoreError> {
-        match config {
-            StoreConfig::Memory {
-                max_tasks,
-                max_bytes,
-            } => Ok((
-                AnyStore::Memory(MemoryStore::with_limits(*max_tasks, *max_bytes)),
-                Vec::new(),
-            )),
-            StoreConfig::File(dir) => {
-                let (store, recovered) = FileStore::open(dir)?;
-                Ok((AnyStore::File(store), recovered))
-            }
-            StoreConfig::Custom(store) => Ok((AnyStore::Custom(store.clone()), Vec::new())),
-            #[cfg(feature = "postgres")]
-            StoreConfig::Postgres(_) => Err(StoreError::new(
-                "a PostgreSQL store is opened with AnyStore::open_async",
-            )),
-        }
-    }
-
-    /// [`AnyStore::open_config`], and a PostgreSQL store too (connected,
-    /// its schema brought up to date).
-    pub async fn open_async(config: &StoreConfig) -> Result<(AnyStore, Vec<String>), StoreError> {
-        match config {
-            #[cfg(feature = "postgres")]
-            StoreConfig::Postgres(url) => Ok((
-                AnyStore::Postgres(crate::pg_store::PgStore::connect(url).await?),
-                Vec::new(),
-            )),
-            other => Self::open_config(other),
-        }
+impl From<FileStore> for AnyStore {
+    fn from(store: FileStore) -> AnyStore {
+        HostStore::Host(NativeStore::File(store))
     }
 }
 
-impl TaskStore for AnyStore {
+#[cfg(feature = "postgres")]
+impl From<crate::pg_store::PgStore> for AnyStore {
+    fn from(store: crate::pg_store::PgStore) -> AnyStore {
+        HostStore::Host(NativeStore::Postgres(store))
+    }
+}
+
+/// `"memory"` or `"file:<dir>"`; anything else is an error. For a file
+/// store, also the ids of tasks recovered from a crash.
+pub fn open(selector: &str) -> Result<(AnyStore, Vec<String>), StoreError> {
+    open_config(&StoreConfig::parse(selector)?)
+}
+
+/// Opens the store `config` names. For a file store, also the ids of
+/// tasks recovered from a crash.
+pub fn open_config(config: &StoreConfig) -> Result<(AnyStore, Vec<String>), StoreError> {
+    match config {
+        StoreConfig::Memory {
+            max_tasks,
+            max_bytes,
+        } => Ok((
+            HostStore::Memory(MemoryStore::with_limits(*max_tasks, *max_bytes)),
+            Vec::new(),
+        )),
+        StoreConfig::File(dir) => {
+            let (store, recovered) = FileStore::open(dir)?;
+            Ok((store.into(), recovered))
+        }
+        StoreConfig::Custom(store) => Ok((
+            HostStore::Host(NativeStore::Custom(store.clone())),
+            Vec::new(),
+        )),
+        #[cfg(feature = "postgres")]
+        StoreConfig::Postgres(_) => Err(StoreError::new(
+            "a PostgreSQL store is opened with store::open_async",
+        )),
+    }
+}
+
+/// [`open_config`], and a PostgreSQL store too (connected, its schema
+/// brought up to date).
+pub async fn open_async(config: &StoreConfig) -> Result<(AnyStore, Vec<String>), StoreError> {
+    match config {
+        #[cfg(feature = "postgres")]
+        StoreConfig::Postgres(url) => Ok((
+            crate::pg_store::PgStore::connect(url).await?.into(),
+            Vec::new(),
+        )),
+        other => open_config(other),
+    }
+}
+
+type Boxed<T> = BoxFuture<'static, Result<T, StoreError>>;
+
+fn ready<T: Send + 'static>(value: Result<T, StoreError>) -> Boxed<T> {
+    Box::pin(std::future::ready(value))
+}
+
+impl TaskStore for NativeStore {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
-        // The memory store answers without allocating a future (GetTask's hot path).
         match self {
-            AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),
-            AnyStore::File(f) => Either::Right(f.get_owned(id)),
-            AnyStore::Custom(c) => Either::Right(c.get(id)),
+            NativeStore::File(f) => f.get_owned(id),
+            NativeStore::Custom(c) => c.get(id),
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => Either::Right(p.get_owned(id)),
+            NativeStore::Postgres(p) => p.get_owned(id),
         }
     }
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         match self {
-            AnyStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
-            AnyStore::File(f) => Either::Right(f.save_owned(task)),
-            AnyStore::Custom(c) => Either::Right(c.save(task)),
+            NativeStore::File(f) => f.save_owned(task),
+            NativeStore::Custom(c) => c.save(task),
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => Either::Right(p.save_owned(task)),
+            NativeStore::Postgres(p) => p.save_owned(task),
         }
     }
 
@@ -995,13 +1017,10 @@ impl TaskStore for AnyStore {
         events: &[StreamEvent],
     ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         match self {
-            AnyStore::Memory(m) => {
-                Either::Left(std::future::ready(m.save_events_now(task, events)))
-            }
-            AnyStore::File(f) => Either::Right(f.save_events_owned(task, events)),
-            AnyStore::Custom(c) => Either::Right(c.save(task)),
+            NativeStore::File(f) => f.save_events_owned(task, events),
+            NativeStore::Custom(c) => c.save(task),
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => Either::Right(p.save_events_owned(task, events)),
+            NativeStore::Postgres(p) => p.save_events_owned(task, events),
         }
     }
 
@@ -1011,13 +1030,10 @@ impl TaskStore for AnyStore {
         version: u64,
     ) -> impl Future<Output = Result<Option<Vec<LoggedEvent>>, StoreError>> + MaybeSend {
         match self {
-            AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(Some(
-                m.events_after_now(id, version),
-            )))),
-            AnyStore::File(f) => Either::Right(f.events_after_owned(id, version)),
-            AnyStore::Custom(_) => Either::Left(std::future::ready(Ok(None))),
+            NativeStore::File(f) => f.events_after_owned(id, version),
+            NativeStore::Custom(_) => ready(Ok(None)),
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => Either::Right(p.events_after_owned(id, version)),
+            NativeStore::Postgres(p) => p.events_after_owned(id, version),
         }
     }
 
@@ -1025,19 +1041,16 @@ impl TaskStore for AnyStore {
         &self,
         filter: &TaskFilter,
     ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
-        let listed = match self {
-            AnyStore::Memory(m) => Either::Left(std::future::ready(Ok(Some(m.list_now(filter))))),
-            AnyStore::File(f) => {
+        let listed: Boxed<Option<Vec<Task>>> = match self {
+            NativeStore::File(f) => {
                 let listed = f.list_owned(filter);
-                Either::Right(Box::pin(async move { listed.await.map(Some) })
-                    as BoxFuture<'static, Result<Option<Vec<Task>>, StoreError>>)
+                Box::pin(async move { listed.await.map(Some) })
             }
-            AnyStore::Custom(c) => Either::Right(c.list(filter)),
+            NativeStore::Custom(c) => c.list(filter),
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => {
+            NativeStore::Postgres(p) => {
                 let listed = p.list_owned(filter);
-                Either::Right(Box::pin(async move { listed.await.map(Some) })
-                    as BoxFuture<'static, Result<Option<Vec<Task>>, StoreError>>)
+                Box::pin(async move { listed.await.map(Some) })
             }
         };
         listed
@@ -1051,13 +1064,13 @@ impl TaskStore for AnyStore {
     ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + MaybeSend {
         let paged: PageFuture = match self {
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => {
+            NativeStore::Postgres(p) => {
                 let page = p.list_page_owned(filter, after, limit);
                 Box::pin(async move { page.await.map(Some) })
             }
             _ => {
                 let _ = (filter, after, limit);
-                Box::pin(std::future::ready(Ok(None)))
+                ready(Ok(None))
             }
         };
         paged
@@ -1068,12 +1081,12 @@ impl TaskStore for AnyStore {
         now_ms: u64,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + MaybeSend {
-        let found: BoxFuture<'static, Result<Vec<Task>, StoreError>> = match self {
+        let found: Boxed<Vec<Task>> = match self {
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => p.expired_owned(now_ms, limit),
+            NativeStore::Postgres(p) => p.expired_owned(now_ms, limit),
             _ => {
                 let _ = (now_ms, limit);
-                Box::pin(std::future::ready(Ok(Vec::new())))
+                ready(Ok(Vec::new()))
             }
         };
         found
@@ -1084,11 +1097,10 @@ impl TaskStore for AnyStore {
         task_id: &str,
     ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
         match self {
-            AnyStore::Memory(m) => Either::Left(m.get_push_configs(task_id)),
-            AnyStore::File(f) => Either::Right(f.get_push_owned(task_id)),
-            AnyStore::Custom(c) => Either::Right(c.get_push_configs(task_id)),
+            NativeStore::File(f) => f.get_push_owned(task_id),
+            NativeStore::Custom(c) => c.get_push_configs(task_id),
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => Either::Right(p.get_push_owned(task_id)),
+            NativeStore::Postgres(p) => p.get_push_owned(task_id),
         }
     }
 
@@ -1098,11 +1110,10 @@ impl TaskStore for AnyStore {
         configs: &serde_json::Value,
     ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         match self {
-            AnyStore::Memory(m) => Either::Left(m.save_push_configs(task_id, configs)),
-            AnyStore::File(f) => Either::Right(f.save_push_owned(task_id, configs)),
-            AnyStore::Custom(c) => Either::Right(c.save_push_configs(task_id, configs)),
+            NativeStore::File(f) => f.save_push_owned(task_id, configs),
+            NativeStore::Custom(c) => c.save_push_configs(task_id, configs),
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => Either::Right(p.save_push_owned(task_id, configs)),
+            NativeStore::Postgres(p) => p.save_push_owned(task_id, configs),
         }
     }
 
@@ -1112,12 +1123,9 @@ impl TaskStore for AnyStore {
         config: &serde_json::Value,
         max: usize,
     ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
-        let put: BoxFuture<'static, Result<bool, StoreError>> = match self {
-            AnyStore::Memory(m) => {
-                Box::pin(std::future::ready(Ok(m.put_push_now(task_id, config, max))))
-            }
-            AnyStore::File(f) => f.change_push_owned(task_id, Some((config.clone(), max)), None),
-            AnyStore::Custom(c) => {
+        let put: Boxed<bool> = match self {
+            NativeStore::File(f) => f.change_push_owned(task_id, Some((config.clone(), max)), None),
+            NativeStore::Custom(c) => {
                 // Read and written whole: a custom store is one process's.
                 let (c, id, config) = (c.clone(), task_id.to_string(), config.clone());
                 Box::pin(async move {
@@ -1132,7 +1140,7 @@ impl TaskStore for AnyStore {
                 })
             }
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => p.put_push_owned(task_id, config, max),
+            NativeStore::Postgres(p) => p.put_push_owned(task_id, config, max),
         };
         put
     }
@@ -1142,10 +1150,9 @@ impl TaskStore for AnyStore {
         task_id: &str,
         id: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + MaybeSend {
-        let deleted: BoxFuture<'static, Result<bool, StoreError>> = match self {
-            AnyStore::Memory(m) => Box::pin(std::future::ready(Ok(m.delete_push_now(task_id, id)))),
-            AnyStore::File(f) => f.change_push_owned(task_id, None, Some(id.to_string())),
-            AnyStore::Custom(c) => {
+        let deleted: Boxed<bool> = match self {
+            NativeStore::File(f) => f.change_push_owned(task_id, None, Some(id.to_string())),
+            NativeStore::Custom(c) => {
                 let (c, task, id) = (c.clone(), task_id.to_string(), id.to_string());
                 Box::pin(async move {
                     let mut list =
@@ -1159,7 +1166,7 @@ impl TaskStore for AnyStore {
                 })
             }
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => p.delete_push_owned(task_id, id),
+            NativeStore::Postgres(p) => p.delete_push_owned(task_id, id),
         };
         deleted
     }
@@ -1169,16 +1176,12 @@ impl TaskStore for AnyStore {
         before_ms: u64,
         limit: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
-        let deleted: BoxFuture<'static, Result<usize, StoreError>> = match self {
-            AnyStore::Memory(m) => Box::pin(std::future::ready(Ok(
-                m.delete_finished_now(before_ms, limit)
-            ))),
-            AnyStore::File(f) => f.delete_finished_owned(before_ms, limit),
-            AnyStore::Custom(c) => c.delete_finished(before_ms, limit),
+        match self {
+            NativeStore::File(f) => f.delete_finished_owned(before_ms, limit),
+            NativeStore::Custom(c) => c.delete_finished(before_ms, limit),
             #[cfg(feature = "postgres")]
-            AnyStore::Postgres(p) => p.delete_finished_owned(before_ms, limit),
-        };
-        deleted
+            NativeStore::Postgres(p) => p.delete_finished_owned(before_ms, limit),
+        }
     }
 }
 

@@ -47,7 +47,7 @@ async fn saves_are_a_compare_and_swap_on_the_version() {
     let url = pg.database("cas");
     // Replicas starting together: the migrations run once, under the lock.
     let opened = futures_util::future::join_all((0..3).map(|_| PgStore::connect(&url))).await;
-    let store = AnyStore::Postgres(opened.into_iter().next().unwrap().expect("connect"));
+    let store = AnyStore::from(opened.into_iter().next().unwrap().expect("connect"));
     assert_eq!(
         pg.sql("cas", "SELECT count(*) FROM toolnexus_migrations"),
         "3"
@@ -115,7 +115,7 @@ fn first_with(id: &str, version: u64, until_ms: u64) -> Task {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_are_read_in_sql_newest_first_after_the_cursor() {
     let pg = PgCluster::start();
-    let store = AnyStore::Postgres(PgStore::connect(&pg.database("list")).await.expect("pg"));
+    let store = AnyStore::from(PgStore::connect(&pg.database("list")).await.expect("pg"));
     for i in 0..7u64 {
         let mut t = task(&format!("t{i}"), 1, TaskState::Completed);
         t.updated_ms = Some(100 + i / 2);
@@ -174,7 +174,7 @@ fn texts(events: &[(u64, StreamEvent)]) -> Vec<(u64, String)> {
 async fn events_are_logged_with_their_save_and_replayed_from_a_version() {
     let pg = PgCluster::start();
     let url = pg.database("events");
-    let store = AnyStore::Postgres(PgStore::connect(&url).await.expect("connect"));
+    let store = AnyStore::from(PgStore::connect(&url).await.expect("connect"));
     store
         .save_with_events(
             &task("t", 1, TaskState::Working),
@@ -710,7 +710,7 @@ async fn push_configs_are_rows_and_the_cap_holds_under_racing_puts() {
     let pg = PgCluster::start();
     let store = PgStore::connect(&pg.database("pushcap")).await.expect("pg");
     let other = PgStore::connect(&pg.url("pushcap")).await.expect("pg");
-    let any = AnyStore::Postgres(store.clone());
+    let any = AnyStore::from(store.clone());
     any.save(&task("t1", 1, TaskState::Working))
         .await
         .expect("t1");
@@ -767,8 +767,8 @@ async fn push_configs_are_rows_and_the_cap_holds_under_racing_puts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_deletes_only_old_finished_tasks() {
     let pg = PgCluster::start();
-    let a = AnyStore::Postgres(PgStore::connect(&pg.database("keep")).await.expect("pg"));
-    let b = AnyStore::Postgres(PgStore::connect(&pg.url("keep")).await.expect("pg"));
+    let a = AnyStore::from(PgStore::connect(&pg.database("keep")).await.expect("pg"));
+    let b = AnyStore::from(PgStore::connect(&pg.url("keep")).await.expect("pg"));
     for i in 0..20u64 {
         let state = match i % 4 {
             0 => TaskState::Completed,
