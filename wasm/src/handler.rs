@@ -14,7 +14,7 @@ use crate::convert::{
 };
 use crate::handles::{self, Handle};
 use crate::skills::{skill_list, skill_set};
-use crate::store::HandlerStore;
+use crate::store::{HandlerStore, JsStore};
 use crate::toolkit::{CoreToolkit, SharedToolkit};
 use crate::transport::{new_id, JsTransport};
 use futures_util::StreamExt;
@@ -30,8 +30,8 @@ use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::auth::{AuthConfig, Claims, Verdict};
 use toolnexus_core::server::{
     build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CorsOrigin,
-    EchoFulfiller, EventBody, FulfilRequest, Fulfiller, LlmFulfiller, MemoryStore, Progress, Reply,
-    ServerHost, ServerOptions, TaskEvent, DEFAULT_HEARTBEAT,
+    EchoFulfiller, EventBody, FulfilRequest, Fulfiller, HostStore, LlmFulfiller, MemoryStore,
+    Progress, Reply, ServerHost, ServerOptions, TaskEvent, DEFAULT_HEARTBEAT,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::BoxFuture;
@@ -484,8 +484,8 @@ impl HandlerState {
         });
         let watch = p.store.as_ref().map(|s| get(s, "watch"));
         let store = match p.store {
-            Some(s) => HandlerStore::Js(s, Default::default()),
-            None => HandlerStore::Memory(MemoryStore::default()),
+            Some(s) => HostStore::Host(JsStore(s, Default::default())),
+            None => HostStore::Memory(MemoryStore::default()),
         };
         let server = A2aServer::new(
             ServerOptions {
@@ -508,7 +508,7 @@ impl HandlerState {
         let host = p.host;
         // `store.watch(changed)`: the store tells of changes made elsewhere
         // (another isolate), so streams and long-polls here wake at once.
-        if let (Some(watch), HandlerStore::Js(js, _)) = (watch, server.store()) {
+        if let (Some(watch), Some(JsStore(js, _))) = (watch, server.store().host()) {
             if let Some(watch) = watch.dyn_ref::<Function>() {
                 let weak = Arc::downgrade(&server);
                 let changed =

@@ -5,10 +5,9 @@
 //! compare-and-swap, leases, paging) is the core's [`TaskStore`] policy.
 
 use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
-use futures_util::future::Either;
 use js_sys::{Function, Promise};
 use std::future::Future;
-use toolnexus_core::server::{CellLocks, MemoryStore, StoreError, TaskFilter, TaskStore};
+use toolnexus_core::server::{CellLocks, HostStore, StoreError, TaskFilter, TaskStore};
 use toolnexus_core::MaybeSend;
 use toolnexus_core::Task;
 use wasm_bindgen::prelude::*;
@@ -16,18 +15,18 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 /// The memory store, or a JS object `{get(id), save(task)}` returning
-/// promises (KV, Durable Objects, …). Tasks cross as A2A task objects in
-/// their own dialect, with an `owner` key when the server authenticates
-/// callers (kept by the store, never sent to a caller).
-pub enum HandlerStore {
-    Memory(MemoryStore<CellLocks>),
-    /// The JS object, and the push configs kept for the handler's life
-    /// when it has no `getPushConfigs`/`savePushConfigs`.
-    Js(
-        JsValue,
-        #[cfg_attr(not(feature = "push"), allow(dead_code))] LocalPush,
-    ),
-}
+/// promises (KV, Durable Objects, …): core's one store dispatch. Tasks
+/// cross as A2A task objects in their own dialect, with an `owner` key when
+/// the server authenticates callers (kept by the store, never sent to a
+/// caller).
+pub type HandlerStore = HostStore<CellLocks, JsStore>;
+
+/// The JS object, and the push configs kept for the handler's life when it
+/// has no `getPushConfigs`/`savePushConfigs`.
+pub struct JsStore(
+    pub JsValue,
+    #[cfg_attr(not(feature = "push"), allow(dead_code))] pub LocalPush,
+);
 
 /// Push configs by task id, for a JS store that keeps none itself.
 #[cfg_attr(not(feature = "push"), allow(dead_code))]
@@ -242,18 +241,13 @@ async fn js_save_push(
         .map_err(|e| StoreError::new(error_text(&e)))
 }
 
-impl TaskStore for HandlerStore {
+impl TaskStore for JsStore {
     #[cfg(feature = "push")]
     fn get_push_configs(
         &self,
         task_id: &str,
     ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
-        match self {
-            HandlerStore::Memory(m) => Either::Left(m.get_push_configs(task_id)),
-            HandlerStore::Js(s, local) => {
-                Either::Right(js_get_push(s.clone(), local.clone(), task_id.to_string()))
-            }
-        }
+        js_get_push(self.0.clone(), self.1.clone(), task_id.to_string())
     }
 
     #[cfg(feature = "push")]
@@ -262,27 +256,19 @@ impl TaskStore for HandlerStore {
         task_id: &str,
         configs: &serde_json::Value,
     ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
-        match self {
-            HandlerStore::Memory(m) => Either::Left(m.save_push_configs(task_id, configs)),
-            HandlerStore::Js(s, local) => Either::Right(js_save_push(
-                s.clone(),
-                local.clone(),
-                task_id.to_string(),
-                configs.clone(),
-            )),
-        }
+        js_save_push(
+            self.0.clone(),
+            self.1.clone(),
+            task_id.to_string(),
+            configs.clone(),
+        )
     }
 
     fn list(
         &self,
         filter: &TaskFilter,
     ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
-        match self {
-            HandlerStore::Memory(m) => {
-                Either::Left(std::future::ready(Ok(Some(m.list_now(filter)))))
-            }
-            HandlerStore::Js(s, _) => Either::Right(js_list(s.clone(), filter.clone())),
-        }
+        js_list(self.0.clone(), filter.clone())
     }
 
     fn list_page(
@@ -291,13 +277,10 @@ impl TaskStore for HandlerStore {
         after: Option<(u64, &str)>,
         limit: usize,
     ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + MaybeSend {
-        match self {
-            HandlerStore::Memory(_) => Either::Left(std::future::ready(Ok(None))),
-            HandlerStore::Js(s, _) => Either::Right(js_list_page(
-                s.clone(),
-                ser_to_js(&query(filter, after, Some(limit))),
-            )),
-        }
+        js_list_page(
+            self.0.clone(),
+            ser_to_js(&query(filter, after, Some(limit))),
+        )
     }
 
     fn delete_finished(
@@ -305,13 +288,7 @@ impl TaskStore for HandlerStore {
         before_ms: u64,
         limit: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
-        match self {
-            // The memory store has no retention (its caps bound it).
-            HandlerStore::Memory(_) => Either::Left(std::future::ready(Ok(0))),
-            HandlerStore::Js(s, _) => {
-                Either::Right(js_delete_finished(s.clone(), before_ms, limit))
-            }
-        }
+        js_delete_finished(self.0.clone(), before_ms, limit)
     }
 
     fn expired(
@@ -319,33 +296,22 @@ impl TaskStore for HandlerStore {
         now_ms: u64,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + MaybeSend {
-        match self {
-            HandlerStore::Memory(_) => Either::Left(std::future::ready(Ok(Vec::new()))),
-            HandlerStore::Js(s, _) => Either::Right(js_expired(s.clone(), now_ms, limit)),
-        }
+        js_expired(self.0.clone(), now_ms, limit)
     }
 
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
-        match self {
-            HandlerStore::Memory(m) => Either::Left(std::future::ready(Ok(m.get_now(id)))),
-            HandlerStore::Js(s, _) => Either::Right(js_get(s.clone(), id.to_string())),
-        }
+        js_get(self.0.clone(), id.to_string())
     }
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
-        match self {
-            HandlerStore::Memory(m) => Either::Left(std::future::ready(m.save_now(task))),
-            HandlerStore::Js(s, _) => {
-                // Straight to JSON text, as events are: Task::to_value would
-                // compile every task shape a second time, for the value
-                // serializer. The stored form keeps the task's owner.
-                Either::Right(js_save(
-                    s.clone(),
-                    ser_to_js(&task.stored()),
-                    task.id.clone(),
-                    task.revision.version,
-                ))
-            }
-        }
+        // Straight to JSON text, as events are: Task::to_value would
+        // compile every task shape a second time, for the value
+        // serializer. The stored form keeps the task's owner.
+        js_save(
+            self.0.clone(),
+            ser_to_js(&task.stored()),
+            task.id.clone(),
+            task.revision.version,
+        )
     }
 }

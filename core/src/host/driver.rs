@@ -18,6 +18,9 @@ use std::task::Poll;
 
 /// What a machine wants next. `W` is work the host runs for the machine
 /// (the LLM loop's tool calls); machines that need none keep [`Infallible`].
+/// A step dropped unread is a machine stalled for good (its request never
+/// sent, its timer never armed): hence `#[must_use]`.
+#[must_use = "a machine's step is what it waits for: run it, or the machine stalls"]
 pub enum Step<T, W = Infallible> {
     /// Send this request; if no answer came by `deadline_ms`, call
     /// [`Machine::handle_timeout`] instead.
