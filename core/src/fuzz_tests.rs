@@ -536,14 +536,20 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
     use std::sync::Arc;
 
     struct Host(Arc<Jobs>, std::sync::atomic::AtomicU64);
-    impl ServerHost for Host {
-        type Locks = crate::testing::TestLocks;
+    impl crate::HostBase for Host {
         fn new_id(&self) -> String {
             format!(
                 "id{}",
                 self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             )
         }
+        fn now_ms(&self) -> u64 {
+            0
+        }
+    }
+
+    impl ServerHost for Host {
+        type Locks = crate::testing::TestLocks;
         fn spawn(&self, job: crate::host::transport::BoxFuture<'static, ()>) {
             self.0.spawn(job);
         }

@@ -75,7 +75,7 @@ pub use host::driver::{drive, drive_with_events, drive_with_work, Machine, Respo
 pub use host::lock::CellLock;
 pub use host::lock::Lock;
 pub use host::transport::{
-    BodyStream, BoxFuture, BoxStream, MaybeSend, MaybeSync, StreamingResponse, Transport,
+    BodyStream, BoxFuture, BoxStream, HostBase, MaybeSend, MaybeSync, StreamingResponse, Transport,
 };
 pub use model::agent::{
     expand_env, Agent, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_SKILLS, DEFAULT_POLL_EVERY_MS,

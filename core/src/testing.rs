@@ -511,6 +511,15 @@ impl ScriptedPeer {
     }
 }
 
+impl crate::HostBase for ScriptedPeer {
+    fn now_ms(&self) -> u64 {
+        self.now()
+    }
+    fn new_id(&self) -> String {
+        format!("id-{}", self.ids.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+}
+
 impl Transport for ScriptedPeer {
     fn send(
         &self,
@@ -571,14 +580,6 @@ impl Transport for ScriptedPeer {
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
         self.time.sleep_until(at_ms)
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.now()
-    }
-
-    fn new_id(&self) -> String {
-        format!("id-{}", self.ids.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
     fn env(&self, name: &str) -> Option<String> {

@@ -73,16 +73,22 @@ where
 
 struct Host(Option<Arc<JwtVerifier>>);
 
-impl ServerHost for Host {
-    type Locks = NativeLocks;
+impl toolnexus_core::HostBase for Host {
     fn new_id(&self) -> String {
         uuid::Uuid::new_v4().to_string()
     }
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        tokio::spawn(job);
-    }
     fn unix_ms(&self) -> Option<u64> {
         now_ms()
+    }
+    fn now_ms(&self) -> u64 {
+        0
+    }
+}
+
+impl ServerHost for Host {
+    type Locks = NativeLocks;
+    fn spawn(&self, job: BoxFuture<'static, ()>) {
+        tokio::spawn(job);
     }
     fn verify_jwt(&self, token: &str) -> BoxFuture<'static, Result<Claims, String>> {
         let v = self.0.clone();

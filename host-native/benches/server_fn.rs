@@ -12,11 +12,17 @@ use toolnexus_host_native::{MemoryStore, NativeLocks};
 
 struct Host;
 
-impl ServerHost for Host {
-    type Locks = NativeLocks;
+impl toolnexus_core::HostBase for Host {
     fn new_id(&self) -> String {
         uuid::Uuid::new_v4().to_string()
     }
+    fn now_ms(&self) -> u64 {
+        0
+    }
+}
+
+impl ServerHost for Host {
+    type Locks = NativeLocks;
     fn spawn(&self, job: BoxFuture<'static, ()>) {
         tokio::spawn(job);
     }

@@ -131,7 +131,7 @@ impl RemoteTool {
     }
 
     /// [`RemoteTool::execute_with_events`] for a call that began at
-    /// `started_ms` of the transport's clock ([`toolnexus_core::Transport::now_ms`]),
+    /// `started_ms` of the transport's clock ([`toolnexus_core::HostBase::now_ms`]),
     /// before its card fetch: the agent's timeout bounds the whole call.
     pub async fn execute_since(
         &self,

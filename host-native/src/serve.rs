@@ -376,15 +376,20 @@ struct NativeHost {
     authenticate_challenge: Option<String>,
 }
 
-impl ServerHost for NativeHost {
-    type Locks = crate::NativeLocks;
+impl toolnexus_core::HostBase for NativeHost {
     fn new_id(&self) -> String {
         uuid::Uuid::new_v4().to_string()
     }
-
     fn unix_ms(&self) -> Option<u64> {
         unix_ms()
     }
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+impl ServerHost for NativeHost {
+    type Locks = crate::NativeLocks;
 
     fn spawn(&self, job: BoxFuture<'static, ()>) {
         /// Counts the job out however it ends, a panic included.
@@ -412,10 +417,6 @@ impl ServerHost for NativeHost {
 
     fn report(&self, problem: &str) {
         tracing::warn!("{problem}");
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
     }
 
     fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {

@@ -443,6 +443,15 @@ impl Drop for Drained {
     }
 }
 
+impl toolnexus_core::HostBase for NativeTransport {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+    fn new_id(&self) -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+}
+
 impl Transport for NativeTransport {
     fn send(
         &self,
@@ -460,14 +469,6 @@ impl Transport for NativeTransport {
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + Send {
         tokio::time::sleep_until((self.epoch + Duration::from_millis(at_ms)).into())
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
-    }
-
-    fn new_id(&self) -> String {
-        uuid::Uuid::new_v4().to_string()
     }
 
     fn env(&self, name: &str) -> Option<String> {

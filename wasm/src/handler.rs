@@ -133,11 +133,21 @@ fn report(problem: &str) {
     console_error(&format!("toolnexus: {problem}"));
 }
 
-impl ServerHost for WasmHost {
-    type Locks = toolnexus_core::server::CellLocks;
+impl toolnexus_core::HostBase for WasmHost {
     fn new_id(&self) -> String {
         new_id()
     }
+    /// `Date.now()`: status timestamps.
+    fn unix_ms(&self) -> Option<u64> {
+        Some(js_sys::Date::now() as u64)
+    }
+    fn now_ms(&self) -> u64 {
+        crate::transport::now_ms()
+    }
+}
+
+impl ServerHost for WasmHost {
+    type Locks = toolnexus_core::server::CellLocks;
 
     fn spawn(&self, job: BoxFuture<'static, ()>) {
         let ctx = CURRENT_CTX.with(|c| c.borrow().clone());
@@ -199,15 +209,6 @@ impl ServerHost for WasmHost {
             req.clone(),
             refusal,
         )))
-    }
-
-    /// `Date.now()`: status timestamps.
-    fn unix_ms(&self) -> Option<u64> {
-        Some(js_sys::Date::now() as u64)
-    }
-
-    fn now_ms(&self) -> u64 {
-        crate::transport::now_ms()
     }
 
     /// setTimeout, as the client's timers: heartbeats of idle streams,

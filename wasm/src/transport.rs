@@ -293,6 +293,15 @@ pub fn new_id() -> String {
     })
 }
 
+impl toolnexus_core::HostBase for JsTransport {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+    fn new_id(&self) -> String {
+        new_id()
+    }
+}
+
 impl Transport for JsTransport {
     fn send(
         &self,
@@ -310,14 +319,6 @@ impl Transport for JsTransport {
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
         timer_until(at_ms)
-    }
-
-    fn now_ms(&self) -> u64 {
-        now_ms()
-    }
-
-    fn new_id(&self) -> String {
-        new_id()
     }
 
     /// `process.env[name]` where there is a `process` (Node, workerd with

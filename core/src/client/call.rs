@@ -87,7 +87,7 @@ pub struct CallSpec {
     /// machine starts.
     pub started_ms: Option<u64>,
     /// A random seed from the host (core has no randomness), for the jitter
-    /// of retry pauses; hosts derive it from [`crate::Transport::new_id`].
+    /// of retry pauses; hosts derive it from [`crate::HostBase::new_id`].
     pub jitter_seed: u64,
     /// The credential every request to the agent carries, if any.
     pub auth: Option<CallAuth>,

@@ -28,7 +28,40 @@ impl<T: ?Sized> MaybeSync for T {}
 
 /// Everything the core needs from its host: HTTP, time, fresh ids and
 /// environment lookups. Implementations stay thin; no protocol logic here.
-pub trait Transport: MaybeSend + MaybeSync {
+/// What every host gives every machine, client and server alike: ids and
+/// the clocks. [`Transport`] (the client's host) and
+/// [`ServerHost`](crate::server::ServerHost) both build on it, so a host
+/// implements these once, with one shape. Times are `u64` milliseconds
+/// everywhere (the one time type of core's machines).
+pub trait HostBase: MaybeSend + MaybeSync {
+    /// A fresh unique id (message ids, task ids).
+    fn new_id(&self) -> String;
+
+    /// Milliseconds on a monotonic clock; only differences matter.
+    fn now_ms(&self) -> u64;
+
+    /// The wall clock in Unix milliseconds, for status timestamps (and
+    /// ListTasks' `statusTimestampAfter`). Hosts without one keep the
+    /// default: tasks then carry no timestamps.
+    fn unix_ms(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Shared hosts are hosts.
+impl<T: HostBase + ?Sized> HostBase for std::sync::Arc<T> {
+    fn new_id(&self) -> String {
+        (**self).new_id()
+    }
+    fn now_ms(&self) -> u64 {
+        (**self).now_ms()
+    }
+    fn unix_ms(&self) -> Option<u64> {
+        (**self).unix_ms()
+    }
+}
+
+pub trait Transport: HostBase {
     /// Sends one HTTP request and returns the whole response. A non-2xx status
     /// is a response, not an error; only "no answer at all" is an error.
     fn send(
@@ -48,14 +81,8 @@ pub trait Transport: MaybeSend + MaybeSync {
         async move { whole.await.map(StreamingResponse::whole) }
     }
 
-    /// Completes at (or soon after) the instant `at_ms` of [`Transport::now_ms`].
+    /// Completes at (or soon after) the instant `at_ms` of [`HostBase::now_ms`].
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend;
-
-    /// Milliseconds on a monotonic clock; only differences matter.
-    fn now_ms(&self) -> u64;
-
-    /// A fresh unique id (message ids, task ids).
-    fn new_id(&self) -> String;
 
     /// An environment variable, for `${NAME}` expansion in header values.
     /// Hosts without an environment keep the default (unset).
@@ -94,12 +121,6 @@ impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
     }
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
         (**self).sleep_until(at_ms)
-    }
-    fn now_ms(&self) -> u64 {
-        (**self).now_ms()
-    }
-    fn new_id(&self) -> String {
-        (**self).new_id()
     }
     fn env(&self, name: &str) -> Option<String> {
         (**self).env(name)

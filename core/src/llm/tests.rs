@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::testing::{block_on, VirtualTime};
+use crate::HostBase;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,6 +49,15 @@ impl ModelEndpoint {
     }
 }
 
+impl crate::HostBase for ModelEndpoint {
+    fn now_ms(&self) -> u64 {
+        self.time.now()
+    }
+    fn new_id(&self) -> String {
+        "id".into()
+    }
+}
+
 impl Transport for ModelEndpoint {
     fn send(
         &self,
@@ -76,14 +86,6 @@ impl Transport for ModelEndpoint {
 
     fn sleep_until(&self, at_ms: u64) -> impl Future<Output = ()> + crate::MaybeSend {
         self.time.sleep_until(at_ms)
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.time.now()
-    }
-
-    fn new_id(&self) -> String {
-        "id".into()
     }
 }
 

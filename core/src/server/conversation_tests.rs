@@ -383,6 +383,15 @@ struct ScriptedModel {
     asked: Mutex<Vec<Value>>,
 }
 
+impl crate::HostBase for ScriptedModel {
+    fn now_ms(&self) -> u64 {
+        0
+    }
+    fn new_id(&self) -> String {
+        "q-1".into()
+    }
+}
+
 impl crate::Transport for ScriptedModel {
     fn send(
         &self,
@@ -398,12 +407,6 @@ impl crate::Transport for ScriptedModel {
     }
     fn sleep_until(&self, _at_ms: u64) -> impl Future<Output = ()> + MaybeSend {
         std::future::pending()
-    }
-    fn now_ms(&self) -> u64 {
-        0
-    }
-    fn new_id(&self) -> String {
-        "q-1".into()
     }
 }
 

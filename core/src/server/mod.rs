@@ -132,31 +132,18 @@ pub struct TaskEvent {
 }
 
 /// What the server needs from its host.
-pub trait ServerHost: MaybeSend + MaybeSync + 'static {
+pub trait ServerHost: crate::HostBase + 'static {
     /// How state shared between requests is locked (the running tasks): a
     /// mutex natively, a `RefCell` on one thread.
     type Locks: Locks;
-    /// A fresh unique id.
-    fn new_id(&self) -> String;
     /// Runs `job` to completion in the background (tokio::spawn, ctx.waitUntil, …).
     fn spawn(&self, job: BoxFuture<'static, ()>);
     /// Called once per task on its terminal state.
     fn on_task(&self, _event: TaskEvent) {}
     /// Reports a problem no caller will see (a save that failed during fulfilment).
     fn report(&self, _problem: &str) {}
-    /// The wall clock in Unix milliseconds, for status timestamps (and
-    /// ListTasks' `statusTimestampAfter`). Hosts without one keep the
-    /// default: tasks then carry no timestamps.
-    fn unix_ms(&self) -> Option<u64> {
-        None
-    }
-    /// Milliseconds on a monotonic clock, the same time as
-    /// [`crate::Transport::now_ms`]: only differences matter.
-    fn now_ms(&self) -> u64 {
-        0
-    }
     /// A timer that completes at (or soon after) `at_ms` of
-    /// [`ServerHost::now_ms`], for GetTask long-polls (`Prefer: wait=N`) and
+    /// [`HostBase::now_ms`](crate::HostBase::now_ms), for GetTask long-polls (`Prefer: wait=N`) and
     /// stream heartbeats. Hosts without one keep the default: GetTask then
     /// answers at once, and streams get no heartbeat.
     fn sleep_until(&self, _at_ms: u64) -> Option<BoxFuture<'static, ()>> {

@@ -7,6 +7,7 @@ use crate::model::event::StreamEvent;
 use crate::server::*;
 use crate::testing::{TestLocks, VirtualTime};
 use crate::BoxFuture;
+use crate::HostBase;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -148,8 +149,7 @@ struct Replica {
     clock: Arc<Clock>,
 }
 
-impl ServerHost for Arc<Replica> {
-    type Locks = TestLocks;
+impl crate::HostBase for Arc<Replica> {
     fn new_id(&self) -> String {
         format!(
             "{}-{}",
@@ -157,17 +157,21 @@ impl ServerHost for Arc<Replica> {
             self.ids.fetch_add(1, Ordering::SeqCst) + 1
         )
     }
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        lock(&self.jobs).push(job);
-    }
-    fn on_task(&self, event: TaskEvent) {
-        lock(&self.events).push(event);
-    }
     fn unix_ms(&self) -> Option<u64> {
         Some(1_764_547_200_000 + self.clock.time.now())
     }
     fn now_ms(&self) -> u64 {
         self.clock.time.now()
+    }
+}
+
+impl ServerHost for Arc<Replica> {
+    type Locks = TestLocks;
+    fn spawn(&self, job: BoxFuture<'static, ()>) {
+        lock(&self.jobs).push(job);
+    }
+    fn on_task(&self, event: TaskEvent) {
+        lock(&self.events).push(event);
     }
     fn sleep_until(&self, at: u64) -> Option<BoxFuture<'static, ()>> {
         Some(self.clock.sleep_until(at))

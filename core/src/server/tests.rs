@@ -3,6 +3,7 @@
 use super::*;
 use crate::skills::Skill;
 use crate::testing::{run_with_jobs, Jobs, TestLocks, VirtualTime};
+use crate::HostBase;
 use crate::ToolSource;
 use serde_json::json;
 use std::future::Future;
@@ -68,19 +69,9 @@ impl TestHost {
     }
 }
 
-impl ServerHost for Arc<TestHost> {
-    type Locks = TestLocks;
+impl crate::HostBase for Arc<TestHost> {
     fn new_id(&self) -> String {
         format!("id{}", self.ids.fetch_add(1, Ordering::SeqCst) + 1)
-    }
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        self.jobs.spawn(job);
-    }
-    fn on_task(&self, event: TaskEvent) {
-        lock(&self.events).push(event);
-    }
-    fn report(&self, problem: &str) {
-        lock(&self.reports).push(problem.to_string());
     }
     /// The wall clock: 2025-12-01T00:00:00Z plus the test's virtual time.
     fn unix_ms(&self) -> Option<u64> {
@@ -89,6 +80,19 @@ impl ServerHost for Arc<TestHost> {
     /// A timer on the test's clock: done when the test moves it far enough.
     fn now_ms(&self) -> u64 {
         self.time.now()
+    }
+}
+
+impl ServerHost for Arc<TestHost> {
+    type Locks = TestLocks;
+    fn spawn(&self, job: BoxFuture<'static, ()>) {
+        self.jobs.spawn(job);
+    }
+    fn on_task(&self, event: TaskEvent) {
+        lock(&self.events).push(event);
+    }
+    fn report(&self, problem: &str) {
+        lock(&self.reports).push(problem.to_string());
     }
     fn sleep_until(&self, at: u64) -> Option<BoxFuture<'static, ()>> {
         lock(&self.timers).push((at - self.time.now(), at));

@@ -1,6 +1,6 @@
 //! W3C Trace Context (`traceparent`, `tracestate`): read, checked and
 //! written, with no I/O. New span ids are made from the host's ids
-//! ([`crate::Transport::new_id`]), never from a random source of core's.
+//! ([`crate::HostBase::new_id`]), never from a random source of core's.
 //!
 //! One trace follows a task across agents: a server takes the caller's
 //! context from the request that makes a task, keeps it with the task (its

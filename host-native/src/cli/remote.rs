@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 pub use toolnexus_core::MessageRefs;
 use toolnexus_core::Shape;
-use toolnexus_core::{StreamEvent, Transport};
+use toolnexus_core::{HostBase, StreamEvent};
 use toolnexus_host_native::{card_tools, Agent, NativeTransport, RemoteTool};
 
 #[derive(clap::Args)]

@@ -112,6 +112,15 @@ fn too_large(url: &str) -> TransportError {
     ))
 }
 
+impl toolnexus_core::HostBase for WasiTransport {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+    fn new_id(&self) -> String {
+        new_id()
+    }
+}
+
 impl Transport for WasiTransport {
     async fn send(&self, request: HttpRequest) -> Result<HttpResponse, TransportError> {
         let url = request.url.clone();
@@ -163,14 +172,6 @@ impl Transport for WasiTransport {
         sleep_until(at_ms)
     }
 
-    fn now_ms(&self) -> u64 {
-        now_ms()
-    }
-
-    fn new_id(&self) -> String {
-        new_id()
-    }
-
     /// wasi:cli/environment: what the host chose to show the component.
     fn env(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
@@ -199,12 +200,21 @@ pub struct WasiHost {
 /// The memory store of a component.
 pub type MemoryStore = toolnexus_core::server::MemoryStore<toolnexus_core::server::CellLocks>;
 
-impl toolnexus_core::server::ServerHost for WasiHost {
-    type Locks = toolnexus_core::server::CellLocks;
-
+impl toolnexus_core::HostBase for WasiHost {
     fn new_id(&self) -> String {
         new_id()
     }
+    fn unix_ms(&self) -> Option<u64> {
+        let now = wasip2::clocks::wall_clock::now();
+        Some(now.seconds * 1000 + u64::from(now.nanoseconds) / 1_000_000)
+    }
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+}
+
+impl toolnexus_core::server::ServerHost for WasiHost {
+    type Locks = toolnexus_core::server::CellLocks;
 
     fn spawn(&self, job: BoxFuture<'static, ()>) {
         wstd::runtime::spawn(job).detach();
@@ -212,15 +222,6 @@ impl toolnexus_core::server::ServerHost for WasiHost {
 
     fn report(&self, problem: &str) {
         eprintln!("toolnexus: {problem}");
-    }
-
-    fn unix_ms(&self) -> Option<u64> {
-        let now = wasip2::clocks::wall_clock::now();
-        Some(now.seconds * 1000 + u64::from(now.nanoseconds) / 1_000_000)
-    }
-
-    fn now_ms(&self) -> u64 {
-        now_ms()
     }
 
     fn sleep_until(&self, at_ms: u64) -> Option<BoxFuture<'static, ()>> {
