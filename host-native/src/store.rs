@@ -1,7 +1,7 @@
 //! Task stores of the native host: memory, or one JSON file per task.
 
 use crate::serve::unix_ms;
-use crate::{MemoryStore, NativeLocks};
+use crate::MemoryStore;
 use futures_util::future::BoxFuture;
 use std::future::Future;
 use std::io::Write;
@@ -926,7 +926,7 @@ pub enum NativeStore {
 
 /// The store `serve` runs on: core's one store dispatch
 /// ([`HostStore`]) over the memory store and the [`NativeStore`]s.
-pub type AnyStore = HostStore<NativeLocks, NativeStore>;
+pub type AnyStore = HostStore<MemoryStore, NativeStore>;
 
 impl From<FileStore> for AnyStore {
     fn from(store: FileStore) -> AnyStore {

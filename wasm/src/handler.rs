@@ -14,7 +14,7 @@ use crate::convert::{
 };
 use crate::handles::{self, Handle};
 use crate::skills::{skill_list, skill_set};
-use crate::store::{HandlerStore, JsStore};
+use crate::store::{HandlerStore, JsStore, Memory};
 use crate::toolkit::{CoreToolkit, SharedToolkit};
 use crate::transport::{new_id, JsTransport};
 use futures_util::StreamExt;
@@ -30,8 +30,8 @@ use toolnexus_core::llm::LlmConfig;
 use toolnexus_core::server::auth::{AuthConfig, Claims, Verdict};
 use toolnexus_core::server::{
     build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CorsOrigin,
-    EchoFulfiller, EventBody, FulfilRequest, Fulfiller, HostStore, LlmFulfiller, MemoryStore,
-    Progress, Reply, ServerHost, ServerOptions, TaskEvent, DEFAULT_HEARTBEAT,
+    EchoFulfiller, EventBody, FulfilRequest, Fulfiller, HostStore, LlmFulfiller, Progress, Reply,
+    ServerHost, ServerOptions, TaskEvent, DEFAULT_HEARTBEAT,
 };
 use toolnexus_core::skills::Skill;
 use toolnexus_core::BoxFuture;
@@ -486,7 +486,7 @@ impl HandlerState {
         let watch = p.store.as_ref().map(|s| get(s, "watch"));
         let store = match p.store {
             Some(s) => HostStore::Host(JsStore(s, Default::default())),
-            None => HostStore::Memory(MemoryStore::default()),
+            None => HostStore::Memory(Memory::default()),
         };
         let server = A2aServer::new(
             ServerOptions {

@@ -7,7 +7,9 @@
 use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
 use js_sys::{Function, Promise};
 use std::future::Future;
-use toolnexus_core::server::{CellLocks, HostStore, StoreError, TaskFilter, TaskStore};
+use toolnexus_core::server::{
+    CellLocks, HostStore, MemoryStore, StoreError, TaskFilter, TaskStore,
+};
 use toolnexus_core::MaybeSend;
 use toolnexus_core::Task;
 use wasm_bindgen::prelude::*;
@@ -19,7 +21,48 @@ use wasm_bindgen_futures::JsFuture;
 /// cross as A2A task objects in their own dialect, with an `owner` key when
 /// the server authenticates callers (kept by the store, never sent to a
 /// caller).
-pub type HandlerStore = HostStore<CellLocks, JsStore>;
+pub type HandlerStore = HostStore<Memory, JsStore>;
+
+/// Core's memory store as the handler uses it: tasks, their list and their
+/// push configs, without the event log and the per-config and retention
+/// calls (its caps bound it; one isolate follows its own tasks in memory;
+/// about 1.2 KB of the full `.wasm`, gzipped).
+#[derive(Default)]
+pub struct Memory(pub MemoryStore<CellLocks>);
+
+impl TaskStore for Memory {
+    fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
+        self.0.get(id)
+    }
+
+    fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        self.0.save(task)
+    }
+
+    fn list(
+        &self,
+        filter: &TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
+        self.0.list(filter)
+    }
+
+    #[cfg(feature = "push")]
+    fn get_push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
+        self.0.get_push_configs(task_id)
+    }
+
+    #[cfg(feature = "push")]
+    fn save_push_configs(
+        &self,
+        task_id: &str,
+        configs: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
+        self.0.save_push_configs(task_id, configs)
+    }
+}
 
 /// The JS object, and the push configs kept for the handler's life when it
 /// has no `getPushConfigs`/`savePushConfigs`.

@@ -763,13 +763,15 @@ impl<L: Locks> MemoryStore<L> {
 /// the host's own (`H`: a folder of files, PostgreSQL, a JS object, the
 /// component's directory). The one store dispatch of every host: each
 /// supplies only its own backends, and the memory store's calls stay
-/// ready futures (no allocation on GetTask's hot path).
-pub enum HostStore<L: Locks, H> {
-    Memory(MemoryStore<L>),
+/// ready futures (no allocation on GetTask's hot path). `M` is the memory
+/// store: [`MemoryStore`], or a host's narrower view of it (the npm
+/// package keeps no event log in memory, for its size).
+pub enum HostStore<M, H> {
+    Memory(M),
     Host(H),
 }
 
-impl<L: Locks, H> HostStore<L, H> {
+impl<M, H> HostStore<M, H> {
     /// The host's store, `None` for the memory store.
     pub fn host(&self) -> Option<&H> {
         match self {
@@ -789,7 +791,7 @@ macro_rules! dispatch {
     };
 }
 
-impl<L: Locks, H: TaskStore> TaskStore for HostStore<L, H> {
+impl<M: TaskStore, H: TaskStore> TaskStore for HostStore<M, H> {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         dispatch!(self, s => s.get(id))
     }
@@ -925,8 +927,9 @@ mod tests {
     /// defaults; the memory store keeps its own (log, list, CAS).
     #[test]
     fn the_host_store_dispatch_calls_the_chosen_store_and_keeps_its_abilities() {
-        let host: HostStore<TestLocks, Plain> = HostStore::Host(Plain::default());
-        let memory: HostStore<TestLocks, Plain> = HostStore::Memory(MemoryStore::new(8));
+        let host: HostStore<MemoryStore<TestLocks>, Plain> = HostStore::Host(Plain::default());
+        let memory: HostStore<MemoryStore<TestLocks>, Plain> =
+            HostStore::Memory(MemoryStore::new(8));
         let mut t = task("t", TaskState::Working);
         t.revision.version = 1;
         for store in [&host, &memory] {

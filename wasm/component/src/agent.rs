@@ -29,8 +29,8 @@ use std::sync::Arc;
 use toolnexus_core::llm::{LlmConfig, LlmStyle};
 use toolnexus_core::server::auth::{ApiKeys, AuthConfig, JwtConfig, KeyLocation};
 use toolnexus_core::server::{
-    build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CellLocks,
-    CorsOrigin, EchoFulfiller, Fulfiller, HostStore, LlmFulfiller, Reply, ServerOptions,
+    build_agent_card, A2aConfig, A2aServer, Admission, BodyRefusal, CardSpec, CorsOrigin,
+    EchoFulfiller, Fulfiller, HostStore, LlmFulfiller, Reply, ServerOptions,
 };
 use toolnexus_core::skills::{Skill, SkillSet};
 use toolnexus_core::{HttpRequest, HttpResponse, Toolkit};
@@ -39,7 +39,7 @@ use wstd::http::{Body, Request, Response};
 /// Tasks in core's memory store (one instance's life), or in a preopened
 /// folder shared by the instances a wasi:http host starts per request
 /// ([`DirStore`]: core's store contract), through core's one store dispatch.
-pub type AgentStore = HostStore<CellLocks, DirStore>;
+pub type AgentStore = HostStore<MemoryStore, DirStore>;
 
 type Server = A2aServer<AgentStore, WasiHost, Arc<dyn Fulfiller>>;
 
