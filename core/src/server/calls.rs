@@ -17,7 +17,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
                 let id = call.id.clone();
                 shape = call.shape;
-                match self.stream_call(call, owner, req).await {
+                // Boxed, as every path but GetTask's below: a request's
+                // future is as large as its largest path, and hosts move it
+                // (a memcpy of all of it) before its first poll.
+                match Box::pin(self.stream_call(call, owner, req)).await {
                     Ok(reply) => return reply,
                     Err(e) => (id, Err(e)),
                 }
@@ -35,7 +38,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let outcome = match timer {
                     Some((secs, timer)) => {
                         waited = Some(secs);
-                        self.get_task_waiting(&call, timer, owner)
+                        Box::pin(self.get_task_waiting(&call, timer, owner))
                             .await
                             .map(Answered::Task)
                     }
@@ -99,8 +102,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let shape = call.shape;
         let owner = caller.map(|c| c.owner.as_str());
         match Method::from_name(&call.method) {
-            Some(Method::Send) => self
-                .send_message(&call.params, shape, owner, req)
+            // Boxed: see json_rpc.
+            Some(Method::Send) => Box::pin(self.send_message(&call.params, shape, owner, req))
                 .await
                 .map(Answered::Task),
             Some(Method::Get) => {
@@ -110,19 +113,19 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Ok(Answered::Task(answer))
             }
             Some(Method::Cancel) => {
-                let mut answer = self.cancel(&call.params, shape, owner).await?;
+                let mut answer = Box::pin(self.cancel(&call.params, shape, owner)).await?;
                 answer.shape = answer_shape(&call, &answer.task);
                 Ok(Answered::Task(answer))
             }
-            Some(Method::List) => self
-                .list(&call.params, shape, owner)
+            Some(Method::List) => Box::pin(self.list(&call.params, shape, owner))
                 .await
                 .map(Answered::Page),
             #[cfg(feature = "push")]
-            Some(Method::PushConfig) if self.push.is_some() => self
-                .push_config(&call, owner)
-                .await
-                .map(|v| Answered::Value(Box::new(v))),
+            Some(Method::PushConfig) if self.push.is_some() => {
+                Box::pin(self.push_config(&call, owner))
+                    .await
+                    .map(|v| Answered::Value(Box::new(v)))
+            }
             // The card says pushNotifications: false.
             Some(Method::PushConfig) => Err(push_not_supported()),
             Some(Method::ExtendedCard) => self

@@ -156,7 +156,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             return self.json_rpc(&req, caller.as_ref()).await;
         }
         if let Some(under) = self.rest_path(&req) {
-            if let Some(reply) = self.rest(&req, &under).await {
+            // Boxed: see json_rpc.
+            if let Some(reply) = Box::pin(self.rest(&req, &under)).await {
                 return reply;
             }
         }

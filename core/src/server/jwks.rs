@@ -101,9 +101,16 @@ pub fn key_url_allowed(url: &str) -> bool {
 
 /// `host[:port]` without its port (`[::1]` keeps its brackets).
 pub(crate) fn host_only(host_port: &str) -> &str {
+    // On the bytes: every request's `Host` passes here.
     let end = match host_port.strip_prefix('[') {
-        Some(v6) => v6.find(']').map_or(host_port.len(), |i| i + 2),
-        None => host_port.rfind(':').unwrap_or(host_port.len()),
+        Some(v6) => v6
+            .bytes()
+            .position(|c| c == b']')
+            .map_or(host_port.len(), |i| i + 2),
+        None => host_port
+            .bytes()
+            .rposition(|c| c == b':')
+            .unwrap_or(host_port.len()),
     };
     host_port.get(..end).unwrap_or(host_port)
 }

@@ -157,13 +157,22 @@ impl std::fmt::Display for CorsOrigin {
 /// brackets) is loopback: `localhost` (and `*.localhost`), `127.x.y.z`,
 /// `[::1]`.
 pub fn is_loopback_host(host: &str) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    host == "localhost"
-        || host.ends_with(".localhost")
+    // On the bytes, with no allocation: every request's `Host` passes here.
+    let mut host = host;
+    while let Some(h) = host.strip_suffix('.') {
+        host = h;
+    }
+    let b = host.as_bytes();
+    let suffix = b".localhost";
+    b.eq_ignore_ascii_case(b"localhost")
+        || b.len()
+            .checked_sub(suffix.len())
+            .and_then(|at| b.get(at..))
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
         || host == "[::1]"
         // `parse_ip`, not std's parser (kilobytes of the npm `.wasm`): an
         // IPv4 literal is what `parse::<Ipv4Addr>` reads.
-        || matches!(super::ip::parse_ip(&host), Some(std::net::IpAddr::V4(ip)) if ip.is_loopback())
+        || matches!(super::ip::parse_ip(host), Some(std::net::IpAddr::V4(ip)) if ip.is_loopback())
 }
 
 /// The `Host` headers a server answers, against DNS rebinding (a page on
@@ -225,13 +234,27 @@ impl AllowedHosts {
 
 /// The host of a `Host` header or URL: no scheme, userinfo, path or port.
 fn host_of(value: &str) -> &str {
-    // `find_str`, not `split_once("://")`: no two-way searcher in the `.wasm`.
-    let v = crate::wire::http::find_str(value, "://")
-        .and_then(|at| value.get(at + 3..))
-        .unwrap_or(value);
-    let v = v.split(['/', '?', '#']).next().unwrap_or_default();
-    let v = v.rsplit_once('@').map_or(v, |(_, h)| h);
-    super::jwks::host_only(v)
+    // On the bytes (every request's `Host` passes here): after a scheme's
+    // `://`, before a path, query or fragment, after the last `@`. Each cut
+    // is at an ASCII byte, so each slice is on a char boundary.
+    let b = value.as_bytes();
+    let cut = |c: &u8| matches!(c, b'/' | b'?' | b'#');
+    // A bare `host:port` (nearly every `Host` header) has none of these.
+    let start = if b.iter().any(cut) {
+        b.windows(3)
+            .position(|w| w == b"://")
+            .map_or(0, |at| at + 3)
+    } else {
+        0
+    };
+    let tail = b.get(start..).unwrap_or_default();
+    let end = tail.iter().position(cut).map_or(b.len(), |p| start + p);
+    let authority = b.get(start..end).unwrap_or_default();
+    let from = authority
+        .iter()
+        .rposition(|&c| c == b'@')
+        .map_or(start, |p| start + p + 1);
+    super::jwks::host_only(value.get(from..end).unwrap_or_default())
 }
 
 /// The answer to a request whose `Host` is not this server's: 421.
