@@ -241,9 +241,7 @@ fn host_of(value: &str) -> &str {
     let cut = |c: &u8| matches!(c, b'/' | b'?' | b'#');
     // A bare `host:port` (nearly every `Host` header) has none of these.
     let start = if b.iter().any(cut) {
-        b.windows(3)
-            .position(|w| w == b"://")
-            .map_or(0, |at| at + 3)
+        crate::wire::http::find_str(value, "://").map_or(0, |at| at + 3)
     } else {
         0
     };
