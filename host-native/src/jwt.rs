@@ -14,12 +14,13 @@
 //! working as soon as the new set is in). Only the signature is remembered:
 //! core checks the claims (`exp` included) on every request.
 
+use crate::lock::unpoisoned as lock;
 use crate::NativeTransport;
 use futures_util::StreamExt;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use toolnexus_core::server::auth::{Claims, JwtConfig};
@@ -88,10 +89,6 @@ impl Remembered {
         self.tokens.clear();
         self.generation += 1;
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A clock from now on, in milliseconds.

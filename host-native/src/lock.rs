@@ -22,8 +22,15 @@ impl<T: Send> Lock<T> for NativeLock<T> {
     fn lock(&self) -> MutexGuard<'_, T> {
         // Core holds the lock only for map operations that leave the state
         // whole; if a panic poisoned it anyway, keep serving.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        unpoisoned(&self.0)
     }
+}
+
+/// `m` locked, poisoned or not: the host's mutexes guard state that each
+/// holder leaves whole (maps, caches, counters), so a panic elsewhere is
+/// no reason to stop serving.
+pub(crate) fn unpoisoned<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Locks for NativeLocks {

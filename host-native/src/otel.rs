@@ -31,6 +31,7 @@
 //! collector costs each batch one failed connection, on the exporter's own
 //! thread.
 
+use crate::lock::unpoisoned as lock;
 use opentelemetry::trace::{
     Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
     TraceState, Tracer as _,
@@ -247,10 +248,6 @@ pub fn shutdown() {
             "OpenTelemetry export: {dropped} spans dropped (queue full), {failed} not accepted by the collector"
         );
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 // ---- ids: the span ids core computed ---------------------------------------

@@ -171,7 +171,7 @@ impl PerHost {
         // connections; a URL without one is its own key.
         let host = toolnexus_core::url_origin(url).unwrap_or(url);
         let places = {
-            let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+            let mut hosts = crate::lock::unpoisoned(&self.hosts);
             if hosts.len() >= Self::REMEMBERED && !hosts.contains_key(host) {
                 // Forget hosts with nothing in flight (no permit out, no waiter).
                 hosts.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < self.limit);
