@@ -139,8 +139,8 @@ run_node_suite() { # suite file...
   tap="$(mktemp)"
   say "$suite: node --test $*"
   (cd "$TESTS" && timeout 900 node --test --test-concurrency=1 --test-timeout=180000 \
-    --test-reporter=spec --test-reporter-destination=stdout \
-    --test-reporter=tap --test-reporter-destination="$tap" "$@")
+    --test-reporter=spec --test-reporter-destination=stderr \
+    --test-reporter=tap --test-reporter-destination=stdout "$@" >"$tap")
   local rc=$?
   local p f
   read -r p f < <(node_tap_counts "$tap" "$rc")

@@ -82,8 +82,8 @@ run_suite() { # suite file
   tap="$(mktemp)"
   say "$suite: node --test tests/$file"
   (cd "$HERE" && timeout -k 10 600 node --test --test-concurrency=1 --test-timeout=120000 \
-    --test-reporter=spec --test-reporter-destination=stdout \
-    --test-reporter=tap --test-reporter-destination="$tap" "tests/$file")
+    --test-reporter=spec --test-reporter-destination=stderr \
+    --test-reporter=tap --test-reporter-destination=stdout "tests/$file" >"$tap")
   rc=$?
   read -r p f < <(node_tap_counts "$tap" "$rc")
   suite_record "$suite" "$p" "$f"
