@@ -36,6 +36,8 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The library half of host-native, as an embedding program gets it: no CLI, no clap.
 cargo clippy -p toolnexus-host-native --no-default-features --lib -- -D warnings
+# The core's tests as they are run below without push and replicas.
+cargo clippy -p toolnexus-core --no-default-features --features server --all-targets -- -D warnings
 
 step "core builds for wasm32 without I/O (full, and client-only)"
 cargo clippy -p toolnexus-core --target wasm32-unknown-unknown --all-targets -- -D warnings

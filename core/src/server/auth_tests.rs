@@ -516,6 +516,7 @@ fn alices_task_is_not_found_for_bob_on_every_method() {
     let asking = f.start_as(ALICE, "ask me", json!({}));
     let done = f.start_as(ALICE, "hello", json!({}));
     f.settle();
+    #[cfg_attr(not(feature = "push"), allow(unused_mut))]
     let mut methods = vec![
         ("GetTask", json!({"id": "ID"})),
         ("CancelTask", json!({"id": "ID"})),

@@ -264,7 +264,7 @@ impl Tasks {
     }
 
     /// This replica's name in its leases.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "replicas"))]
     pub(crate) fn lease_holder(&self) -> &str {
         &self.holder
     }
