@@ -10,6 +10,13 @@
 //! latency = when B's answer arrives − when A's store took the terminal
 //! state (the `on_state` hook, after the save). Throughput: 32 concurrent
 //! callers for SECONDS (default 3) per line, spread over the replicas.
+//!
+//! With `TOOLNEXUS_BENCH_PY` naming a Python that has `a2a-sdk[http-server,postgresql]`
+//! (e.g. `python3 -m venv /tmp/pg && /tmp/pg/bin/pip install
+//! 'a2a-sdk[http-server,postgresql]==1.3.0' uvicorn`), the same two lines are
+//! measured against the official Python SDK server (`tests/peers/py_server.py
+//! --compat-03 --db-url …`: its `DatabaseTaskStore` on the same PostgreSQL), 1 and
+//! 3 uvicorn processes. The pinned test venv lacks SQLAlchemy and asyncpg.
 
 #[path = "../tests/common/pg.rs"]
 #[allow(dead_code)]
@@ -167,7 +174,13 @@ async fn throughput(
 }
 
 async fn rates(label: &str, urls: Vec<String>, secs: u64) {
-    let id = rpc(&urls[0], "message/send", send_params("hello"), None).await["result"]["id"]
+    rates_sending(label, urls, secs, "hi").await
+}
+
+/// [`rates`] with `text` as the sent message (the Python peer completes
+/// "sleep 0" at once, as the echo model does).
+async fn rates_sending(label: &str, urls: Vec<String>, secs: u64, text: &'static str) {
+    let id = rpc(&urls[0], "message/send", send_params(text), None).await["result"]["id"]
         .as_str()
         .expect("task")
         .to_string();
@@ -187,7 +200,7 @@ async fn rates(label: &str, urls: Vec<String>, secs: u64) {
     let send = throughput(secs, 32, move || {
         let u = pick();
         Box::pin(async move {
-            rpc(&u, "message/send", send_params("hi"), None).await["result"].is_object()
+            rpc(&u, "message/send", send_params(text), None).await["result"].is_object()
         })
     })
     .await;
@@ -279,5 +292,70 @@ async fn main() {
     .await;
     for r in three {
         r.stop_within(Duration::from_secs(1)).await;
+    }
+
+    match std::env::var("TOOLNEXUS_BENCH_PY") {
+        Ok(py) if !py.is_empty() => python_sdk(&py, &cluster, secs).await,
+        _ => println!(
+            "official Python SDK DatabaseTaskStore: not run (set TOOLNEXUS_BENCH_PY, see the header)"
+        ),
+    }
+}
+
+/// An official Python SDK server with its `DatabaseTaskStore` on `db_url`;
+/// returns once it listens.
+fn python_replica(py: &str, db_url: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let port = free_port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peers/py_server.py");
+    let mut child = std::process::Command::new(py)
+        .args([
+            script,
+            "--port",
+            &port.to_string(),
+            "--compat-03",
+            "--db-url",
+            db_url,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the Python SDK server");
+    let mut line = String::new();
+    let out = child.stdout.take().expect("stdout");
+    std::io::BufReader::new(out)
+        .read_line(&mut line)
+        .expect("its first line");
+    assert!(
+        line.starts_with("listening on"),
+        "the Python SDK server said {line:?}"
+    );
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+async fn python_sdk(py: &str, cluster: &pg::PgCluster, secs: u64) {
+    let url = cluster
+        .database("pysdk")
+        .replacen("postgres://", "postgresql+asyncpg://", 1);
+    let mut procs = vec![python_replica(py, &url)];
+    rates_sending(
+        "Python SDK DB store, 1 process",
+        vec![procs[0].1.clone()],
+        secs,
+        "sleep 0",
+    )
+    .await;
+    for _ in 0..2 {
+        procs.push(python_replica(py, &url));
+    }
+    rates_sending(
+        "Python SDK DB store, 3 processes",
+        procs.iter().map(|p| p.1.clone()).collect(),
+        secs,
+        "sleep 0",
+    )
+    .await;
+    for (mut child, _) in procs {
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

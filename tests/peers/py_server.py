@@ -3,6 +3,7 @@
 Usage:  .venv/bin/python py_server.py --port P [--compat-03 [--card-03]] [--rest-only [--tenant T]]
             [--no-streaming]
             [--auth-bearer TOKEN | --auth-oauth CLIENT_ID:SECRET [--oauth-ttl S]]
+            [--db-url postgresql+asyncpg://USER@HOST:PORT/DB]
 
 Serves (single uvicorn/Starlette app on 127.0.0.1:P):
   GET  /.well-known/agent-card.json   agent card
@@ -22,6 +23,11 @@ Protected (for our client's auth tests), everything but the card needs a credent
                         tokenUrl, scope `a2a.call`), required.
                         GET /oauth/stats -> {"tokenRequests": N, "unauthorized": N,
                         "scopes": [..]}; POST /oauth/revoke invalidates every token.
+
+With --db-url, tasks live in the SDK's own DatabaseTaskStore (SQLAlchemy) on that
+database instead of its InMemoryTaskStore: the comparison run of
+host-native/benches/replicas.rs. Needs `a2a-sdk[postgresql]` (SQLAlchemy and
+asyncpg), which the pinned test venv does not install; the bench says how.
 
 Prints exactly one line `listening on http://127.0.0.1:P` (flushed) when ready.
 Exits cleanly on SIGTERM / SIGINT.
@@ -386,11 +392,11 @@ def build_card(port: int, compat_03: bool, rest_only: bool = False,
 
 
 def build_app(port: int, compat_03: bool, rest_only: bool = False, tenant: str = '',
-              bearer=None, oauth=None, ttl=3600):
+              bearer=None, oauth=None, ttl=3600, task_store=None):
     card = build_card(port, compat_03, rest_only, tenant, **security(port, bearer, oauth))
     handler = DefaultRequestHandler(
         agent_executor=PeerExecutor(),
-        task_store=InMemoryTaskStore(),
+        task_store=task_store or InMemoryTaskStore(),
         agent_card=card,
     )
     routes = []
@@ -406,10 +412,22 @@ def build_app(port: int, compat_03: bool, rest_only: bool = False, tenant: str =
     return Guard(Starlette(routes=routes), bearer, oauth, ttl)
 
 
+async def database_store(url: str):
+    """The SDK's DatabaseTaskStore on `url`, its table created before the
+    first request (replicas are started one after the other)."""
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    store = DatabaseTaskStore(create_async_engine(url, pool_size=20))
+    await store.initialize()
+    return store
+
+
 async def serve(port: int, compat_03: bool, rest_only: bool = False, tenant: str = '',
-                bearer=None, oauth=None, ttl=3600) -> None:
+                bearer=None, oauth=None, ttl=3600, db_url=None) -> None:
+    store = await database_store(db_url) if db_url else None
     config = uvicorn.Config(
-        build_app(port, compat_03, rest_only, tenant, bearer, oauth, ttl),
+        build_app(port, compat_03, rest_only, tenant, bearer, oauth, ttl, store),
         host=HOST,
         port=port,
         log_level=os.environ.get('PEER_LOG_LEVEL', 'warning'),
@@ -446,6 +464,8 @@ def main() -> None:
     parser.add_argument('--auth-bearer', metavar='TOKEN')
     parser.add_argument('--auth-oauth', metavar='CLIENT_ID:SECRET')
     parser.add_argument('--oauth-ttl', type=int, default=3600)
+    parser.add_argument('--db-url', metavar='URL',
+                        help='tasks in the SDK DatabaseTaskStore at this SQLAlchemy URL')
     parser.add_argument('--no-streaming', action='store_true',
                         help='the card says capabilities.streaming: false')
     args = parser.parse_args()
@@ -460,7 +480,7 @@ def main() -> None:
     compat = 'only' if args.compat_03 and args.card_03 else args.compat_03
     asyncio.run(
         serve(args.port, compat, args.rest_only, args.tenant,
-              args.auth_bearer, args.auth_oauth, args.oauth_ttl)
+              args.auth_bearer, args.auth_oauth, args.oauth_ttl, args.db_url)
     )
 
 
