@@ -254,7 +254,7 @@ pub async fn toolkit_with(
     agents: &[Agent],
     config: Option<&Value>,
 ) -> Toolkit {
-    let mut tk = toolnexus_core::Toolkit::new(transport).with_token_cells(token_cell);
+    let mut tk = toolnexus_core::Toolkit::new(transport).with_token_cells(|_| token_cell());
     tk.add_agents(agents).await;
     if let Some(config) = config {
         tk.add_config(config).await;

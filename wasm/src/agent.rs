@@ -180,8 +180,8 @@ pub fn agent_tools(agent: JsValue) -> Promise {
         let tools = toolnexus_core::agent_tools(&JsTransport, &agent)
             .await
             .map_err(|e| core_error(&e))?;
-        // One token cache for the agent's tools.
-        let cell = crate::credentials::token_cell();
+        // One token cache for the agent's tools (and its listTasks).
+        let cell = crate::credentials::token_cell_for(&agent);
         Ok(tools
             .into_iter()
             .map(|t| {
@@ -224,7 +224,8 @@ async fn list_tasks_of(agent: JsValue, filter: JsValue) -> Result<JsValue, JsVal
     }
     let work = Box::pin(async {
         let card = toolnexus_core::fetch_card(&JsTransport, &agent).await?;
-        toolnexus_core::list_tasks(&JsTransport, &agent, &card, &wanted).await
+        let tokens = crate::credentials::token_cell_for(&agent);
+        toolnexus_core::list_tasks(&JsTransport, &agent, &card, &wanted, Some(&*tokens)).await
     });
     let ms = agent.timeout_ms();
     let deadline = crate::transport::timer_until(crate::transport::now_ms().saturating_add(ms));

@@ -1,7 +1,8 @@
 //! Credentials of the agents JS calls: the `auth` / `allowedOrigins` of a
 //! descriptor are the core's ([`toolnexus_core::Auth`]); this module adds
 //! `getToken`, a JS function that gives a bearer token (a browser user's
-//! login), and each agent's token cache cell.
+//! login), and each agent's token cache cell (one per card and OAuth2
+//! client, shared by the agent's tools in every toolkit and by `listTasks`).
 //!
 //! A `getToken` agent carries `auth: HostToken("N")`: the core asks the
 //! host for a token before each call and once more after a 401
@@ -11,14 +12,21 @@
 use crate::convert::error_text;
 use js_sys::{Function, Promise};
 use std::cell::RefCell;
-use toolnexus_core::{Agent, Auth, Lock, SharedTokenCell};
+use toolnexus_core::{Agent, Auth, Lock, OAuth2Client, SharedTokenCell};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 thread_local! {
     /// Each `getToken` function seen.
     static GET_TOKEN: RefCell<Vec<Function>> = const { RefCell::new(Vec::new()) };
+    /// The token cache of each OAuth2 agent: its card URL and client.
+    static CELLS: RefCell<Vec<(String, OAuth2Client, SharedTokenCell)>> =
+        const { RefCell::new(Vec::new()) };
 }
+
+/// The most OAuth2 agents whose token caches are kept; past it the oldest
+/// is forgotten (its next call fetches a token again).
+const MAX_CELLS: usize = 64;
 
 /// The `auth` of an agent whose bearer token comes from `f`.
 pub fn get_token_auth(f: Function) -> Auth {
@@ -76,8 +84,32 @@ pub async fn host_token(key: &str, retry: bool) -> Result<String, toolnexus_core
         .ok_or_else(|| fail("must resolve to a non-empty string".into()))
 }
 
-/// A fresh token cache cell: one per agent, shared by its tools' calls.
-pub fn token_cell() -> SharedTokenCell {
+/// The token cache of `agent`: for OAuth2 client credentials, the one kept
+/// for its card and client, so its tools (from any `agentTools` or toolkit)
+/// and `listTasks` fetch one token between them; else a fresh one.
+pub fn token_cell_for(agent: &Agent) -> SharedTokenCell {
+    let Some(Auth::OAuth2(client)) = &agent.auth else {
+        return token_cell();
+    };
+    CELLS.with(|cells| {
+        let mut cells = cells.borrow_mut();
+        if let Some((_, _, cell)) = cells
+            .iter()
+            .find(|(card, c, _)| *card == agent.card && c == client)
+        {
+            return cell.clone();
+        }
+        if cells.len() >= MAX_CELLS {
+            cells.remove(0);
+        }
+        let cell = token_cell();
+        cells.push((agent.card.clone(), client.clone(), cell.clone()));
+        cell
+    })
+}
+
+/// A fresh token cache cell.
+fn token_cell() -> SharedTokenCell {
     // Nothing crosses threads in the JS host.
     #[allow(clippy::arc_with_non_send_sync)]
     let cell: SharedTokenCell = std::sync::Arc::new(toolnexus_core::CellLock::new(

@@ -198,7 +198,7 @@ pub fn create_toolkit(options: JsValue) -> Promise {
 
 async fn create(options: JsValue) -> Result<Toolkit, JsValue> {
     let opts = ToolkitOptions::from_js(&options)?;
-    let mut tk = CoreToolkit::new(JsTransport).with_token_cells(crate::credentials::token_cell);
+    let mut tk = CoreToolkit::new(JsTransport).with_token_cells(crate::credentials::token_cell_for);
     tk.add_agents(&opts.agents).await;
     if let Some(config) = &opts.config {
         #[cfg(feature = "oauth2")]

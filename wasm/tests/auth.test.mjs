@@ -246,7 +246,7 @@ describe('the package client calls protected agents', () => {
     assert.throws(() => tn.agent({ card: a.cardUrl, auth: { password: 'x' } }), (e) => e.kind === 'misuse');
   });
 
-  test('{oauth2}: client credentials from a token endpoint run here; concurrent calls share one fetch; listTasks too', async () => {
+  test('{oauth2}: client credentials from a token endpoint run here; concurrent calls, toolkits and listTasks share one fetch', async () => {
     const a = await protectedAgent();
     const asked = [];
     const idp = await listen((req, res, body) => {
@@ -264,6 +264,12 @@ describe('the package client calls protected agents', () => {
     assert.match(asked[0].body, /grant_type=client_credentials/);
     const listed = await tn.listTasks(desc);
     assert.equal(listed.tasks.length, 4, JSON.stringify(listed));
+    // listTasks and a toolkit's tools of the same agent use the token the tools fetched.
+    const tk = await tn.createToolkit({ agents: [desc] });
+    const again = await tk.execute(tk.tools()[0].name, { task: 'from a toolkit' });
+    assert.equal(again.isError, false, again.output);
+    assert.equal((await tn.listTasks(desc)).tasks.length, 5);
+    assert.equal(asked.length, 1, 'the agent\'s tools, its toolkit and listTasks share one token');
   });
 
   test('toolnexus-wasm/client, the browser entry, has no OAuth2 client credentials: {oauth2} is refused saying to use getToken or the full entry, and nothing is sent', async () => {

@@ -685,11 +685,51 @@ fn list_tasks_sends_the_token_and_fetches_again_once_on_401() {
         &oauth_agent(),
         &oauth_card(),
         &crate::ListFilter::default(),
+        None,
     ))
     .expect("listed");
     assert!(list.tasks.is_empty());
     assert_eq!(
         auth_headers(&peer),
         ["Bearer t1", "Bearer t2"].map(|s| Some(s.to_string()))
+    );
+}
+
+#[cfg(feature = "oauth2")]
+#[test]
+fn list_tasks_uses_the_token_the_agents_tools_fetched() {
+    let completed_task = Reply::Result(completed("t", "done"));
+    let peer = peer()
+        .on_url(TOKEN_URL, vec![token_json("t1"), token_json("t2")])
+        .on("SendMessage", vec![completed_task])
+        .on(
+            "ListTasks",
+            vec![Reply::Result(json!({"tasks": [], "nextPageToken": ""}))],
+        );
+    let cell: SharedTokenCell = Arc::new(<TestLock<TokenCache> as crate::Lock<_>>::new(
+        TokenCache::new(),
+    ));
+    let tool = card_tools(&oauth_agent(), &oauth_card())[0]
+        .clone()
+        .with_tokens(cell.clone());
+    assert_eq!(run(&tool, &peer).output, "done");
+    for _ in 0..2 {
+        block_on(crate::list_tasks(
+            &peer,
+            &oauth_agent(),
+            &oauth_card(),
+            &crate::ListFilter::default(),
+            Some(&*cell),
+        ))
+        .expect("listed");
+    }
+    assert_eq!(
+        peer.requests_to(TOKEN_URL).len(),
+        1,
+        "one token for the call and both listings"
+    );
+    assert_eq!(
+        auth_headers(&peer),
+        ["Bearer t1"; 3].map(|s| Some(s.to_string()))
     );
 }

@@ -1,7 +1,7 @@
 //! ListTasks from the client side (A2A 1.0; 0.3 has no such method): the
 //! request, a page read back, and [`list_tasks`], which follows the pages.
 
-use crate::client::auth::{plan, AuthPlan, PlanCredential};
+use crate::client::auth::{plan, AuthPlan, PlanCredential, TokenCell};
 use crate::client::card::AgentCard;
 use crate::client::toolkit::{route, CredentialRoute};
 use crate::error::Error;
@@ -123,12 +123,15 @@ fn credentials<T: Transport>(
 /// page (up to [`MAX_PAGES`]). Credentials go as for a call
 /// ([`crate::A2aTool::credential_route`]: hosts show the warning of
 /// [`crate::client::toolkit::route`]); an OAuth2 token refused with 401 is
-/// fetched again once.
+/// fetched again once. `tokens`: the agent's token cache, the one its tools
+/// use ([`crate::A2aTool::with_tokens`]), so listing fetches no token of its
+/// own while theirs is fresh; without it each listing fetches one.
 pub async fn list_tasks<T: Transport>(
     transport: &T,
     agent: &Agent,
     card: &AgentCard,
     filter: &ListFilter,
+    tokens: Option<&dyn TokenCell>,
 ) -> Result<TaskList, Error> {
     let (dialect, endpoint) = card.endpoint_for(&agent.card, agent.binding);
     let (headers, plan) = credentials(transport, agent, card, &endpoint)?;
@@ -151,7 +154,7 @@ pub async fn list_tasks<T: Transport>(
         if let (Some(source), None) = (source, &credential) {
             let stale = refused.as_deref();
             credential = Some(
-                crate::client::auth::token(transport, None, source, stale, deadline_ms)
+                crate::client::auth::token(transport, tokens, source, stale, deadline_ms)
                     .await?
                     .value,
             );
@@ -214,7 +217,7 @@ mod tests {
             context_id: Some("c".into()),
             status: Some(TaskState::Completed),
         };
-        let list = block_on(list_tasks(&peer, &agent, &card, &filter)).expect("listed");
+        let list = block_on(list_tasks(&peer, &agent, &card, &filter, None)).expect("listed");
         let ids: Vec<&str> = list.tasks.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids, ["a", "b", "c"]);
         assert_eq!(list.total_size, Some(3));
@@ -238,7 +241,13 @@ mod tests {
             AgentCard::from_value(&json!({"name": "n", "url": "http://peer/", "skills": []}))
                 .expect("card");
         let agent = Agent::new("http://peer/.well-known/agent-card.json");
-        let err = block_on(list_tasks(&peer, &agent, &card, &ListFilter::default()));
+        let err = block_on(list_tasks(
+            &peer,
+            &agent,
+            &card,
+            &ListFilter::default(),
+            None,
+        ));
         assert!(matches!(err, Err(Error::Malformed(_))), "{err:?}");
     }
 }

@@ -468,7 +468,7 @@ pub struct Toolkit<T: Transport> {
     #[cfg(feature = "server")]
     skills: Option<Arc<crate::skills::SkillSet>>,
     /// Makes each agent's token cache (the host's lock around a `TokenCache`).
-    token_cells: Option<fn() -> SharedTokenCell>,
+    token_cells: Option<fn(&Agent) -> SharedTokenCell>,
     /// Gets the spans of traced runs ([`Toolkit::with_span_hook`]).
     #[cfg(feature = "server")]
     spans: Option<SpanHook>,
@@ -499,11 +499,12 @@ impl<T: Transport> Toolkit<T> {
         self
     }
 
-    /// Gives each agent added from now on one token cache, made by `make`
-    /// (the host's lock around a [`crate::TokenCache`]), shared by its
-    /// tools and their concurrent calls. Without it each call fetches its
-    /// own OAuth2 token.
-    pub fn with_token_cells(mut self, make: fn() -> SharedTokenCell) -> Self {
+    /// Gives each agent added from now on the token cache `make` gives for
+    /// it (the host's lock around a [`crate::TokenCache`]), shared by its
+    /// tools and their concurrent calls; a host that keeps one cell per agent
+    /// and credential shares it with its other calls (ListTasks). Without it
+    /// each call fetches its own OAuth2 token.
+    pub fn with_token_cells(mut self, make: fn(&Agent) -> SharedTokenCell) -> Self {
         self.token_cells = Some(make);
         self
     }
@@ -565,7 +566,7 @@ impl<T: Transport> Toolkit<T> {
         agent: &Agent,
         resolved: Result<Vec<A2aTool>, Error>,
     ) -> Result<Vec<String>, Error> {
-        let cell = self.token_cells.map(|make| make());
+        let cell = self.token_cells.map(|make| make(agent));
         match resolved {
             Ok(tools) => {
                 // A plain loop, not a `filter_map(..).collect()` chain (see ARCHITECTURE.md).

@@ -335,7 +335,7 @@ pub async fn serve(args: ServeArgs) -> Result<i32, Fail> {
     // The config's agents get a short startup deadline: a card that never
     // answers must not keep the agent from listening.
     let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared())
-        .with_token_cells(toolnexus_host_native::token_cell);
+        .with_token_cells(|_| toolnexus_host_native::token_cell());
     let agents = toolnexus_core::parse_agents_config(
         r.config
             .raw

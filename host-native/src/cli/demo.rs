@@ -28,7 +28,7 @@ pub async fn run() -> Result<i32, Fail> {
     let fail = |what: &str, e: String| Fail(1, format!("demo: {what}: {e}"));
     let skills = SkillSet::from_files(SKILLS.iter().map(|(p, t)| (p.to_string(), t.to_string())));
     let mut tk = toolnexus_core::Toolkit::new(NativeTransport::shared())
-        .with_token_cells(toolnexus_host_native::token_cell);
+        .with_token_cells(|_| toolnexus_host_native::token_cell());
     tk.add_skills(skills);
 
     let started = Instant::now();

@@ -371,7 +371,8 @@ pub async fn tasks(
             context_id: context,
             status,
         };
-        list_tasks(&transport, &agent, &card, &filter)
+        // One listing per process: no token cache to share.
+        list_tasks(&transport, &agent, &card, &filter, None)
             .await
             .map_err(|e| Fail(2, format!("ListTasks failed: {e}")))
     };
