@@ -214,8 +214,37 @@ pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::W
     machine: &mut M,
     transport: &T,
     abort: impl Future<Output = ()>,
+    on_event: impl FnMut(M::Event),
+    work: impl FnMut(M::Work) -> Fut,
+) -> M::Output {
+    drive_watched(machine, transport, abort, on_event, work, None).await
+}
+
+/// Sees each request a machine sends, and its answer: the spans of an A2A
+/// call's requests ([`crate::wire::trace::CallSpans`]).
+pub(crate) trait Watch {
+    /// `req` is about to go (its trace headers may be rewritten).
+    fn sent(&mut self, req: &mut HttpRequest, now_ms: u64);
+    /// Its answer: the status (a stream's head's) and a whole answer's
+    /// body; status 0 when none came (a transport failure, a timeout, an
+    /// abort).
+    fn answered(&mut self, now_ms: u64, status: u16, body: &[u8]);
+}
+
+/// A [`Watch`] borrowed for one drive (`Send` on native targets).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) type DynWatch<'a> = &'a mut (dyn Watch + Send);
+#[cfg(target_arch = "wasm32")]
+pub(crate) type DynWatch<'a> = &'a mut dyn Watch;
+
+/// [`drive_with_work`], telling `watch` (when there is one) of each request.
+pub(crate) async fn drive_watched<M: Machine, T: Transport, Fut: Future<Output = M::Worked>>(
+    machine: &mut M,
+    transport: &T,
+    abort: impl Future<Output = ()>,
     mut on_event: impl FnMut(M::Event),
     mut work: impl FnMut(M::Work) -> Fut,
+    mut watch: Option<DynWatch<'_>>,
 ) -> M::Output {
     let mut abort = pin!(abort);
     let mut aborted = false;
@@ -239,16 +268,22 @@ pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::W
                 None
             }
             Step::Send {
-                request,
+                mut request,
                 deadline_ms,
             } => {
+                if let Some(w) = watch.as_mut() {
+                    w.sent(&mut request, transport.now_ms());
+                }
                 send = Some(transport.send(request));
                 Some(deadline_ms)
             }
             Step::Stream {
-                request,
+                mut request,
                 deadline_ms,
             } => {
+                if let Some(w) = watch.as_mut() {
+                    w.sent(&mut request, transport.now_ms());
+                }
                 stream = Some(transport.send_streaming(request));
                 Some(deadline_ms)
             }
@@ -292,6 +327,18 @@ pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::W
         })
         .await;
         let now = transport.now_ms();
+        if let Some(w) = watch.as_mut() {
+            match &woke {
+                Woke::Op(Op::Send(Ok(r))) => w.answered(now, r.status, &r.body),
+                Woke::Op(Op::Stream(Ok(r))) => w.answered(now, r.status, &[]),
+                // No answer: a failure, or the request given up.
+                Woke::Op(Op::Send(Err(_)) | Op::Stream(Err(_))) => w.answered(now, 0, &[]),
+                Woke::Aborted | Woke::Timer if send.is_some() || stream.is_some() => {
+                    w.answered(now, 0, &[])
+                }
+                _ => {}
+            }
+        }
         step = match woke {
             Woke::Aborted => {
                 aborted = true;
