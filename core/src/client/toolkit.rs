@@ -320,9 +320,7 @@ impl A2aTool {
                 None => Err(Error::Misuse("no token source for this agent".into())),
             }
         };
-        let watch = span
-            .as_mut()
-            .map(|(_, _, w)| w as crate::host::driver::DynWatch<'_>);
+        let watch = span.as_mut().map(|(_, _, w)| w);
         let result = drive_watched(&mut call, transport, abort, on_event, work, watch).await;
         if let Some((hook, mut span, _)) = span {
             span.error = result.is_error;

@@ -298,12 +298,18 @@ fn rpc_method(body: &[u8]) -> Option<&str> {
     rest.get(..rest.find('"')?)
 }
 
-/// The JSON-RPC error code of an answer, if it is an error.
-fn rpc_error(body: &[u8]) -> Option<i64> {
+/// The JSON-RPC error code of an answer, if it is an error: the number
+/// after its `"error"` member's `"code":` (read without a JSON parser).
+fn rpc_error(body: &[u8]) -> Option<&str> {
     let text = std::str::from_utf8(body).ok()?;
-    crate::wire::http::find_str(text, "\"error\"")?;
-    let answer: serde_json::Value = serde_json::from_str(text).ok()?;
-    answer.get("error")?.get("code")?.as_i64()
+    let error = text.get(crate::wire::http::find_str(text, "\"error\"")?..)?;
+    let code = error.get(crate::wire::http::find_str(error, "\"code\"")? + 6..)?;
+    let code = code.trim_start_matches([' ', ':']);
+    let end = code
+        .bytes()
+        .position(|c| !(c == b'-' || c.is_ascii_digit()))
+        .unwrap_or(code.len());
+    code.get(..end).filter(|c| !c.is_empty())
 }
 
 /// The `a2a.client` spans of one A2A call's requests, children of the call's
@@ -371,7 +377,7 @@ impl crate::host::driver::Watch for CallSpans<'_> {
                 span.set("error.type", status.to_string());
                 span.error = true;
             } else if let Some(code) = rpc_error(body) {
-                span.set("rpc.jsonrpc.error_code", code.to_string());
+                span.set("rpc.jsonrpc.error_code", code);
                 span.error = true;
             }
         }
