@@ -152,7 +152,8 @@ impl A2aTool {
     /// [`crate::SpanRecord`] each): `execute_tool {tool}`, the child of
     /// `trace`, and under it `a2a.client {method}` for each request, whose
     /// span the peer sees as its parent. With `spans` and no `trace`, the
-    /// call starts a trace of its own.
+    /// call starts a trace of its own. (Without the feature `spans`, on
+    /// with `server`, the call records none.)
     pub async fn execute_spanned<T: Transport>(
         &self,
         transport: &T,
@@ -261,6 +262,7 @@ impl A2aTool {
         if let Some(context) = &context {
             context.put_on(&mut headers);
         }
+        #[cfg(feature = "spans")]
         let mut span = match (spans, trace, &context) {
             (Some(hook), Some(trace), Some(context)) => {
                 let mut span = crate::SpanRecord::new(
@@ -285,6 +287,8 @@ impl A2aTool {
             }
             _ => None,
         };
+        #[cfg(not(feature = "spans"))]
+        let _ = spans;
         let spec = CallSpec {
             agent: self.agent_name.clone(),
             endpoint: self.endpoint.clone(),
@@ -320,8 +324,12 @@ impl A2aTool {
                 None => Err(Error::Misuse("no token source for this agent".into())),
             }
         };
+        #[cfg(feature = "spans")]
         let watch = span.as_mut().map(|(_, _, w)| w);
+        #[cfg(not(feature = "spans"))]
+        let watch = ();
         let result = drive_watched(&mut call, transport, abort, on_event, work, watch).await;
+        #[cfg(feature = "spans")]
         if let Some((hook, mut span, _)) = span {
             span.error = result.is_error;
             span.end(hook, transport.now_ms());

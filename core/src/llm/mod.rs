@@ -505,7 +505,10 @@ impl RunMachine {
         span.set("gen_ai.request.model", self.cfg.model.as_str());
         span.set("server.address", crate::wire::trace::host_of(&self.url));
         if status > 0 {
-            span.set("http.response.status_code", status.to_string());
+            span.set(
+                "http.response.status_code",
+                crate::wire::trace::decimal(status.into()),
+            );
         }
         let reported = before.filter(|_| (200..300).contains(&status));
         if let Some((input, output)) = reported {
@@ -513,8 +516,14 @@ impl RunMachine {
             if (used.prompt_tokens, used.completion_tokens) != (input, output) {
                 let input = used.prompt_tokens.saturating_sub(input);
                 let output = used.completion_tokens.saturating_sub(output);
-                span.set("gen_ai.usage.input_tokens", input.to_string());
-                span.set("gen_ai.usage.output_tokens", output.to_string());
+                span.set(
+                    "gen_ai.usage.input_tokens",
+                    crate::wire::trace::decimal(input),
+                );
+                span.set(
+                    "gen_ai.usage.output_tokens",
+                    crate::wire::trace::decimal(output),
+                );
             }
             if let Some(model) = &self.model {
                 span.set("gen_ai.response.model", model.as_str());

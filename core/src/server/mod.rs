@@ -658,24 +658,24 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let (status, outcome, code) = match &reply {
             Reply::Full(r) => {
                 let code = (r.status < 400)
-                    .then(|| serde_json::from_slice::<Value>(&r.body).ok())
-                    .flatten()
-                    .and_then(|v| v.get("error")?.get("code")?.as_i64());
+                    .then(|| crate::wire::trace::rpc_error(&r.body))
+                    .flatten();
                 let failed = r.status >= 400 || code.is_some();
                 (r.status, if failed { "error" } else { "ok" }, code)
             }
             Reply::Stream { head, .. } => (head.status, "stream", None),
         };
-        span.set("http.response.status_code", status.to_string());
-        span.set("a2a.outcome", outcome);
+        let status_text = crate::wire::trace::decimal(status.into());
         if let Some(code) = code {
-            span.set("rpc.jsonrpc.error_code", code.to_string());
-            span.set("error.type", code.to_string());
+            span.set("rpc.jsonrpc.error_code", code);
+            span.set("error.type", code);
             span.error = true;
         } else if status >= 500 {
-            span.set("error.type", status.to_string());
+            span.set("error.type", status_text.as_str());
             span.error = true;
         }
+        span.set("http.response.status_code", status_text);
+        span.set("a2a.outcome", outcome);
         span.end(&hook, self.host.now_ms());
         reply
     }

@@ -230,6 +230,7 @@ pub type SpanHook = std::sync::Arc<dyn Fn(&SpanRecord) + Send + Sync>;
 pub type SpanHook = std::sync::Arc<dyn Fn(&SpanRecord)>;
 
 impl SpanRecord {
+    #[cfg(feature = "spans")]
     /// A span of `context` under `parent`, started at `start_ms` (ended
     /// there too until [`SpanRecord::end`]).
     pub(crate) fn new(
@@ -252,10 +253,12 @@ impl SpanRecord {
         }
     }
 
+    #[cfg(feature = "spans")]
     pub(crate) fn set(&mut self, key: &'static str, value: impl Into<String>) {
         self.attributes.push((key, value.into()));
     }
 
+    #[cfg(feature = "spans")]
     /// Ends the span at `end_ms` and hands it to `hook`.
     pub(crate) fn end(mut self, hook: &SpanHook, end_ms: u64) {
         self.end_ms = end_ms;
@@ -272,6 +275,7 @@ impl SpanRecord {
     }
 }
 
+#[cfg(feature = "spans")]
 /// `prefix` and `rest` as one name, without the formatter.
 pub(crate) fn joined(prefix: &str, rest: &str) -> String {
     let mut out = String::with_capacity(prefix.len() + rest.len());
@@ -280,6 +284,7 @@ pub(crate) fn joined(prefix: &str, rest: &str) -> String {
     out
 }
 
+#[cfg(feature = "spans")]
 /// The host (and port) of a URL, without credentials: `server.address`.
 pub(crate) fn host_of(url: &str) -> &str {
     let rest = crate::wire::http::find_str(url, "://")
@@ -287,9 +292,31 @@ pub(crate) fn host_of(url: &str) -> &str {
         .unwrap_or(url);
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let authority = rest.get(..end).unwrap_or_default();
-    authority.rsplit_once('@').map_or(authority, |(_, h)| h)
+    // (A byte search, not `rsplit_once`: the reverse char searcher's code.)
+    match authority.bytes().rposition(|c| c == b'@') {
+        Some(at) => authority.get(at + 1..).unwrap_or_default(),
+        None => authority,
+    }
 }
 
+#[cfg(feature = "spans")]
+/// `n` in decimal (not `to_string`, whose integer fast paths are code of
+/// their own for each type).
+pub(crate) fn decimal(mut n: u64) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits[at..].iter().map(|&d| char::from(d)).collect()
+}
+
+#[cfg(feature = "spans")]
 /// The `method` of a JSON-RPC request body core wrote (`"method":"…"`
 /// comes before the params, and a string's own quotes are escaped).
 fn rpc_method(body: &[u8]) -> Option<&str> {
@@ -298,9 +325,10 @@ fn rpc_method(body: &[u8]) -> Option<&str> {
     rest.get(..rest.find('"')?)
 }
 
+#[cfg(feature = "spans")]
 /// The JSON-RPC error code of an answer, if it is an error: the number
 /// after its `"error"` member's `"code":` (read without a JSON parser).
-fn rpc_error(body: &[u8]) -> Option<&str> {
+pub(crate) fn rpc_error(body: &[u8]) -> Option<&str> {
     let text = std::str::from_utf8(body).ok()?;
     let error = text.get(crate::wire::http::find_str(text, "\"error\"")?..)?;
     let code = error.get(crate::wire::http::find_str(error, "\"code\"")? + 6..)?;
@@ -312,6 +340,7 @@ fn rpc_error(body: &[u8]) -> Option<&str> {
     code.get(..end).filter(|c| !c.is_empty())
 }
 
+#[cfg(feature = "spans")]
 /// The `a2a.client` spans of one A2A call's requests, children of the call's
 /// span: each request carries its own span as the peer's parent.
 pub(crate) struct CallSpans<'a> {
@@ -322,6 +351,7 @@ pub(crate) struct CallSpans<'a> {
     open: Option<SpanRecord>,
 }
 
+#[cfg(feature = "spans")]
 impl<'a> CallSpans<'a> {
     pub(crate) fn new(hook: &'a SpanHook, call: TraceContext) -> CallSpans<'a> {
         CallSpans {
@@ -333,6 +363,7 @@ impl<'a> CallSpans<'a> {
     }
 }
 
+#[cfg(feature = "spans")]
 impl crate::host::driver::Watch for CallSpans<'_> {
     fn sent(&mut self, req: &mut crate::HttpRequest, now_ms: u64) {
         self.sent += 1;
@@ -372,9 +403,9 @@ impl crate::host::driver::Watch for CallSpans<'_> {
             span.set("error.type", "transport");
             span.error = true;
         } else {
-            span.set("http.response.status_code", status.to_string());
+            span.set("http.response.status_code", decimal(status.into()));
             if status >= 400 {
-                span.set("error.type", status.to_string());
+                span.set("error.type", decimal(status.into()));
                 span.error = true;
             } else if let Some(code) = rpc_error(body) {
                 span.set("rpc.jsonrpc.error_code", code);
