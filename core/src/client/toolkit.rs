@@ -250,26 +250,23 @@ impl A2aTool {
         };
         // The call is a span of the caller's trace, named by its fresh id
         // (a trace of its own when only its spans are asked for).
-        let root;
-        let trace = match (trace, spans) {
-            (None, Some(_)) => {
-                root = crate::TraceContext::root(&transport.new_id());
-                Some(&root)
-            }
-            _ => trace,
+        let context = match (trace, spans) {
+            (Some(t), _) => Some(t.child(&message_id)),
+            // Spans asked for outside a trace: the call is the root of one.
+            (None, Some(_)) => Some(crate::TraceContext::root(&message_id)),
+            (None, None) => None,
         };
-        let context = trace.map(|t| t.child(&message_id));
         if let Some(context) = &context {
             context.put_on(&mut headers);
         }
         #[cfg(feature = "spans")]
-        let mut span = match (spans, trace, &context) {
-            (Some(hook), Some(trace), Some(context)) => {
+        let mut span = match (spans, &context) {
+            (Some(hook), Some(context)) => {
                 let mut span = crate::SpanRecord::new(
                     crate::wire::trace::joined("execute_tool ", &self.spec.name),
                     crate::SpanKind::Internal,
                     context.clone(),
-                    trace.span_id,
+                    trace.map_or([0; 8], |t| t.span_id),
                     transport.now_ms(),
                 );
                 span.set("gen_ai.operation.name", "execute_tool");
@@ -748,7 +745,6 @@ impl<T: Transport> Toolkit<T> {
         if builtin_question {
             tools.push(crate::llm::question::spec());
         }
-        cfg.spans = self.spans.clone();
         let trace = cfg.trace.as_ref();
         let execute = |call: crate::llm::ToolCall| {
             let source = tools.iter().find(|t| t.name == call.name).map(|t| t.source);
@@ -799,13 +795,14 @@ impl<T: Transport> Toolkit<T> {
                 result
             }
         };
-        crate::llm::run_conversation(
+        crate::llm::run_spanned(
             &self.transport,
             &cfg,
             history,
             prompt.to_string(),
             tools.clone(),
             execute,
+            self.spans.clone(),
         )
         .await
     }

@@ -110,9 +110,6 @@ pub struct LlmConfig {
     /// The trace the model calls are made in (W3C trace context): each call
     /// carries it on as a span of its own.
     pub trace: Option<crate::TraceContext>,
-    /// Gets each model call of a traced run as a span (`chat {model}`):
-    /// the toolkit's hook ([`crate::Toolkit::with_span_hook`]).
-    pub(crate) spans: Option<crate::SpanHook>,
 }
 
 impl LlmConfig {
@@ -130,7 +127,6 @@ impl LlmConfig {
             max_tokens: DEFAULT_MAX_TOKENS,
             timeout: Duration::from_millis(DEFAULT_LLM_TIMEOUT_MS),
             trace: None,
-            spans: None,
         }
     }
 
@@ -383,6 +379,19 @@ pub struct RunMachine {
     pending: Option<Value>,
     /// When the model call under way was sent (for its span).
     sent_ms: u64,
+    /// Gets each model call of a traced run as a span (`chat {model}`):
+    /// the toolkit's hook ([`crate::Toolkit::with_span_hook`]).
+    pub(crate) spans: SpanSlot,
+}
+
+/// A run's span hook (a closure: shown only as set or not).
+#[derive(Default)]
+pub(crate) struct SpanSlot(Option<crate::SpanHook>);
+
+impl fmt::Debug for SpanSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "hook" } else { "none" })
+    }
 }
 
 impl RunMachine {
@@ -452,6 +461,7 @@ impl RunMachine {
             text: String::new(),
             pending: None,
             sent_ms: 0,
+            spans: SpanSlot::default(),
         }
     }
 
@@ -477,7 +487,7 @@ impl RunMachine {
         if !matches!(self.phase, Phase::Model) {
             return self.out_of_order("handle_response");
         }
-        if self.cfg.spans.is_none() || self.cfg.trace.is_none() {
+        if self.spans.0.is_none() || self.cfg.trace.is_none() {
             return self.answered(now_ms, response);
         }
         let status = response.as_ref().map_or(0, |r| r.status);
@@ -490,7 +500,7 @@ impl RunMachine {
     /// The span of the model call that just ended (`status` 0: no answer;
     /// `before`: the usage before its answer, `None` when none came).
     fn model_span(&self, now_ms: u64, status: u16, before: Option<(u64, u64)>) {
-        let (Some(hook), Some(trace)) = (&self.cfg.spans, &self.cfg.trace) else {
+        let (Some(hook), Some(trace)) = (&self.spans.0, &self.cfg.trace) else {
             return;
         };
         let mut span = crate::SpanRecord::new(
@@ -1034,7 +1044,26 @@ where
     F: Fn(ToolCall) -> Fut,
     Fut: Future<Output = ToolResult>,
 {
+    run_spanned(transport, cfg, history, prompt, tools, execute, None).await
+}
+
+/// [`run_conversation`] handing each model call's span to `spans` (when
+/// the run is traced: [`LlmConfig::trace`]).
+pub(crate) async fn run_spanned<T: Transport, F, Fut>(
+    transport: &T,
+    cfg: &LlmConfig,
+    history: &[Message],
+    prompt: String,
+    tools: Vec<ToolSpec>,
+    execute: F,
+    spans: Option<crate::SpanHook>,
+) -> Result<RunResult, Error>
+where
+    F: Fn(ToolCall) -> Fut,
+    Fut: Future<Output = ToolResult>,
+{
     let mut machine = RunMachine::with_history(cfg.clone(), history, prompt, tools);
+    machine.spans = SpanSlot(spans);
     let work =
         |calls: Vec<ToolCall>| crate::host::driver::join_all(calls.into_iter().map(&execute));
     crate::host::driver::drive_with_work(

@@ -10,6 +10,9 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const MODEL_URL: &str = "http://model.test/v1/chat/completions";
 
+type Server = Arc<A2aServer<Arc<Recording>, Arc<TestHost>, LlmFulfiller<Arc<ScriptedPeer>>>>;
+type Log = Arc<Mutex<Vec<crate::SpanRecord>>>;
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -25,14 +28,7 @@ fn attr<'a>(span: &'a crate::SpanRecord, key: &str) -> Option<&'a str> {
 /// (scripted too, on the same transport), then answers; every span core
 /// records goes to one log.
 #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
-fn traced_server(
-    hooked: bool,
-) -> (
-    Arc<A2aServer<Arc<Recording>, Arc<TestHost>, LlmFulfiller<Arc<ScriptedPeer>>>>,
-    Arc<TestHost>,
-    Arc<ScriptedPeer>,
-    Arc<Mutex<Vec<crate::SpanRecord>>>,
-) {
+fn traced_server(hooked: bool) -> (Server, Arc<TestHost>, Arc<ScriptedPeer>, Log) {
     let card = crate::AgentCard::from_value(&json!({"name": "weather",
         "url": "http://agent.test/", "skills": [{"id": "forecast"}]}))
     .expect("a card");
@@ -58,7 +54,7 @@ fn traced_server(
                 vec![Scripted::Result(completed("t-b", "dry"))],
             ),
     );
-    let log: Arc<Mutex<Vec<crate::SpanRecord>>> = Arc::default();
+    let log: Log = Arc::default();
     let sink = log.clone();
     let hook: crate::SpanHook = Arc::new(move |s: &crate::SpanRecord| lock(&sink).push(s.clone()));
     let mut tk = crate::Toolkit::new(peer.clone());
@@ -91,11 +87,7 @@ fn card_value() -> Value {
     build_agent_card(&A2aConfig::default(), &[], "http://h:1/")
 }
 
-fn send(
-    server: &Arc<A2aServer<Arc<Recording>, Arc<TestHost>, LlmFulfiller<Arc<ScriptedPeer>>>>,
-    host: &TestHost,
-    traceparent: Option<&str>,
-) -> Value {
+fn send(server: &Server, host: &TestHost, traceparent: Option<&str>) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message":
         {"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "will it rain?"}]}}});
     let mut req = HttpRequest::post_json("/", body.to_string().into_bytes());
