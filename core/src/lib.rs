@@ -62,8 +62,6 @@ pub use client::config::parse_agents_config;
 pub use client::list::{list_tasks, ListFilter, TaskList};
 pub use client::sanitize::sanitize;
 #[cfg(feature = "server")]
-pub use client::toolkit::SpanHook;
-#[cfg(feature = "server")]
 pub use client::toolkit::ToolCallHook;
 pub use client::toolkit::{
     agent_tools, card_tools, fetch_card, find_tool, find_tool_by, route as credential_route_for,
@@ -92,7 +90,7 @@ pub use wire::http::{find_str, HttpRequest, HttpResponse};
 pub use wire::json::{object as json_object, quoted, text as json_text};
 pub use wire::rest::Binding;
 pub use wire::rpc::{Dialect, MessageRefs};
-pub use wire::trace::{SpanRecord, TraceContext, TRACEPARENT, TRACESTATE};
+pub use wire::trace::{SpanHook, SpanKind, SpanRecord, TraceContext, TRACEPARENT, TRACESTATE};
 pub use wire::url::{origin as url_origin, redact as redact_url};
 
 /// The JSON-RPC and A2A error codes, one table for both halves: the client

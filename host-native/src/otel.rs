@@ -3,13 +3,14 @@
 //! variables. Off (no endpoint), nothing is installed and every hook below
 //! returns at its first line (one atomic load).
 //!
-//! Core computes the span ids of a task's work (W3C trace context,
-//! [`toolnexus_core::TraceContext`]) and sends them to the peers: the task's
-//! span is a child of the request that made it, each model call the `n`th
-//! child of the task, each A2A tool call a child named by its message id,
-//! each webhook delivery the task's span. The spans exported here take
-//! exactly those ids, so what a peer saw as its parent is a span in the
-//! collector:
+//! Core records the spans of a task's work itself ([`toolnexus_core::SpanRecord`],
+//! handed to the fulfiller's toolkit hook and exported by [`core_span`]),
+//! with the ids it sends to the peers: each model call the `n`th child of
+//! the task, each tool call the child of the model call that asked, each
+//! A2A request of a tool call the child of that call. The host builds the
+//! spans only it sees, with the ids core computed (W3C trace context,
+//! [`toolnexus_core::TraceContext`]), so what a peer saw as its parent is a
+//! span in the collector:
 //!
 //! - `a2a.server …`: each request served (kind server), the child of the
 //!   caller's `traceparent`, or the root of a new trace when none came in;
@@ -17,13 +18,13 @@
 //! - `a2a.task`: one turn of a task (created → each state, until a terminal
 //!   or interrupted state), the child of the request that made or continued
 //!   it; each state is an event.
-//! - `chat {model}`: a model call (kind client), child of the task.
-//! - `execute_tool`: an A2A tool call, child of the model call that asked
-//!   for it; `a2a.client {method}`: each of its requests (kind client).
-//! - `execute_tool {tool}`: a local tool call (a skill, a host function),
-//!   child of the model call that asked for it: a span core recorded
-//!   ([`toolnexus_core::SpanRecord`], [`core_span`]).
+//! - from core: `chat {model}` (a model call, kind client, child of the
+//!   task), `execute_tool {tool}` (a tool call, local or an agent, child of
+//!   the model call that asked for it) and `a2a.client {method}` (each
+//!   request of an agent's call, kind client, child of the tool call).
+//! - `a2a.store {op}`: a store operation, child of the task or the request.
 //! - `a2a.webhook`: a push delivery, child of the task.
+//! - `a2a.client {method}`: a request of the CLI, child of its command.
 //! - `toolnexus {command}`: a CLI command, the child of `TRACEPARENT`.
 //!
 //! The batch queue is bounded ([`DEFAULT_QUEUE`] spans): past it spans are
@@ -60,8 +61,6 @@ const DEFAULT_DELAY: Duration = Duration::from_millis(1000);
 const DEFAULT_EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Open task turns remembered, at most: past it, new tasks get no span.
 const MAX_OPEN_TASKS: usize = 65_536;
-/// Model turns of one task looked for among a request's span ids.
-const MAX_TURNS: u32 = 256;
 
 struct Telemetry {
     tracer: SdkTracer,
@@ -540,19 +539,7 @@ struct OpenTask {
     trace: TraceContext,
     span: Span,
     state: TaskState,
-    /// The latest model call's span: the parent of the tool calls it asked for.
-    model: Option<SpanContext>,
-    /// Its A2A tool calls, by span id, with the end of their latest request.
-    tools: Vec<([u8; 8], Span, SystemTime)>,
     opened: Instant,
-}
-
-impl OpenTask {
-    fn end_tools(&mut self) {
-        for (_, mut span, last) in self.tools.drain(..) {
-            span.end_with_timestamp(last);
-        }
-    }
 }
 
 /// Whether a task's turn is over in `state`: nothing more happens until
@@ -591,7 +578,6 @@ pub(crate) fn task_saved(task: &Task) {
                 .min_by_key(|(_, o)| o.opened)
                 .map(|(k, _)| *k);
             if let Some(mut gone) = oldest.and_then(|k| open.tasks.remove(&k)) {
-                gone.end_tools();
                 gone.span.end();
             }
         }
@@ -622,15 +608,12 @@ pub(crate) fn task_saved(task: &Task) {
                 trace: trace.clone(),
                 span,
                 state: task.state,
-                model: None,
-                tools: Vec::new(),
                 opened: Instant::now(),
             },
         );
     }
     if turn_ends(task.state) {
         if let Some(mut turn) = open.tasks.remove(&trace.span_id) {
-            turn.end_tools();
             if task.state.is_terminal() {
                 open.waiting.remove(&task.id);
             } else if open.waiting.len() < MAX_OPEN_TASKS {
@@ -701,7 +684,6 @@ impl StoreSpan {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Outward {
-    Model,
     A2a,
     Webhook,
 }
@@ -711,99 +693,31 @@ enum Outward {
 pub(crate) struct ClientSpan {
     span: Span,
     kind: Outward,
-    /// (task turn, tool call) whose latest request this is.
-    tool: Option<([u8; 8], [u8; 8])>,
 }
 
 /// Starts the span of a request sent in a trace (one with a
-/// `traceparent`), and names it as the request's parent (a model call's
-/// span takes the id core gave it). `None` when export is off or the
-/// request is in no trace.
+/// `traceparent`), and names it as the request's parent. `None` when
+/// export is off, the request is in no trace, or it is the work of a task
+/// served here: its model calls and tool calls are spans core recorded
+/// ([`core_span`]), their ids already on the wire.
 pub(crate) fn outbound(req: &mut HttpRequest) -> Option<ClientSpan> {
     let t = on()?;
     let tc = TraceContext::from_headers(&req.headers)?;
-    let mut open = lock(&t.open);
-    let mut kind = Outward::A2a;
-    let mut parent = span_context(&tc);
-    let mut own_id = None;
-    let mut tool = None;
+    let open = lock(&t.open);
+    let kind = if open.tasks.contains_key(&tc.span_id) || open.ended.contains(&tc.span_id) {
+        // The task's own span: a push delivery.
+        Outward::Webhook
+    } else if open.tasks.values().any(|o| o.trace.trace_id == tc.trace_id) {
+        return None;
+    } else {
+        Outward::A2a
+    };
+    drop(open);
     let mut attributes = vec![
         KeyValue::new("http.request.method", req.method.clone()),
         KeyValue::new("url.full", toolnexus_core::redact_url(&req.url)),
     ];
-    if open.tasks.contains_key(&tc.span_id) || open.ended.contains(&tc.span_id) {
-        // The task's own span: a push delivery.
-        kind = Outward::Webhook;
-    } else if let Some(turn) = open.tasks.values_mut().find(|o| {
-        o.trace.trace_id == tc.trace_id
-            && (0..MAX_TURNS).any(|n| o.trace.nth_child(n).span_id == tc.span_id)
-    }) {
-        kind = Outward::Model;
-        turn.end_tools();
-        parent = turn.span.span_context().clone();
-        own_id = Some((tc.trace_id, tc.span_id));
-        turn.model = Some(SpanContext::new(
-            TraceId::from_bytes(tc.trace_id),
-            SpanId::from_bytes(tc.span_id),
-            TraceFlags::new(tc.flags),
-            false,
-            TraceState::default(),
-        ));
-    } else if let Some((key, turn)) = open
-        .tasks
-        .iter_mut()
-        .filter(|(_, o)| o.trace.trace_id == tc.trace_id)
-        .max_by_key(|(_, o)| o.opened)
-    {
-        // A request of an A2A tool call: the call is a span of its own,
-        // named by the id core sent, the child of the model call.
-        let existing = turn.tools.iter().position(|(id, ..)| *id == tc.span_id);
-        let index = match existing {
-            Some(i) => i,
-            None => {
-                let span = start(
-                    t,
-                    "execute_tool".into(),
-                    SpanKind::Internal,
-                    Some(
-                        turn.model
-                            .clone()
-                            .unwrap_or_else(|| turn.span.span_context().clone()),
-                    ),
-                    Some((tc.trace_id, tc.span_id)),
-                    vec![
-                        KeyValue::new("gen_ai.operation.name", "execute_tool"),
-                        KeyValue::new("gen_ai.tool.type", "agent"),
-                        KeyValue::new("server.address", host_of(&req.url)),
-                    ],
-                );
-                turn.tools.push((tc.span_id, span, SystemTime::now()));
-                turn.tools.len() - 1
-            }
-        };
-        parent = turn.tools[index].1.span_context().clone();
-        tool = Some((*key, tc.span_id));
-    }
-    drop(open);
     let name = match kind {
-        Outward::Model => {
-            let body = model_request(&req.body);
-            let provider = if req.url.contains("/messages") {
-                "anthropic"
-            } else {
-                "openai"
-            };
-            attributes.push(KeyValue::new("gen_ai.operation.name", "chat"));
-            attributes.push(KeyValue::new("gen_ai.provider.name", provider));
-            attributes.push(KeyValue::new("server.address", host_of(&req.url)));
-            match body {
-                Some(model) => {
-                    attributes.push(KeyValue::new("gen_ai.request.model", model.clone()));
-                    format!("chat {model}")
-                }
-                None => "chat".to_string(),
-            }
-        }
         Outward::Webhook => "a2a.webhook".to_string(),
         Outward::A2a => {
             let method = (req.method == "POST")
@@ -822,11 +736,16 @@ pub(crate) fn outbound(req: &mut HttpRequest) -> Option<ClientSpan> {
             format!("a2a.client {op}")
         }
     };
-    let span = start(t, name, SpanKind::Client, Some(parent), own_id, attributes);
-    if kind != Outward::Model {
-        trace_context(span.span_context(), tc.state).put_on(&mut req.headers);
-    }
-    Some(ClientSpan { span, kind, tool })
+    let span = start(
+        t,
+        name,
+        SpanKind::Client,
+        Some(span_context(&tc)),
+        None,
+        attributes,
+    );
+    trace_context(span.span_context(), tc.state).put_on(&mut req.headers);
+    Some(ClientSpan { span, kind })
 }
 
 fn host_of(url: &str) -> String {
@@ -836,15 +755,6 @@ fn host_of(url: &str) -> String {
         .rsplit_once('@')
         .map_or(authority, |(_, h)| h)
         .to_string()
-}
-
-/// The `model` of a model request body.
-fn model_request(body: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Body {
-        model: Option<String>,
-    }
-    serde_json::from_slice::<Body>(body).ok()?.model
 }
 
 impl ClientSpan {
@@ -860,35 +770,15 @@ impl ClientSpan {
             self.span
                 .set_status(Status::error(format!("HTTP {status}")));
         }
-        match (self.kind, body) {
-            (Outward::Model, Some(body)) => {
-                if let Some(usage) = model_answer(body) {
-                    let attrs = [
-                        ("gen_ai.usage.input_tokens", usage.input),
-                        ("gen_ai.usage.output_tokens", usage.output),
-                    ];
-                    for (key, n) in attrs {
-                        if let Some(n) = n {
-                            self.span.set_attribute(KeyValue::new(key, n));
-                        }
-                    }
-                    if let Some(model) = usage.model {
-                        self.span
-                            .set_attribute(KeyValue::new("gen_ai.response.model", model));
-                    }
-                }
+        if let (Outward::A2a, Some(body)) = (self.kind, body) {
+            if let Some(code) = rpc_error(body) {
+                self.span
+                    .set_attribute(KeyValue::new("rpc.jsonrpc.error_code", code));
+                self.span
+                    .set_status(Status::error(format!("JSON-RPC error {code}")));
             }
-            (Outward::A2a, Some(body)) => {
-                if let Some(code) = rpc_error(body) {
-                    self.span
-                        .set_attribute(KeyValue::new("rpc.jsonrpc.error_code", code));
-                    self.span
-                        .set_status(Status::error(format!("JSON-RPC error {code}")));
-                }
-            }
-            _ => {}
         }
-        self.end();
+        self.span.end();
     }
 
     /// Ends the span of a request that got no answer.
@@ -896,87 +786,62 @@ impl ClientSpan {
         self.span
             .set_attribute(KeyValue::new("error.type", "transport"));
         self.span.set_status(Status::error(error.to_string()));
-        self.end();
-    }
-
-    fn end(mut self) {
         self.span.end();
-        if let (Some((task, tool)), Some(t)) = (self.tool, on()) {
-            if let Some(turn) = lock(&t.open).tasks.get_mut(&task) {
-                if let Some(entry) = turn.tools.iter_mut().find(|(id, ..)| *id == tool) {
-                    entry.2 = SystemTime::now();
-                }
-            }
-        }
     }
-}
-
-struct Usage {
-    input: Option<i64>,
-    output: Option<i64>,
-    model: Option<String>,
-}
-
-/// Tokens in and out as an OpenAI- or Anthropic-style answer reports them.
-fn model_answer(body: &[u8]) -> Option<Usage> {
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        model: Option<String>,
-        usage: Option<Counts2>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Counts2 {
-        prompt_tokens: Option<i64>,
-        completion_tokens: Option<i64>,
-        input_tokens: Option<i64>,
-        output_tokens: Option<i64>,
-    }
-    let answer: Answer = serde_json::from_slice(body).ok()?;
-    let usage = answer.usage;
-    Some(Usage {
-        input: usage
-            .as_ref()
-            .and_then(|u| u.prompt_tokens.or(u.input_tokens)),
-        output: usage
-            .as_ref()
-            .and_then(|u| u.completion_tokens.or(u.output_tokens)),
-        model: answer.model,
-    })
 }
 
 // ---- spans core recorded -----------------------------------------------------
 
-/// Exports a span core recorded (a local tool call of a model run): its
-/// ids, parent and attributes as core gave them; its times, on the
-/// transport's clock, end now.
+/// Exports a span core recorded (a model call, a tool call, an A2A
+/// request of a task served here): its ids, parent, kind, attributes and
+/// events as core gave them; its times, on the transport's clock, end now.
 pub(crate) fn core_span(record: &toolnexus_core::SpanRecord) {
     let Some(t) = on() else { return };
-    let parent = SpanContext::new(
-        TraceId::from_bytes(record.context.trace_id),
-        SpanId::from_bytes(record.parent_span_id),
-        TraceFlags::new(record.context.flags),
-        false,
-        TraceState::default(),
-    );
+    let parent = (record.parent_span_id != [0; 8]).then(|| {
+        SpanContext::new(
+            TraceId::from_bytes(record.context.trace_id),
+            SpanId::from_bytes(record.parent_span_id),
+            TraceFlags::new(record.context.flags),
+            false,
+            TraceState::default(),
+        )
+    });
     let attributes = record
         .attributes
         .iter()
         .map(|(k, v)| KeyValue::new(*k, v.clone()))
         .collect();
     let end = SystemTime::now();
-    let took = Duration::from_millis(record.end_ms.saturating_sub(record.start_ms));
+    let at = |ms: u64| {
+        end.checked_sub(Duration::from_millis(record.end_ms.saturating_sub(ms)))
+            .unwrap_or(end)
+    };
+    let kind = match record.kind {
+        toolnexus_core::SpanKind::Server => SpanKind::Server,
+        toolnexus_core::SpanKind::Client => SpanKind::Client,
+        toolnexus_core::SpanKind::Internal => SpanKind::Internal,
+    };
     let mut span = start_at(
         t,
         record.name.clone(),
-        SpanKind::Internal,
-        Some(parent),
+        kind,
+        parent,
         Some((record.context.trace_id, record.context.span_id)),
         attributes,
-        Some(end.checked_sub(took).unwrap_or(end)),
+        Some(at(record.start_ms)),
     );
+    for (ms, state) in &record.events {
+        span.add_event_with_timestamp(
+            "a2a.task.state",
+            at(*ms),
+            vec![KeyValue::new("a2a.task.state", *state)],
+        );
+    }
     if record.error {
-        span.set_attribute(KeyValue::new("error.type", "tool_error"));
-        span.set_status(Status::error("the tool failed"));
+        if !record.attributes.iter().any(|(k, _)| *k == "error.type") {
+            span.set_attribute(KeyValue::new("error.type", "tool_error"));
+        }
+        span.set_status(Status::error("failed"));
     }
     span.end_with_timestamp(end);
 }

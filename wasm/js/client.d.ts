@@ -267,6 +267,45 @@ export interface ExecuteOptions {
   traceparent?: string;
   /** The `tracestate` that goes with `traceparent`. */
   tracestate?: string;
+  /**
+   * `Tool.execute` only: gets the call's spans (`execute_tool {tool}`, the
+   * child of `traceparent`, and an `a2a.client {method}` per request under
+   * it). With no `traceparent`, the call starts a trace of its own.
+   * (A toolkit's calls go to `createToolkit`'s `onSpan`.) Full entry
+   * "toolnexus-wasm" only: "toolnexus-wasm/client" throws a `misuse` Error.
+   */
+  onSpan?(span: Span): void;
+}
+
+/**
+ * A span for an OpenTelemetry exporter (`onSpan`; the `.wasm` has none).
+ * Names and attributes follow the draft A2A and GenAI semantic conventions:
+ * `a2a.server {method}` (a request served: `rpc.method`, `a2a.binding`,
+ * `a2a.dialect`, `a2a.outcome`, `rpc.jsonrpc.error_code`), `a2a.task` (one
+ * turn of a task: `a2a.task.id`, `a2a.context.id`, `a2a.task.state`, each
+ * state an event), `chat {model}` (`gen_ai.provider.name`,
+ * `gen_ai.request.model`, `gen_ai.usage.input_tokens`/`output_tokens` when
+ * reported), `execute_tool {tool}` (`gen_ai.tool.name`, `gen_ai.tool.type`
+ * `function` or `agent`), `a2a.client {method}` (an agent request:
+ * `rpc.method`, `server.address`, `http.response.status_code`).
+ */
+export interface Span {
+  name: string;
+  kind: "server" | "client" | "internal";
+  /** 32 hex digits. */
+  traceId: string;
+  /** 16 hex digits: the `traceparent` span id the next hop saw, where there is one. */
+  spanId: string;
+  /** The parent span (16 hex digits); absent for the root of a trace. */
+  parentSpanId?: string;
+  /** Milliseconds since the epoch. */
+  startTimeMs: number;
+  endTimeMs: number;
+  /** OpenTelemetry attributes, as strings. */
+  attributes: Record<string, string>;
+  /** A task's states as they came (`a2a.task`); empty for the others. */
+  events: { name: "a2a.task.state"; timeMs: number; attributes: Record<string, string> }[];
+  status: "ok" | "error";
 }
 
 /** The arguments of an A2A tool. */
@@ -323,6 +362,13 @@ export interface ToolkitOptions {
   config?: { agents?: AgentsConfig | null; [key: string]: unknown };
   /** Host tools. */
   tools?: HostTool[];
+  /**
+   * Gets the spans of the toolkit's agent calls (`execute_tool {tool}` and
+   * an `a2a.client {method}` per request), in the trace of `execute`'s
+   * `traceparent` (or a new one). Full entry "toolnexus-wasm" only:
+   * "toolnexus-wasm/client" throws a `misuse` Error.
+   */
+  onSpan?(span: Span): void;
 }
 
 /** An OpenAI chat-completions `tools` entry. */

@@ -199,24 +199,6 @@ export interface TaskStore {
   savePushConfigs?(taskId: string, configs: JsonValue[]): Promise<void> | void;
 }
 
-/** A span for an OpenTelemetry exporter (`onSpan`). */
-export interface Span {
-  /** `execute_tool {tool}`. */
-  name: string;
-  /** 32 hex digits. */
-  traceId: string;
-  /** 16 hex digits. */
-  spanId: string;
-  /** The model call that asked for the tool: the span id its request's `traceparent` named. */
-  parentSpanId: string;
-  /** Milliseconds since the epoch. */
-  startTimeMs: number;
-  endTimeMs: number;
-  /** OpenTelemetry attributes: `gen_ai.operation.name`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `toolnexus.tool.source`. */
-  attributes: Record<string, string>;
-  status: "ok" | "error";
-}
-
 /** A task reached a terminal state. */
 export interface TaskEvent {
   id: string;
@@ -305,9 +287,12 @@ export interface A2AHandlerOptions {
   onTask?(event: TaskEvent): void | Promise<void>;
   /**
    * Gets the spans the handler records, for your exporter (the `.wasm` has
-   * none): so far each local tool call (a skill, a host tool) of a task
-   * whose request came with a W3C `traceparent` or started a trace, the
-   * child of the model call that asked for it. Needs an LLM `client`.
+   * none): each request served (`a2a.server {method}`), each turn of a task
+   * (`a2a.task`), and with an LLM `client` each model call (`chat {model}`),
+   * tool call (`execute_tool {tool}`, a skill, a host tool or an agent) and
+   * agent request (`a2a.client {method}`), in the trace of the request's W3C
+   * `traceparent` (or a new one). Replaces the `toolkit`'s own `onSpan` in
+   * the handler's runs.
    */
   onSpan?(span: Span): void;
   /** More tools for the model (agents, host tools). */

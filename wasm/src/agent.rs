@@ -300,26 +300,32 @@ impl Tool {
         self.inner.spec.source.as_str().into()
     }
 
-    /// `execute({task}, {signal, onEvent, traceparent, tracestate}?)`: never
-    /// rejects; problems come back as `{isError: true}`. `onEvent(event)`
-    /// sees each event of the task; a valid W3C `traceparent` goes on with
-    /// every request of the call (each as a span of its own).
+    /// `execute({task}, {signal, onEvent, traceparent, tracestate, onSpan}?)`:
+    /// never rejects; problems come back as `{isError: true}`.
+    /// `onEvent(event)` sees each event of the task; a valid W3C
+    /// `traceparent` goes on with every request of the call (each as a span
+    /// of its own); `onSpan(span)` gets the call's spans.
     pub fn execute(&self, args: JsValue, options: JsValue) -> Promise {
         let tool = self.inner.clone();
         let args = to_json(&args, "args");
-        let trace = get(&options, "traceparent").as_string().and_then(|p| {
-            let state = get(&options, "tracestate").as_string();
-            toolnexus_core::TraceContext::parse(&p, state.as_deref())
-        });
+        let trace = crate::convert::trace_option(&options);
+        let spans = crate::convert::opt_span_hook(&options, "options");
         let abort = Abort::from_options(&options);
         let sink = event_sink(&options, "options");
         promise(Box::pin(async move {
-            let result = match (args, abort, sink) {
-                (Ok(args), Ok(abort), Ok(sink)) => {
-                    tool.execute_traced(&JsTransport, &args, abort, sink, trace.as_ref())
-                        .await
+            let result = match (args, abort, sink, spans) {
+                (Ok(args), Ok(abort), Ok(sink), Ok(spans)) => {
+                    tool.execute_spanned(
+                        &JsTransport,
+                        &args,
+                        abort,
+                        sink,
+                        trace.as_ref(),
+                        spans.as_ref(),
+                    )
+                    .await
                 }
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
                     ToolResult::error(error_text(&e))
                 }
             };

@@ -208,6 +208,82 @@ pub fn opt_function(
         .map_err(|_| misuse(format!("{what}.{key} must be a function")))
 }
 
+/// `options.onSpan` as core's span hook. The client entry records no
+/// spans (core's feature `spans`: about 3 KB gzipped): there it is refused.
+pub fn opt_span_hook(
+    options: &JsValue,
+    what: &str,
+) -> Result<Option<toolnexus_core::SpanHook>, JsValue> {
+    let hook = opt_function(options, "onSpan", what)?;
+    #[cfg(not(feature = "server"))]
+    return match hook {
+        Some(_) => Err(misuse(
+            "onSpan needs the full build: import from \"toolnexus-wasm\", not \"toolnexus-wasm/client\"",
+        )),
+        None => Ok(None),
+    };
+    #[cfg(feature = "server")]
+    Ok(hook.map(span_hook))
+}
+
+/// `onSpan(span)`: each span core records as `{name, kind, traceId,
+/// spanId, parentSpanId?, startTimeMs, endTimeMs, attributes, events,
+/// status}`, times in ms since the epoch (`parentSpanId` absent for a
+/// root; `events`: a task's states, `{name, timeMs, attributes}`). The JS
+/// hook is the exporter: the `.wasm` has none.
+#[cfg(feature = "server")]
+pub fn span_hook(hook: js_sys::Function) -> toolnexus_core::SpanHook {
+    // Nothing here crosses threads.
+    #[allow(clippy::arc_with_non_send_sync)]
+    std::sync::Arc::new(move |s: &toolnexus_core::SpanRecord| {
+        let span: JsValue = Object::new().into();
+        let (id, parent) = s.ids_hex();
+        // Core's times are on the transport clock: counted back from now.
+        let now = js_sys::Date::now();
+        let at = |ms: u64| now - s.end_ms.saturating_sub(ms) as f64;
+        set(&span, "name", &s.name.as_str().into());
+        set(&span, "kind", &s.kind.as_str().into());
+        set(&span, "traceId", &s.context.trace_id_hex().into());
+        set(&span, "spanId", &id.into());
+        if s.parent_span_id != [0; 8] {
+            set(&span, "parentSpanId", &parent.into());
+        }
+        set(&span, "startTimeMs", &at(s.start_ms).into());
+        set(&span, "endTimeMs", &now.into());
+        let attributes: JsValue = Object::new().into();
+        for (k, v) in &s.attributes {
+            set(&attributes, k, &v.as_str().into());
+        }
+        set(&span, "attributes", &attributes);
+        let events = Array::new();
+        for (ms, state) in &s.events {
+            let e: JsValue = Object::new().into();
+            set(&e, "name", &"a2a.task.state".into());
+            set(&e, "timeMs", &at(*ms).into());
+            let a: JsValue = Object::new().into();
+            set(&a, "a2a.task.state", &(*state).into());
+            set(&e, "attributes", &a);
+            events.push(&e);
+        }
+        set(&span, "events", &events);
+        set(
+            &span,
+            "status",
+            &(if s.error { "error" } else { "ok" }).into(),
+        );
+        if let Err(e) = hook.call1(&JsValue::UNDEFINED, &span) {
+            console_error(&format!("toolnexus: onSpan threw: {}", error_text(&e)));
+        }
+    })
+}
+
+/// `options.traceparent` (and `tracestate`), when valid.
+pub fn trace_option(options: &JsValue) -> Option<toolnexus_core::TraceContext> {
+    let parent = get(options, "traceparent").as_string()?;
+    let state = get(options, "tracestate").as_string();
+    toolnexus_core::TraceContext::parse(&parent, state.as_deref())
+}
+
 /// A `{name: "value"}` object as pairs, in insertion order.
 pub fn string_pairs(v: &JsValue, what: &str) -> Result<Vec<(String, String)>, JsValue> {
     if is_absent(v) {

@@ -10,7 +10,7 @@
 
 use crate::convert::{
     console_error, error_text, get, header_pairs, is_absent, misuse, opt_function, opt_string,
-    pairs_to_js, ser_to_js, set, to_js, to_json,
+    pairs_to_js, ser_to_js, set, span_hook, to_js, to_json,
 };
 use crate::handles::{self, Handle};
 use crate::skills::{skill_list, skill_set};
@@ -127,6 +127,8 @@ struct WasmHost {
     authenticate: Option<Function>,
     /// The `auth.jwt` verifier's signature check (WebCrypto).
     jwt: Option<Rc<crate::auth::JwtVerifier>>,
+    /// `onSpan`, as core's span hook: requests and task turns.
+    on_span: Option<toolnexus_core::SpanHook>,
 }
 
 fn report(problem: &str) {
@@ -190,6 +192,10 @@ impl ServerHost for WasmHost {
         report(problem);
     }
 
+    fn span_hook(&self) -> Option<&toolnexus_core::SpanHook> {
+        self.on_span.as_ref()
+    }
+
     /// The signature of a JWT, through WebCrypto (see [`crate::auth`]).
     fn verify_jwt(&self, token: &str) -> BoxFuture<'static, Result<Claims, String>> {
         match &self.jwt {
@@ -239,43 +245,6 @@ struct ModelFulfiller {
     toolkit: Option<Rc<SharedToolkit>>,
     /// The `onSpan` hook, as core's span hook.
     on_span: Option<toolnexus_core::SpanHook>,
-}
-
-/// `onSpan(span)`: each span core records (a local tool call of a traced
-/// model run) as `{name, traceId, spanId, parentSpanId, startTimeMs,
-/// endTimeMs, attributes, status}`, times in ms since the epoch. The JS
-/// hook is the exporter: the `.wasm` has none.
-fn span_hook(hook: Function) -> toolnexus_core::SpanHook {
-    // Nothing here crosses threads.
-    #[allow(clippy::arc_with_non_send_sync)]
-    Arc::new(move |s: &toolnexus_core::SpanRecord| {
-        let span: JsValue = Object::new().into();
-        let (id, parent) = s.ids_hex();
-        let end = js_sys::Date::now();
-        set(&span, "name", &s.name.as_str().into());
-        set(&span, "traceId", &s.context.trace_id_hex().into());
-        set(&span, "spanId", &id.into());
-        set(&span, "parentSpanId", &parent.into());
-        set(
-            &span,
-            "startTimeMs",
-            &(end - s.end_ms.saturating_sub(s.start_ms) as f64).into(),
-        );
-        set(&span, "endTimeMs", &end.into());
-        let attributes: JsValue = Object::new().into();
-        for (k, v) in &s.attributes {
-            set(&attributes, k, &v.as_str().into());
-        }
-        set(&span, "attributes", &attributes);
-        set(
-            &span,
-            "status",
-            &(if s.error { "error" } else { "ok" }).into(),
-        );
-        if let Err(e) = hook.call1(&JsValue::UNDEFINED, &span) {
-            report(&format!("onSpan threw: {}", error_text(&e)));
-        }
-    })
 }
 
 impl ModelFulfiller {
@@ -716,6 +685,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
         }
     };
     let client = get(&options, "client");
+    let on_span = opt_function(&options, "onSpan", WHAT)?.map(span_hook);
     let fulfiller: Arc<dyn Fulfiller> = if client.as_string().as_deref() == Some("echo") {
         Arc::new(EchoFulfiller)
     } else if client.is_function() {
@@ -728,7 +698,6 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
     } else {
         match handles::find(&client) {
             Some(Handle::Client(llm)) => {
-                let on_span = opt_function(&options, "onSpan", WHAT)?.map(span_hook);
                 let mut tk = CoreToolkit::new(JsTransport);
                 if let Some(hook) = &on_span {
                     tk = tk.with_span_hook(hook.clone());
@@ -741,7 +710,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
                     llm,
                     skills: Arc::new(tk),
                     toolkit,
-                    on_span,
+                    on_span: on_span.clone(),
                 });
                 f
             }
@@ -803,6 +772,7 @@ pub fn create_a2a_handler(options: JsValue) -> Result<JsValue, JsValue> {
             on_task: opt_function(&options, "onTask", WHAT)?,
             authenticate,
             jwt,
+            on_span,
         },
         fulfiller,
         url: opt_string(&options, "url", WHAT)?,

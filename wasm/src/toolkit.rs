@@ -134,6 +134,7 @@ struct ToolkitOptions {
     #[cfg(feature = "server")]
     skills: Option<toolnexus_core::skills::SkillSet>,
     tools: Vec<(ToolSpec, HostFn)>,
+    on_span: Option<toolnexus_core::SpanHook>,
 }
 
 impl ToolkitOptions {
@@ -177,6 +178,7 @@ impl ToolkitOptions {
                 .then(|| crate::skills::skill_set(&skills, "skills"))
                 .transpose()?,
             tools,
+            on_span: crate::convert::opt_span_hook(v, "createToolkit options")?,
         })
     }
 }
@@ -199,6 +201,9 @@ pub fn create_toolkit(options: JsValue) -> Promise {
 async fn create(options: JsValue) -> Result<Toolkit, JsValue> {
     let opts = ToolkitOptions::from_js(&options)?;
     let mut tk = CoreToolkit::new(JsTransport).with_token_cells(crate::credentials::token_cell_for);
+    if let Some(hook) = opts.on_span.clone() {
+        tk = tk.with_span_hook(hook);
+    }
     tk.add_agents(&opts.agents).await;
     if let Some(config) = &opts.config {
         #[cfg(feature = "oauth2")]
@@ -286,11 +291,14 @@ impl Toolkit {
             .map_or(JsValue::UNDEFINED, spec_to_js)
     }
 
-    /// `execute(name, args, {signal, onEvent}?)`: never rejects; an unknown
-    /// name is `{isError: true, output: "Unknown tool: <name>"}`.
-    /// `onEvent(event)` sees each event of an A2A tool's task.
+    /// `execute(name, args, {signal, onEvent, traceparent, tracestate}?)`:
+    /// never rejects; an unknown name is `{isError: true, output: "Unknown
+    /// tool: <name>"}`. `onEvent(event)` sees each event of an A2A tool's
+    /// task; a valid W3C `traceparent` goes on with its requests, and the
+    /// toolkit's `onSpan` gets the call's spans.
     pub fn execute(&self, name: JsValue, args: JsValue, options: JsValue) -> Promise {
         let tk = self.shared.current();
+        let trace = crate::convert::trace_option(&options);
         let name = name.as_string().unwrap_or_default();
         let args = to_json(&args, "args");
         let abort = Abort::from_options(&options);
@@ -298,7 +306,8 @@ impl Toolkit {
         promise(Box::pin(async move {
             let result = match (args, abort, sink) {
                 (Ok(args), Ok(abort), Ok(sink)) => {
-                    tk.execute_with_events(&name, args, abort, sink).await
+                    tk.execute_traced(&name, args, abort, sink, trace.as_ref())
+                        .await
                 }
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                     ToolResult::error(error_text(&e))

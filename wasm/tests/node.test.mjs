@@ -521,8 +521,9 @@ describe('inbound: serve skills and resolve them', () => {
     await eventually(() => events.length === 1, 2000, 'onTask');
     assert.equal(events[0].traceId, traceId);
     // onSpan got the local skill call, the child of the model call that asked for it.
-    assert.equal(spans.length, 1, JSON.stringify(spans));
-    const [span] = spans;
+    const toolSpans = spans.filter((s) => s.name.startsWith('execute_tool'));
+    assert.equal(toolSpans.length, 1, JSON.stringify(spans));
+    const [span] = toolSpans;
     assert.equal(span.name, 'execute_tool skill');
     assert.equal(span.traceId, traceId);
     assert.equal(span.parentSpanId, llm.calls[0].headers.traceparent.split('-')[2]);
@@ -546,6 +547,103 @@ describe('inbound: serve skills and resolve them', () => {
     await send(PARENT.toUpperCase());
     inTrace(seen[0], 'the JS fulfiller');
     assert.equal(seen[1], undefined);
+  });
+
+  test('onSpan: one trace through caller, handler, model, agent tool and the agent, parent-linked; createToolkit and execute get the client spans', async () => {
+    const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const [, traceId, parentSpan] = PARENT.split('-');
+    // Agent B: echo, recording its spans.
+    const bSpans = [];
+    const b = tn.createA2AHandler({ client: 'echo', skills: [{ name: 'forecast', description: 'The weather', content: 'Say the weather.' }], a2a: { name: 'agent-b' }, onSpan: (s) => bSpans.push(s) });
+    const bServer = await serveFetch((req) => b(req));
+    closers.push(bServer.close);
+    const tkSpans = [];
+    const tk = await tn.createToolkit({ agents: [{ card: `${bServer.url}/.well-known/agent-card.json`, pollEvery: 20 }], onSpan: (s) => tkSpans.push(s) });
+    const [bTool] = tk.tools().map((t) => t.name);
+    assert.ok(bTool, 'B has a tool');
+    // A's model asks for B's tool, then answers.
+    const llm = await startStubLlm((body) => {
+      const result = body.messages.filter((m) => m.role === 'tool').at(-1);
+      return result ? { content: `B said: ${result.content}` } : toolCall(bTool, { task: 'weather in Paris' });
+    });
+    closers.push(llm.close);
+    const aSpans = [];
+    const a = tn.createA2AHandler({
+      skills,
+      client: tn.createClient({ baseUrl: llm.baseUrl, style: 'openai', model: 'stub-model' }),
+      toolkit: tk,
+      a2a: { name: 'agent-a' },
+      onSpan: (s) => aSpans.push(s),
+    });
+    const aServer = await serveFetch((req) => a(req));
+    closers.push(aServer.close);
+    const [aTool] = await tn.agentTools({ card: `${aServer.url}/.well-known/agent-card.json`, pollEvery: 20 });
+    const callerSpans = [];
+    const r = await aTool.execute({ task: 'will it rain?' }, { traceparent: PARENT, onSpan: (s) => callerSpans.push(s) });
+    assert.equal(r.isError, false, r.output);
+    assert.match(r.output, /^B said: /);
+    await eventually(() => aSpans.some((s) => s.name === 'a2a.task') && bSpans.some((s) => s.name === 'a2a.task'), 5000, 'the task spans');
+    // (The card fetches before the call are requests of traces of their own.)
+    const call = (list) => list.filter((s) => !s.name.startsWith('a2a.server GET'));
+    const all = [...callerSpans, ...call(aSpans), ...call(bSpans)];
+    const show = JSON.stringify(all.map((s) => `${s.name} ${s.spanId}<-${s.parentSpanId}`), null, 1);
+    for (const s of all) {
+      assert.equal(s.traceId, traceId, `one trace: ${s.name}`);
+      assert.match(s.spanId, /^[0-9a-f]{16}$/);
+      assert.ok(s.startTimeMs <= s.endTimeMs, s.name);
+      assert.equal(s.status, 'ok', `${s.name}: ${JSON.stringify(s.attributes)}`);
+    }
+    const one = (list, prefix) => {
+      const found = list.filter((s) => s.name.startsWith(prefix));
+      assert.ok(found.length >= 1, `${prefix}: ${show}`);
+      return found[0];
+    };
+    // The caller: its tool call under the caller's span, its A2A request under that.
+    const callerTool = one(callerSpans, 'execute_tool ');
+    assert.equal(callerTool.parentSpanId, parentSpan, show);
+    assert.equal(callerTool.attributes['gen_ai.tool.type'], 'agent');
+    const callerRequest = one(callerSpans, 'a2a.client ');
+    assert.equal(callerRequest.parentSpanId, callerTool.spanId, show);
+    assert.equal(callerRequest.kind, 'client');
+    // A: request → task → model call → B's tool → its A2A request.
+    const aRequest = one(aSpans, 'a2a.server Send');
+    assert.equal(aRequest.kind, 'server');
+    assert.equal(aRequest.parentSpanId, callerRequest.spanId, show);
+    const aTask = one(aSpans, 'a2a.task');
+    assert.equal(aTask.parentSpanId, aRequest.spanId, show);
+    assert.equal(aTask.attributes['a2a.task.state'], 'completed');
+    assert.deepEqual(aTask.events.map((e) => e.attributes['a2a.task.state']).slice(-1), ['completed']);
+    const models = aSpans.filter((s) => s.name === 'chat stub-model');
+    assert.equal(models.length, 2, show);
+    for (const m of models) assert.equal(m.parentSpanId, aTask.spanId, show);
+    assert.deepEqual(models.map((m) => m.spanId), llm.calls.map((c) => c.headers.traceparent.split('-')[2]), 'the ids the model saw');
+    assert.equal(models[0].attributes['gen_ai.usage.input_tokens'], '10');
+    assert.equal(models[0].attributes['gen_ai.usage.output_tokens'], '5');
+    const aTool2 = one(aSpans, `execute_tool ${bTool}`);
+    assert.equal(aTool2.parentSpanId, models[0].spanId, show);
+    const aCall = one(aSpans, 'a2a.client ');
+    assert.equal(aCall.parentSpanId, aTool2.spanId, show);
+    // B: its request under A's A2A request, its task under that.
+    const bRequest = one(bSpans, 'a2a.server Send');
+    assert.equal(bRequest.parentSpanId, aCall.spanId, show);
+    assert.equal(one(bSpans, 'a2a.task').parentSpanId, bRequest.spanId, show);
+    // In the handler, its onSpan got the toolkit's spans, not createToolkit's.
+    assert.equal(tkSpans.length, 0, JSON.stringify(tkSpans));
+
+    // The toolkit's own calls: createToolkit's onSpan, the caller's trace continued.
+    const direct = await tk.execute(bTool, { task: 'direct' }, { traceparent: PARENT });
+    assert.equal(direct.isError, false, direct.output);
+    const tkTool = one(tkSpans, `execute_tool ${bTool}`);
+    assert.equal(tkTool.traceId, traceId);
+    assert.equal(tkTool.parentSpanId, parentSpan);
+    const tkCall = one(tkSpans, 'a2a.client ');
+    assert.equal(tkCall.parentSpanId, tkTool.spanId);
+    assert.equal(tkCall.attributes['http.response.status_code'], '200');
+    // Without a traceparent, a toolkit with onSpan starts a trace of its own.
+    const before = tkSpans.length;
+    await tk.execute(bTool, { task: 'untraced' });
+    const root = tkSpans.slice(before).find((s) => s.name.startsWith('execute_tool '));
+    assert.ok(root && root.parentSpanId === undefined && root.traceId !== traceId, JSON.stringify(tkSpans.slice(before)));
   });
 
   test('ListTasks through the handler: the memory store, a JS store with list(), one without', async () => {

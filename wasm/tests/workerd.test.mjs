@@ -367,11 +367,18 @@ test('W3C trace context in workerd: the handler continues a traceparent to its m
     return span;
   });
   const spans = await (await w.mf.dispatchFetch(`${w.url}/spans`)).json();
-  assert.equal(spans.length, 1, JSON.stringify(spans));
+  const tools = spans.filter((s) => s.name.startsWith('execute_tool'));
+  assert.equal(tools.length, 1, JSON.stringify(spans));
   assert.deepEqual(
-    [spans[0].name, spans[0].traceId, spans[0].parentSpanId, spans[0].status, spans[0].attributes['gen_ai.tool.name']],
+    [tools[0].name, tools[0].traceId, tools[0].parentSpanId, tools[0].status, tools[0].attributes['gen_ai.tool.name']],
     ['execute_tool skill', traceId, modelSpans[0], 'ok', 'skill'],
   );
+  // The request, and the model calls under the task, in the same trace.
+  const request = spans.find((s) => s.name === 'a2a.server SendMessage');
+  assert.equal(request?.parentSpanId, parentSpan, JSON.stringify(spans));
+  const models = spans.filter((s) => s.name === 'chat stub-model');
+  assert.deepEqual(models.map((m) => m.spanId), modelSpans);
+  assert.ok(models.every((m) => m.traceId === traceId && m.parentSpanId !== request.spanId));
 
   const called = await (await w.mf.dispatchFetch(`${w.url}/call`, { headers: { traceparent: PARENT } })).json();
   assert.equal(called.isError, false, called.output);

@@ -6,7 +6,7 @@ use crate::client::call::{CallAuth, CallMachine, CallSpec, TokenRequest};
 use crate::client::card::AgentCard;
 use crate::client::sanitize::sanitize;
 use crate::error::Error;
-use crate::host::driver::drive_with_work;
+use crate::host::driver::drive_watched;
 use crate::host::transport::{BoxFuture, MaybeSend, Transport};
 use crate::model::agent::expand_env;
 use crate::model::agent::Agent;
@@ -141,13 +141,32 @@ impl A2aTool {
         transport: &T,
         args: &Value,
         abort: impl Future<Output = ()> + MaybeSend,
+        on_event: impl FnMut(StreamEvent) + MaybeSend,
+        trace: Option<&crate::TraceContext>,
+    ) -> ToolResult {
+        self.execute_spanned(transport, args, abort, on_event, trace, None)
+            .await
+    }
+
+    /// [`A2aTool::execute_traced`] that hands `spans` the call's spans (a
+    /// [`crate::SpanRecord`] each): `execute_tool {tool}`, the child of
+    /// `trace`, and under it `a2a.client {method}` for each request, whose
+    /// span the peer sees as its parent. With `spans` and no `trace`, the
+    /// call starts a trace of its own. (Without the feature `spans`, on
+    /// with `server`, the call records none.)
+    pub async fn execute_spanned<T: Transport>(
+        &self,
+        transport: &T,
+        args: &Value,
+        abort: impl Future<Output = ()> + MaybeSend,
         mut on_event: impl FnMut(StreamEvent) + MaybeSend,
         trace: Option<&crate::TraceContext>,
+        spans: Option<&crate::SpanHook>,
     ) -> ToolResult {
         // One instance of the whole call per transport, whatever the caller's
         // abort and listener types: the call is the bulk of a client's code.
         let abort = std::pin::pin!(abort);
-        self.run(transport, args, None, abort, &mut on_event, trace)
+        self.run(transport, args, None, abort, &mut on_event, trace, spans)
             .await
     }
 
@@ -170,10 +189,13 @@ impl A2aTool {
             abort,
             &mut on_event,
             None,
+            None,
         )
         .await
     }
 
+    // One argument each: this is the call's one instance per transport.
+    #[allow(clippy::too_many_arguments)]
     async fn run<T: Transport>(
         &self,
         transport: &T,
@@ -182,6 +204,7 @@ impl A2aTool {
         abort: DynAbort<'_>,
         on_event: DynListener<'_>,
         trace: Option<&crate::TraceContext>,
+        spans: Option<&crate::SpanHook>,
     ) -> ToolResult {
         let Some(task) = args.get("task").and_then(Value::as_str) else {
             return ToolResult::error(format!(
@@ -225,10 +248,44 @@ impl A2aTool {
         } else {
             Vec::new()
         };
-        // The call is a span of the caller's trace, named by its fresh id.
-        if let Some(trace) = trace {
-            trace.child(&message_id).put_on(&mut headers);
+        // The call is a span of the caller's trace, named by its fresh id
+        // (a trace of its own when only its spans are asked for).
+        let context = match (trace, spans) {
+            (Some(t), _) => Some(t.child(&message_id)),
+            // Spans asked for outside a trace: the call is the root of one.
+            (None, Some(_)) => Some(crate::TraceContext::root(&message_id)),
+            (None, None) => None,
+        };
+        if let Some(context) = &context {
+            context.put_on(&mut headers);
         }
+        #[cfg(feature = "spans")]
+        let mut span = match (spans, &context) {
+            (Some(hook), Some(context)) => {
+                let mut span = crate::SpanRecord::new(
+                    crate::wire::trace::joined("execute_tool ", &self.spec.name),
+                    crate::SpanKind::Internal,
+                    context.clone(),
+                    trace.map_or([0; 8], |t| t.span_id),
+                    transport.now_ms(),
+                );
+                span.set("gen_ai.operation.name", "execute_tool");
+                span.set("gen_ai.tool.name", self.spec.name.as_str());
+                span.set("gen_ai.tool.type", "agent");
+                span.set(
+                    "server.address",
+                    crate::wire::trace::host_of(&self.endpoint),
+                );
+                Some((
+                    hook,
+                    span,
+                    crate::wire::trace::CallSpans::new(hook, context.clone()),
+                ))
+            }
+            _ => None,
+        };
+        #[cfg(not(feature = "spans"))]
+        let _ = spans;
         let spec = CallSpec {
             agent: self.agent_name.clone(),
             endpoint: self.endpoint.clone(),
@@ -264,7 +321,17 @@ impl A2aTool {
                 None => Err(Error::Misuse("no token source for this agent".into())),
             }
         };
-        drive_with_work(&mut call, transport, abort, on_event, work).await
+        #[cfg(feature = "spans")]
+        let watch = span.as_mut().map(|(_, _, w)| w);
+        #[cfg(not(feature = "spans"))]
+        let watch = ();
+        let result = drive_watched(&mut call, transport, abort, on_event, work, watch).await;
+        #[cfg(feature = "spans")]
+        if let Some((hook, mut span, _)) = span {
+            span.error = result.is_error;
+            span.end(hook, transport.now_ms());
+        }
+        result
     }
 }
 
@@ -415,14 +482,6 @@ pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult> + Send + S
 #[cfg(target_arch = "wasm32")]
 pub type HostFn = Arc<dyn Fn(Value) -> BoxFuture<'static, ToolResult>>;
 
-/// Where a toolkit hands the spans of its traced model runs
-/// ([`crate::SpanRecord`]: each local tool call), for the host to export.
-#[cfg(all(feature = "server", not(target_arch = "wasm32")))]
-pub type SpanHook = Arc<dyn Fn(&crate::SpanRecord) + Send + Sync>;
-/// Where a toolkit hands the spans of its traced model runs.
-#[cfg(all(feature = "server", target_arch = "wasm32"))]
-pub type SpanHook = Arc<dyn Fn(&crate::SpanRecord)>;
-
 #[derive(Clone)]
 enum ToolImpl {
     A2a(Arc<A2aTool>),
@@ -469,9 +528,8 @@ pub struct Toolkit<T: Transport> {
     skills: Option<Arc<crate::skills::SkillSet>>,
     /// Makes each agent's token cache (the host's lock around a `TokenCache`).
     token_cells: Option<fn(&Agent) -> SharedTokenCell>,
-    /// Gets the spans of traced runs ([`Toolkit::with_span_hook`]).
-    #[cfg(feature = "server")]
-    spans: Option<SpanHook>,
+    /// Gets the spans of its calls and runs ([`Toolkit::with_span_hook`]).
+    spans: Option<crate::SpanHook>,
 }
 
 impl<T: Transport> Toolkit<T> {
@@ -484,17 +542,15 @@ impl<T: Transport> Toolkit<T> {
             #[cfg(feature = "server")]
             skills: None,
             token_cells: None,
-            #[cfg(feature = "server")]
             spans: None,
         }
     }
 
-    /// Hands `hook` a [`crate::SpanRecord`] for each local tool call (a
-    /// skill, a host function) of a traced model run
-    /// ([`Toolkit::run_llm_traced`]): A2A tool calls and model calls are
-    /// requests, which the host sees itself.
-    #[cfg(feature = "server")]
-    pub fn with_span_hook(mut self, hook: SpanHook) -> Self {
+    /// Hands `hook` a [`crate::SpanRecord`] for each span of its work: the
+    /// model calls and tool calls of a traced model run
+    /// ([`Toolkit::run_llm_traced`]), and each A2A tool call with its
+    /// requests ([`A2aTool::execute_spanned`]), traced or not.
+    pub fn with_span_hook(mut self, hook: crate::SpanHook) -> Self {
         self.spans = Some(hook);
         self
     }
@@ -695,10 +751,28 @@ impl<T: Transport> Toolkit<T> {
             let source = tools.iter().find(|t| t.name == call.name).map(|t| t.source);
             before_call(&call, source);
             let asks = builtin_question && call.name == crate::llm::question::NAME;
-            // A local tool's call in a trace is a span core hands the host.
-            let span = match (&self.spans, trace, source) {
-                (Some(hook), Some(trace), Some(ToolSource::Skill | ToolSource::Host)) => {
-                    Some((hook, trace, source, self.transport.now_ms()))
+            // The model call that asked: the parent of the tool's span.
+            let model = trace.map(|t| t.nth_child(call.turn));
+            // A local tool's call in a trace is a span core hands the host
+            // (an A2A tool's call records its own).
+            let span = match (&self.spans, &model, source) {
+                (Some(hook), Some(model), Some(ToolSource::Skill | ToolSource::Host)) => {
+                    let mut span = crate::SpanRecord::new(
+                        crate::wire::trace::joined("execute_tool ", &call.name),
+                        crate::SpanKind::Internal,
+                        model.child(&self.transport.new_id()),
+                        model.span_id,
+                        self.transport.now_ms(),
+                    );
+                    span.set("gen_ai.operation.name", "execute_tool");
+                    span.set("gen_ai.tool.name", call.name.as_str());
+                    span.set("gen_ai.tool.call.id", call.id.as_str());
+                    span.set("gen_ai.tool.type", "function");
+                    span.set(
+                        "toolnexus.tool.source",
+                        source.map_or("", ToolSource::as_str),
+                    );
+                    Some((hook, span))
                 }
                 _ => None,
             };
@@ -712,37 +786,24 @@ impl<T: Transport> Toolkit<T> {
                         call.arguments,
                         std::future::pending(),
                         |_| {},
-                        trace,
+                        model.as_ref(),
                     )
                     .await;
-                if let Some((hook, trace, source, start_ms)) = span {
-                    let kind = source.map_or("", ToolSource::as_str);
-                    hook(&crate::SpanRecord {
-                        name: format!("execute_tool {}", call.name),
-                        context: trace.child(&self.transport.new_id()),
-                        parent_span_id: trace.nth_child(call.turn).span_id,
-                        start_ms,
-                        end_ms: self.transport.now_ms(),
-                        attributes: vec![
-                            ("gen_ai.operation.name", "execute_tool".into()),
-                            ("gen_ai.tool.name", call.name),
-                            ("gen_ai.tool.call.id", call.id),
-                            ("gen_ai.tool.type", "function".into()),
-                            ("toolnexus.tool.source", kind.into()),
-                        ],
-                        error: result.is_error,
-                    });
+                if let Some((hook, mut span)) = span {
+                    span.error = result.is_error;
+                    span.end(hook, self.transport.now_ms());
                 }
                 result
             }
         };
-        crate::llm::run_conversation(
+        crate::llm::run_spanned(
             &self.transport,
             &cfg,
             history,
             prompt.to_string(),
             tools.clone(),
             execute,
+            self.spans.clone(),
         )
         .await
     }
@@ -801,7 +862,21 @@ impl<T: Transport> Toolkit<T> {
         self.execute_on(name, args, abort, on_event, None).await
     }
 
-    /// Runs tool `name`, an A2A tool's call in `trace`.
+    /// [`Toolkit::execute_with_events`] in a trace (W3C trace context): an
+    /// A2A tool's call is a span of `trace`, each of its requests carries
+    /// it on, and the toolkit's span hook gets their spans.
+    pub async fn execute_traced(
+        &self,
+        name: &str,
+        args: Value,
+        abort: impl Future<Output = ()> + MaybeSend,
+        on_event: impl FnMut(StreamEvent) + MaybeSend,
+        trace: Option<&crate::TraceContext>,
+    ) -> ToolResult {
+        self.execute_on(name, args, abort, on_event, trace).await
+    }
+
+    /// Runs tool `name`, an A2A tool's call in `trace` (the parent of its span).
     async fn execute_on(
         &self,
         name: &str,
@@ -815,8 +890,15 @@ impl<T: Transport> Toolkit<T> {
         };
         match &entry.imp {
             ToolImpl::A2a(t) => {
-                t.execute_traced(&self.transport, &args, abort, on_event, trace)
-                    .await
+                t.execute_spanned(
+                    &self.transport,
+                    &args,
+                    abort,
+                    on_event,
+                    trace,
+                    self.spans.as_ref(),
+                )
+                .await
             }
             #[cfg(feature = "server")]
             ToolImpl::Skill(skills) => skills.run_tool(&args),

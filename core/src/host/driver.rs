@@ -214,8 +214,63 @@ pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::W
     machine: &mut M,
     transport: &T,
     abort: impl Future<Output = ()>,
+    on_event: impl FnMut(M::Event),
+    work: impl FnMut(M::Work) -> Fut,
+) -> M::Output {
+    drive_watched(machine, transport, abort, on_event, work, ()).await
+}
+
+/// Sees each request a machine sends, and its answer: the spans of an A2A
+/// call's requests ([`crate::wire::trace::CallSpans`]).
+pub(crate) trait Watch {
+    /// `req` is about to go (its trace headers may be rewritten).
+    fn sent(&mut self, req: &mut HttpRequest, now_ms: u64);
+    /// Its answer: the status (a stream's head's) and a whole answer's
+    /// body; status 0 when none came (a transport failure, a timeout, an
+    /// abort).
+    fn answered(&mut self, now_ms: u64, status: u16, body: &[u8]);
+}
+
+/// No watch: compiled away.
+impl Watch for () {
+    #[inline(always)]
+    fn sent(&mut self, _: &mut HttpRequest, _: u64) {}
+    #[inline(always)]
+    fn answered(&mut self, _: u64, _: u16, _: &[u8]) {}
+}
+
+/// A watch when there is one.
+impl<W: Watch> Watch for Option<W> {
+    fn sent(&mut self, req: &mut HttpRequest, now_ms: u64) {
+        if let Some(w) = self {
+            w.sent(req, now_ms);
+        }
+    }
+    fn answered(&mut self, now_ms: u64, status: u16, body: &[u8]) {
+        if let Some(w) = self {
+            w.answered(now_ms, status, body);
+        }
+    }
+}
+
+impl<W: Watch> Watch for &mut W {
+    fn sent(&mut self, req: &mut HttpRequest, now_ms: u64) {
+        (**self).sent(req, now_ms);
+    }
+    fn answered(&mut self, now_ms: u64, status: u16, body: &[u8]) {
+        (**self).answered(now_ms, status, body);
+    }
+}
+
+/// [`drive_with_work`], telling `watch` of each request (a type
+/// parameter: the machines driven with `()` keep their code as it was).
+pub(crate) async fn drive_watched<M: Machine, T: Transport, Fut: Future<Output = M::Worked>>(
+    machine: &mut M,
+    transport: &T,
+    abort: impl Future<Output = ()>,
     mut on_event: impl FnMut(M::Event),
     mut work: impl FnMut(M::Work) -> Fut,
+    mut watch: impl Watch,
 ) -> M::Output {
     let mut abort = pin!(abort);
     let mut aborted = false;
@@ -239,16 +294,18 @@ pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::W
                 None
             }
             Step::Send {
-                request,
+                mut request,
                 deadline_ms,
             } => {
+                watch.sent(&mut request, transport.now_ms());
                 send = Some(transport.send(request));
                 Some(deadline_ms)
             }
             Step::Stream {
-                request,
+                mut request,
                 deadline_ms,
             } => {
+                watch.sent(&mut request, transport.now_ms());
                 stream = Some(transport.send_streaming(request));
                 Some(deadline_ms)
             }
@@ -292,6 +349,16 @@ pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::W
         })
         .await;
         let now = transport.now_ms();
+        match &woke {
+            Woke::Op(Op::Send(Ok(r))) => watch.answered(now, r.status, &r.body),
+            Woke::Op(Op::Stream(Ok(r))) => watch.answered(now, r.status, &[]),
+            // No answer: a failure, or the request given up.
+            Woke::Op(Op::Send(Err(_)) | Op::Stream(Err(_))) => watch.answered(now, 0, &[]),
+            Woke::Aborted | Woke::Timer if send.is_some() || stream.is_some() => {
+                watch.answered(now, 0, &[])
+            }
+            _ => {}
+        }
         step = match woke {
             Woke::Aborted => {
                 aborted = true;

@@ -377,6 +377,21 @@ pub struct RunMachine {
     records: Vec<ToolCallRecord>,
     text: String,
     pending: Option<Value>,
+    /// When the model call under way was sent (for its span).
+    sent_ms: u64,
+    /// Gets each model call of a traced run as a span (`chat {model}`):
+    /// the toolkit's hook ([`crate::Toolkit::with_span_hook`]).
+    pub(crate) spans: SpanSlot,
+}
+
+/// A run's span hook (a closure: shown only as set or not).
+#[derive(Default)]
+pub(crate) struct SpanSlot(Option<crate::SpanHook>);
+
+impl fmt::Debug for SpanSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "hook" } else { "none" })
+    }
 }
 
 impl RunMachine {
@@ -445,6 +460,8 @@ impl RunMachine {
             records: Vec::new(),
             text: String::new(),
             pending: None,
+            sent_ms: 0,
+            spans: SpanSlot::default(),
         }
     }
 
@@ -470,6 +487,67 @@ impl RunMachine {
         if !matches!(self.phase, Phase::Model) {
             return self.out_of_order("handle_response");
         }
+        if self.spans.0.is_none() || self.cfg.trace.is_none() {
+            return self.answered(now_ms, response);
+        }
+        let status = response.as_ref().map_or(0, |r| r.status);
+        let before = (self.usage.prompt_tokens, self.usage.completion_tokens);
+        let step = self.answered(now_ms, response);
+        self.model_span(now_ms, status, Some(before));
+        step
+    }
+
+    /// The span of the model call that just ended (`status` 0: no answer;
+    /// `before`: the usage before its answer, `None` when none came).
+    fn model_span(&self, now_ms: u64, status: u16, before: Option<(u64, u64)>) {
+        let (Some(hook), Some(trace)) = (&self.spans.0, &self.cfg.trace) else {
+            return;
+        };
+        let mut span = crate::SpanRecord::new(
+            crate::wire::trace::joined("chat ", &self.cfg.model),
+            crate::SpanKind::Client,
+            trace.nth_child(self.turns),
+            trace.span_id,
+            self.sent_ms,
+        );
+        span.set("gen_ai.operation.name", "chat");
+        span.set("gen_ai.provider.name", self.cfg.style.as_str());
+        span.set("gen_ai.request.model", self.cfg.model.as_str());
+        span.set("server.address", crate::wire::trace::host_of(&self.url));
+        if status > 0 {
+            span.set(
+                "http.response.status_code",
+                crate::wire::trace::decimal(status.into()),
+            );
+        }
+        let reported = before.filter(|_| (200..300).contains(&status));
+        if let Some((input, output)) = reported {
+            let used = &self.usage;
+            if (used.prompt_tokens, used.completion_tokens) != (input, output) {
+                let input = used.prompt_tokens.saturating_sub(input);
+                let output = used.completion_tokens.saturating_sub(output);
+                span.set(
+                    "gen_ai.usage.input_tokens",
+                    crate::wire::trace::decimal(input),
+                );
+                span.set(
+                    "gen_ai.usage.output_tokens",
+                    crate::wire::trace::decimal(output),
+                );
+            }
+            if let Some(model) = &self.model {
+                span.set("gen_ai.response.model", model.as_str());
+            }
+        }
+        span.error = status == 0 || matches!(self.phase, Phase::Finished(Err(_)));
+        if span.error {
+            let kind = if status == 0 { "transport" } else { "model" };
+            span.set("error.type", kind);
+        }
+        span.end(hook, now_ms);
+    }
+
+    fn answered(&mut self, now_ms: u64, response: Result<HttpResponse, TransportError>) -> LlmStep {
         let url = self.url.clone();
         let resp = match response {
             Ok(resp) => resp,
@@ -534,10 +612,11 @@ impl RunMachine {
     }
 
     /// The last `Send` passed its deadline: the run fails.
-    pub fn handle_timeout(&mut self, _now_ms: u64) -> LlmStep {
+    pub fn handle_timeout(&mut self, now_ms: u64) -> LlmStep {
         if !matches!(self.phase, Phase::Model) {
             return self.out_of_order("handle_timeout");
         }
+        self.model_span(now_ms, 0, None);
         let msg = format!(
             "LLM request to {} timed out after {}ms",
             self.url,
@@ -617,6 +696,7 @@ impl RunMachine {
 
     fn send_model(&mut self, now_ms: u64) -> LlmStep {
         self.turns += 1;
+        self.sent_ms = now_ms;
         self.phase = Phase::Model;
         let deadline_ms = now_ms.saturating_add(crate::model::time::millis(self.cfg.timeout));
         LlmStep::Send {
@@ -964,7 +1044,26 @@ where
     F: Fn(ToolCall) -> Fut,
     Fut: Future<Output = ToolResult>,
 {
+    run_spanned(transport, cfg, history, prompt, tools, execute, None).await
+}
+
+/// [`run_conversation`] handing each model call's span to `spans` (when
+/// the run is traced: [`LlmConfig::trace`]).
+pub(crate) async fn run_spanned<T: Transport, F, Fut>(
+    transport: &T,
+    cfg: &LlmConfig,
+    history: &[Message],
+    prompt: String,
+    tools: Vec<ToolSpec>,
+    execute: F,
+    spans: Option<crate::SpanHook>,
+) -> Result<RunResult, Error>
+where
+    F: Fn(ToolCall) -> Fut,
+    Fut: Future<Output = ToolResult>,
+{
     let mut machine = RunMachine::with_history(cfg.clone(), history, prompt, tools);
+    machine.spans = SpanSlot(spans);
     let work =
         |calls: Vec<ToolCall>| crate::host::driver::join_all(calls.into_iter().map(&execute));
     crate::host::driver::drive_with_work(

@@ -1044,9 +1044,24 @@ fn a_traced_run_hands_each_local_tool_call_to_the_span_hook_under_its_model_call
     let r = block_on(tk.run_llm_traced(&openai(), &[], "look", false, &|_, _| {}, Some(&trace)))
         .expect("answer");
     assert_eq!(r.text, "done");
-    let spans = spans.lock().expect("spans").clone();
+    let all = spans.lock().expect("spans").clone();
+    let spans: Vec<&crate::SpanRecord> = all
+        .iter()
+        .filter(|s| s.name.starts_with("execute_tool"))
+        .collect();
     assert_eq!(spans.len(), 2, "one span per tool call");
     let requests = endpoint.requests();
+    // And one per model call, the children of the run's span, with the ids
+    // their requests carried.
+    let models: Vec<&crate::SpanRecord> =
+        all.iter().filter(|s| s.name == "chat gpt-test").collect();
+    assert_eq!(models.len(), 3);
+    for (i, m) in models.iter().enumerate() {
+        let sent = header(&requests[i], "traceparent").expect("a traced model call");
+        let sent = crate::TraceContext::parse(sent, None).expect("valid");
+        assert_eq!(m.context.span_id, sent.span_id, "model call {i}");
+        assert_eq!(m.parent_span_id, trace.span_id);
+    }
     for (i, span) in spans.iter().enumerate() {
         let sent = header(&requests[i], "traceparent").expect("a traced model call");
         let model_call = crate::TraceContext::parse(sent, None).expect("valid");

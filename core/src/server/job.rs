@@ -27,7 +27,12 @@ pub(super) struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
     #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
     pub(super) poll: Option<BoxFuture<'static, ()>>,
     pub(super) finished: bool,
+    /// The span of this turn of the task, when the host records spans.
+    pub(super) span: TaskSpan,
 }
+
+/// The span of one turn of a task (`a2a.task`), open while its job runs.
+pub(super) type TaskSpan = Option<Box<crate::SpanRecord>>;
 
 /// Polls the fulfilment; where panics unwind, a panicking one fails its
 /// task instead of leaving it `working` forever. (With `panic = "abort"`,
@@ -98,6 +103,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                         continue;
                     }
                     if result.is_ok() {
+                        if let Some(span) = job.span.as_mut() {
+                            let state = task.state.as_str();
+                            if span.events.last().is_none_or(|e| e.1 != state) {
+                                span.events.push((server.host.now_ms(), state));
+                            }
+                        }
                         server.save_worked();
                         if !due.renewal {
                             server.notify(&task);
@@ -171,6 +182,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             }
             if job.save.is_none() && job.check.is_none() && server.tasks().finished(&job.id) {
                 job.finished = true;
+                if let (Some(mut span), Some(hook)) = (job.span.take(), server.host.span_hook()) {
+                    if let Some(&(_, state)) = span.events.last() {
+                        span.set("a2a.task.state", state);
+                        span.error = matches!(state, "failed" | "rejected");
+                    }
+                    span.end(hook, server.host.now_ms());
+                }
                 return Poll::Ready(());
             }
             // The lease is renewed a third of the way through; the store is

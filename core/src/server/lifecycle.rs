@@ -124,7 +124,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         owner: Owner<'_>,
         req: &HttpRequest,
     ) -> Result<Answer, RpcError> {
-        let (task, request, blocking, pending) =
+        let (task, request, blocking, pending, span) =
             self.create_task(params, shape, owner, req).await?;
         let history = params
             .get("configuration")
@@ -133,7 +133,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .flatten();
         let follow = if blocking { Follow::Wait } else { Follow::None };
         let id = task.id.clone();
-        let started = self.start(request, task.clone(), follow, pending).await?;
+        let started = self
+            .start(request, task.clone(), follow, pending, span)
+            .await?;
         let task = match started.wait {
             Some(slot) => match self.waited(slot).await {
                 Waited::Saved(settled) => settled,
@@ -161,7 +163,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         shape: Shape,
         owner: Owner<'_>,
         req: &HttpRequest,
-    ) -> Result<(Task, FulfilRequest, bool, PendingPush), RpcError> {
+    ) -> Result<(Task, FulfilRequest, bool, PendingPush, TaskSpan), RpcError> {
         let msg = validate::check_send(params)?;
         let mut user = Message::from_value(msg)
             .unwrap_or_else(|| Message::agent_text(String::new(), String::new()));
@@ -203,8 +205,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         );
         // A context the caller names may have earlier turns; a fresh one has none.
         let read_context = task_id.is_some() || context_id.is_some();
-        let trace = crate::TraceContext::from_headers(&req.headers)
+        let caller = crate::TraceContext::from_headers(&req.headers);
+        let trace = caller
+            .as_ref()
             .map(|caller| Box::new(caller.child(&self.host.new_id())));
+        // The parent of the turn's span: the request, or the task's last turn.
+        let mut parent = caller.map(|c| c.span_id);
         let mut task = match task_id {
             Some(task_id) => {
                 let waiting = self.to_continue(&task_id, owner).await?;
@@ -235,10 +241,28 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // a span of its own (its model calls then get ids of their own).
             None => {
                 if let Some(earlier) = task.trace.take() {
+                    parent = Some(earlier.span_id);
                     task.trace = Some(Box::new(earlier.child(&self.host.new_id())));
                 }
             }
         }
+        let span = match (self.host.span_hook(), &task.trace, parent) {
+            (Some(_), Some(trace), Some(parent)) => {
+                let mut span = crate::SpanRecord::new(
+                    "a2a.task".into(),
+                    crate::SpanKind::Internal,
+                    crate::TraceContext::clone(trace),
+                    parent,
+                    self.host.now_ms(),
+                );
+                span.set("gen_ai.operation.name", "invoke_agent");
+                span.set("a2a.task.id", task.id.as_str());
+                span.set("a2a.context.id", task.context_id.as_str());
+                span.set("gen_ai.conversation.id", task.context_id.as_str());
+                Some(Box::new(span))
+            }
+            _ => None,
+        };
         // A continued task's webhook is stored at once; a new one's after
         // the task's first save.
         #[cfg(feature = "push")]
@@ -258,7 +282,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             history,
             trace: task.trace.as_deref().cloned(),
         };
-        Ok((task, request, blocking, pending))
+        Ok((task, request, blocking, pending, span))
     }
 
     /// The turns before `task`'s last message: its earlier turns, after
@@ -300,6 +324,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         mut task: Task,
         follow: Follow,
         pending: PendingPush,
+        mut span: TaskSpan,
     ) -> Result<Started, RpcError> {
         let id = request.task_id.clone();
         let answer_id = self.host.new_id();
@@ -345,6 +370,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             )));
         }
         self.save_worked();
+        if let Some(span) = span.as_mut() {
+            span.events.push((self.host.now_ms(), task.state.as_str()));
+        }
         // A new task's webhooks (set on its SendMessage) are stored once the
         // task is: a send refused before it leaves nothing behind.
         #[cfg(feature = "push")]
@@ -385,6 +413,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             renew: None,
             poll: None,
             finished: false,
+            span,
         }));
         Ok(started)
     }

@@ -182,6 +182,13 @@ pub trait ServerHost: crate::HostBase + 'static {
     fn authenticate_challenge(&self) -> Option<String> {
         None
     }
+
+    /// Where the server's spans go ([`crate::SpanRecord`]: each request
+    /// served, each turn of a task), for the host to export. `None` (the
+    /// default): none is recorded, and a request costs one branch more.
+    fn span_hook(&self) -> Option<&crate::SpanHook> {
+        None
+    }
 }
 
 /// Push notifications, when the server offers them.
@@ -580,6 +587,100 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// and `SubscribeToTask` / `tasks/resubscribe` with an SSE stream, the
     /// rest (errors included) with a whole response.
     pub async fn serve(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        if let Some(hook) = self.host.span_hook() {
+            // Boxed: the untraced request's future stays as it was.
+            return Box::pin(self.serve_traced(req, hook.clone())).await;
+        }
+        self.serve_untraced(req).await
+    }
+
+    /// [`A2aServer::serve`] as a span of its own (`a2a.server {method}`),
+    /// the child of the caller's `traceparent` or the root of a new trace;
+    /// the request goes on with that span as its `traceparent`, so the task
+    /// it makes is the span's child. A message on an existing task with no
+    /// caller's context keeps the task's own trace.
+    async fn serve_traced(self: &Arc<Self>, mut req: HttpRequest, hook: crate::SpanHook) -> Reply {
+        let start_ms = self.host.now_ms();
+        let caller = crate::TraceContext::from_headers(&req.headers);
+        let id = self.host.new_id();
+        let context = match &caller {
+            Some(c) => c.child(&id),
+            None => crate::TraceContext::root(&id),
+        };
+        let rest = self.rest_path(&req).is_some();
+        let body = (req.method == "POST")
+            .then(|| serde_json::from_slice::<Value>(&req.body).ok())
+            .flatten();
+        let method = body
+            .as_ref()
+            .filter(|_| !rest)
+            .and_then(|b| b.get("method"))
+            .and_then(Value::as_str);
+        let (binding, op) = match (method, rest) {
+            (Some(m), _) => ("jsonrpc", m),
+            (None, true) => ("http+json", req.method.as_str()),
+            (None, false) => ("http", req.method.as_str()),
+        };
+        let mut name = crate::wire::trace::joined("a2a.server ", op);
+        if method.is_none() {
+            name.push(' ');
+            name.push_str(path_of(&req.url));
+        }
+        let mut span = crate::SpanRecord::new(
+            name,
+            crate::SpanKind::Server,
+            context.clone(),
+            caller.as_ref().map_or([0; 8], |c| c.span_id),
+            start_ms,
+        );
+        span.set("http.request.method", req.method.as_str());
+        span.set("url.path", path_of(&req.url));
+        span.set("a2a.binding", binding);
+        if let Some(m) = method {
+            span.set("rpc.system", "jsonrpc");
+            span.set("rpc.method", m);
+            // A2A 0.3 names methods with a slash (message/send), 1.0 without.
+            span.set("a2a.dialect", if m.contains('/') { "0.3" } else { "1.0" });
+        }
+        let message = body.as_ref().and_then(|b| {
+            b.get("params")
+                .and_then(|p| p.get("message"))
+                .or_else(|| b.get("message"))
+        });
+        let continues = message
+            .and_then(|m| m.get("taskId").or_else(|| m.get("task_id")))
+            .and_then(Value::as_str)
+            .is_some_and(|id| !id.is_empty());
+        if caller.is_some() || !continues {
+            context.put_on(&mut req.headers);
+        }
+        let reply = self.serve_untraced(req).await;
+        let (status, outcome, code) = match &reply {
+            Reply::Full(r) => {
+                let code = (r.status < 400)
+                    .then(|| crate::wire::trace::rpc_error(&r.body))
+                    .flatten();
+                let failed = r.status >= 400 || code.is_some();
+                (r.status, if failed { "error" } else { "ok" }, code)
+            }
+            Reply::Stream { head, .. } => (head.status, "stream", None),
+        };
+        let status_text = crate::wire::trace::decimal(status.into());
+        if let Some(code) = code {
+            span.set("rpc.jsonrpc.error_code", code);
+            span.set("error.type", code);
+            span.error = true;
+        } else if status >= 500 {
+            span.set("error.type", status_text.as_str());
+            span.error = true;
+        }
+        span.set("http.response.status_code", status_text);
+        span.set("a2a.outcome", outcome);
+        span.end(&hook, self.host.now_ms());
+        reply
+    }
+
+    async fn serve_untraced(self: &Arc<Self>, req: HttpRequest) -> Reply {
         if !self.host_allowed(req.header("Host")) {
             return Reply::Full(misdirected());
         }

@@ -36,6 +36,8 @@ struct TestHost {
     custom: Mutex<Option<CustomVerifier>>,
     /// Its challenge ([`ServerHost::authenticate_challenge`]).
     challenge: Mutex<Option<String>>,
+    /// Where the server's spans go, when the test records them.
+    spans: std::sync::OnceLock<crate::SpanHook>,
 }
 
 /// A test's own verifier ([`ServerHost::authenticate`]).
@@ -54,6 +56,7 @@ impl Default for TestHost {
             jwts: Mutex::default(),
             custom: Mutex::default(),
             challenge: Mutex::default(),
+            spans: std::sync::OnceLock::new(),
         }
     }
 }
@@ -126,6 +129,9 @@ impl ServerHost for Arc<TestHost> {
     }
     fn authenticate_challenge(&self) -> Option<String> {
         lock(&self.challenge).clone()
+    }
+    fn span_hook(&self) -> Option<&crate::SpanHook> {
+        self.spans.get()
     }
 }
 
@@ -1759,6 +1765,9 @@ fn a_task_running_here_is_never_failed_as_abandoned() {
 
 #[path = "conversation_tests.rs"]
 mod conversation_tests;
+
+#[path = "span_tests.rs"]
+mod span_tests;
 
 /// Who calls: authentication, owners, scoping (issue 18).
 #[path = "auth_tests.rs"]

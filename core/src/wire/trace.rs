@@ -166,26 +166,105 @@ impl TraceContext {
 /// A span core saw happen, for the host to export (core has no exporter
 /// and no clock of its own): the native host turns it into an
 /// OpenTelemetry span, the npm package hands it to the JS `onSpan` hook.
-/// So far: each call of a local tool (a skill, a host function) in a
-/// traced model run, named `execute_tool {tool}`, the child of the model
-/// call that asked for it.
+/// Every span core records is built in this module, with the attribute
+/// names of the draft A2A and GenAI semantic conventions:
+///
+/// - `a2a.server {method}`: a request served (kind server), the child of
+///   the caller's `traceparent` or the root of a new trace
+///   ([`crate::server::ServerHost::span_hook`]);
+/// - `a2a.task`: one turn of a task, created → each state (its `events`),
+///   the child of the request that made or continued it;
+/// - `chat {model}`: a model call (kind client), the `n`th child of the task;
+/// - `execute_tool {tool}`: a tool call, local (a skill, a host function)
+///   or remote (an A2A agent), the child of the model call that asked;
+/// - `a2a.client {method}`: each request of an A2A call (send, stream,
+///   poll, cancel; `card` for a card fetch), kind client, the child of the
+///   tool call: its id is the `traceparent` the peer sees.
+///
+/// Nothing is built when no hook is set.
 #[derive(Clone)]
 pub struct SpanRecord {
     pub name: String,
+    pub kind: SpanKind,
     /// The trace, and this span's own id.
     pub context: TraceContext,
-    /// The parent span's id (in the same trace).
+    /// The parent span's id (in the same trace; all zero for a root).
     pub parent_span_id: [u8; 8],
     /// Start and end on the transport's clock ([`crate::Transport::now_ms`]).
     pub start_ms: u64,
     pub end_ms: u64,
     /// OpenTelemetry attributes, as strings.
     pub attributes: Vec<(&'static str, String)>,
+    /// A task's states as they came (`a2a.task.state` events): when, which.
+    pub events: Vec<(u64, &'static str)>,
     /// Whether the work failed.
     pub error: bool,
 }
 
+/// What a span is to OpenTelemetry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpanKind {
+    Internal,
+    Server,
+    Client,
+}
+
+impl SpanKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpanKind::Internal => "internal",
+            SpanKind::Server => "server",
+            SpanKind::Client => "client",
+        }
+    }
+}
+
+/// Where core hands the spans it records ([`SpanRecord`]), for the host to
+/// export: a toolkit's ([`crate::Toolkit::with_span_hook`]: model calls,
+/// tool calls, A2A requests) and a server host's
+/// ([`crate::server::ServerHost::span_hook`]: requests, task turns).
+#[cfg(not(target_arch = "wasm32"))]
+pub type SpanHook = std::sync::Arc<dyn Fn(&SpanRecord) + Send + Sync>;
+/// Where core hands the spans it records.
+#[cfg(target_arch = "wasm32")]
+pub type SpanHook = std::sync::Arc<dyn Fn(&SpanRecord)>;
+
 impl SpanRecord {
+    #[cfg(feature = "spans")]
+    /// A span of `context` under `parent`, started at `start_ms` (ended
+    /// there too until [`SpanRecord::end`]).
+    pub(crate) fn new(
+        name: String,
+        kind: SpanKind,
+        context: TraceContext,
+        parent: [u8; 8],
+        start_ms: u64,
+    ) -> SpanRecord {
+        SpanRecord {
+            name,
+            kind,
+            context,
+            parent_span_id: parent,
+            start_ms,
+            end_ms: start_ms,
+            attributes: Vec::new(),
+            events: Vec::new(),
+            error: false,
+        }
+    }
+
+    #[cfg(feature = "spans")]
+    pub(crate) fn set(&mut self, key: &'static str, value: impl Into<String>) {
+        self.attributes.push((key, value.into()));
+    }
+
+    #[cfg(feature = "spans")]
+    /// Ends the span at `end_ms` and hands it to `hook`.
+    pub(crate) fn end(mut self, hook: &SpanHook, end_ms: u64) {
+        self.end_ms = end_ms;
+        hook(&self);
+    }
+
     /// This span's id and its parent's, as 16 hex digits each.
     pub fn ids_hex(&self) -> (String, String) {
         let mut own = String::with_capacity(16);
@@ -193,6 +272,147 @@ impl SpanRecord {
         let mut parent = String::with_capacity(16);
         push_hex(&mut parent, &self.parent_span_id);
         (own, parent)
+    }
+}
+
+#[cfg(feature = "spans")]
+/// `prefix` and `rest` as one name, without the formatter.
+pub(crate) fn joined(prefix: &str, rest: &str) -> String {
+    let mut out = String::with_capacity(prefix.len() + rest.len());
+    out.push_str(prefix);
+    out.push_str(rest);
+    out
+}
+
+#[cfg(feature = "spans")]
+/// The host (and port) of a URL, without credentials: `server.address`.
+pub(crate) fn host_of(url: &str) -> &str {
+    let rest = crate::wire::http::find_str(url, "://")
+        .and_then(|i| url.get(i + 3..))
+        .unwrap_or(url);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = rest.get(..end).unwrap_or_default();
+    // (A byte search, not `rsplit_once`: the reverse char searcher's code.)
+    match authority.bytes().rposition(|c| c == b'@') {
+        Some(at) => authority.get(at + 1..).unwrap_or_default(),
+        None => authority,
+    }
+}
+
+#[cfg(feature = "spans")]
+/// `n` in decimal (not `to_string`, whose integer fast paths are code of
+/// their own for each type).
+pub(crate) fn decimal(mut n: u64) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits[at..].iter().map(|&d| char::from(d)).collect()
+}
+
+#[cfg(feature = "spans")]
+/// The `method` of a JSON-RPC request body core wrote (`"method":"…"`
+/// comes before the params, and a string's own quotes are escaped).
+fn rpc_method(body: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(body).ok()?;
+    let rest = text.get(crate::wire::http::find_str(text, "\"method\":\"")? + 10..)?;
+    rest.get(..rest.find('"')?)
+}
+
+#[cfg(feature = "spans")]
+/// The JSON-RPC error code of an answer, if it is an error: the number
+/// after its `"error"` member's `"code":` (read without a JSON parser).
+pub(crate) fn rpc_error(body: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(body).ok()?;
+    let error = text.get(crate::wire::http::find_str(text, "\"error\"")?..)?;
+    let code = error.get(crate::wire::http::find_str(error, "\"code\"")? + 6..)?;
+    let code = code.trim_start_matches([' ', ':']);
+    let end = code
+        .bytes()
+        .position(|c| !(c == b'-' || c.is_ascii_digit()))
+        .unwrap_or(code.len());
+    code.get(..end).filter(|c| !c.is_empty())
+}
+
+#[cfg(feature = "spans")]
+/// The `a2a.client` spans of one A2A call's requests, children of the call's
+/// span: each request carries its own span as the peer's parent.
+pub(crate) struct CallSpans<'a> {
+    pub(crate) hook: &'a SpanHook,
+    /// The call's span.
+    pub(crate) call: TraceContext,
+    sent: u32,
+    open: Option<SpanRecord>,
+}
+
+#[cfg(feature = "spans")]
+impl<'a> CallSpans<'a> {
+    pub(crate) fn new(hook: &'a SpanHook, call: TraceContext) -> CallSpans<'a> {
+        CallSpans {
+            hook,
+            call,
+            sent: 0,
+            open: None,
+        }
+    }
+}
+
+#[cfg(feature = "spans")]
+impl crate::host::driver::Watch for CallSpans<'_> {
+    fn sent(&mut self, req: &mut crate::HttpRequest, now_ms: u64) {
+        self.sent += 1;
+        let context = self.call.nth_child(self.sent);
+        context.put_on(&mut req.headers);
+        let method = if req.method == "POST" {
+            rpc_method(&req.body)
+        } else {
+            None
+        };
+        let op = match method {
+            Some(m) => m,
+            None if crate::wire::http::find_str(&req.url, "/.well-known/").is_some() => "card",
+            None => req.method.as_str(),
+        };
+        let mut span = SpanRecord::new(
+            joined("a2a.client ", op),
+            SpanKind::Client,
+            context,
+            self.call.span_id,
+            now_ms,
+        );
+        if let Some(m) = method {
+            span.set("rpc.system", "jsonrpc");
+            span.set("rpc.method", m);
+        }
+        span.set("http.request.method", req.method.as_str());
+        span.set("server.address", host_of(&req.url));
+        self.open = Some(span);
+    }
+
+    fn answered(&mut self, now_ms: u64, status: u16, body: &[u8]) {
+        let Some(mut span) = self.open.take() else {
+            return;
+        };
+        if status == 0 {
+            span.set("error.type", "transport");
+            span.error = true;
+        } else {
+            span.set("http.response.status_code", decimal(status.into()));
+            if status >= 400 {
+                span.set("error.type", decimal(status.into()));
+                span.error = true;
+            } else if let Some(code) = rpc_error(body) {
+                span.set("rpc.jsonrpc.error_code", code);
+                span.error = true;
+            }
+        }
+        span.end(self.hook, now_ms);
     }
 }
 
