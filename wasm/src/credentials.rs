@@ -12,7 +12,7 @@
 use crate::convert::error_text;
 use js_sys::{Function, Promise};
 use std::cell::RefCell;
-use toolnexus_core::{Agent, Auth, Lock, OAuth2Client, SharedTokenCell};
+use toolnexus_core::{Agent, Auth, Lock, SharedTokenCell};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -20,12 +20,14 @@ thread_local! {
     /// Each `getToken` function seen.
     static GET_TOKEN: RefCell<Vec<Function>> = const { RefCell::new(Vec::new()) };
     /// The token cache of each OAuth2 agent: its card URL and client.
-    static CELLS: RefCell<Vec<(String, OAuth2Client, SharedTokenCell)>> =
+    #[cfg(feature = "oauth2")]
+    static CELLS: RefCell<Vec<(String, toolnexus_core::OAuth2Client, SharedTokenCell)>> =
         const { RefCell::new(Vec::new()) };
 }
 
 /// The most OAuth2 agents whose token caches are kept; past it the oldest
 /// is forgotten (its next call fetches a token again).
+#[cfg(feature = "oauth2")]
 const MAX_CELLS: usize = 64;
 
 /// The `auth` of an agent whose bearer token comes from `f`.
@@ -87,6 +89,7 @@ pub async fn host_token(key: &str, retry: bool) -> Result<String, toolnexus_core
 /// The token cache of `agent`: for OAuth2 client credentials, the one kept
 /// for its card and client, so its tools (from any `agentTools` or toolkit)
 /// and `listTasks` fetch one token between them; else a fresh one.
+#[cfg(feature = "oauth2")]
 pub fn token_cell_for(agent: &Agent) -> SharedTokenCell {
     let Some(Auth::OAuth2(client)) = &agent.auth else {
         return token_cell();
@@ -106,6 +109,12 @@ pub fn token_cell_for(agent: &Agent) -> SharedTokenCell {
         cells.push((agent.card.clone(), client.clone(), cell.clone()));
         cell
     })
+}
+
+/// The client entry has no OAuth2 client credentials: a fresh cache.
+#[cfg(not(feature = "oauth2"))]
+pub fn token_cell_for(_: &Agent) -> SharedTokenCell {
+    token_cell()
 }
 
 /// A fresh token cache cell.
