@@ -274,7 +274,7 @@ impl A2aTool {
                 span.set("gen_ai.tool.type", "agent");
                 span.set(
                     "server.address",
-                    crate::wire::trace::host_of(&self.endpoint),
+                    crate::wire::http::authority(&self.endpoint),
                 );
                 Some((
                     hook,

@@ -513,7 +513,7 @@ impl RunMachine {
         span.set("gen_ai.operation.name", "chat");
         span.set("gen_ai.provider.name", self.cfg.style.as_str());
         span.set("gen_ai.request.model", self.cfg.model.as_str());
-        span.set("server.address", crate::wire::trace::host_of(&self.url));
+        span.set("server.address", crate::wire::http::authority(&self.url));
         if status > 0 {
             span.set(
                 "http.response.status_code",

@@ -234,25 +234,7 @@ impl AllowedHosts {
 
 /// The host of a `Host` header or URL: no scheme, userinfo, path or port.
 fn host_of(value: &str) -> &str {
-    // On the bytes (every request's `Host` passes here): after a scheme's
-    // `://`, before a path, query or fragment, after the last `@`. Each cut
-    // is at an ASCII byte, so each slice is on a char boundary.
-    let b = value.as_bytes();
-    let cut = |c: &u8| matches!(c, b'/' | b'?' | b'#');
-    // A bare `host:port` (nearly every `Host` header) has none of these.
-    let start = if b.iter().any(cut) {
-        crate::wire::http::find_str(value, "://").map_or(0, |at| at + 3)
-    } else {
-        0
-    };
-    let tail = b.get(start..).unwrap_or_default();
-    let end = tail.iter().position(cut).map_or(b.len(), |p| start + p);
-    let authority = b.get(start..end).unwrap_or_default();
-    let from = authority
-        .iter()
-        .rposition(|&c| c == b'@')
-        .map_or(start, |p| start + p + 1);
-    super::jwks::host_only(value.get(from..end).unwrap_or_default())
+    super::jwks::host_only(crate::wire::http::authority(value))
 }
 
 /// The answer to a request whose `Host` is not this server's: 421.

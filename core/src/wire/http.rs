@@ -45,6 +45,30 @@ pub fn find_str(haystack: &str, needle: &str) -> Option<usize> {
         .position(|w| w == needle)
 }
 
+#[cfg(feature = "spans")]
+/// The authority of a URL or a `Host` header, `host[:port]`: after a
+/// scheme's `://`, before a path, query or fragment, after the userinfo's
+/// last `@`. On the bytes (every request's `Host` passes here); each cut is
+/// at an ASCII byte, so each slice is on a char boundary.
+pub(crate) fn authority(value: &str) -> &str {
+    let b = value.as_bytes();
+    let cut = |c: &u8| matches!(c, b'/' | b'?' | b'#');
+    // A bare `host:port` (nearly every `Host` header) has none of these.
+    let start = if b.iter().any(cut) {
+        find_str(value, "://").map_or(0, |at| at + 3)
+    } else {
+        0
+    };
+    let tail = b.get(start..).unwrap_or_default();
+    let end = tail.iter().position(cut).map_or(b.len(), |p| start + p);
+    let authority = b.get(start..end).unwrap_or_default();
+    let from = authority
+        .iter()
+        .rposition(|&c| c == b'@')
+        .map_or(start, |p| start + p + 1);
+    value.get(from..end).unwrap_or_default()
+}
+
 #[cfg(feature = "server")]
 /// `text` with each `needle` (non-empty) replaced by `with`, left to right:
 /// `str::replace` for a `&str` pattern, through [`find_str`].
@@ -166,6 +190,23 @@ mod tests {
             ("é://", "://"),
         ] {
             assert_eq!(find_str(hay, needle), hay.find(needle), "{hay} {needle}");
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "spans")]
+    fn the_authority_is_host_and_port_without_scheme_userinfo_or_path() {
+        for (value, expected) in [
+            ("127.0.0.1:8080", "127.0.0.1:8080"),
+            ("[::1]:8080", "[::1]:8080"),
+            ("https://user:pw@api.example:8443/a?b#c", "api.example:8443"),
+            ("http://peer/.well-known/agent-card.json", "peer"),
+            ("http://h/x@y", "h"),
+            ("http://h?q=a@b", "h"),
+            ("h/path", "h"),
+            ("", ""),
+        ] {
+            assert_eq!(authority(value), expected, "{value}");
         }
     }
 

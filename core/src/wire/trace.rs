@@ -285,21 +285,6 @@ pub(crate) fn joined(prefix: &str, rest: &str) -> String {
 }
 
 #[cfg(feature = "spans")]
-/// The host (and port) of a URL, without credentials: `server.address`.
-pub(crate) fn host_of(url: &str) -> &str {
-    let rest = crate::wire::http::find_str(url, "://")
-        .and_then(|i| url.get(i + 3..))
-        .unwrap_or(url);
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = rest.get(..end).unwrap_or_default();
-    // (A byte search, not `rsplit_once`: the reverse char searcher's code.)
-    match authority.bytes().rposition(|c| c == b'@') {
-        Some(at) => authority.get(at + 1..).unwrap_or_default(),
-        None => authority,
-    }
-}
-
-#[cfg(feature = "spans")]
 /// `n` in decimal (not `to_string`, whose integer fast paths are code of
 /// their own for each type).
 pub(crate) fn decimal(mut n: u64) -> String {
@@ -391,7 +376,7 @@ impl crate::host::driver::Watch for CallSpans<'_> {
             span.set("rpc.method", m);
         }
         span.set("http.request.method", req.method.as_str());
-        span.set("server.address", host_of(&req.url));
+        span.set("server.address", crate::wire::http::authority(&req.url));
         self.open = Some(span);
     }
 
