@@ -313,9 +313,16 @@ fn rpc_method(body: &[u8]) -> Option<&str> {
 #[cfg(feature = "spans")]
 /// The JSON-RPC error code of an answer, if it is an error: the number
 /// after its `"error"` member's `"code":` (read without a JSON parser).
+/// A quoted `"error"` or `"result"` inside a string is escaped, so each is
+/// a key; an answer is an error when `"error"` comes before any `"result"`
+/// (a result may hold objects with an `"error"` key of their own).
 pub(crate) fn rpc_error(body: &[u8]) -> Option<&str> {
     let text = std::str::from_utf8(body).ok()?;
-    let error = text.get(crate::wire::http::find_str(text, "\"error\"")?..)?;
+    let at = crate::wire::http::find_str(text, "\"error\"")?;
+    if crate::wire::http::find_str(text, "\"result\"").is_some_and(|r| r < at) {
+        return None;
+    }
+    let error = text.get(at..)?;
     let code = error.get(crate::wire::http::find_str(error, "\"code\"")? + 6..)?;
     let code = code.trim_start_matches([' ', ':']);
     let end = code
@@ -457,6 +464,23 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     const GOOD: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    #[cfg(feature = "spans")]
+    fn an_error_code_is_read_from_an_error_answer_only() {
+        let error = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"no such task"}}"#;
+        assert_eq!(rpc_error(error), Some("-32001"));
+        let first = br#"{"error": {"code": -32602, "data": {"result": 1}}, "id": "x"}"#;
+        assert_eq!(rpc_error(first), Some("-32602"));
+        // A result whose data has an "error" member is no error.
+        let result = br#"{"jsonrpc":"2.0","id":1,"result":{"kind":"task","artifacts":[{"parts":[{"data":{"error":{"code":5}}}]}]}}"#;
+        assert_eq!(rpc_error(result), None);
+        assert_eq!(
+            rpc_error(br#"{"jsonrpc":"2.0","id":"error","result":{}}"#),
+            None
+        );
+        assert_eq!(rpc_error(b"not json"), None);
+    }
 
     #[test]
     fn a_valid_traceparent_reads_and_writes_back_the_same() {
