@@ -204,7 +204,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Wait<'_, S, H, F> {
             type Output = Waited;
             fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited> {
-                self.server.tasks().poll_wait(self.slot, cx)
+                let slot = self.slot;
+                self.server.tasks().poll(slot, cx, |t| t.poll_wait(slot))
             }
         }
         impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Wait<'_, S, H, F> {
@@ -226,7 +227,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Watching<'_, S, H, F> {
             type Output = ();
             fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-                self.server.tasks().poll_watch(self.slot, cx)
+                let slot = self.slot;
+                self.server.tasks().poll(slot, cx, |t| t.poll_watch(slot))
             }
         }
         impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Watching<'_, S, H, F> {

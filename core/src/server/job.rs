@@ -144,8 +144,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             }
             if job.request.is_some() {
                 let mut tasks = server.tasks();
-                match tasks.poll_admitted(&job.id, cx) {
-                    machine::Admitted::Waiting => {}
+                match tasks.poll_admitted(&job.id) {
+                    machine::Admitted::Waiting => {
+                        if let Some(slot) = tasks.job_slot(&job.id) {
+                            tasks.pending(slot, cx);
+                        }
+                    }
                     machine::Admitted::Never => {
                         tasks.work_ended(&job.id);
                         job.request = None;
@@ -160,7 +164,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
                 }
             }
             if let Some(work) = job.work.as_mut() {
-                let stop = server.tasks().job_poll(&job.id, cx);
+                let stop = {
+                    let mut tasks = server.tasks();
+                    if let Some(slot) = tasks.job_slot(&job.id) {
+                        tasks.pending(slot, cx);
+                    }
+                    tasks.job_poll(&job.id)
+                };
                 if stop {
                     // Canceled: the cancel has decided the outcome.
                     job.work = None;

@@ -11,18 +11,29 @@
 //!   hear of a state only once it has been saved, and of a failed save as
 //!   such; the `on_task` hook runs once, after the terminal state is saved.
 //!
-//! The server keeps one `Tasks` behind its one lock; the async parts (the
-//! fulfilment job, event streams, waiting requests) poll it with their
-//! wakers, so no channel is needed.
+//! The server keeps one `Tasks` behind its one lock. The async parts (the
+//! fulfilment job, event streams, waiting requests) each own a [`Slot`] and
+//! poll the machine for it; the machine keeps no wakers: it says which slots
+//! to wake, or to forget, as [`Signal`]s the driver takes after each
+//! operation ([`Tasks::take_signals`]), so no channel is needed.
 
 use crate::model::event::{StatusUpdate, StreamEvent};
 use crate::model::task::{Lease, Message, Task, TaskState};
 use hashbrown::HashMap;
 use std::collections::VecDeque;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 
-/// The handle of one stream or one waiter.
+/// The handle of one stream, waiter, watch or job.
 pub(crate) type Slot = u64;
+
+/// What the machine tells its driver about a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signal {
+    /// Something changed for the slot's owner: poll again.
+    Wake(Slot),
+    /// The slot is gone: nothing will wake it again.
+    Forget(Slot),
+}
 
 /// What a waiter waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,8 +121,8 @@ struct Run {
     retry_waiting: bool,
     streams: Vec<Slot>,
     waiters: Vec<(Slot, Until)>,
-    /// The job driving this task.
-    job: Option<Waker>,
+    /// The slot of the job driving this task.
+    job: Slot,
     /// Its place among the fulfilments the server runs at once.
     turn: Turn,
 }
@@ -145,7 +156,6 @@ struct StreamSlot {
     queue: VecDeque<StreamEvent>,
     /// No more events will come once the queue is drained.
     closed: bool,
-    waker: Option<Waker>,
 }
 
 #[derive(Default)]
@@ -153,7 +163,6 @@ struct WaitSlot {
     /// The task it waits on.
     task: String,
     outcome: Option<Waited>,
-    waker: Option<Waker>,
 }
 
 /// Every running task, its streams and its waiters, and the queue of
@@ -181,6 +190,8 @@ pub(crate) struct Tasks {
     /// running elsewhere), by slot, and their slots by task.
     watches: HashMap<Slot, Watch>,
     watched: HashMap<String, Vec<Slot>>,
+    /// What the driver is to do since it last looked, in order.
+    signals: Vec<Signal>,
 }
 
 #[derive(Default)]
@@ -188,7 +199,6 @@ struct Watch {
     #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
     task: String,
     fired: bool,
-    waker: Option<Waker>,
 }
 
 /// A save the job is to make: the task and whether only its lease changed.
@@ -205,19 +215,6 @@ impl Default for Tasks {
     /// No cap.
     fn default() -> Self {
         Tasks::with_limits(usize::MAX, 0)
-    }
-}
-
-fn wake(waker: &mut Option<Waker>) {
-    if let Some(w) = waker.take() {
-        w.wake();
-    }
-}
-
-fn keep(waker: &mut Option<Waker>, cx: &Context<'_>) {
-    match waker {
-        Some(w) if w.will_wake(cx.waker()) => {}
-        _ => *waker = Some(cx.waker().clone()),
     }
 }
 
@@ -244,6 +241,7 @@ impl Tasks {
             lease_ms: None,
             watches: HashMap::new(),
             watched: HashMap::new(),
+            signals: Vec::new(),
         }
     }
 
@@ -285,21 +283,30 @@ impl Tasks {
         (self.max_running, self.max_queued)
     }
 
-    /// For a job: whether its fulfilment may start. Keeps the job's waker
-    /// while it waits.
-    pub(crate) fn poll_admitted(&mut self, id: &str, cx: &Context<'_>) -> Admitted {
-        let Some(run) = self.running.get_mut(id) else {
+    /// For a job: whether its fulfilment may start. While it waits, its
+    /// slot ([`Tasks::job_slot`]) is woken when its turn comes.
+    pub(crate) fn poll_admitted(&self, id: &str) -> Admitted {
+        let Some(run) = self.running.get(id) else {
             return Admitted::Never;
         };
         match run.turn {
             _ if run.abort || run.decided => Admitted::Never,
             Turn::Running => Admitted::Yes,
             Turn::Done => Admitted::Never,
-            Turn::Queued => {
-                keep(&mut run.job, cx);
-                Admitted::Waiting
-            }
+            Turn::Queued => Admitted::Waiting,
         }
+    }
+
+    /// The slot of the job running task `id`: woken on progress (something
+    /// to save), on a cancel, and when a queued task's turn comes.
+    pub(crate) fn job_slot(&self, id: &str) -> Option<Slot> {
+        self.running.get(id).map(|r| r.job)
+    }
+
+    /// What the driver is to do for the slots since it last asked: wake
+    /// their owners, or forget them.
+    pub(crate) fn take_signals(&mut self) -> std::vec::Drain<'_, Signal> {
+        self.signals.drain(..)
     }
 
     /// Whether the task's fulfilment may run now (it was not queued).
@@ -334,7 +341,7 @@ impl Tasks {
                 if run.turn == Turn::Queued {
                     run.turn = Turn::Running;
                     self.fulfilling += 1;
-                    wake(&mut run.job);
+                    self.signals.push(Signal::Wake(run.job));
                 }
             }
         }
@@ -358,6 +365,7 @@ impl Tasks {
         if self.running.contains_key(&task.id) {
             return false;
         }
+        let job = self.slot();
         let turn = if self.fulfilling < self.max_running {
             self.fulfilling += 1;
             Turn::Running
@@ -387,7 +395,7 @@ impl Tasks {
             retry_waiting: false,
             streams: Vec::new(),
             waiters: Vec::new(),
-            job: None,
+            job,
         };
         self.running.insert(run.task.id.clone(), run);
         true
@@ -420,11 +428,8 @@ impl Tasks {
     }
 
     /// The next event of a stream; `None` once it has ended.
-    pub(crate) fn poll_stream(
-        &mut self,
-        slot: Slot,
-        cx: &Context<'_>,
-    ) -> Poll<Option<StreamEvent>> {
+    /// While it is pending, the slot is woken when an event comes.
+    pub(crate) fn poll_stream(&mut self, slot: Slot) -> Poll<Option<StreamEvent>> {
         let Some(s) = self.streams.get_mut(&slot) else {
             return Poll::Ready(None);
         };
@@ -433,9 +438,9 @@ impl Tasks {
         }
         if s.closed {
             self.streams.remove(&slot);
+            self.signals.push(Signal::Forget(slot));
             return Poll::Ready(None);
         }
-        keep(&mut s.waker, cx);
         Poll::Pending
     }
 
@@ -446,6 +451,7 @@ impl Tasks {
                 run.streams.retain(|s| *s != slot);
             }
         }
+        self.signals.push(Signal::Forget(slot));
     }
 
     /// The number of open streams on a task (for tests).
@@ -470,15 +476,16 @@ impl Tasks {
         Some(slot)
     }
 
-    pub(crate) fn poll_wait(&mut self, slot: Slot, cx: &Context<'_>) -> Poll<Waited> {
+    /// While it is pending, the slot is woken when the outcome comes.
+    pub(crate) fn poll_wait(&mut self, slot: Slot) -> Poll<Waited> {
         let Some(w) = self.waits.get_mut(&slot) else {
             return Poll::Ready(Waited::Released);
         };
         if let Some(outcome) = w.outcome.take() {
             self.waits.remove(&slot);
+            self.signals.push(Signal::Forget(slot));
             return Poll::Ready(outcome);
         }
-        keep(&mut w.waker, cx);
         Poll::Pending
     }
 
@@ -489,6 +496,7 @@ impl Tasks {
                 run.waiters.retain(|(s, _)| *s != slot);
             }
         }
+        self.signals.push(Signal::Forget(slot));
     }
 
     fn publish(&mut self, id: &str, event: StreamEvent) {
@@ -506,11 +514,11 @@ impl Tasks {
             for slot in &run.streams {
                 if let Some(s) = self.streams.get_mut(slot) {
                     s.queue.push_back(event.clone());
-                    wake(&mut s.waker);
+                    self.signals.push(Signal::Wake(*slot));
                 }
             }
         }
-        wake(&mut run.job);
+        self.signals.push(Signal::Wake(run.job));
     }
 
     /// Sends a run's held events to its streams and ends them.
@@ -523,7 +531,7 @@ impl Tasks {
             if let Some(s) = self.streams.get_mut(&slot) {
                 s.queue.extend(held.iter().cloned());
                 s.closed = true;
-                wake(&mut s.waker);
+                self.signals.push(Signal::Wake(slot));
             }
         }
     }
@@ -584,7 +592,7 @@ impl Tasks {
         }
         if let Some(run) = self.running.get_mut(id) {
             run.abort = true;
-            wake(&mut run.job);
+            self.signals.push(Signal::Wake(run.job));
         }
         true
     }
@@ -600,7 +608,7 @@ impl Tasks {
         }
         if let Some(run) = self.running.get_mut(id) {
             run.abort = true;
-            wake(&mut run.job);
+            self.signals.push(Signal::Wake(run.job));
             if run.turn == Turn::Queued {
                 run.turn = Turn::Done;
                 self.free(id, Turn::Queued);
@@ -647,16 +655,11 @@ impl Tasks {
         }
     }
 
-    /// For the job: whether the fulfilment is to stop. Keeps the job's
-    /// waker, to wake it on progress (something to save) and on a cancel.
-    pub(crate) fn job_poll(&mut self, id: &str, cx: &Context<'_>) -> bool {
-        match self.running.get_mut(id) {
-            Some(run) => {
-                keep(&mut run.job, cx);
-                run.abort
-            }
-            None => true,
-        }
+    /// For the job: whether the fulfilment is to stop. The job's slot
+    /// ([`Tasks::job_slot`]) is woken on progress (something to save) and
+    /// on a cancel.
+    pub(crate) fn job_poll(&self, id: &str) -> bool {
+        self.running.get(id).is_none_or(|run| run.abort)
     }
 
     /// For the job: the task to save next (the version after the stored
@@ -701,7 +704,7 @@ impl Tasks {
         if let Some(run) = self.running.get_mut(id) {
             if !run.decided {
                 run.unsaved = true;
-                wake(&mut run.job);
+                self.signals.push(Signal::Wake(run.job));
             }
         }
     }
@@ -715,14 +718,14 @@ impl Tasks {
             for slot in slots {
                 if let Some(w) = self.watches.get_mut(&slot) {
                     w.fired = true;
-                    wake(&mut w.waker);
+                    self.signals.push(Signal::Wake(slot));
                 }
             }
         }
         if let Some(run) = self.running.get_mut(id) {
             if version.is_none_or(|v| v > run.task.revision.version) {
                 run.check = true;
-                wake(&mut run.job);
+                self.signals.push(Signal::Wake(run.job));
             }
         }
     }
@@ -750,13 +753,11 @@ impl Tasks {
     }
 
     #[cfg(feature = "replicas")]
-    /// Ready once the watched task changed.
-    pub(crate) fn poll_watch(&mut self, slot: Slot, cx: &Context<'_>) -> Poll<()> {
-        match self.watches.get_mut(&slot) {
-            Some(w) if !w.fired => {
-                keep(&mut w.waker, cx);
-                Poll::Pending
-            }
+    /// Ready once the watched task changed; while it is pending, the slot
+    /// is woken by the change.
+    pub(crate) fn poll_watch(&self, slot: Slot) -> Poll<()> {
+        match self.watches.get(&slot) {
+            Some(w) if !w.fired => Poll::Pending,
             _ => Poll::Ready(()),
         }
     }
@@ -772,6 +773,7 @@ impl Tasks {
                 }
             }
         }
+        self.signals.push(Signal::Forget(slot));
     }
 
     /// For the job: the save of `task` was refused as a conflict (another
@@ -782,7 +784,7 @@ impl Tasks {
             run.saving = false;
             run.unsaved = true;
             run.check = true;
-            wake(&mut run.job);
+            self.signals.push(Signal::Wake(run.job));
         }
     }
 
@@ -814,12 +816,12 @@ impl Tasks {
         if ours && !ends_stream(stored.state) {
             run.task.revision.version = stored.revision.version;
             run.unsaved = true;
-            wake(&mut run.job);
+            self.signals.push(Signal::Wake(run.job));
             return;
         }
         run.decided = true;
         run.abort = true;
-        wake(&mut run.job);
+        self.signals.push(Signal::Wake(run.job));
         // Another replica's state stands: what was ours is not logged.
         run.pending.clear();
         run.held.clear();
@@ -835,9 +837,10 @@ impl Tasks {
             for (slot, _) in run.waiters {
                 if let Some(w) = self.waits.get_mut(&slot) {
                     w.outcome = Some(Waited::Saved(stored.clone()));
-                    wake(&mut w.waker);
+                    self.signals.push(Signal::Wake(slot));
                 }
             }
+            self.signals.push(Signal::Forget(run.job));
         }
     }
 
@@ -879,7 +882,7 @@ impl Tasks {
         for (slot, _) in ready {
             if let Some(w) = self.waits.get_mut(&slot) {
                 w.outcome = Some(outcome.clone());
-                wake(&mut w.waker);
+                self.signals.push(Signal::Wake(slot));
             }
         }
         if stops && matches!(outcome, Waited::Saved(_)) {
@@ -904,6 +907,7 @@ impl Tasks {
                 }
                 self.close(run.streams);
                 self.release(run.waiters);
+                self.signals.push(Signal::Forget(run.job));
             }
         }
         after
@@ -928,6 +932,7 @@ impl Tasks {
             self.free(id, run.turn);
             self.close(run.streams);
             self.release(run.waiters);
+            self.signals.push(Signal::Forget(run.job));
         }
     }
 
@@ -935,7 +940,7 @@ impl Tasks {
         for slot in streams {
             if let Some(s) = self.streams.get_mut(&slot) {
                 s.closed = true;
-                wake(&mut s.waker);
+                self.signals.push(Signal::Wake(slot));
             }
         }
     }
@@ -944,7 +949,7 @@ impl Tasks {
         for (slot, _) in waiters {
             if let Some(w) = self.waits.get_mut(&slot) {
                 w.outcome.get_or_insert(Waited::Released);
-                wake(&mut w.waker);
+                self.signals.push(Signal::Wake(slot));
             }
         }
     }
@@ -1071,8 +1076,75 @@ mod tests {
         });
     }
 
-    fn cx() -> Context<'static> {
-        Context::from_waker(Waker::noop())
+    /// The slots the machine said to wake, and to forget, since last asked.
+    fn signals(t: &mut Tasks) -> (Vec<Slot>, Vec<Slot>) {
+        let (mut wake, mut forget) = (Vec::new(), Vec::new());
+        for signal in t.take_signals() {
+            match signal {
+                Signal::Wake(slot) => wake.push(slot),
+                Signal::Forget(slot) => forget.push(slot),
+            }
+        }
+        (wake, forget)
+    }
+
+    #[test]
+    fn the_machine_says_which_slots_to_wake_and_which_to_forget() {
+        let mut t = started("t");
+        let job = t.job_slot("t").expect("a running task has a job slot");
+        let (_, Some(stream)) = t.subscribe("t").unwrap() else {
+            panic!("a working task is followed")
+        };
+        let wait = t.wait("t", Until::Stops).unwrap();
+        assert!(t.poll_stream(stream).is_pending());
+        assert!(t.poll_wait(wait).is_pending());
+        let _ = t.take_signals();
+        // Progress: the stream and the job (something to save), not the waiter.
+        working(&mut t, "t");
+        let (wake, forget) = signals(&mut t);
+        assert!(wake.contains(&stream) && wake.contains(&job), "{wake:?}");
+        assert!(!wake.contains(&wait) && forget.is_empty());
+        assert!(t.poll_stream(stream).is_ready());
+        assert!(t.poll_stream(stream).is_pending());
+        // Nothing changed, nothing to wake.
+        assert_eq!(signals(&mut t), (vec![], vec![]));
+        // A cancel wakes the job; its saved canceled state wakes the waiter
+        // and ends the stream; the finished task's job slot is forgotten.
+        assert!(t.cancel("t", None));
+        assert!(signals(&mut t).0.contains(&job));
+        assert!(t.job_poll("t"), "the job is told to stop");
+        save_all(&mut t, "t");
+        let (wake, forget) = signals(&mut t);
+        assert!(wake.contains(&wait) && wake.contains(&stream), "{wake:?}");
+        assert!(forget.contains(&job), "{forget:?}");
+        assert!(matches!(t.poll_wait(wait), Poll::Ready(Waited::Saved(_))));
+        while let Poll::Ready(Some(_)) = t.poll_stream(stream) {}
+        // Both slots ended on their last poll: forgotten.
+        let (_, forget) = signals(&mut t);
+        assert!(
+            forget.contains(&wait) && forget.contains(&stream),
+            "{forget:?}"
+        );
+        // A dropped waiter is forgotten too.
+        let mut t = started("u");
+        let w = t.wait("u", Until::Stops).unwrap();
+        let _ = t.take_signals();
+        t.drop_wait(w);
+        assert_eq!(signals(&mut t), (vec![], vec![w]));
+    }
+
+    #[test]
+    fn a_queued_job_is_woken_when_its_turn_comes() {
+        let mut t = Tasks::with_limits(1, 4);
+        for id in ["a", "b"] {
+            assert!(t.start(task(id), format!("{id}-answer"), None, String::new()));
+        }
+        assert_eq!(t.poll_admitted("b"), Admitted::Waiting);
+        let b = t.job_slot("b").unwrap();
+        let _ = t.take_signals();
+        t.work_ended("a");
+        assert_eq!(signals(&mut t).0, vec![b]);
+        assert_eq!(t.poll_admitted("b"), Admitted::Yes);
     }
 
     /// Saves whatever is due, succeeding, until nothing is; the saved states.
@@ -1143,7 +1215,7 @@ mod tests {
         let mut t = started("t");
         working(&mut t, "t");
         assert!(t.cancel("t", None));
-        assert!(t.job_poll("t", &cx()), "the job is told to stop");
+        assert!(t.job_poll("t"), "the job is told to stop");
         let events = t.outcome_events("t", Ok("late".into()), "m".into(), None);
         assert!(!t.decide("t", events, None), "the answer lost the race");
         working(&mut t, "t");
@@ -1159,16 +1231,13 @@ mod tests {
         working(&mut t, "t");
         let events = t.outcome_events("t", Err("boom".into()), "m".into(), None);
         t.decide("t", events, Some("boom".into()));
-        assert!(
-            t.poll_wait(stops, &cx()).is_pending(),
-            "decided is not saved"
-        );
+        assert!(t.poll_wait(stops).is_pending(), "decided is not saved");
         let task = t.next_save("t", None).map(|d| d.task).unwrap();
         assert_eq!(task.state, TaskState::Failed);
-        assert!(t.poll_wait(terminal, &cx()).is_pending());
+        assert!(t.poll_wait(terminal).is_pending());
         let _ = t.saved(task, Ok(()));
         for slot in [stops, terminal] {
-            match t.poll_wait(slot, &cx()) {
+            match t.poll_wait(slot) {
                 Poll::Ready(Waited::Saved(task)) => assert_eq!(task.state, TaskState::Failed),
                 other => panic!("not the saved task: {other:?}"),
             }
@@ -1185,7 +1254,7 @@ mod tests {
         assert!(after.settled.is_none(), "no hook for a state never stored");
         assert!(after.problem.unwrap().contains("disk full"));
         assert_eq!(
-            t.poll_wait(w, &cx()),
+            t.poll_wait(w),
             Poll::Ready(Waited::SaveFailed("disk full".into()))
         );
         assert_eq!(after.retry, Some(1), "saved again after a wait");
@@ -1241,12 +1310,12 @@ mod tests {
         let events = t.outcome_events("t", Ok("x".into()), "m".into(), None);
         t.decide("t", events, None);
         let mut kinds = Vec::new();
-        while let Poll::Ready(Some(e)) = t.poll_stream(slot, &cx()) {
+        while let Poll::Ready(Some(e)) = t.poll_stream(slot) {
             kinds.push(e.state());
         }
         assert_eq!(kinds, vec![Some(TaskState::Working), None]);
         assert!(
-            t.poll_stream(slot, &cx()).is_pending(),
+            t.poll_stream(slot).is_pending(),
             "the terminal event waits for its save"
         );
         assert_eq!(
@@ -1254,7 +1323,7 @@ mod tests {
             vec![TaskState::Completed],
             "saved once, with its answer"
         );
-        while let Poll::Ready(Some(e)) = t.poll_stream(slot, &cx()) {
+        while let Poll::Ready(Some(e)) = t.poll_stream(slot) {
             kinds.push(e.state());
         }
         assert_eq!(
@@ -1270,8 +1339,8 @@ mod tests {
         let (_, slot) = t.subscribe("t").unwrap();
         let w = t.wait("t", Until::Stops).unwrap();
         t.abandon("t");
-        assert_eq!(t.poll_stream(slot.unwrap(), &cx()), Poll::Ready(None));
-        assert_eq!(t.poll_wait(w, &cx()), Poll::Ready(Waited::Released));
+        assert_eq!(t.poll_stream(slot.unwrap()), Poll::Ready(None));
+        assert_eq!(t.poll_wait(w), Poll::Ready(Waited::Released));
         assert!(t.wait("t", Until::Stops).is_none());
     }
 

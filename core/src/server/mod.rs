@@ -19,6 +19,7 @@ pub mod jwks;
 pub mod jws;
 mod lifecycle;
 mod list;
+mod live;
 mod machine;
 mod policy;
 #[cfg(feature = "push")]
@@ -341,7 +342,7 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
 }
 
 /// The host's lock around the running tasks.
-type TasksLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<Tasks>;
+type TasksLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<live::Live>;
 /// The host's lock around the push-notification configs.
 #[cfg(feature = "push")]
 type PushLock<H> = <<H as ServerHost>::Locks as Locks>::Lock<push::PushConfigs>;
@@ -405,7 +406,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Some(age) => format!("public, max-age={}", age.as_secs()),
                 None => "no-cache".into(),
             },
-            tasks: Lock::new(tasks),
+            tasks: Lock::new(live::Live::new(tasks)),
             #[cfg(feature = "push")]
             push: options
                 .push
@@ -571,10 +572,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    fn tasks(&self) -> <TasksLock<H> as Lock<Tasks>>::Guard<'_> {
+    fn tasks(&self) -> live::TasksGuard<<TasksLock<H> as Lock<live::Live>>::Guard<'_>> {
         // Nothing runs user code under this lock, and the machine's maps are
         // whole between its operations.
-        self.tasks.lock()
+        live::TasksGuard(self.tasks.lock())
     }
 
     /// Answers one HTTP request with a whole response: a streamed answer
@@ -787,6 +788,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> stream::Hooks for A2aServer<S, H
     }
     fn tasks(&self) -> Box<dyn DerefMut<Target = Tasks> + '_> {
         Box::new(A2aServer::tasks(self))
+    }
+    fn poll_stream(&self, slot: Slot, cx: &Context<'_>) -> Poll<Option<StreamEvent>> {
+        A2aServer::tasks(self).poll(slot, cx, |t| t.poll_stream(slot))
     }
     fn unix_ms(&self) -> Option<u64> {
         self.host.unix_ms()

@@ -83,6 +83,9 @@ pub(crate) trait Hooks: MaybeSend + MaybeSync {
     /// The running tasks, under the server's one lock (boxed: the host's
     /// guard type does not fit a trait object).
     fn tasks(&self) -> Box<dyn DerefMut<Target = Tasks> + '_>;
+    /// The next event of the stream `slot` ([`Tasks::poll_stream`]), woken
+    /// by the next one.
+    fn poll_stream(&self, slot: Slot, cx: &Context<'_>) -> Poll<Option<StreamEvent>>;
     /// The wall clock (Unix ms), if the host has one.
     fn unix_ms(&self) -> Option<u64>;
 }
@@ -285,7 +288,7 @@ impl futures_util::Stream for Body {
             return Poll::Ready(Some(frame(&b.framing, b.shape, &StreamEvent::Task(task))));
         }
         let next = match (b.slot, b.remote.as_mut()) {
-            (Some(slot), _) => b.hooks.tasks().poll_stream(slot, cx),
+            (Some(slot), _) => b.hooks.poll_stream(slot, cx),
             (None, Some(remote)) => remote.as_mut().poll_next(cx),
             (None, None) => return Poll::Ready(None),
         };

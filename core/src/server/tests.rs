@@ -857,6 +857,7 @@ fn a_blocking_send_waits_for_the_task() {
         v["result"]["task"]["status"]["state"],
         "TASK_STATE_COMPLETED"
     );
+    assert_eq!(f.server.tasks().wakers_kept(), 0, "the waiters are gone");
 }
 
 #[test]
@@ -1501,6 +1502,11 @@ fn cancel_ends_an_open_stream_and_leaves_no_subscriber() {
         "hanging on"
     );
     assert!(f.try_frame(&mut body).is_pending());
+    assert_eq!(
+        f.server.tasks().wakers_kept(),
+        2,
+        "the pending stream's and the job's"
+    );
     let c = f.rpc(Some("1.0"), "CancelTask", json!({"id": id}));
     assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED");
     let end = f.next_event(&mut body).expect("canceled");
@@ -1512,6 +1518,11 @@ fn cancel_ends_an_open_stream_and_leaves_no_subscriber() {
     f.settle();
     assert!(!f.server.tasks().is_running(&id));
     assert!(f.host.jobs.is_empty(), "the job ended");
+    assert_eq!(
+        f.server.tasks().wakers_kept(),
+        0,
+        "nothing kept for futures that are gone"
+    );
     assert_eq!(
         f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],
         "TASK_STATE_CANCELED",
@@ -1544,6 +1555,7 @@ fn an_idle_stream_gets_a_heartbeat_and_dropping_it_unsubscribes() {
     assert_eq!(f.subscribers(&id), 1);
     drop(body);
     assert_eq!(f.subscribers(&id), 0, "dropped = unsubscribed");
+    assert_eq!(f.server.tasks().wakers_kept(), 1, "the running job's only");
     // The task itself runs on.
     assert_eq!(
         f.rpc(None, "GetTask", json!({"id": id}))["result"]["status"]["state"],

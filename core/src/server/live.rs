@@ -1,0 +1,96 @@
+//! The driver's side of the task machine ([`Tasks`]): the wakers of the
+//! futures that poll it (jobs, event streams, waiting requests, watches),
+//! by slot. The machine says which slots to wake or forget
+//! ([`Signal`]s); this guard delivers them each time the server's lock
+//! is let go, so no change is left untold.
+
+use super::machine::{Signal, Slot, Tasks};
+use hashbrown::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::task::{Context, Waker};
+
+/// What the server's one lock guards: the machine and its futures' wakers.
+pub(crate) struct Live {
+    tasks: Tasks,
+    wakers: HashMap<Slot, Waker>,
+}
+
+impl Live {
+    pub(crate) fn new(tasks: Tasks) -> Live {
+        Live {
+            tasks,
+            wakers: HashMap::new(),
+        }
+    }
+}
+
+/// The machine under the lock. Dropping it wakes the slots the machine
+/// signalled (under the lock, as a wake only schedules a poll).
+pub(crate) struct TasksGuard<G: DerefMut<Target = Live>>(pub(crate) G);
+
+impl<G: DerefMut<Target = Live>> TasksGuard<G> {
+    /// The future owning `slot` polled it and must wait: it is woken by the
+    /// machine's next [`Signal::Wake`] of that slot.
+    pub(crate) fn pending(&mut self, slot: Slot, cx: &Context<'_>) {
+        let wakers = &mut self.0.wakers;
+        match wakers.get_mut(&slot) {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            Some(w) => w.clone_from(cx.waker()),
+            None => {
+                wakers.insert(slot, cx.waker().clone());
+            }
+        }
+    }
+
+    /// How many futures' wakers are kept (for tests: none once they are gone).
+    #[cfg(test)]
+    pub(crate) fn wakers_kept(&self) -> usize {
+        self.0.wakers.len()
+    }
+
+    /// Polls the machine for `slot` with `poll`, keeping the waker while
+    /// the answer is pending.
+    pub(crate) fn poll<T>(
+        &mut self,
+        slot: Slot,
+        cx: &Context<'_>,
+        poll: impl FnOnce(&mut Tasks) -> std::task::Poll<T>,
+    ) -> std::task::Poll<T> {
+        let answer = poll(&mut self.0.tasks);
+        if answer.is_pending() {
+            self.pending(slot, cx);
+        }
+        answer
+    }
+}
+
+impl<G: DerefMut<Target = Live>> Deref for TasksGuard<G> {
+    type Target = Tasks;
+    fn deref(&self) -> &Tasks {
+        &self.0.tasks
+    }
+}
+
+impl<G: DerefMut<Target = Live>> DerefMut for TasksGuard<G> {
+    fn deref_mut(&mut self) -> &mut Tasks {
+        &mut self.0.tasks
+    }
+}
+
+impl<G: DerefMut<Target = Live>> Drop for TasksGuard<G> {
+    fn drop(&mut self) {
+        let Live { tasks, wakers } = &mut *self.0;
+        for signal in tasks.take_signals() {
+            match signal {
+                Signal::Wake(slot) => {
+                    if let Some(w) = wakers.remove(&slot) {
+                        w.wake();
+                    }
+                }
+                Signal::Forget(slot) => {
+                    wakers.remove(&slot);
+                }
+            }
+        }
+    }
+}
