@@ -32,13 +32,13 @@ impl<G: DerefMut<Target = Live>> TasksGuard<G> {
     /// The future owning `slot` polled it and must wait: it is woken by the
     /// machine's next [`Signal::Wake`] of that slot.
     pub(crate) fn pending(&mut self, slot: Slot, cx: &Context<'_>) {
-        let wakers = &mut self.0.wakers;
-        match wakers.get_mut(&slot) {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            Some(w) => w.clone_from(cx.waker()),
-            None => {
-                wakers.insert(slot, cx.waker().clone());
-            }
+        let kept = self
+            .0
+            .wakers
+            .entry(slot)
+            .or_insert_with(|| Waker::noop().clone());
+        if !kept.will_wake(cx.waker()) {
+            kept.clone_from(cx.waker());
         }
     }
 

@@ -169,8 +169,8 @@ struct WaitSlot {
 /// tasks waiting for a place among the fulfilments that run at once.
 pub(crate) struct Tasks {
     running: HashMap<String, Run>,
-    streams: HashMap<Slot, StreamSlot>,
-    waits: HashMap<Slot, WaitSlot>,
+    /// The streams, waiters and watches, by slot (one table for the three).
+    slots: HashMap<Slot, Held>,
     next: Slot,
     /// At most this many fulfilments run at once ...
     max_running: usize,
@@ -188,10 +188,42 @@ pub(crate) struct Tasks {
     lease_ms: Option<u64>,
     /// Requests waiting for a stored task to change (a long-poll on a task
     /// running elsewhere), by slot, and their slots by task.
-    watches: HashMap<Slot, Watch>,
     watched: HashMap<String, Vec<Slot>>,
     /// What the driver is to do since it last looked, in order.
     signals: Vec<Signal>,
+}
+
+/// What a slot of the table is (a job's slot has no state there).
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+enum Held {
+    Stream(StreamSlot),
+    /// Boxed: a waiter's outcome holds a whole task, and streams and
+    /// watches are many more.
+    Wait(Box<WaitSlot>),
+    Watch(Watch),
+}
+
+fn stream_at(slots: &mut HashMap<Slot, Held>, slot: Slot) -> Option<&mut StreamSlot> {
+    match slots.get_mut(&slot) {
+        Some(Held::Stream(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn wait_at(slots: &mut HashMap<Slot, Held>, slot: Slot) -> Option<&mut WaitSlot> {
+    match slots.get_mut(&slot) {
+        Some(Held::Wait(w)) => Some(w),
+        _ => None,
+    }
+}
+
+/// Removes the slot if `kind` says it is of the kind asked for.
+fn remove_at(slots: &mut HashMap<Slot, Held>, slot: Slot, kind: fn(&Held) -> bool) -> Option<Held> {
+    if slots.get(&slot).is_some_and(kind) {
+        slots.remove(&slot)
+    } else {
+        None
+    }
 }
 
 #[derive(Default)]
@@ -229,8 +261,7 @@ impl Tasks {
     pub(crate) fn with_limits(max_running: usize, max_queued: usize) -> Tasks {
         Tasks {
             running: HashMap::new(),
-            streams: HashMap::new(),
-            waits: HashMap::new(),
+            slots: HashMap::new(),
             next: 0,
             max_running: max_running.max(1),
             max_queued,
@@ -239,7 +270,6 @@ impl Tasks {
             health: Default::default(),
             holder: String::new(),
             lease_ms: None,
-            watches: HashMap::new(),
             watched: HashMap::new(),
             signals: Vec::new(),
         }
@@ -422,7 +452,7 @@ impl Tasks {
             task: id.to_string(),
             ..StreamSlot::default()
         };
-        self.streams.insert(slot, stream);
+        self.slots.insert(slot, Held::Stream(stream));
         self.running.get_mut(id)?.streams.push(slot);
         Some((task, Some(slot)))
     }
@@ -430,14 +460,14 @@ impl Tasks {
     /// The next event of a stream; `None` once it has ended.
     /// While it is pending, the slot is woken when an event comes.
     pub(crate) fn poll_stream(&mut self, slot: Slot) -> Poll<Option<StreamEvent>> {
-        let Some(s) = self.streams.get_mut(&slot) else {
+        let Some(s) = stream_at(&mut self.slots, slot) else {
             return Poll::Ready(None);
         };
         if let Some(event) = s.queue.pop_front() {
             return Poll::Ready(Some(event));
         }
         if s.closed {
-            self.streams.remove(&slot);
+            self.slots.remove(&slot);
             self.signals.push(Signal::Forget(slot));
             return Poll::Ready(None);
         }
@@ -446,7 +476,9 @@ impl Tasks {
 
     /// The stream is gone (its reader hung up, or it ended).
     pub(crate) fn drop_stream(&mut self, slot: Slot) {
-        if let Some(stream) = self.streams.remove(&slot) {
+        if let Some(Held::Stream(stream)) =
+            remove_at(&mut self.slots, slot, |h| matches!(h, Held::Stream(_)))
+        {
             if let Some(run) = self.running.get_mut(&stream.task) {
                 run.streams.retain(|s| *s != slot);
             }
@@ -471,18 +503,18 @@ impl Tasks {
             task: id.to_string(),
             ..WaitSlot::default()
         };
-        self.waits.insert(slot, wait);
+        self.slots.insert(slot, Held::Wait(Box::new(wait)));
         self.running.get_mut(id)?.waiters.push((slot, until));
         Some(slot)
     }
 
     /// While it is pending, the slot is woken when the outcome comes.
     pub(crate) fn poll_wait(&mut self, slot: Slot) -> Poll<Waited> {
-        let Some(w) = self.waits.get_mut(&slot) else {
+        let Some(w) = wait_at(&mut self.slots, slot) else {
             return Poll::Ready(Waited::Released);
         };
         if let Some(outcome) = w.outcome.take() {
-            self.waits.remove(&slot);
+            self.slots.remove(&slot);
             self.signals.push(Signal::Forget(slot));
             return Poll::Ready(outcome);
         }
@@ -491,7 +523,9 @@ impl Tasks {
 
     /// The waiter is gone (its request was dropped or stopped waiting).
     pub(crate) fn drop_wait(&mut self, slot: Slot) {
-        if let Some(wait) = self.waits.remove(&slot) {
+        if let Some(Held::Wait(wait)) =
+            remove_at(&mut self.slots, slot, |h| matches!(h, Held::Wait(_)))
+        {
             if let Some(run) = self.running.get_mut(&wait.task) {
                 run.waiters.retain(|(s, _)| *s != slot);
             }
@@ -512,7 +546,7 @@ impl Tasks {
             run.held.push(event);
         } else {
             for slot in &run.streams {
-                if let Some(s) = self.streams.get_mut(slot) {
+                if let Some(s) = stream_at(&mut self.slots, *slot) {
                     s.queue.push_back(event.clone());
                     self.signals.push(Signal::Wake(*slot));
                 }
@@ -528,7 +562,7 @@ impl Tasks {
         };
         let held = std::mem::take(&mut run.held);
         for slot in std::mem::take(&mut run.streams) {
-            if let Some(s) = self.streams.get_mut(&slot) {
+            if let Some(s) = stream_at(&mut self.slots, slot) {
                 s.queue.extend(held.iter().cloned());
                 s.closed = true;
                 self.signals.push(Signal::Wake(slot));
@@ -716,7 +750,7 @@ impl Tasks {
     pub(crate) fn store_changed(&mut self, id: &str, version: Option<u64>) {
         if let Some(slots) = self.watched.remove(id) {
             for slot in slots {
-                if let Some(w) = self.watches.get_mut(&slot) {
+                if let Some(Held::Watch(w)) = self.slots.get_mut(&slot) {
                     w.fired = true;
                     self.signals.push(Signal::Wake(slot));
                 }
@@ -741,12 +775,12 @@ impl Tasks {
     /// Watches the stored task `id` for a change ([`Tasks::store_changed`]).
     pub(crate) fn watch(&mut self, id: &str) -> Slot {
         let slot = self.slot();
-        self.watches.insert(
+        self.slots.insert(
             slot,
-            Watch {
+            Held::Watch(Watch {
                 task: id.to_string(),
                 ..Watch::default()
-            },
+            }),
         );
         self.watched.entry(id.to_string()).or_default().push(slot);
         slot
@@ -756,8 +790,8 @@ impl Tasks {
     /// Ready once the watched task changed; while it is pending, the slot
     /// is woken by the change.
     pub(crate) fn poll_watch(&self, slot: Slot) -> Poll<()> {
-        match self.watches.get(&slot) {
-            Some(w) if !w.fired => Poll::Pending,
+        match self.slots.get(&slot) {
+            Some(Held::Watch(w)) if !w.fired => Poll::Pending,
             _ => Poll::Ready(()),
         }
     }
@@ -765,7 +799,9 @@ impl Tasks {
     #[cfg(feature = "replicas")]
     /// The watch is no longer needed.
     pub(crate) fn drop_watch(&mut self, slot: Slot) {
-        if let Some(w) = self.watches.remove(&slot) {
+        if let Some(Held::Watch(w)) =
+            remove_at(&mut self.slots, slot, |h| matches!(h, Held::Watch(_)))
+        {
             if let Some(slots) = self.watched.get_mut(&w.task) {
                 slots.retain(|s| *s != slot);
                 if slots.is_empty() {
@@ -835,7 +871,7 @@ impl Tasks {
         if let Some(run) = self.running.remove(id) {
             self.free(id, run.turn);
             for (slot, _) in run.waiters {
-                if let Some(w) = self.waits.get_mut(&slot) {
+                if let Some(w) = wait_at(&mut self.slots, slot) {
                     w.outcome = Some(Waited::Saved(stored.clone()));
                     self.signals.push(Signal::Wake(slot));
                 }
@@ -880,7 +916,7 @@ impl Tasks {
             .partition(|(_, until)| state.is_terminal() || (stops && *until == Until::Stops));
         run.waiters = waiting;
         for (slot, _) in ready {
-            if let Some(w) = self.waits.get_mut(&slot) {
+            if let Some(w) = wait_at(&mut self.slots, slot) {
                 w.outcome = Some(outcome.clone());
                 self.signals.push(Signal::Wake(slot));
             }
@@ -938,7 +974,7 @@ impl Tasks {
 
     fn close(&mut self, streams: Vec<Slot>) {
         for slot in streams {
-            if let Some(s) = self.streams.get_mut(&slot) {
+            if let Some(s) = stream_at(&mut self.slots, slot) {
                 s.closed = true;
                 self.signals.push(Signal::Wake(slot));
             }
@@ -947,7 +983,7 @@ impl Tasks {
 
     fn release(&mut self, waiters: Vec<(Slot, Until)>) {
         for (slot, _) in waiters {
-            if let Some(w) = self.waits.get_mut(&slot) {
+            if let Some(w) = wait_at(&mut self.slots, slot) {
                 w.outcome.get_or_insert(Waited::Released);
                 self.signals.push(Signal::Wake(slot));
             }
@@ -1351,7 +1387,7 @@ mod tests {
         let (_, s) = t.subscribe("t").unwrap();
         t.drop_wait(w);
         t.drop_stream(s.unwrap());
-        assert!(t.waits.is_empty() && t.streams.is_empty());
+        assert!(t.slots.is_empty());
         assert_eq!(t.stream_count("t"), 0);
         assert!(t.running["t"].waiters.is_empty());
     }
