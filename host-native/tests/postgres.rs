@@ -743,11 +743,16 @@ async fn push_configs_are_rows_and_the_cap_holds_under_racing_puts() {
         ),
         "10"
     );
-    // Replacing one (same id) is no new one.
-    let c0 = json!({"id": "c0", "url": "https://example.com/other"});
-    assert_eq!(any.put_push_config("t1", &c0, 10).await, Ok(true));
-    assert_eq!(any.delete_push_config("t1", "c0").await, Ok(true));
-    assert_eq!(any.delete_push_config("t1", "c0").await, Ok(false));
+    // Replacing one that took (same id) is no new one; which ones took is
+    // the race's to decide.
+    let kept = pg.sql(
+        "pushcap",
+        "SELECT id FROM toolnexus_push_configs ORDER BY seq LIMIT 1",
+    );
+    let again = json!({"id": kept, "url": "https://example.com/other"});
+    assert_eq!(any.put_push_config("t1", &again, 10).await, Ok(true));
+    assert_eq!(any.delete_push_config("t1", &kept).await, Ok(true));
+    assert_eq!(any.delete_push_config("t1", &kept).await, Ok(false));
     // A task's configs go with it.
     let mut done = task("t1", 2, TaskState::Completed);
     done.updated_ms = Some(5_000);
