@@ -289,6 +289,44 @@ fn a_stream_tells_its_last_state_only_once_it_is_stored() {
     );
 }
 
+/// Read your writes, for every event: a stream tells of a state only once
+/// it is stored, so what a caller heard is never ahead of the store (a
+/// stream resumed from the store, on any replica, repeats nothing).
+#[test]
+fn every_state_a_stream_tells_is_stored_before_it_is_told() {
+    let f = fixture();
+    f.store.slow.store(30, Ordering::SeqCst);
+    let (_, mut body) = f.stream_send(None, "ask me");
+    let mut told = Vec::new();
+    while let Some(event) = f.next_event(&mut body) {
+        let r = &event["result"];
+        let id = r["taskId"].as_str().or(r["id"].as_str()).expect("id");
+        let stored = f
+            .run(f.store.inner.get(id))
+            .ok()
+            .flatten()
+            .map(|t| t.state.as_str().to_string());
+        let state = r["status"]["state"].as_str().map(str::to_string);
+        told.push((state, stored));
+    }
+    let states: Vec<&str> = told.iter().filter_map(|(s, _)| s.as_deref()).collect();
+    assert_eq!(
+        states,
+        ["submitted", "working", "input-required"],
+        "{told:?}"
+    );
+    for (i, (state, stored)) in told.iter().enumerate() {
+        let Some(state) = state else { continue };
+        // Stored as told, or already a state told after it.
+        let later: Vec<&str> = told[i..].iter().filter_map(|(s, _)| s.as_deref()).collect();
+        let stored = stored.as_deref().expect("stored when told");
+        assert!(
+            later.contains(&stored),
+            "{state} was told while the store had {stored}: {told:?}"
+        );
+    }
+}
+
 #[test]
 fn only_a_task_waiting_for_input_takes_an_answer_and_a_waiting_one_can_be_canceled() {
     let f = fixture();

@@ -109,9 +109,16 @@ struct Run {
     changed: bool,
     /// The store changed elsewhere: read it and reconcile.
     check: bool,
-    /// The events that end the task's streams, held until their state is
-    /// stored (read your writes: a GetTask after the terminal event sees it).
+    /// The events not yet stored, in order: none goes on the wire before
+    /// the save that stores it, so a GetTask (on any replica) after an
+    /// event sees its state, a caller never hears of a state the store
+    /// never had, and a stream resumed on another replica (from the stored
+    /// task and its event log) repeats nothing this one sent.
     held: Vec<StreamEvent>,
+    /// How many of `held` the save under way stores.
+    in_flight: usize,
+    /// The task as last stored (a new stream's first event).
+    stored: Task,
     /// The events published since the last save began, in order: logged
     /// with the next save ([`TaskStore::save_with_events`](super::TaskStore::save_with_events)),
     /// put back when a save fails or conflicts.
@@ -405,6 +412,8 @@ impl Tasks {
         };
         let run = Run {
             turn,
+            stored: task.clone(),
+            in_flight: 0,
             task,
             info: RunInfo {
                 skill,
@@ -440,10 +449,10 @@ impl Tasks {
         self.running.contains_key(id)
     }
 
-    /// The task as it is now and a stream of its later events, if it runs
-    /// here. A task that has stopped gets no stream.
+    /// The task as stored and a stream of its later events, if it runs
+    /// here. A task stored as stopped gets no stream.
     pub(crate) fn subscribe(&mut self, id: &str) -> Option<(Task, Option<Slot>)> {
-        let task = self.running.get(id)?.task.clone();
+        let task = self.running.get(id)?.stored.clone();
         if ends_stream(task.state) {
             return Some((task, None));
         }
@@ -541,18 +550,28 @@ impl Tasks {
         run.unsaved = true;
         run.changed = true;
         run.pending.push(event.clone());
-        if event.state().is_some_and(ends_stream) {
-            // On the wire once stored: see `saved`.
-            run.held.push(event);
-        } else {
-            for slot in &run.streams {
-                if let Some(s) = stream_at(&mut self.slots, *slot) {
-                    s.queue.push_back(event.clone());
-                    self.signals.push(Signal::Wake(*slot));
-                }
+        // On the wire once stored: see `saved`.
+        run.held.push(event);
+        self.signals.push(Signal::Wake(run.job));
+    }
+
+    /// Sends the first `n` held events (the ones a save just stored) to
+    /// the run's streams.
+    fn release_stored(&mut self, id: &str, n: usize) {
+        let Some(run) = self.running.get_mut(id) else {
+            return;
+        };
+        let n = n.min(run.held.len());
+        if n == 0 {
+            return;
+        }
+        let stored: Vec<StreamEvent> = run.held.drain(..n).collect();
+        for slot in &run.streams {
+            if let Some(s) = stream_at(&mut self.slots, *slot) {
+                s.queue.extend(stored.iter().cloned());
+                self.signals.push(Signal::Wake(*slot));
             }
         }
-        self.signals.push(Signal::Wake(run.job));
     }
 
     /// Sends a run's held events to its streams and ends them.
@@ -709,6 +728,9 @@ impl Tasks {
         run.unsaved = false;
         let renewal = !std::mem::take(&mut run.changed);
         let events = std::mem::take(&mut run.pending);
+        // The task saved has every event published so far applied: once
+        // stored, all of them may go on the wire.
+        run.in_flight = run.held.len();
         let mut task = run.task.clone();
         task.revision.version += 1;
         task.revision.lease = lease;
@@ -818,6 +840,7 @@ impl Tasks {
     pub(crate) fn conflicted(&mut self, task: &Task) {
         if let Some(run) = self.running.get_mut(&task.id) {
             run.saving = false;
+            run.in_flight = 0;
             run.unsaved = true;
             run.check = true;
             self.signals.push(Signal::Wake(run.job));
@@ -887,10 +910,18 @@ impl Tasks {
             return after;
         };
         run.saving = false;
+        let in_flight = std::mem::take(&mut run.in_flight);
         if result.is_ok() {
             run.task.revision = task.revision.clone();
+            run.stored = task.clone();
         }
         let (id, state) = (task.id.clone(), task.state);
+        if result.is_ok() {
+            self.release_stored(&id, in_flight);
+        }
+        let Some(run) = self.running.get_mut(&id) else {
+            return after;
+        };
         let outcome = match result {
             Ok(()) => Waited::Saved(task),
             Err(e) => {
@@ -1135,10 +1166,15 @@ mod tests {
         assert!(t.poll_stream(stream).is_pending());
         assert!(t.poll_wait(wait).is_pending());
         let _ = t.take_signals();
-        // Progress: the stream and the job (something to save), not the waiter.
+        // Progress: the job (something to save), not the stream (nothing
+        // is on the wire before it is stored) nor the waiter.
         working(&mut t, "t");
+        assert_eq!(signals(&mut t), (vec![job], vec![]));
+        // Its save stored: the stream, not the waiter (working does not stop).
+        let due = t.next_save("t", None).unwrap();
+        let _ = t.saved(due.task, Ok(()));
         let (wake, forget) = signals(&mut t);
-        assert!(wake.contains(&stream) && wake.contains(&job), "{wake:?}");
+        assert!(wake.contains(&stream), "{wake:?}");
         assert!(!wake.contains(&wait) && forget.is_empty());
         assert!(t.poll_stream(stream).is_ready());
         assert!(t.poll_stream(stream).is_pending());
@@ -1345,28 +1381,89 @@ mod tests {
         working(&mut t, "t");
         let events = t.outcome_events("t", Ok("x".into()), "m".into(), None);
         t.decide("t", events, None);
-        let mut kinds = Vec::new();
-        while let Poll::Ready(Some(e)) = t.poll_stream(slot) {
-            kinds.push(e.state());
-        }
-        assert_eq!(kinds, vec![Some(TaskState::Working), None]);
         assert!(
             t.poll_stream(slot).is_pending(),
-            "the terminal event waits for its save"
+            "no event goes on the wire before its save"
         );
-        assert_eq!(
-            save_all(&mut t, "t"),
-            vec![TaskState::Completed],
-            "saved once, with its answer"
+        // A stream that starts now begins with the task as stored.
+        let (later, later_slot) = t.subscribe("t").unwrap();
+        assert_eq!(later.state, TaskState::Submitted);
+        let later_slot = later_slot.unwrap();
+        // The save under way stores working, the answer and completed.
+        let due = t.next_save("t", None).expect("due");
+        assert_eq!(due.events.len(), 3);
+        assert!(
+            t.poll_stream(slot).is_pending(),
+            "not while its save is under way"
         );
-        while let Poll::Ready(Some(e)) = t.poll_stream(slot) {
-            kinds.push(e.state());
+        let after = t.saved(due.task, Ok(()));
+        assert!(after.settled.is_some(), "saved once, with its answer");
+        for s in [slot, later_slot] {
+            let mut kinds = Vec::new();
+            while let Poll::Ready(Some(e)) = t.poll_stream(s) {
+                kinds.push(e.state());
+            }
+            assert_eq!(
+                kinds,
+                vec![Some(TaskState::Working), None, Some(TaskState::Completed)],
+                "every event once, in order, after its save"
+            );
         }
-        assert_eq!(
-            kinds,
-            vec![Some(TaskState::Working), None, Some(TaskState::Completed)]
-        );
         assert_eq!(t.stream_count("t"), 0);
+    }
+
+    #[test]
+    fn a_save_sends_only_the_events_it_stored_and_a_failed_one_none() {
+        let mut t = started("t");
+        let (_, slot) = t.subscribe("t").unwrap();
+        let slot = slot.unwrap();
+        working(&mut t, "t");
+        let first = t.next_save("t", None).expect("working is due");
+        // A chunk while the first save is under way.
+        t.progress("t", |p| {
+            StreamEvent::Artifact(crate::model::event::ArtifactUpdate {
+                task_id: p.task_id.into(),
+                context_id: p.context_id.into(),
+                artifact: crate::model::task::Artifact {
+                    artifact_id: p.answer_id.into(),
+                    parts: vec![crate::model::task::Part::Text("one".into())],
+                },
+                append: false,
+                last_chunk: false,
+            })
+        });
+        let _ = t.saved(first.task, Ok(()));
+        assert_eq!(
+            t.poll_stream(slot).map(|e| e.and_then(|e| e.state())),
+            Poll::Ready(Some(TaskState::Working))
+        );
+        assert!(
+            t.poll_stream(slot).is_pending(),
+            "the chunk is not stored yet"
+        );
+        // Its save fails: still nothing on the wire; the next one sends it.
+        let second = t.next_save("t", None).expect("the chunk is due");
+        t.unlogged("t", second.events);
+        let _ = t.saved(second.task, Err("disk full".into()));
+        assert!(
+            t.poll_stream(slot).is_pending(),
+            "a failed save sends nothing"
+        );
+        assert_eq!(
+            t.subscribe("t").unwrap().0.state,
+            TaskState::Working,
+            "as stored"
+        );
+        working(&mut t, "t");
+        let third = t.next_save("t", None).expect("due again");
+        assert_eq!(third.events.len(), 2, "the chunk, then the new status");
+        let _ = t.saved(third.task, Ok(()));
+        assert!(matches!(
+            t.poll_stream(slot),
+            Poll::Ready(Some(StreamEvent::Artifact(_)))
+        ));
+        assert!(t.poll_stream(slot).is_ready());
+        assert!(t.poll_stream(slot).is_pending());
     }
 
     #[test]
