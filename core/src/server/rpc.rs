@@ -206,9 +206,13 @@ pub fn infer_shape(method: &str, params: &Value) -> Shape {
 
 /// A request's four fields, read without the envelope becoming a map (only
 /// the fields are values): what a derived `Deserialize` of the struct reads
-/// (an object, a field twice refused, others ignored; or an array of exactly
+/// (an object, a field twice refused, others dropped; or an array of exactly
 /// four), with `None` where it would fail with a data error. Hand-written so
 /// that no serde error (and its `Debug` formatting) is built: the npm `.wasm`.
+/// One difference: other members are read as values and dropped, not
+/// skipped (serde's `IgnoredAny`, a second JSON reader in the `.wasm`), so
+/// a number out of range or a lone surrogate escape in one is a parse error,
+/// as it already is in `params` and in an HTTP+JSON body.
 struct Envelope(Option<EnvelopeFields>);
 
 #[derive(Default)]
@@ -278,7 +282,7 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
                 "method" => (&mut f.method, 2),
                 "params" => (&mut f.params, 3),
                 _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
+                    map.next_value::<Value>()?;
                     continue;
                 }
             };
@@ -419,6 +423,20 @@ mod tests {
                 Err(e) => Err(e.classify() == serde_json::error::Category::Data),
             };
             assert_eq!(got, derived(body.as_bytes()), "{body}");
+        }
+    }
+
+    #[test]
+    fn other_members_are_read_as_json_values() {
+        for body in [
+            r#"{"method":"m","x":1e400}"#,
+            r#"{"method":"m","x":"\ud800"}"#,
+        ] {
+            assert!(
+                serde_json::from_slice::<Envelope>(body.as_bytes()).is_err(),
+                "{body}"
+            );
+            assert!(serde_json::from_slice::<Value>(body.as_bytes()).is_err());
         }
     }
 }
