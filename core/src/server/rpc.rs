@@ -258,8 +258,8 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Envelope, A::Error> {
         let mut fields = [None, None, None, None];
         for field in &mut fields {
-            match seq.next_element::<Option<Value>>()? {
-                Some(v) => *field = v,
+            match seq.next_element::<Value>()? {
+                Some(v) => *field = present(v),
                 None => return Ok(Envelope(None)),
             }
         }
@@ -287,9 +287,18 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
                 }
             };
             twice |= std::mem::replace(&mut seen[i], true);
-            *slot = map.next_value::<Option<Value>>()?;
+            *slot = present(map.next_value::<Value>()?);
         }
         Ok(Envelope((!twice).then_some(f)))
+    }
+}
+
+/// A field's value as serde reads an `Option<Value>`: `null` is `None`.
+/// (Read as a `Value`, not an `Option<Value>`: one JSON value reader.)
+fn present(v: Value) -> Option<Value> {
+    match v {
+        Value::Null => None,
+        v => Some(v),
     }
 }
 
