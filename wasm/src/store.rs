@@ -4,7 +4,7 @@
 //! Only the calls cross here: the store contract (versions, the
 //! compare-and-swap, leases, paging) is the core's [`TaskStore`] policy.
 
-use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
+use crate::convert::{error_text, get, is_absent, ser_to_js, to_js, to_json};
 use js_sys::{Function, Promise};
 use std::future::Future;
 use toolnexus_core::server::{
@@ -274,7 +274,7 @@ async fn js_save_push(
         kept.push((task_id, configs));
         return Ok(());
     };
-    let configs = ser_to_js(&configs);
+    let configs = to_js(&configs);
     let returned = f
         .call2(&store, &task_id.as_str().into(), &configs)
         .map_err(|e| StoreError::new(error_text(&e)))?;

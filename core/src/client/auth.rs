@@ -1012,7 +1012,8 @@ impl Machine for TokenMachine {
             TokenEndpoint::Url(url) => self.post(url),
             // Answered by the host before any machine starts (`token`).
             TokenEndpoint::Host(key) => Step::Done(Err(Error::Misuse(format!(
-                "the token source {key:?} is the host's, not a token endpoint"
+                "the token source {} is the host's, not a token endpoint",
+                crate::wire::json::quoted(&key)
             )))),
             TokenEndpoint::Discover(url) => {
                 if !token_url_allowed(&url) {

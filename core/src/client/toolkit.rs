@@ -224,9 +224,7 @@ impl A2aTool {
         };
         let message_id = transport.new_id();
         // FNV-1a of the fresh id: the host's randomness, for retry jitter.
-        let jitter_seed = message_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+        let jitter_seed = crate::wire::fnv1a(crate::wire::FNV_OFFSET, message_id.as_bytes());
         let refs = match crate::wire::rpc::MessageRefs::from_args(args) {
             Ok(refs) => refs,
             Err(e) => return ToolResult::error(format!("{}: {e}", self.spec.name)),

@@ -31,25 +31,32 @@ pub fn spec() -> ToolSpec {
 /// The questions rendered as the request's prompt: each question's text in
 /// order, `" (options: a, b, c)"` after one with options, joined by `"\n"`.
 pub fn render(questions: &[Value]) -> String {
-    questions
-        .iter()
-        .filter_map(|q| {
-            let text = q.get("question").and_then(Value::as_str)?;
-            let options: Vec<&str> = q
-                .get("options")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            Some(if options.is_empty() {
-                text.to_string()
-            } else {
-                format!("{text} (options: {})", options.join(", "))
-            })
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    // Plain loops, not iterator chains (see ARCHITECTURE.md).
+    let mut out = String::new();
+    let mut first = true;
+    for q in questions {
+        let Some(text) = q.get("question").and_then(Value::as_str) else {
+            continue;
+        };
+        if !first {
+            out.push('\n');
+        }
+        first = false;
+        out.push_str(text);
+        let mut listed = false;
+        let options = q.get("options").and_then(Value::as_array);
+        for option in options.map_or(&[][..], Vec::as_slice) {
+            if let Some(option) = option.as_str() {
+                out.push_str(if listed { ", " } else { " (options: " });
+                out.push_str(option);
+                listed = true;
+            }
+        }
+        if listed {
+            out.push(')');
+        }
+    }
+    out
 }
 
 /// Runs the tool: a suspension carrying the request `{id, kind:"question",

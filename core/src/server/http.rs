@@ -112,10 +112,10 @@ impl Card {
 
 /// A strong entity tag for `body`: its 64-bit hash, quoted.
 pub(super) fn entity_tag(body: &[u8]) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    body.hash(&mut h);
-    format!("\"{:016x}\"", h.finish())
+    // FNV-1a, not std's DefaultHasher: SipHash would be code the `.wasm`
+    // carries for this alone (and its output may change between releases).
+    let hash = crate::wire::fnv1a(crate::wire::FNV_OFFSET, body);
+    format!("\"{hash:016x}\"")
 }
 
 /// The origin a request was sent to: its URL's, else its `Host` header's.

@@ -206,9 +206,13 @@ pub fn infer_shape(method: &str, params: &Value) -> Shape {
 
 /// A request's four fields, read without the envelope becoming a map (only
 /// the fields are values): what a derived `Deserialize` of the struct reads
-/// (an object, a field twice refused, others ignored; or an array of exactly
+/// (an object, a field twice refused, others dropped; or an array of exactly
 /// four), with `None` where it would fail with a data error. Hand-written so
 /// that no serde error (and its `Debug` formatting) is built: the npm `.wasm`.
+/// One difference: other members are read as values and dropped, not
+/// skipped (serde's `IgnoredAny`, a second JSON reader in the `.wasm`), so
+/// a number out of range or a lone surrogate escape in one is a parse error,
+/// as it already is in `params` and in an HTTP+JSON body.
 struct Envelope(Option<EnvelopeFields>);
 
 #[derive(Default)]
@@ -254,8 +258,8 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Envelope, A::Error> {
         let mut fields = [None, None, None, None];
         for field in &mut fields {
-            match seq.next_element::<Option<Value>>()? {
-                Some(v) => *field = v,
+            match seq.next_element::<Value>()? {
+                Some(v) => *field = present(v),
                 None => return Ok(Envelope(None)),
             }
         }
@@ -278,14 +282,23 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
                 "method" => (&mut f.method, 2),
                 "params" => (&mut f.params, 3),
                 _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
+                    map.next_value::<Value>()?;
                     continue;
                 }
             };
             twice |= std::mem::replace(&mut seen[i], true);
-            *slot = map.next_value::<Option<Value>>()?;
+            *slot = present(map.next_value::<Value>()?);
         }
         Ok(Envelope((!twice).then_some(f)))
+    }
+}
+
+/// A field's value as serde reads an `Option<Value>`: `null` is `None`.
+/// (Read as a `Value`, not an `Option<Value>`: one JSON value reader.)
+fn present(v: Value) -> Option<Value> {
+    match v {
+        Value::Null => None,
+        v => Some(v),
     }
 }
 
@@ -419,6 +432,20 @@ mod tests {
                 Err(e) => Err(e.classify() == serde_json::error::Category::Data),
             };
             assert_eq!(got, derived(body.as_bytes()), "{body}");
+        }
+    }
+
+    #[test]
+    fn other_members_are_read_as_json_values() {
+        for body in [
+            r#"{"method":"m","x":1e400}"#,
+            r#"{"method":"m","x":"\ud800"}"#,
+        ] {
+            assert!(
+                serde_json::from_slice::<Envelope>(body.as_bytes()).is_err(),
+                "{body}"
+            );
+            assert!(serde_json::from_slice::<Value>(body.as_bytes()).is_err());
         }
     }
 }

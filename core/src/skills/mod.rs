@@ -235,7 +235,7 @@ impl SkillSet {
         let name = match args.get("name") {
             Some(Value::String(n)) => n.clone(),
             None | Some(Value::Null) => String::new(),
-            Some(other) => other.to_string(),
+            Some(other) => crate::wire::json::text(other),
         };
         let Some(i) = self.skills.iter().position(|s| s.name == name) else {
             let mut names: Vec<&str> = self.skills.iter().map(|s| s.name.as_str()).collect();

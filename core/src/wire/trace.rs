@@ -416,9 +416,7 @@ fn span_id(id: &str) -> [u8; 8] {
 }
 
 fn mix(id: &str, seed: u64) -> u64 {
-    finish(id.bytes().fold(0xcbf2_9ce4_8422_2325u64 ^ seed, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    }))
+    finish(super::fnv1a(super::FNV_OFFSET ^ seed, id.as_bytes()))
 }
 
 /// SplitMix64's finaliser.
