@@ -4,7 +4,9 @@
 //! Only the calls cross here: the store contract (versions, the
 //! compare-and-swap, leases, paging) is the core's [`TaskStore`] policy.
 
-use crate::convert::{error_text, get, is_absent, ser_to_js, to_js, to_json};
+#[cfg(feature = "push")]
+use crate::convert::to_js;
+use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
 use js_sys::{Function, Promise};
 use std::future::Future;
 use toolnexus_core::server::{
