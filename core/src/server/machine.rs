@@ -1084,18 +1084,7 @@ mod tests {
         let due = t.next_save("t", None).expect("due");
         assert_eq!(due.events.len(), 1, "the working event");
         // A chunk arrives while the save is under way, which then conflicts.
-        t.progress("t", |p| {
-            StreamEvent::Artifact(crate::model::event::ArtifactUpdate {
-                task_id: p.task_id.into(),
-                context_id: p.context_id.into(),
-                artifact: crate::model::task::Artifact {
-                    artifact_id: p.answer_id.into(),
-                    parts: vec![crate::model::task::Part::Text("one".into())],
-                },
-                append: false,
-                last_chunk: false,
-            })
-        });
+        chunk(&mut t, "t", "one");
         t.unlogged("t", due.events);
         t.conflicted(&due.task);
         let mut stored = due.task.clone();
@@ -1217,6 +1206,22 @@ mod tests {
         t.work_ended("a");
         assert_eq!(signals(&mut t).0, vec![b]);
         assert_eq!(t.poll_admitted("b"), Admitted::Yes);
+    }
+
+    /// A first chunk of the answer, `text`.
+    fn chunk(t: &mut Tasks, id: &str, text: &str) {
+        t.progress(id, |p| {
+            StreamEvent::Artifact(crate::model::event::ArtifactUpdate {
+                task_id: p.task_id.into(),
+                context_id: p.context_id.into(),
+                artifact: crate::model::task::Artifact {
+                    artifact_id: p.answer_id.into(),
+                    parts: vec![crate::model::task::Part::Text(text.into())],
+                },
+                append: false,
+                last_chunk: false,
+            })
+        });
     }
 
     /// Saves whatever is due, succeeding, until nothing is; the saved states.
@@ -1420,18 +1425,7 @@ mod tests {
         working(&mut t, "t");
         let first = t.next_save("t", None).expect("working is due");
         // A chunk while the first save is under way.
-        t.progress("t", |p| {
-            StreamEvent::Artifact(crate::model::event::ArtifactUpdate {
-                task_id: p.task_id.into(),
-                context_id: p.context_id.into(),
-                artifact: crate::model::task::Artifact {
-                    artifact_id: p.answer_id.into(),
-                    parts: vec![crate::model::task::Part::Text("one".into())],
-                },
-                append: false,
-                last_chunk: false,
-            })
-        });
+        chunk(&mut t, "t", "one");
         let _ = t.saved(first.task, Ok(()));
         assert_eq!(
             t.poll_stream(slot).map(|e| e.and_then(|e| e.state())),
