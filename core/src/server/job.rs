@@ -145,11 +145,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             if job.request.is_some() {
                 let mut tasks = server.tasks();
                 match tasks.poll_admitted(&job.id) {
-                    machine::Admitted::Waiting => {
-                        if let Some(slot) = tasks.job_slot(&job.id) {
-                            tasks.pending(slot, cx);
-                        }
-                    }
+                    machine::Admitted::Waiting => tasks.pending_job(&job.id, cx),
                     machine::Admitted::Never => {
                         tasks.work_ended(&job.id);
                         job.request = None;
@@ -166,9 +162,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             if let Some(work) = job.work.as_mut() {
                 let stop = {
                     let mut tasks = server.tasks();
-                    if let Some(slot) = tasks.job_slot(&job.id) {
-                        tasks.pending(slot, cx);
-                    }
+                    tasks.pending_job(&job.id, cx);
                     tasks.job_poll(&job.id)
                 };
                 if stop {

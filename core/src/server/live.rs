@@ -42,6 +42,14 @@ impl<G: DerefMut<Target = Live>> TasksGuard<G> {
         }
     }
 
+    /// The job running task `id` must wait: it is woken through its slot
+    /// ([`Tasks::job_slot`]).
+    pub(crate) fn pending_job(&mut self, id: &str, cx: &Context<'_>) {
+        if let Some(slot) = self.job_slot(id) {
+            self.pending(slot, cx);
+        }
+    }
+
     /// How many futures' wakers are kept (for tests: none once they are gone).
     #[cfg(test)]
     pub(crate) fn wakers_kept(&self) -> usize {

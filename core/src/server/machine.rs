@@ -576,16 +576,10 @@ impl Tasks {
 
     /// Sends a run's held events to its streams and ends them.
     fn release_held(&mut self, id: &str) {
-        let Some(run) = self.running.get_mut(id) else {
-            return;
-        };
-        let held = std::mem::take(&mut run.held);
-        for slot in std::mem::take(&mut run.streams) {
-            if let Some(s) = stream_at(&mut self.slots, slot) {
-                s.queue.extend(held.iter().cloned());
-                s.closed = true;
-                self.signals.push(Signal::Wake(slot));
-            }
+        self.release_stored(id, usize::MAX);
+        if let Some(run) = self.running.get_mut(id) {
+            let streams = std::mem::take(&mut run.streams);
+            self.close(streams);
         }
     }
 
