@@ -779,11 +779,12 @@ async function boot() {
   }
   el.boot.hidden = true;
   el.connectBtn.disabled = false;
-  document.body.dataset.ready = "1";
   try {
     const meta = await (await fetch("./vendor/toolnexus-wasm/package.json", { cache: "no-store" })).json();
     el.about.innerHTML = `Runs in your browser on <code>${esc(meta.name)} ${esc(meta.version)}</code> (the toolnexus Rust core compiled to WebAssembly); requests go only to the agents you connect to.`;
   } catch {}
+  // Ready once boot is over, the package's name and version shown included.
+  document.body.dataset.ready = "1";
 }
 
 boot();
