@@ -532,15 +532,15 @@ fn fuzz_the_stored_task_reader_never_panics_and_reads_back_what_it_writes() {
 #[test]
 fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
     use crate::server::{A2aServer, EchoFulfiller, MemoryStore, ServerHost, ServerOptions};
-    use crate::testing::{run_with_jobs, Jobs};
+    use crate::testing::{run_with_work, Jobs};
     use std::sync::Arc;
 
-    struct Host(Arc<Jobs>, std::sync::atomic::AtomicU64);
+    struct Host(std::sync::atomic::AtomicU64);
     impl crate::HostBase for Host {
         fn new_id(&self) -> String {
             format!(
                 "id{}",
-                self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             )
         }
         fn now_ms(&self) -> u64 {
@@ -550,9 +550,6 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
 
     impl ServerHost for Host {
         type Locks = crate::testing::TestLocks;
-        fn spawn(&self, job: crate::host::transport::BoxFuture<'static, ()>) {
-            self.0.spawn(job);
-        }
     }
     // On wasm32 jobs are not `Send`; the test is single-threaded anyway.
     #[allow(clippy::arc_with_non_send_sync)]
@@ -565,7 +562,7 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
     let server = A2aServer::new(
         options,
         MemoryStore::<crate::testing::TestLocks>::default(),
-        Host(jobs.clone(), Default::default()),
+        Host(Default::default()),
         EchoFulfiller,
     );
     const REQUESTS: &[&[u8]] = &[
@@ -586,7 +583,7 @@ fn fuzz_json_rpc_requests_to_the_server_always_get_a_json_answer() {
             );
         }
         let shown = format!("{req:?} {}", String::from_utf8_lossy(&req.body));
-        let resp = run_with_jobs(server.handle(req), &jobs);
+        let resp = run_with_work(server.handle(req), &jobs, || server.take_work());
         let streamed = resp
             .header("Content-Type")
             .is_some_and(crate::wire::sse::is_event_stream);

@@ -164,16 +164,27 @@ impl Jobs {
 /// running stay queued (dropping one would end its work). Panics if `fut`
 /// is not done after a million rounds: it waits on something not virtual.
 pub fn run_with_jobs<F: Future>(fut: F, jobs: &Jobs) -> F::Output {
+    run_with_work(fut, jobs, Vec::new)
+}
+
+/// [`run_with_jobs`], where each round also queues in `jobs` the work
+/// `take` hands out (a server's [`take_work`](crate::server::A2aServer::take_work)).
+pub fn run_with_work<F: Future>(
+    fut: F,
+    jobs: &Jobs,
+    take: impl Fn() -> Vec<crate::host::transport::BoxFuture<'static, ()>>,
+) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     let mut cx = Context::from_waker(std::task::Waker::noop());
     let mut running = Vec::new();
     for _ in 0..1_000_000 {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            running.extend(jobs.take());
+        let done = fut.as_mut().poll(&mut cx);
+        running.extend(jobs.take());
+        running.extend(take());
+        if let Poll::Ready(v) = done {
             jobs.0.lock().expect("jobs lock").extend(running);
             return v;
         }
-        running.extend(jobs.take());
         running.retain_mut(|j| j.as_mut().poll(&mut cx).is_pending());
     }
     panic!("the future did not finish: a virtual wait never became ready")

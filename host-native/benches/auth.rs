@@ -87,9 +87,6 @@ impl toolnexus_core::HostBase for Host {
 
 impl ServerHost for Host {
     type Locks = NativeLocks;
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        tokio::spawn(job);
-    }
     fn verify_jwt(&self, token: &str) -> BoxFuture<'static, Result<Claims, String>> {
         let v = self.0.clone();
         let token = token.to_string();
@@ -293,6 +290,7 @@ async fn main() {
             Host(Some(asym.clone())),
             EchoFulfiller,
         );
+        let runner = tokio::spawn(server.clone().run_work(|w| drop(tokio::spawn(w))));
         let with = |req: HttpRequest| match &header {
             Some((k, v)) => req.with_header(*k, v.as_str()),
             None => req,
@@ -323,5 +321,6 @@ async fn main() {
             std::hint::black_box(server.handle(get.clone()).await.status);
         })
         .await;
+        runner.abort();
     }
 }

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 use toolnexus_core::server::{A2aServer, EchoFulfiller, ServerHost, ServerOptions};
-use toolnexus_core::BoxFuture;
 use toolnexus_core::HttpRequest;
 use toolnexus_host_native::{MemoryStore, NativeLocks};
 
@@ -23,9 +22,6 @@ impl toolnexus_core::HostBase for Host {
 
 impl ServerHost for Host {
     type Locks = NativeLocks;
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        tokio::spawn(job);
-    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -38,6 +34,7 @@ async fn main() {
         ..Default::default()
     };
     let server = A2aServer::new(options, MemoryStore::default(), Host, EchoFulfiller);
+    tokio::spawn(server.clone().run_work(|w| drop(tokio::spawn(w))));
     let send = HttpRequest::post_json(
         "/",
         br#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"Plan the release of version 1.2 in three steps"}]}}}"#.to_vec(),

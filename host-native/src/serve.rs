@@ -14,7 +14,7 @@ use toolnexus_core::server::auth::{AuthConfig, Claims, Verdict};
 use toolnexus_core::server::{
     build_agent_card, is_loopback_host, misdirected, A2aConfig, A2aServer, Admission, AllowedHosts,
     BodyRefusal, CorsOrigin, EchoFulfiller, Fulfiller, Health, LlmFulfiller, PushOptions, Reply,
-    ServerHost, ServerOptions, TaskEvent, CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
+    ServerHost, ServerOptions, TaskEvent, Work, CARD_PATH, HEALTH_PATH, LEGACY_CARD_PATH,
 };
 use toolnexus_core::server::{StoreError, TaskStore};
 use toolnexus_core::Task;
@@ -363,11 +363,32 @@ struct Jobs {
     idle: Notify,
 }
 
+impl Jobs {
+    /// Runs `work` (a task's fulfilment, its push deliveries) as a tokio
+    /// task, counted while it runs.
+    fn spawn(self: &Arc<Self>, work: Work) {
+        /// Counts the job out however it ends, a panic included.
+        struct Running(Arc<Jobs>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    self.0.idle.notify_waiters();
+                }
+            }
+        }
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let running = Running(self.clone());
+        tokio::spawn(async move {
+            let _running = running;
+            work.await;
+        });
+    }
+}
+
 struct NativeHost {
     on_task: Option<OnTask>,
     /// Webhooks whose names resolve to internal addresses are refused unless this.
     allow_private_webhooks: bool,
-    jobs: Arc<Jobs>,
     /// The zero of `now_ms`.
     epoch: std::time::Instant,
     /// Checks JWT signatures, when a `jwt` verifier is configured.
@@ -390,24 +411,6 @@ impl toolnexus_core::HostBase for NativeHost {
 
 impl ServerHost for NativeHost {
     type Locks = crate::NativeLocks;
-
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        /// Counts the job out however it ends, a panic included.
-        struct Running(Arc<Jobs>);
-        impl Drop for Running {
-            fn drop(&mut self) {
-                if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
-                    self.0.idle.notify_waiters();
-                }
-            }
-        }
-        self.jobs.running.fetch_add(1, Ordering::SeqCst);
-        let running = Running(self.jobs.clone());
-        tokio::spawn(async move {
-            let _running = running;
-            job.await;
-        });
-    }
 
     fn on_task(&self, event: TaskEvent) {
         if let Some(hook) = &self.on_task {
@@ -489,6 +492,9 @@ pub struct ServeHandle {
     pub recovered: Vec<String>,
     http: ServerHandle,
     jobs: Arc<Jobs>,
+    /// The server's work not yet taken by `runner`, which spawns it.
+    take_work: Arc<dyn Fn() -> Vec<Work> + Send + Sync>,
+    runner: tokio::task::JoinHandle<()>,
     health: Arc<dyn Fn() -> Health + Send + Sync>,
     /// The shared store's listener and lease sweeper, stopped with the server.
     background: Vec<tokio::task::JoinHandle<()>>,
@@ -512,9 +518,17 @@ impl ServeHandle {
             task.abort();
         }
         self.http.stop_within(grace).await;
+        // No request is left to start work; what jobs start from now on
+        // is taken below, when they end.
+        self.runner.abort();
+        let _ = self.runner.await;
         let wait = async {
-            while self.jobs.running.load(Ordering::SeqCst) > 0 {
+            loop {
                 let idle = self.jobs.idle.notified();
+                // Work the last requests and jobs started is waited for too.
+                for work in (self.take_work)() {
+                    self.jobs.spawn(work);
+                }
                 if self.jobs.running.load(Ordering::SeqCst) == 0 {
                     break;
                 }
@@ -736,7 +750,6 @@ fn start(
             .push
             .as_ref()
             .is_some_and(|p| p.allow_private_webhooks),
-        jobs: jobs.clone(),
         jwt,
         authenticate: options.authenticate.clone(),
         authenticate_challenge: options.authenticate_challenge.clone(),
@@ -785,6 +798,16 @@ fn start(
         host,
         fulfiller,
     );
+    // The work the server starts (fulfilment jobs, push deliveries), each
+    // run as a tokio task of its own.
+    let take_work: Arc<dyn Fn() -> Vec<Work> + Send + Sync> = {
+        let server = Arc::downgrade(&server);
+        Arc::new(move || server.upgrade().map(|s| s.take_work()).unwrap_or_default())
+    };
+    let runner = {
+        let jobs = jobs.clone();
+        tokio::spawn(server.clone().run_work(move |work| jobs.spawn(work)))
+    };
     let mut background = Vec::new();
     // Finished tasks past their retention: deleted now and then.
     if let Some(keep) = options.task_retention {
@@ -939,6 +962,8 @@ fn start(
         recovered,
         http,
         jobs,
+        take_work,
+        runner,
         health,
         background,
     })

@@ -3,10 +3,10 @@
 //! The handler converts a `Request` into the core's `HttpRequest`, calls the
 //! same `A2aServer::serve` as the native server, and converts the answer into
 //! a `Response` (an event stream becomes a `ReadableStream` body, pulled one
-//! SSE frame at a time). Fulfilment runs in the background with `spawn_local`;
-//! when the request came with a `ctx` that has `waitUntil` (workerd), the
-//! job's promise is handed to it so the runtime keeps the worker alive until
-//! the task settles.
+//! SSE frame at a time). The work the server starts (fulfilment, push
+//! deliveries) runs in the background with `spawn_local`; when the request
+//! came with a `ctx` that has `waitUntil` (workerd), its promise is handed to
+//! it so the runtime keeps the worker alive until the task settles.
 
 use crate::convert::{
     console_error, error_text, get, header_pairs, is_absent, misuse, opt_function, opt_string,
@@ -95,15 +95,18 @@ thread_local! {
     static CURRENT_CTX: RefCell<Option<JsValue>> = const { RefCell::new(None) };
 }
 
-/// Makes `ctx` the current request context while `fut` is polled, so a job
-/// the core spawns during that poll is handed to that request's `waitUntil`.
-/// Requests interleave at await points; this keeps each job with its own request.
-/// Jobs run under their request's `ctx` too, so what a job spawns (a push
+/// Makes `ctx` the current request context while `fut` is polled, and
+/// hands the work the server started during that poll (a task's job, its
+/// push deliveries) to that request's `waitUntil`. Requests interleave at
+/// await points, but a poll is one piece: what it starts is its request's.
+/// Work runs under its request's `ctx` too, so what it starts (a push
 /// delivery after the fulfilment saved a state) is kept alive as well.
 struct WithCtx<F: ?Sized> {
     ctx: Option<JsValue>,
     /// Where a JS verifier's rejecting `Response` goes (requests only).
     refusal: Option<crate::auth::Refusal>,
+    /// The server whose work is taken after each poll.
+    server: Arc<Server>,
     fut: Pin<Box<F>>,
 }
 
@@ -114,9 +117,37 @@ impl<F: Future + ?Sized> Future for WithCtx<F> {
         let outer = CURRENT_CTX.with(|c| c.replace(this.ctx.clone()));
         let outer_refusal = crate::auth::CURRENT_REFUSAL.with(|c| c.replace(this.refusal.clone()));
         let polled = this.fut.as_mut().poll(cx);
+        for work in this.server.take_work() {
+            run_work(&this.server, work);
+        }
         CURRENT_CTX.with(|c| *c.borrow_mut() = outer);
         crate::auth::CURRENT_REFUSAL.with(|c| *c.borrow_mut() = outer_refusal);
         polled
+    }
+}
+
+/// Runs `work` in the background, kept alive by the current request's
+/// `ctx.waitUntil` when there is one (workerd), else with `spawn_local`.
+fn run_work(server: &Arc<Server>, work: BoxFuture<'static, ()>) {
+    let ctx = CURRENT_CTX.with(|c| c.borrow().clone());
+    let job = WithCtx {
+        ctx: ctx.clone(),
+        refusal: None,
+        server: server.clone(),
+        fut: work,
+    };
+    match ctx {
+        Some(ctx) => {
+            let done = crate::bound::promise(Box::pin(async move {
+                job.await;
+                Ok(JsValue::UNDEFINED)
+            }));
+            let wait_until: Function = get(&ctx, "waitUntil").unchecked_into();
+            if let Err(e) = wait_until.call1(&ctx, &done) {
+                report(&format!("ctx.waitUntil failed: {}", error_text(&e)));
+            }
+        }
+        None => spawn_local(job),
     }
 }
 
@@ -150,28 +181,6 @@ impl toolnexus_core::HostBase for WasmHost {
 
 impl ServerHost for WasmHost {
     type Locks = toolnexus_core::server::CellLocks;
-
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        let ctx = CURRENT_CTX.with(|c| c.borrow().clone());
-        match ctx {
-            Some(ctx) => {
-                let job = WithCtx {
-                    ctx: Some(ctx.clone()),
-                    refusal: None,
-                    fut: job,
-                };
-                let done = crate::bound::promise(Box::pin(async move {
-                    job.await;
-                    Ok(JsValue::UNDEFINED)
-                }));
-                let wait_until: Function = get(&ctx, "waitUntil").unchecked_into();
-                if let Err(e) = wait_until.call1(&ctx, &done) {
-                    report(&format!("ctx.waitUntil failed: {}", error_text(&e)));
-                }
-            }
-            None => spawn_local(job),
-        }
-    }
 
     fn on_task(&self, event: TaskEvent) {
         let Some(hook) = &self.on_task else { return };
@@ -431,7 +440,6 @@ struct HandlerState {
     /// store with leases): `now_ms`; `u64::MAX` for never.
     sweep_at: std::cell::Cell<u64>,
     lease_ms: u64,
-    host: WasmHost,
 }
 
 impl HandlerState {
@@ -472,10 +480,9 @@ impl HandlerState {
                 ..Default::default()
             },
             store,
-            p.host.clone(),
+            p.host,
             p.fulfiller,
         );
-        let host = p.host;
         // `store.watch(changed)`: the store tells of changes made elsewhere
         // (another isolate), so streams and long-polls here wake at once.
         if let (Some(watch), Some(JsStore(js, _))) = (watch, server.store().host()) {
@@ -497,7 +504,6 @@ impl HandlerState {
             server,
             sweep_at: std::cell::Cell::new(if p.lease.is_some() { 0 } else { u64::MAX }),
             lease_ms,
-            host,
         }
     }
 
@@ -512,14 +518,17 @@ impl HandlerState {
         }
         self.sweep_at.set(now.saturating_add(self.lease_ms));
         let server = self.server.clone();
-        self.host.spawn(Box::pin(async move {
-            if let Err(e) = server.recover_expired().await {
-                report(&format!("looking for abandoned tasks failed: {e}"));
-            }
-            if let Err(e) = server.sweep().await {
-                report(&format!("deleting finished tasks failed: {e}"));
-            }
-        }));
+        run_work(
+            &self.server,
+            Box::pin(async move {
+                if let Err(e) = server.recover_expired().await {
+                    report(&format!("looking for abandoned tasks failed: {e}"));
+                }
+                if let Err(e) = server.sweep().await {
+                    report(&format!("deleting finished tasks failed: {e}"));
+                }
+            }),
+        );
     }
 }
 
@@ -633,6 +642,7 @@ impl HandlerState {
             .find(|c| get(c, "waitUntil").is_function());
         let refusal = crate::auth::Refusal::default();
         let refused = refusal.clone();
+        let server = self.server.clone();
         let fut = async move {
             self.sweep();
             let req = match read_request(&self.server, &request).await? {
@@ -658,6 +668,7 @@ impl HandlerState {
         crate::bound::promise(Box::pin(WithCtx {
             ctx,
             refusal: Some(refusal),
+            server,
             fut: Box::pin(fut),
         }))
     }

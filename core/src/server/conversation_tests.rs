@@ -495,7 +495,7 @@ fn rpc_on<S: TaskStore, F: Fulfiller>(
 ) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params});
     let req = HttpRequest::post_json("/", body.to_string().into_bytes());
-    let resp = run_with_jobs(server.handle(req), &host.jobs);
+    let resp = run_with_work(server.handle(req), &host.jobs, || server.take_work());
     serde_json::from_slice(&resp.body).expect("JSON")
 }
 

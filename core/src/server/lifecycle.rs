@@ -402,7 +402,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         } else {
             (None, Some(request))
         };
-        self.host.spawn(Box::pin(Job {
+        self.tasks().start_work(Box::pin(Job {
             server: self.clone(),
             id,
             request,

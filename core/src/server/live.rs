@@ -2,17 +2,24 @@
 //! futures that poll it (jobs, event streams, waiting requests, watches),
 //! by slot. The machine says which slots to wake or forget
 //! ([`Signal`]s); this guard delivers them each time the server's lock
-//! is let go, so no change is left untold.
+//! is let go, so no change is left untold. Beside them, the work started
+//! and not yet taken by the host ([`super::Work`]).
 
 use super::machine::{Signal, Slot, Tasks};
+use super::Work;
 use hashbrown::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::task::{Context, Waker};
 
-/// What the server's one lock guards: the machine and its futures' wakers.
+/// What the server's one lock guards: the machine, its futures' wakers,
+/// and the work started for the host to run.
 pub(crate) struct Live {
     tasks: Tasks,
     wakers: HashMap<Slot, Waker>,
+    /// Started, not yet taken ([`super::A2aServer::take_work`]), oldest first.
+    work: Vec<Work>,
+    /// The host's future waiting for work ([`super::A2aServer::poll_work`]).
+    work_waker: Option<Waker>,
 }
 
 impl Live {
@@ -20,6 +27,8 @@ impl Live {
         Live {
             tasks,
             wakers: HashMap::new(),
+            work: Vec::new(),
+            work_waker: None,
         }
     }
 }
@@ -48,6 +57,23 @@ impl<G: DerefMut<Target = Live>> TasksGuard<G> {
         if let Some(slot) = self.job_slot(id) {
             self.pending(slot, cx);
         }
+    }
+
+    /// Hands `work` to the host: it runs once taken.
+    pub(crate) fn start_work(&mut self, work: Work) {
+        self.0.work.push(work);
+    }
+
+    /// The work started and not yet taken, oldest first; none: the waker
+    /// of `cx` (if any) is woken when some is started.
+    pub(crate) fn take_work(&mut self, cx: Option<&Context<'_>>) -> Vec<Work> {
+        let live = &mut *self.0;
+        if live.work.is_empty() {
+            if let Some(cx) = cx {
+                live.work_waker = Some(cx.waker().clone());
+            }
+        }
+        std::mem::take(&mut live.work)
     }
 
     /// How many futures' wakers are kept (for tests: none once they are gone).
@@ -87,7 +113,17 @@ impl<G: DerefMut<Target = Live>> DerefMut for TasksGuard<G> {
 
 impl<G: DerefMut<Target = Live>> Drop for TasksGuard<G> {
     fn drop(&mut self) {
-        let Live { tasks, wakers } = &mut *self.0;
+        let Live {
+            tasks,
+            wakers,
+            work,
+            work_waker,
+        } = &mut *self.0;
+        if !work.is_empty() {
+            if let Some(w) = work_waker.take() {
+                w.wake();
+            }
+        }
         for signal in tasks.take_signals() {
             match signal {
                 Signal::Wake(slot) => {

@@ -1,10 +1,12 @@
 //! The A2A server as one function: an [`HttpRequest`] in, a [`Reply`] (a
-//! whole [`HttpResponse`] or an SSE event stream) out, with fulfilment
-//! handed to the host's spawner.
+//! whole [`HttpResponse`] or an SSE event stream) out, and the [`Work`] it
+//! started (fulfilment jobs, push deliveries) for the host to run.
 //!
 //! Every host (the native tokio server, an edge worker's `fetch`, tests)
 //! calls [`A2aServer::serve`] (or [`A2aServer::handle`], which reads a
-//! stream to its end); none re-implements routing.
+//! stream to its end); none re-implements routing. Core spawns nothing:
+//! the host takes the work ([`A2aServer::take_work`], [`A2aServer::poll_work`])
+//! and runs it where it belongs (`tokio::spawn`, the request's `ctx.waitUntil`).
 
 pub mod auth;
 mod calls;
@@ -132,13 +134,18 @@ pub struct TaskEvent {
     pub trace_id: Option<String>,
 }
 
+/// Work the server started that outlives the call that started it: a
+/// task's fulfilment job (until its terminal state is stored), a task's
+/// push deliveries. The host takes it ([`A2aServer::take_work`],
+/// [`A2aServer::poll_work`]) and runs each to its end in the background;
+/// work not taken does not run (a blocking SendMessage then waits).
+pub type Work = BoxFuture<'static, ()>;
+
 /// What the server needs from its host.
 pub trait ServerHost: crate::HostBase + 'static {
     /// How state shared between requests is locked (the running tasks): a
     /// mutex natively, a `RefCell` on one thread.
     type Locks: Locks;
-    /// Runs `job` to completion in the background (tokio::spawn, ctx.waitUntil, …).
-    fn spawn(&self, job: BoxFuture<'static, ()>);
     /// Called once per task on its terminal state.
     fn on_task(&self, _event: TaskEvent) {}
     /// Reports a problem no caller will see (a save that failed during fulfilment).
@@ -576,6 +583,39 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // Nothing runs user code under this lock, and the machine's maps are
         // whole between its operations.
         live::TasksGuard(self.tasks.lock())
+    }
+
+    /// The work started since the last call ([`Work`]), oldest first,
+    /// for the host to run. A host on one thread (an edge worker, a
+    /// component) takes it after each poll of a future the server gave it
+    /// (a [`A2aServer::serve`], a [`Work`]): whatever was started in that
+    /// poll belongs to the request being served, and can be kept alive
+    /// with it (`ctx.waitUntil`).
+    pub fn take_work(&self) -> Vec<Work> {
+        self.tasks().take_work(None)
+    }
+
+    /// Like [`A2aServer::take_work`], but pending (and woken when work
+    /// is started) while there is none: for a host with one background
+    /// task that runs what comes (`tokio::spawn` of each).
+    pub fn poll_work(&self, cx: &mut Context<'_>) -> Poll<Vec<Work>> {
+        let work = self.tasks().take_work(Some(cx));
+        if work.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(work)
+        }
+    }
+
+    /// Hands each piece of work to `run` as it is started, forever: the
+    /// background task of a host with a spawner,
+    /// `tokio::spawn(server.clone().run_work(|w| drop(tokio::spawn(w))))`.
+    pub async fn run_work(self: Arc<Self>, mut run: impl FnMut(Work)) {
+        loop {
+            for work in std::future::poll_fn(|cx| self.poll_work(cx)).await {
+                run(work);
+            }
+        }
     }
 
     /// Answers one HTTP request with a whole response: a streamed answer

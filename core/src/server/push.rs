@@ -587,7 +587,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
         let server = self.clone();
         let task_id = task.id.clone();
-        self.host.spawn(Box::pin(async move {
+        self.tasks().start_work(Box::pin(async move {
             let host = &server.host;
             let send = |r: HttpRequest| {
                 host.send(r).unwrap_or_else(|| {

@@ -167,9 +167,6 @@ impl crate::HostBase for Arc<Replica> {
 
 impl ServerHost for Arc<Replica> {
     type Locks = TestLocks;
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        lock(&self.jobs).push(job);
-    }
     fn on_task(&self, event: TaskEvent) {
         lock(&self.events).push(event);
     }
@@ -357,6 +354,7 @@ impl Cluster {
                 continue;
             }
             let mut jobs = std::mem::take(&mut *lock(&host.jobs));
+            jobs.extend(self.servers[i].take_work());
             jobs.retain_mut(|j| j.as_mut().poll(cx).is_pending());
             lock(&host.jobs).extend(jobs);
         }
@@ -469,6 +467,7 @@ impl Cluster {
         self.dead[i] = true;
         // Dropped without running: the store keeps what was saved.
         std::mem::forget(std::mem::take(&mut *lock(&self.hosts[i].jobs)));
+        std::mem::forget(self.servers[i].take_work());
     }
 }
 

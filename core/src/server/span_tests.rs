@@ -94,7 +94,7 @@ fn send(server: &Server, host: &TestHost, traceparent: Option<&str>) -> Value {
     if let Some(t) = traceparent {
         req = req.with_header("traceparent", t);
     }
-    let resp = run_with_jobs(server.handle(req), &host.jobs);
+    let resp = run_with_work(server.handle(req), &host.jobs, || server.take_work());
     serde_json::from_slice(&resp.body).expect("JSON")
 }
 

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::skills::Skill;
-use crate::testing::{run_with_jobs, Jobs, TestLocks, VirtualTime};
+use crate::testing::{run_with_work, Jobs, TestLocks, VirtualTime};
 use crate::HostBase;
 use crate::ToolSource;
 use serde_json::json;
@@ -88,9 +88,6 @@ impl crate::HostBase for Arc<TestHost> {
 
 impl ServerHost for Arc<TestHost> {
     type Locks = TestLocks;
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        self.jobs.spawn(job);
-    }
     fn on_task(&self, event: TaskEvent) {
         lock(&self.events).push(event);
     }
@@ -282,7 +279,7 @@ fn fixture() -> Fixture {
 impl Fixture {
     /// Polls `fut` and every spawned job until `fut` is done.
     fn run<F: Future>(&self, fut: F) -> F::Output {
-        run_with_jobs(fut, &self.host.jobs)
+        run_with_work(fut, &self.host.jobs, || self.server.take_work())
     }
 
     /// Runs every queued job as far as it goes.
@@ -472,7 +469,11 @@ fn the_card_has_an_entity_tag_and_a_matching_request_gets_304() {
     };
     let host = Arc::new(TestHost::default());
     let server = A2aServer::new(options, Arc::new(Recording::default()), host.clone(), Rules);
-    let resp = run_with_jobs(server.handle(HttpRequest::get(CARD_PATH)), &host.jobs);
+    let resp = run_with_work(
+        server.handle(HttpRequest::get(CARD_PATH)),
+        &host.jobs,
+        || server.take_work(),
+    );
     assert_eq!(resp.header("cache-control"), Some("public, max-age=60"));
 }
 
@@ -695,7 +696,7 @@ fn list_tasks_on_a_store_that_cannot_list_is_unsupported() {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
     let req = HttpRequest::post_json("/", body.to_string().into_bytes())
         .with_header("A2A-Version", "1.0");
-    let resp = run_with_jobs(server.handle(req), &host.jobs);
+    let resp = run_with_work(server.handle(req), &host.jobs, || server.take_work());
     let v: Value = serde_json::from_slice(&resp.body).expect("json");
     assert_eq!(v["error"]["code"], -32004, "{v}");
 }
@@ -1662,7 +1663,7 @@ fn a_request_origin_card_advertises_the_origin_each_request_came_to() {
     };
     let server = A2aServer::new(options, Arc::new(Recording::default()), host.clone(), Rules);
     let card_at = |req: HttpRequest| -> Value {
-        let resp = run_with_jobs(server.handle(req), &host.jobs);
+        let resp = run_with_work(server.handle(req), &host.jobs, || server.take_work());
         assert_eq!(resp.status, 200);
         serde_json::from_slice(&resp.body).expect("json")
     };
@@ -1835,3 +1836,59 @@ fn a_post_a_page_may_send_without_a_preflight_starts_nothing() {
 #[cfg(feature = "replicas")]
 #[path = "replica_tests.rs"]
 mod replica_tests;
+
+/// Core spawns nothing: a task's job is work the host takes. Until it is
+/// taken the task does not move; `poll_work` wakes the host's runner when
+/// work is started; taken and run, the task completes.
+#[test]
+fn a_tasks_job_is_work_the_host_takes_and_nothing_runs_until_it_does() {
+    use std::sync::atomic::AtomicUsize;
+    struct Count(AtomicUsize);
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let f = fixture();
+    let woken = Arc::new(Count(AtomicUsize::new(0)));
+    let waker = std::task::Waker::from(woken.clone());
+    let mut cx = Context::from_waker(&waker);
+    assert!(f.server.poll_work(&mut cx).is_pending(), "no work yet");
+
+    // A non-blocking send, served without taking any work.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}]},
+        "configuration": {"returnImmediately": true}}});
+    let req = HttpRequest::post_json("/", body.to_string().into_bytes())
+        .with_header("A2A-Version", "1.0");
+    let resp = crate::testing::block_on(f.server.handle(req));
+    let v: Value = serde_json::from_slice(&resp.body).expect("JSON");
+    let id = v["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    assert_eq!(
+        woken.0.load(Ordering::SeqCst),
+        1,
+        "the runner was woken once"
+    );
+    let stored = crate::testing::block_on(f.store.get(&id)).expect("read");
+    assert_eq!(
+        stored.expect("stored").state,
+        TaskState::Submitted,
+        "no work ran: the task waits for its job to store `working`"
+    );
+
+    // The host takes the one job and runs it: the task completes.
+    let Poll::Ready(work) = f.server.poll_work(&mut cx) else {
+        panic!("the job is ready to take")
+    };
+    assert_eq!(work.len(), 1, "one job");
+    assert!(f.server.take_work().is_empty(), "taken once");
+    for job in work {
+        crate::testing::block_on(job);
+    }
+    let stored = crate::testing::block_on(f.store.get(&id)).expect("read");
+    assert_eq!(stored.expect("stored").state, TaskState::Completed);
+    assert_eq!(lock(&f.host.events).len(), 1, "the hook ran once");
+}

@@ -266,7 +266,7 @@ pub async fn handle(server: &Arc<Server>, request: Request<Body>) -> Response<Bo
         headers,
         body: bytes,
     };
-    match server.serve(req).await {
+    match crate::wasi_host::with_work(server, server.serve(req)).await {
         Reply::Full(r) => full(r),
         Reply::Stream { head, body } => {
             let frames = OneThread(body.map(wstd::http::body::Bytes::from));

@@ -336,14 +336,13 @@ impl GuestEchoServer for EchoServer {
     fn handle(&self, request: wit::HttpRequest) -> wit::HttpResponse {
         let server = self.server.clone();
         let response = wstd::runtime::block_on(async move {
-            server
-                .handle(toolnexus_core::HttpRequest {
-                    method: request.method,
-                    url: request.url,
-                    headers: request.headers,
-                    body: request.body,
-                })
-                .await
+            let handled = server.handle(toolnexus_core::HttpRequest {
+                method: request.method,
+                url: request.url,
+                headers: request.headers,
+                body: request.body,
+            });
+            crate::wasi_host::with_work(&server, handled).await
         });
         wit::HttpResponse {
             status: response.status,

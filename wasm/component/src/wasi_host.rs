@@ -186,8 +186,52 @@ pub fn header_pairs(headers: &wstd::http::HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The server's host: background jobs on wstd's executor (they run until
-/// they finish, before the export call or the request handler returns),
+/// Polls `fut` (a request being served); after each poll, the work the
+/// server started in it (a task's job, its push deliveries) goes on wstd's
+/// executor, polled the same way. Work runs until it finishes, before the
+/// export call or the request handler returns.
+pub fn with_work<S, F, Fut>(
+    server: &std::sync::Arc<toolnexus_core::server::A2aServer<S, WasiHost, F>>,
+    fut: Fut,
+) -> WithWork<Fut>
+where
+    S: toolnexus_core::server::TaskStore,
+    F: toolnexus_core::server::Fulfiller,
+    Fut: Future,
+{
+    let server = server.clone();
+    WithWork {
+        take: std::rc::Rc::new(move || server.take_work()),
+        fut: Box::pin(fut),
+    }
+}
+
+/// See [`with_work`].
+pub struct WithWork<F: ?Sized> {
+    take: std::rc::Rc<dyn Fn() -> Vec<toolnexus_core::server::Work>>,
+    fut: std::pin::Pin<Box<F>>,
+}
+
+impl<F: Future + ?Sized> Future for WithWork<F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let polled = self.fut.as_mut().poll(cx);
+        for work in (self.take)() {
+            let work = WithWork {
+                take: self.take.clone(),
+                fut: work,
+            };
+            wstd::runtime::spawn(work).detach();
+        }
+        polled
+    }
+}
+
+/// The server's host: wasi clocks, problems to stderr; its work on wstd's
+/// executor ([`with_work`]),
 /// wasi clocks, problems to stderr; in the agent world, HS256 signatures
 /// of the `jwt` verifier (`hmac` + `sha2`, the secret from the environment).
 #[derive(Clone, Default)]
@@ -215,10 +259,6 @@ impl toolnexus_core::HostBase for WasiHost {
 
 impl toolnexus_core::server::ServerHost for WasiHost {
     type Locks = toolnexus_core::server::CellLocks;
-
-    fn spawn(&self, job: BoxFuture<'static, ()>) {
-        wstd::runtime::spawn(job).detach();
-    }
 
     fn report(&self, problem: &str) {
         eprintln!("toolnexus: {problem}");
