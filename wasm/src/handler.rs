@@ -117,12 +117,18 @@ impl<F: Future + ?Sized> Future for WithCtx<F> {
         let outer = CURRENT_CTX.with(|c| c.replace(this.ctx.clone()));
         let outer_refusal = crate::auth::CURRENT_REFUSAL.with(|c| c.replace(this.refusal.clone()));
         let polled = this.fut.as_mut().poll(cx);
-        for work in this.server.take_work() {
-            run_work(&this.server, work);
-        }
+        run_started(&this.server);
         CURRENT_CTX.with(|c| *c.borrow_mut() = outer);
         crate::auth::CURRENT_REFUSAL.with(|c| *c.borrow_mut() = outer_refusal);
         polled
+    }
+}
+
+/// Runs the work `server` started (one copy for every future type).
+#[inline(never)]
+fn run_started(server: &Arc<Server>) {
+    for work in server.take_work() {
+        run_work(server, work);
     }
 }
 
