@@ -90,6 +90,7 @@ pub use wire::http::{find_str, HttpRequest, HttpResponse};
 pub use wire::json::{object as json_object, quoted, text as json_text};
 pub use wire::rest::Binding;
 pub use wire::rpc::{Dialect, MessageRefs};
+pub use wire::stable_hash;
 pub use wire::trace::{SpanHook, SpanKind, SpanRecord, TraceContext, TRACEPARENT, TRACESTATE};
 pub use wire::url::{origin as url_origin, redact as redact_url};
 

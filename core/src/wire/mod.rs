@@ -12,6 +12,13 @@ pub(crate) mod url;
 /// The offset basis of 64-bit FNV-1a: the start of [`fnv1a`] for the plain hash.
 pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
+/// 64-bit FNV-1a of `bytes`: a hash that stays the same across builds and
+/// platforms (unlike std's), for names that outlive a process (the CLI's
+/// card cache files). Not a cryptographic hash.
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    fnv1a(FNV_OFFSET, bytes)
+}
+
 /// 64-bit FNV-1a of `bytes`, starting from `basis` ([`FNV_OFFSET`], or it
 /// mixed with a seed). Not a cryptographic hash: ids, jitter, entity tags.
 pub(crate) fn fnv1a(basis: u64, bytes: &[u8]) -> u64 {

@@ -98,10 +98,8 @@ impl CardCache {
     }
 
     fn file(&self, url: &str) -> PathBuf {
-        // FNV-1a: stable across builds and platforms, unlike std's hasher.
-        let hash = url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+        // Stable across builds and platforms, unlike std's hasher.
+        let hash = toolnexus_core::stable_hash(url.as_bytes());
         self.dir.join(format!("{hash:016x}.json"))
     }
 
