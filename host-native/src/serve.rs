@@ -492,8 +492,9 @@ pub struct ServeHandle {
     pub recovered: Vec<String>,
     http: ServerHandle,
     jobs: Arc<Jobs>,
-    /// The server's work not yet taken by `runner`, which spawns it.
-    take_work: Arc<dyn Fn() -> Vec<Work> + Send + Sync>,
+    /// The server (its work, at a stop); its requests keep it alive.
+    server: std::sync::Weak<NativeServer>,
+    /// Spawns the work the server starts (`run_work`).
     runner: tokio::task::JoinHandle<()>,
     health: Arc<dyn Fn() -> Health + Send + Sync>,
     /// The shared store's listener and lease sweeper, stopped with the server.
@@ -518,24 +519,41 @@ impl ServeHandle {
             task.abort();
         }
         self.http.stop_within(grace).await;
-        // No request is left to start work; what jobs start from now on
-        // is taken below, when they end.
+        // No request is left to start work: from now on, what the jobs
+        // start is taken here, as it comes, and waited for too.
         self.runner.abort();
         let _ = self.runner.await;
+        let server = &self.server;
+        let jobs = &self.jobs;
+        let take = |cx: &mut std::task::Context<'_>| match server.upgrade() {
+            Some(server) => server.poll_work(cx),
+            None => std::task::Poll::Ready(Vec::new()),
+        };
         let wait = async {
             loop {
-                let idle = self.jobs.idle.notified();
-                // Work the last requests and jobs started is waited for too.
-                for work in (self.take_work)() {
-                    self.jobs.spawn(work);
+                let idle = jobs.idle.notified();
+                let ready = server.upgrade().map(|s| s.take_work());
+                for work in ready.unwrap_or_default() {
+                    jobs.spawn(work);
                 }
-                if self.jobs.running.load(Ordering::SeqCst) == 0 {
+                if jobs.running.load(Ordering::SeqCst) == 0 {
                     break;
                 }
-                idle.await;
+                tokio::select! {
+                    _ = idle => {}
+                    work = std::future::poll_fn(take) => {
+                        for work in work {
+                            jobs.spawn(work);
+                        }
+                    }
+                }
             }
         };
         let _ = tokio::time::timeout_at(deadline, wait).await;
+        // Past the grace: work never started is dropped (it holds the server).
+        if let Some(server) = self.server.upgrade() {
+            drop(server.take_work());
+        }
     }
 
     /// [`ServeHandle::stop_within`] [`STOP_GRACE`].
@@ -800,10 +818,7 @@ fn start(
     );
     // The work the server starts (fulfilment jobs, push deliveries), each
     // run as a tokio task of its own.
-    let take_work: Arc<dyn Fn() -> Vec<Work> + Send + Sync> = {
-        let server = Arc::downgrade(&server);
-        Arc::new(move || server.upgrade().map(|s| s.take_work()).unwrap_or_default())
-    };
+    let weak = Arc::downgrade(&server);
     let runner = {
         let jobs = jobs.clone();
         tokio::spawn(server.clone().run_work(move |work| jobs.spawn(work)))
@@ -962,7 +977,7 @@ fn start(
         recovered,
         http,
         jobs,
-        take_work,
+        server: weak,
         runner,
         health,
         background,

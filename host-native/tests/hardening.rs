@@ -790,3 +790,64 @@ async fn cancel_racing_progress_on_the_file_store_is_consistent_over_http() {
     server.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A graceful stop runs what jobs start meanwhile at once: the push of a
+/// task that completes during the stop reaches its webhook within the
+/// grace, while another task still runs (and keeps the stop waiting).
+#[tokio::test]
+async fn a_push_a_job_starts_during_a_stop_is_delivered_within_the_grace() {
+    struct Gated(Arc<tokio::sync::Semaphore>);
+    impl toolnexus_core::server::Fulfiller for Gated {
+        fn fulfil(
+            &self,
+            req: toolnexus_core::server::FulfilRequest,
+            _: toolnexus_core::server::Progress,
+        ) -> BoxFuture<'static, Result<String, String>> {
+            let (gate, hang) = (self.0.clone(), req.text.contains("hang"));
+            Box::pin(async move {
+                if hang {
+                    std::future::pending::<()>().await;
+                }
+                let _ = gate.acquire().await.map(|p| p.forget());
+                Ok("done".into())
+            })
+        }
+    }
+    let (hook, hits) = common::Stub::webhook().await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let mut options = options(Model::Custom(Arc::new(Gated(gate.clone()))));
+    options.push = Some(toolnexus_host_native::PushOptions {
+        allow_private_webhooks: true,
+    });
+    let server = serve("127.0.0.1:0", options).await.expect("serve");
+    let _hanging = rpc(&server.url, "SendMessage", message("hang", false)).await;
+    let mut params = message("fast", false);
+    params["configuration"]["taskPushNotificationConfig"] =
+        json!({"url": format!("{}/hook", hook.url())});
+    let fast = rpc(&server.url, "SendMessage", params).await;
+    assert!(fast["result"]["task"]["id"].is_string(), "{fast}");
+    // Its `working` push, while the server runs (bounded wait).
+    for _ in 0..250 {
+        if !hits.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!hits.lock().unwrap().is_empty(), "the `working` push came");
+    // The fast task completes once the stop has begun.
+    let opened = gate.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        opened.add_permits(1);
+    });
+    server.stop_within(Duration::from_secs(2)).await;
+    let completed = hits
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|r| String::from_utf8_lossy(&r.body).contains("TASK_STATE_COMPLETED"));
+    assert!(
+        completed,
+        "the `completed` push was delivered within the grace"
+    );
+}

@@ -114,6 +114,9 @@ impl<F: Future + ?Sized> Future for WithCtx<F> {
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.get_mut();
+        // Work queued before this poll is an enclosing poll's (a JS hook
+        // that called the handler synchronously): it runs under that ctx.
+        run_started(&this.server);
         let outer = CURRENT_CTX.with(|c| c.replace(this.ctx.clone()));
         let outer_refusal = crate::auth::CURRENT_REFUSAL.with(|c| c.replace(this.refusal.clone()));
         let polled = this.fut.as_mut().poll(cx);

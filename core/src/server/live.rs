@@ -33,6 +33,16 @@ impl Live {
     }
 }
 
+/// The server is gone: its host's runner ([`super::A2aServer::run_work`])
+/// wakes to find it so, and ends.
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Some(w) = self.work_waker.take() {
+            w.wake();
+        }
+    }
+}
+
 /// The machine under the lock. Dropping it wakes the slots the machine
 /// signalled (under the lock, as a wake only schedules a poll).
 pub(crate) struct TasksGuard<G: DerefMut<Target = Live>>(pub(crate) G);

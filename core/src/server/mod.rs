@@ -597,7 +597,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// Like [`A2aServer::take_work`], but pending (and woken when work
     /// is started) while there is none: for a host with one background
-    /// task that runs what comes (`tokio::spawn` of each).
+    /// task that runs what comes (`tokio::spawn` of each). One consumer:
+    /// a second caller's waker replaces the first's.
     pub fn poll_work(&self, cx: &mut Context<'_>) -> Poll<Vec<Work>> {
         let work = self.tasks().take_work(Some(cx));
         if work.is_empty() {
@@ -607,12 +608,20 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    /// Hands each piece of work to `run` as it is started, forever: the
-    /// background task of a host with a spawner,
+    /// Hands each piece of work to `run` as it is started, until the
+    /// server is dropped (it keeps no hold on it): the background task of
+    /// a host with a spawner,
     /// `tokio::spawn(server.clone().run_work(|w| drop(tokio::spawn(w))))`.
     pub async fn run_work(self: Arc<Self>, mut run: impl FnMut(Work)) {
+        let server = Arc::downgrade(&self);
+        drop(self);
         loop {
-            for work in std::future::poll_fn(|cx| self.poll_work(cx)).await {
+            let work = std::future::poll_fn(|cx| match server.upgrade() {
+                Some(server) => server.poll_work(cx).map(Some),
+                None => Poll::Ready(None),
+            });
+            let Some(work) = work.await else { return };
+            for work in work {
                 run(work);
             }
         }

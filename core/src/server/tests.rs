@@ -1892,3 +1892,27 @@ fn a_tasks_job_is_work_the_host_takes_and_nothing_runs_until_it_does() {
     assert_eq!(stored.expect("stored").state, TaskState::Completed);
     assert_eq!(lock(&f.host.events).len(), 1, "the hook ran once");
 }
+
+/// `run_work` keeps no hold on the server: dropped, the runner wakes and ends.
+#[test]
+fn the_work_runner_ends_when_the_server_is_dropped() {
+    struct Woken(std::sync::atomic::AtomicBool);
+    impl std::task::Wake for Woken {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let f = fixture();
+    let mut ran = 0;
+    let mut runner = Box::pin(f.server.clone().run_work(|_| ran += 1));
+    let woken = Arc::new(Woken(Default::default()));
+    let waker = std::task::Waker::from(woken.clone());
+    let mut cx = Context::from_waker(&waker);
+    assert!(runner.as_mut().poll(&mut cx).is_pending(), "waits for work");
+    let Fixture { server, .. } = f;
+    drop(server);
+    assert!(woken.0.load(Ordering::SeqCst), "woken by the drop");
+    assert!(runner.as_mut().poll(&mut cx).is_ready(), "ended");
+    drop(runner);
+    assert_eq!(ran, 0);
+}
