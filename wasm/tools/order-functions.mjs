@@ -67,12 +67,19 @@ const uses = new Map();
 for (const t of types) uses.set(t, (uses.get(t) || 0) + 1);
 const by = (key) => types.map((_, i) => i).sort((a, b) => key(a, b) || a - b);
 // Orders to try (which is best differs between the three builds, and
-// from one build to the next): by signature, or first by a size class
-// (log2 of the body's size, in steps of 1, 1/2 or 1/4), then signature,
-// or by size alone; always smallest first within what is equal.
-const sizeClass = (i, steps) => Math.floor(steps * Math.log2(sizes[i] + 1));
-const bySizeClass = (steps) =>
-  by((a, b) => sizeClass(a, steps) - sizeClass(b, steps) || types[a] - types[b] || sizes[a] - sizes[b]);
+// from one build to the next, by a few hundred bytes): by signature, or
+// first by a size class (log2 of the body's size in steps of 1, 1/2 or
+// 1/4; for halves, also with the class bounds shifted by a quarter step
+// each way), then signature, or by size alone; always smallest first
+// within what is equal.
+const sizeClass = (i, steps, shift) => Math.floor(steps * Math.log2(sizes[i] + 1) + shift);
+const bySizeClass = (steps, shift = 0) =>
+  by(
+    (a, b) =>
+      sizeClass(a, steps, shift) - sizeClass(b, steps, shift) ||
+      types[a] - types[b] ||
+      sizes[a] - sizes[b],
+  );
 const orders = {
   'signatures used by fewest functions first': by(
     (a, b) => uses.get(types[a]) - uses.get(types[b]) || types[a] - types[b] || sizes[a] - sizes[b],
@@ -80,6 +87,9 @@ const orders = {
   signature: by((a, b) => types[a] - types[b] || sizes[a] - sizes[b]),
   'size class (log2), then signature': bySizeClass(1),
   'size class (log2 in halves), then signature': bySizeClass(2),
+  'size class (log2 in halves, shifted 1/4), then signature': bySizeClass(2, 0.25),
+  'size class (log2 in halves, shifted 1/2), then signature': bySizeClass(2, 0.5),
+  'size class (log2 in halves, shifted 3/4), then signature': bySizeClass(2, 0.75),
   'size class (log2 in quarters), then signature': bySizeClass(4),
   size: by((a, b) => sizes[a] - sizes[b]),
 };
