@@ -38,6 +38,16 @@ function readU32(pos) {
 // function the module defines, in the module's order.
 const types = [];
 const sizes = [];
+// The first 4 bytes of each body's code (past its locals), as a number.
+const starts = [];
+function codeStart(pos, end) {
+  let groups;
+  [groups, pos] = readU32(pos);
+  for (let i = 0; i < groups; i++) pos = readU32(pos)[1] + 1;
+  let key = 0;
+  for (let i = 0; i < 4; i++) key = key * 256 + (pos + i < end ? bytes[pos + i] : 0);
+  return key;
+}
 for (let pos = 8; pos < bytes.length; ) {
   const id = bytes[pos++];
   let size;
@@ -52,6 +62,7 @@ for (let pos = 8; pos < bytes.length; ) {
         types.push(n);
       } else {
         sizes.push(n);
+        starts.push(codeStart(at, at + n));
         at += n;
       }
     }
@@ -70,14 +81,15 @@ const by = (key) => types.map((_, i) => i).sort((a, b) => key(a, b) || a - b);
 // from one build to the next, by a few hundred bytes): by signature, or
 // first by a size class (log2 of the body's size in steps of 1, 1/2 or
 // 1/4; for halves, also with the class bounds shifted by a quarter step
-// each way), then signature, or by size alone; always smallest first
-// within what is equal.
+// each way), then signature (and, for halves, the first bytes of the
+// code), or by size alone; always smallest first within what is equal.
 const sizeClass = (i, steps, shift) => Math.floor(steps * Math.log2(sizes[i] + 1) + shift);
-const bySizeClass = (steps, shift = 0) =>
+const bySizeClass = (steps, shift = 0, start = false) =>
   by(
     (a, b) =>
       sizeClass(a, steps, shift) - sizeClass(b, steps, shift) ||
       types[a] - types[b] ||
+      (start && starts[a] - starts[b]) ||
       sizes[a] - sizes[b],
   );
 const orders = {
@@ -91,6 +103,11 @@ const orders = {
   'size class (log2 in halves, shifted 1/2), then signature': bySizeClass(2, 0.5),
   'size class (log2 in halves, shifted 3/4), then signature': bySizeClass(2, 0.75),
   'size class (log2 in quarters), then signature': bySizeClass(4),
+  // The same with the functions whose code starts alike together.
+  'size class (log2 in halves), then signature and start': bySizeClass(2, 0, true),
+  'size class (log2 in halves, shifted 1/4), then signature and start': bySizeClass(2, 0.25, true),
+  'size class (log2 in halves, shifted 1/2), then signature and start': bySizeClass(2, 0.5, true),
+  'size class (log2 in halves, shifted 3/4), then signature and start': bySizeClass(2, 0.75, true),
   size: by((a, b) => sizes[a] - sizes[b]),
 };
 
