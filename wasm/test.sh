@@ -134,18 +134,23 @@ if wants core-wasm32; then
 fi
 
 run_node_suite() { # suite file...
-  local suite="$1" tap
+  local suite="$1" tap spec
   shift
-  tap="$(mktemp)"
+  tap="$(mktemp)" spec="$(mktemp)"
   say "$suite: node --test $*"
-  (cd "$TESTS" && timeout 900 node --test --test-concurrency=1 --test-timeout=180000 \
-    --test-reporter=spec --test-reporter-destination=stderr \
-    --test-reporter=tap --test-reporter-destination=stdout "$@" >"$tap")
+  # The spec report goes to the log as it is written, and to a file: a
+  # second source of the counts (see node_tap_counts).
+  (
+    cd "$TESTS" || exit 1
+    timeout 900 node --test --test-concurrency=1 --test-timeout=180000 \
+      --test-reporter=spec --test-reporter-destination=stderr \
+      --test-reporter=tap --test-reporter-destination=stdout "$@" 2>&1 >"$tap" | tee "$spec" >&2
+  )
   local rc=$?
   local p f
-  read -r p f < <(node_tap_counts "$tap" "$rc")
+  read -r p f < <(node_tap_counts "$tap" "$rc" "$spec")
   suite_record "$suite" "$p" "$f"
-  rm -f "$tap"
+  rm -f "$tap" "$spec"
 }
 
 wants package && run_node_suite package package.test.mjs

@@ -78,16 +78,21 @@ fi
 # `timeout` signals its whole process group, so a hung run also takes the
 # agents and the stub model it started with it.
 run_suite() { # suite file
-  local suite="$1" file="$2" tap rc p f
-  tap="$(mktemp)"
+  local suite="$1" file="$2" tap spec rc p f
+  tap="$(mktemp)" spec="$(mktemp)"
   say "$suite: node --test tests/$file"
-  (cd "$HERE" && timeout -k 10 600 node --test --test-concurrency=1 --test-timeout=120000 \
-    --test-reporter=spec --test-reporter-destination=stderr \
-    --test-reporter=tap --test-reporter-destination=stdout "tests/$file" >"$tap")
+  # The spec report to the log and to a file: a second source of the
+  # counts (see node_tap_counts).
+  (
+    cd "$HERE" || exit 1
+    timeout -k 10 600 node --test --test-concurrency=1 --test-timeout=120000 \
+      --test-reporter=spec --test-reporter-destination=stderr \
+      --test-reporter=tap --test-reporter-destination=stdout "tests/$file" 2>&1 >"$tap" | tee "$spec" >&2
+  )
   rc=$?
-  read -r p f < <(node_tap_counts "$tap" "$rc")
+  read -r p f < <(node_tap_counts "$tap" "$rc" "$spec")
   suite_record "$suite" "$p" "$f"
-  rm -f "$tap"
+  rm -f "$tap" "$spec"
 }
 
 wants events && run_suite events events.test.mjs
