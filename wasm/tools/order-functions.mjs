@@ -15,6 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import binaryen from 'binaryen';
+import { readU32 as readLeb } from './leb128.mjs';
 
 const [wasmPath] = process.argv.slice(2);
 if (!wasmPath) {
@@ -23,16 +24,7 @@ if (!wasmPath) {
 }
 const bytes = readFileSync(wasmPath);
 
-function readU32(pos) {
-  let result = 0;
-  let shift = 0;
-  for (;;) {
-    const b = bytes[pos++];
-    result += (b & 0x7f) * 2 ** shift;
-    shift += 7;
-    if ((b & 0x80) === 0) return [result, pos];
-  }
-}
+const readU32 = (pos) => readLeb(bytes, pos);
 
 // The signature (function section) and body size (code section) of each
 // function the module defines, in the module's order.

@@ -10,6 +10,7 @@
 // Fails (exit 1) when a glue does not name every import it renames: a glue
 // that did not provide one would fail at instantiation.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { readU32 as readLeb } from './leb128.mjs';
 
 const [wasmPath, ...gluePaths] = process.argv.slice(2);
 if (!wasmPath || gluePaths.length === 0) {
@@ -19,16 +20,7 @@ if (!wasmPath || gluePaths.length === 0) {
 const bytes = readFileSync(wasmPath);
 const MODULE = './toolnexus_wasm_bg.js';
 
-function readU32(pos) {
-  let result = 0;
-  let shift = 0;
-  for (;;) {
-    const b = bytes[pos++];
-    result += (b & 0x7f) * 2 ** shift;
-    shift += 7;
-    if ((b & 0x80) === 0) return [result, pos];
-  }
-}
+const readU32 = (pos) => readLeb(bytes, pos);
 function u32(n) {
   const out = [];
   do {
