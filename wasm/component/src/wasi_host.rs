@@ -230,9 +230,8 @@ impl<F: Future + ?Sized> Future for WithWork<F> {
     }
 }
 
-/// The server's host: wasi clocks, problems to stderr; its work on wstd's
-/// executor ([`with_work`]),
-/// wasi clocks, problems to stderr; in the agent world, HS256 signatures
+/// The server's host: wasi clocks, problems to stderr (its work runs on
+/// wstd's executor, through [`with_work`]); in the agent world, HS256 signatures
 /// of the `jwt` verifier (`hmac` + `sha2`, the secret from the environment).
 #[derive(Clone, Default)]
 pub struct WasiHost {
