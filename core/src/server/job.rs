@@ -6,26 +6,282 @@ use super::*;
 pub(super) type SaveFuture = BoxFuture<'static, (machine::Due, Result<(), StoreError>)>;
 pub(super) type ReadFuture = BoxFuture<'static, Result<Option<Task>, StoreError>>;
 
-/// The background job of one task: runs its fulfilment and saves every
-/// state the machine says is due, one save at a time, until the terminal
-/// state is saved.
-pub(super) struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
-    pub(super) server: Arc<A2aServer<S, H, F>>,
-    pub(super) id: String,
+/// One task's job as a machine: what to do next for the task, given the
+/// task machine ([`Tasks`]), with no futures and no host. Its inputs are
+/// the answers to its outputs (a read, a save, the fulfilment's outcome)
+/// and the time ([`JobMachine::handle_timeout`] at
+/// [`JobMachine::deadline`]); [`JobMachine::poll_output`] says what to do
+/// next. [`Job`] drives it with the host's store, fulfiller and timers.
+pub(super) struct JobMachine {
+    id: String,
     /// A task waiting for a place: what to fulfil once let in.
-    pub(super) request: Option<FulfilRequest>,
-    /// The wait before saving a refused terminal state again.
-    pub(super) retry: Option<BoxFuture<'static, ()>>,
-    pub(super) work: Option<BoxFuture<'static, Result<String, String>>>,
-    pub(super) save: Option<SaveFuture>,
-    /// A read of the stored task, to reconcile with (after a conflict or a
-    /// change elsewhere).
-    pub(super) check: Option<ReadFuture>,
+    request: Option<FulfilRequest>,
+    /// The fulfilment runs (handed out, no outcome yet).
+    fulfilling: bool,
+    /// A [`JobOutput::Save`] is out, not yet answered.
+    saving: bool,
+    /// A [`JobOutput::Read`] is out, not yet answered.
+    reading: bool,
+    /// When a refused terminal state is saved again.
+    retry_at: Option<u64>,
     /// The next lease renewal, and the next look at the store.
     #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
-    pub(super) renew: Option<BoxFuture<'static, ()>>,
+    renew_at: Option<u64>,
     #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
-    pub(super) poll: Option<BoxFuture<'static, ()>>,
+    poll_at: Option<u64>,
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+    store_poll_ms: Option<u64>,
+    /// The host has no timer: retries go at once, and nothing is renewed
+    /// or looked at on a clock.
+    timeless: bool,
+}
+
+/// What a job is to do next ([`JobMachine::poll_output`]).
+#[derive(Debug)]
+pub(super) enum JobOutput {
+    /// Read the stored task; answer with [`JobMachine::handle_read`].
+    Read,
+    /// Save this state with its events; answer with [`JobMachine::handle_saved`].
+    Save(machine::Due),
+    /// Start this fulfilment; its outcome goes to [`JobMachine::handle_outcome`].
+    Fulfil(FulfilRequest),
+    /// Drop the fulfilment: a cancel (here or elsewhere) decided the outcome.
+    Stop,
+    /// The task is done with: the job ends.
+    Done,
+}
+
+/// What a save's answer leaves the driver to do beyond the task machine.
+/// A conflict leaves nothing (the task is read again).
+#[derive(Default)]
+pub(super) struct SaveAnswer {
+    /// Stored: the saved task, and whether only its lease changed.
+    pub(super) stored: Option<(Task, bool)>,
+    /// Stored or refused: what the machine says follows (the hook, a problem).
+    pub(super) after: Option<machine::AfterSave>,
+}
+
+impl JobMachine {
+    /// The job of task `id`: `request` waits for a place, else the
+    /// fulfilment was started with the task (`fulfilling`).
+    pub(super) fn new(
+        id: String,
+        request: Option<FulfilRequest>,
+        store_poll_ms: Option<u64>,
+    ) -> JobMachine {
+        JobMachine {
+            id,
+            fulfilling: request.is_none(),
+            request,
+            saving: false,
+            reading: false,
+            retry_at: None,
+            renew_at: None,
+            poll_at: None,
+            store_poll_ms,
+            timeless: false,
+        }
+    }
+
+    /// Whether the job waits on the task machine (its turn, a cancel,
+    /// progress to save): its slot ([`Tasks::job_slot`]) must be woken.
+    pub(super) fn waits_on_tasks(&self) -> bool {
+        self.request.is_some() || self.fulfilling
+    }
+
+    /// The next thing to do, `None`: wait for an answer, a wake-up of the
+    /// job's slot, or the [`JobMachine::deadline`]. In order: read the
+    /// store after a change elsewhere; save what is due (one save at a
+    /// time, so each state reaches the store in order); start the
+    /// fulfilment once let in; stop it on a cancel; end once the task is
+    /// done with. `now_ms` arms the timers, `unix_ms` stamps the task.
+    pub(super) fn poll_output(
+        &mut self,
+        tasks: &mut Tasks,
+        now_ms: u64,
+        unix_ms: Option<u64>,
+    ) -> Option<JobOutput> {
+        let id = self.id.as_str();
+        let idle = !self.saving && !self.reading;
+        if idle && tasks.take_check(id) {
+            self.reading = true;
+            return Some(JobOutput::Read);
+        }
+        if idle {
+            if let Some(due) = tasks.next_save(id, unix_ms) {
+                self.saving = true;
+                return Some(JobOutput::Save(due));
+            }
+        }
+        if self.request.is_some() {
+            match tasks.poll_admitted(id) {
+                machine::Admitted::Waiting => {}
+                machine::Admitted::Never => {
+                    tasks.work_ended(id);
+                    self.request = None;
+                }
+                machine::Admitted::Yes => {
+                    tasks.working(id, unix_ms);
+                    self.fulfilling = true;
+                    return self.request.take().map(JobOutput::Fulfil);
+                }
+            }
+        }
+        if self.fulfilling && tasks.job_poll(id) {
+            self.fulfilling = false;
+            tasks.work_ended(id);
+            return Some(JobOutput::Stop);
+        }
+        if idle && tasks.finished(id) {
+            return Some(JobOutput::Done);
+        }
+        #[cfg(feature = "replicas")]
+        if !self.timeless {
+            // The lease is renewed a third of the way through; the store
+            // is looked at every `store_poll` in case a change was not told.
+            if let (None, Some(ms)) = (self.renew_at, tasks.lease_ms()) {
+                self.renew_at = Some(now_ms.saturating_add(ms / 3));
+            }
+            if let (None, Some(ms)) = (self.poll_at, self.store_poll_ms) {
+                self.poll_at = Some(now_ms.saturating_add(ms));
+            }
+        }
+        #[cfg(not(feature = "replicas"))]
+        let _ = now_ms;
+        None
+    }
+
+    /// When [`JobMachine::handle_timeout`] is due, if a timer is armed.
+    pub(super) fn deadline(&self) -> Option<u64> {
+        [self.retry_at, self.renew_at, self.poll_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The timers due at `now_ms` fire.
+    pub(super) fn handle_timeout(&mut self, tasks: &mut Tasks, now_ms: u64) {
+        let due = |at: &mut Option<u64>| at.take_if(|at| *at <= now_ms).is_some();
+        if due(&mut self.retry_at) {
+            tasks.retry_now(&self.id);
+        }
+        #[cfg(feature = "replicas")]
+        {
+            if due(&mut self.renew_at) {
+                tasks.renew(&self.id);
+            }
+            if due(&mut self.poll_at) {
+                tasks.store_changed(&self.id, None);
+            }
+        }
+    }
+
+    /// The host has no timer for the [`JobMachine::deadline`]: a retry
+    /// goes at once; leases are not renewed nor the store looked at on a clock.
+    pub(super) fn handle_no_timer(&mut self, tasks: &mut Tasks) {
+        self.timeless = true;
+        self.renew_at = None;
+        self.poll_at = None;
+        if self.retry_at.take().is_some() {
+            tasks.retry_now(&self.id);
+        }
+    }
+
+    /// The answer to [`JobOutput::Read`]: the stored task to reconcile
+    /// with, or the problem reading it (reported; the job goes on).
+    pub(super) fn handle_read(
+        &mut self,
+        tasks: &mut Tasks,
+        stored: Result<Option<Task>, StoreError>,
+    ) -> Option<String> {
+        self.reading = false;
+        match stored {
+            Ok(stored) => {
+                tasks.reconcile(&self.id, stored);
+                None
+            }
+            Err(e) => Some(format!("task {}: reading it again failed: {e}", self.id)),
+        }
+    }
+
+    /// The answer to [`JobOutput::Save`] of `due`, at `now_ms`.
+    pub(super) fn handle_saved(
+        &mut self,
+        tasks: &mut Tasks,
+        due: machine::Due,
+        result: Result<(), StoreError>,
+        now_ms: u64,
+    ) -> SaveAnswer {
+        self.saving = false;
+        let task = due.task;
+        if result.is_err() {
+            // Not stored: its events go with the next save.
+            tasks.unlogged(&task.id, due.events);
+        }
+        match result {
+            Err(e) if e.is_conflict() => {
+                // Another replica wrote it: nothing of ours was stored.
+                tasks.conflicted(&task);
+                SaveAnswer::default()
+            }
+            Err(e) => {
+                let after = tasks.saved(task, Err(e.to_string()));
+                self.retry_after(&after, now_ms);
+                SaveAnswer {
+                    stored: None,
+                    after: Some(after),
+                }
+            }
+            Ok(()) => {
+                tasks.store_changed(&task.id, Some(task.revision.version));
+                let after = tasks.saved(task.clone(), Ok(()));
+                self.retry_after(&after, now_ms);
+                SaveAnswer {
+                    stored: Some((task, due.renewal)),
+                    after: Some(after),
+                }
+            }
+        }
+    }
+
+    fn retry_after(&mut self, after: &machine::AfterSave, now_ms: u64) {
+        if let Some(n) = after.retry {
+            self.retry_at = Some(now_ms.saturating_add(machine::retry_delay_ms(n)));
+        }
+    }
+
+    /// The fulfilment's outcome (`Ok(answer)`, `Err(reason)`); its
+    /// message is `message_id`, stamped `unix_ms`. A cancel that raced
+    /// the answer wins: it decided first.
+    pub(super) fn handle_outcome(
+        &mut self,
+        tasks: &mut Tasks,
+        outcome: Result<String, String>,
+        message_id: String,
+        unix_ms: Option<u64>,
+    ) {
+        self.fulfilling = false;
+        let result = match &outcome {
+            Ok(text) | Err(text) => text.clone(),
+        };
+        tasks.work_ended(&self.id);
+        let events = tasks.outcome_events(&self.id, outcome, message_id, unix_ms);
+        tasks.decide(&self.id, events, Some(result));
+    }
+}
+
+/// The background job of one task, the driver of its [`JobMachine`]:
+/// runs what the machine hands out (reads and saves on the store, the
+/// fulfilment, a timer for its deadline) and gives it the answers, until
+/// the terminal state is saved.
+pub(super) struct Job<S: TaskStore, H: ServerHost, F: Fulfiller> {
+    pub(super) server: Arc<A2aServer<S, H, F>>,
+    pub(super) machine: JobMachine,
+    pub(super) work: Option<BoxFuture<'static, Result<String, String>>>,
+    pub(super) save: Option<SaveFuture>,
+    pub(super) check: Option<ReadFuture>,
+    /// The timer for the machine's deadline (that deadline).
+    pub(super) timer: Option<(u64, BoxFuture<'static, ()>)>,
     pub(super) finished: bool,
     /// The span of this turn of the task, when the host records spans.
     pub(super) span: TaskSpan,
@@ -52,193 +308,156 @@ pub(super) fn poll_work(
     }
 }
 
-impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
-    type Output = ();
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> Job<S, H, F> {
+    /// The job of `request` (waiting for a place) or of `work` (the
+    /// fulfilment, started with the task).
+    pub(super) fn new(
+        server: Arc<A2aServer<S, H, F>>,
+        id: String,
+        request: Option<FulfilRequest>,
+        work: Option<BoxFuture<'static, Result<String, String>>>,
+        span: TaskSpan,
+    ) -> Self {
+        Job {
+            machine: JobMachine::new(id, request, server.store_poll_ms),
+            server,
+            work,
+            save: None,
+            check: None,
+            timer: None,
+            finished: false,
+            span,
+        }
+    }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let job = self.get_mut();
-        let server = job.server.clone();
+    /// Runs what the machine hands out; `Ready` once it says the job is done.
+    fn run_outputs(&mut self, cx: &Context<'_>) -> Poll<()> {
+        let server = self.server.clone();
         loop {
-            let mut moved = false;
-            // A change elsewhere (or a conflict): read the task and reconcile.
-            if job.check.is_none() && job.save.is_none() && server.tasks().take_check(&job.id) {
-                let s = server.clone();
-                let id = job.id.clone();
-                job.check = Some(Box::pin(async move { s.store.get(&id).await }));
-            }
-            if let Some(check) = job.check.as_mut() {
-                if let Poll::Ready(read) = check.as_mut().poll(cx) {
-                    job.check = None;
-                    match read {
-                        Ok(stored) => server.tasks().reconcile(&job.id, stored),
-                        Err(e) => server
-                            .host
-                            .report(&format!("task {}: reading it again failed: {e}", job.id)),
-                    }
-                    moved = true;
+            let output = {
+                let mut tasks = server.tasks();
+                if self.machine.waits_on_tasks() {
+                    tasks.pending_job(&self.machine.id, cx);
                 }
-            }
-            // Saves first, so each state reaches the store in order.
-            if job.save.is_none() && job.check.is_none() {
-                let due = server.tasks().next_save(&job.id, server.host.unix_ms());
-                if let Some(due) = due {
+                let (now, unix) = (server.host.now_ms(), server.host.unix_ms());
+                self.machine.poll_output(&mut tasks, now, unix)
+            };
+            match output {
+                None => return Poll::Pending,
+                Some(JobOutput::Read) => {
+                    let (s, id) = (server.clone(), self.machine.id.clone());
+                    self.check = Some(Box::pin(async move { s.store.get(&id).await }));
+                }
+                Some(JobOutput::Save(due)) => {
                     let s = server.clone();
-                    job.save = Some(Box::pin(async move {
+                    self.save = Some(Box::pin(async move {
                         let result = s.store.save_with_events(&due.task, &due.events).await;
                         (due, result)
                     }));
                 }
-            }
-            if let Some(save) = job.save.as_mut() {
-                if let Poll::Ready((due, result)) = save.as_mut().poll(cx) {
-                    job.save = None;
-                    let task = due.task;
-                    if result.is_err() {
-                        // Not stored: its events go with the next save.
-                        server.tasks().unlogged(&task.id, due.events);
-                    }
-                    if matches!(&result, Err(e) if e.is_conflict()) {
-                        // Another replica wrote it: nothing of ours was stored.
-                        server.tasks().conflicted(&task);
-                        continue;
-                    }
-                    if result.is_ok() {
-                        if let Some(span) = job.span.as_mut() {
-                            let state = task.state.as_str();
-                            if span.events.last().is_none_or(|e| e.1 != state) {
-                                span.events.push((server.host.now_ms(), state));
-                            }
+                Some(JobOutput::Fulfil(request)) => self.work = Some(server.fulfil(request)),
+                Some(JobOutput::Stop) => self.work = None,
+                Some(JobOutput::Done) => {
+                    self.finished = true;
+                    let hook = server.host.span_hook();
+                    if let (Some(mut span), Some(hook)) = (self.span.take(), hook) {
+                        if let Some(&(_, state)) = span.events.last() {
+                            span.set("a2a.task.state", state);
+                            span.error = matches!(state, "failed" | "rejected");
                         }
-                        server.save_worked();
-                        if !due.renewal {
-                            server.notify(&task);
-                        }
-                        server
-                            .tasks()
-                            .store_changed(&task.id, Some(task.revision.version));
+                        span.end(hook, server.host.now_ms());
                     }
-                    let mut after = server
-                        .tasks()
-                        .saved(task, result.map_err(|e| e.to_string()));
-                    if let Some(n) = after.retry.take() {
-                        let at = server
-                            .host
-                            .now_ms()
-                            .saturating_add(machine::retry_delay_ms(n));
-                        match server.host.sleep_until(at) {
-                            Some(timer) => job.retry = Some(timer),
-                            // No timer to wait with: retry at once.
-                            None => server.tasks().retry_now(&job.id),
-                        }
-                    }
-                    server.after_save(after);
-                    moved = true;
+                    return Poll::Ready(());
                 }
             }
-            if let Some(retry) = job.retry.as_mut() {
-                if retry.as_mut().poll(cx).is_ready() {
-                    job.retry = None;
-                    server.tasks().retry_now(&job.id);
-                    moved = true;
+        }
+    }
+
+    /// What a save's answer leaves to the host: its span, the health, push
+    /// notifications, the `on_task` hook.
+    fn saved(&mut self, answer: SaveAnswer) {
+        let server = &self.server;
+        if let Some((task, renewal)) = answer.stored {
+            if let Some(span) = self.span.as_mut() {
+                let state = task.state.as_str();
+                if span.events.last().is_none_or(|e| e.1 != state) {
+                    span.events.push((server.host.now_ms(), state));
                 }
             }
-            if job.request.is_some() {
-                let mut tasks = server.tasks();
-                match tasks.poll_admitted(&job.id) {
-                    machine::Admitted::Waiting => tasks.pending_job(&job.id, cx),
-                    machine::Admitted::Never => {
-                        tasks.work_ended(&job.id);
-                        job.request = None;
-                        moved = true;
-                    }
-                    machine::Admitted::Yes => {
-                        server.working(&mut tasks, &job.id);
-                        drop(tasks);
-                        job.work = job.request.take().map(|r| server.fulfil(r));
-                        moved = true;
-                    }
-                }
+            server.save_worked();
+            if !renewal {
+                server.notify(&task);
             }
-            if let Some(work) = job.work.as_mut() {
-                let stop = {
-                    let mut tasks = server.tasks();
-                    tasks.pending_job(&job.id, cx);
-                    tasks.job_poll(&job.id)
-                };
-                if stop {
-                    // Canceled: the cancel has decided the outcome.
-                    job.work = None;
-                    server.tasks().work_ended(&job.id);
-                } else if let Poll::Ready(outcome) = poll_work(work, cx) {
-                    job.work = None;
-                    let result = match &outcome {
-                        Ok(text) | Err(text) => text.clone(),
-                    };
-                    let message_id = server.host.new_id();
-                    let mut tasks = server.tasks();
-                    tasks.work_ended(&job.id);
-                    let now = server.host.unix_ms();
-                    let events = tasks.outcome_events(&job.id, outcome, message_id, now);
-                    // A cancel that raced the answer wins: it decided first.
-                    tasks.decide(&job.id, events, Some(result));
-                    moved = true;
-                }
-            }
-            if job.save.is_none() && job.check.is_none() && server.tasks().finished(&job.id) {
-                job.finished = true;
-                if let (Some(mut span), Some(hook)) = (job.span.take(), server.host.span_hook()) {
-                    if let Some(&(_, state)) = span.events.last() {
-                        span.set("a2a.task.state", state);
-                        span.error = matches!(state, "failed" | "rejected");
-                    }
-                    span.end(hook, server.host.now_ms());
-                }
-                return Poll::Ready(());
-            }
-            // The lease is renewed a third of the way through; the store is
-            // looked at every `store_poll` in case a change was not told.
-            #[cfg(feature = "replicas")]
-            job.timers(&server, cx, &mut moved);
-            if !moved {
-                return Poll::Pending;
+        }
+        if let Some(after) = answer.after {
+            server.after_save(after);
+        }
+    }
+
+    /// Keeps one timer, for the machine's deadline.
+    fn arm(&mut self) {
+        let deadline = self.machine.deadline();
+        if self.timer.as_ref().map(|t| t.0) == deadline {
+            return;
+        }
+        self.timer = None;
+        if let Some(at) = deadline {
+            match self.server.host.sleep_until(at) {
+                Some(timer) => self.timer = Some((at, timer)),
+                None => self.machine.handle_no_timer(&mut self.server.tasks()),
             }
         }
     }
 }
 
-impl<S: TaskStore, H: ServerHost, F: Fulfiller> Job<S, H, F> {
-    #[cfg(feature = "replicas")]
-    pub(super) fn timers(
-        &mut self,
-        server: &Arc<A2aServer<S, H, F>>,
-        cx: &mut Context<'_>,
-        moved: &mut bool,
-    ) {
-        let job = self;
-        let lease_ms = server.tasks().lease_ms();
-        if let Some(ms) = lease_ms {
-            if job.renew.is_none() {
-                job.renew = server.host.sleep_until(server.host.now_ms() + ms / 3);
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
+    type Output = ();
+
+    /// Each answer goes to the machine, which is asked again at once: a
+    /// save due after a read starts before the fulfilment is polled on.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let job = self.get_mut();
+        let server = job.server.clone();
+        loop {
+            if job.run_outputs(cx).is_ready() {
+                return Poll::Ready(());
             }
-            if let Some(renew) = job.renew.as_mut() {
-                if renew.as_mut().poll(cx).is_ready() {
-                    job.renew = None;
-                    server.tasks().renew(&job.id);
-                    *moved = true;
+            if let Some(Poll::Ready(read)) = job.check.as_mut().map(|c| c.as_mut().poll(cx)) {
+                job.check = None;
+                let problem = job.machine.handle_read(&mut server.tasks(), read);
+                if let Some(problem) = problem {
+                    server.host.report(&problem);
+                }
+                continue;
+            }
+            if let Some(Poll::Ready((due, result))) = job.save.as_mut().map(|s| s.as_mut().poll(cx))
+            {
+                job.save = None;
+                let now = server.host.now_ms();
+                let answer = job
+                    .machine
+                    .handle_saved(&mut server.tasks(), due, result, now);
+                job.saved(answer);
+                continue;
+            }
+            if let Some(Poll::Ready(outcome)) = job.work.as_mut().map(|w| poll_work(w, cx)) {
+                job.work = None;
+                let (message_id, unix) = (server.host.new_id(), server.host.unix_ms());
+                let mut tasks = server.tasks();
+                job.machine
+                    .handle_outcome(&mut tasks, outcome, message_id, unix);
+                continue;
+            }
+            job.arm();
+            if let Some((_, timer)) = job.timer.as_mut() {
+                if timer.as_mut().poll(cx).is_ready() {
+                    job.timer = None;
+                    let now = server.host.now_ms();
+                    job.machine.handle_timeout(&mut server.tasks(), now);
+                    continue;
                 }
             }
-        }
-        if let Some(ms) = server.store_poll_ms {
-            if job.poll.is_none() {
-                job.poll = server.host.sleep_until(server.host.now_ms() + ms);
-            }
-            if let Some(poll) = job.poll.as_mut() {
-                if poll.as_mut().poll(cx).is_ready() {
-                    job.poll = None;
-                    server.tasks().store_changed(&job.id, None);
-                    *moved = true;
-                }
-            }
+            return Poll::Pending;
         }
     }
 }
@@ -247,7 +466,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Job<S, H, F> {
     /// Dropped before its end (the host shut down): nobody is left waiting.
     fn drop(&mut self) {
         if !self.finished {
-            self.server.tasks().abandon(&self.id);
+            self.server.tasks().abandon(&self.machine.id);
         }
     }
 }

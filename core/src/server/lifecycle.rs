@@ -390,7 +390,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             tasks.store_changed(&id, Some(version));
             let admitted = tasks.is_admitted(&id);
             if admitted && submitted {
-                self.working(&mut tasks, &id);
+                tasks.working(&id, self.host.unix_ms());
             }
             drop(tasks);
             self.after_save(after);
@@ -402,34 +402,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         } else {
             (None, Some(request))
         };
-        self.tasks().start_work(Box::pin(Job {
-            server: self.clone(),
-            id,
-            request,
-            work,
-            retry: None,
-            save: None,
-            check: None,
-            renew: None,
-            poll: None,
-            finished: false,
-            span,
-        }));
+        let job = Job::new(self.clone(), id, request, work, span);
+        self.tasks().start_work(Box::pin(job));
         Ok(started)
-    }
-
-    /// The task's fulfilment starts: it is `working`.
-    pub(super) fn working(&self, tasks: &mut Tasks, id: &str) {
-        let timestamp = self.host.unix_ms().map(crate::model::time::format_rfc3339);
-        tasks.progress(id, |p| {
-            StreamEvent::Status(StatusUpdate {
-                task_id: p.task_id.to_string(),
-                context_id: p.context_id.to_string(),
-                state: TaskState::Working,
-                timestamp,
-                message: None,
-            })
-        });
     }
 
     pub(super) fn fulfil(

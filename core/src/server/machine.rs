@@ -702,6 +702,20 @@ impl Tasks {
         }
     }
 
+    /// The task's fulfilment starts: it is `working` (stamped `unix_ms`).
+    pub(crate) fn working(&mut self, id: &str, unix_ms: Option<u64>) {
+        let timestamp = unix_ms.map(crate::model::time::format_rfc3339);
+        self.progress(id, |p| {
+            StreamEvent::Status(StatusUpdate {
+                task_id: p.task_id.to_string(),
+                context_id: p.context_id.to_string(),
+                state: TaskState::Working,
+                timestamp,
+                message: None,
+            })
+        });
+    }
+
     /// For the job: whether the fulfilment is to stop. The job's slot
     /// ([`Tasks::job_slot`]) is woken on progress (something to save) and
     /// on a cancel.

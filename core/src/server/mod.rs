@@ -55,7 +55,7 @@ pub use store::{
 pub use stream::{EventBody, Progress, Reply, HEARTBEAT_COMMENT};
 
 use crate::host::transport::{BoxFuture, MaybeSend, MaybeSync};
-use crate::model::event::{StatusUpdate, StreamEvent};
+use crate::model::event::StreamEvent;
 use crate::model::task::{Message, Role, Shape, Task, TaskState};
 use crate::wire::http::{HttpRequest, HttpResponse};
 use calls::*;
@@ -334,7 +334,6 @@ pub struct A2aServer<S: TaskStore, H: ServerHost, F: Fulfiller> {
     body_limit: usize,
     heartbeat_ms: Option<u64>,
     interrupted_after_ms: Option<u64>,
-    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
     store_poll_ms: Option<u64>,
     retention_ms: Option<u64>,
     card_cache_control: String,
