@@ -233,8 +233,10 @@ impl JobMachine {
                 }
             }
             Ok(()) => {
-                tasks.store_changed(&task.id, Some(task.revision.version));
+                // Saved first: the run then knows the version it wrote, and
+                // the change wakes watchers without reading it back.
                 let after = tasks.saved(task.clone(), Ok(()));
+                tasks.store_changed(&task.id, Some(task.revision.version));
                 self.retry_after(&after, now_ms);
                 SaveAnswer {
                     stored: Some((task, due.renewal)),
@@ -468,5 +470,210 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Job<S, H, F> {
         if !self.finished {
             self.server.tasks().abandon(&self.machine.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The job machine alone: its outputs for given answers and times,
+    //! with no store, no fulfiller and no timers.
+    use super::*;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn task(id: &str) -> Task {
+        Task {
+            id: id.into(),
+            context_id: "c".into(),
+            state: TaskState::Submitted,
+            status_message: None,
+            updated_ms: None,
+            artifacts: Vec::new(),
+            history: Vec::new(),
+            dialect: Shape::V10,
+            owner: None,
+            trace: None,
+            revision: Default::default(),
+        }
+    }
+
+    fn request(id: &str) -> FulfilRequest {
+        FulfilRequest {
+            task_id: id.into(),
+            context_id: "c".into(),
+            text: "hi".into(),
+            skill: None,
+            history: Vec::new(),
+            trace: None,
+        }
+    }
+
+    /// Task `t` stored as submitted (the caller's save), its job waiting
+    /// to be let in.
+    fn job(tasks: &mut Tasks, store_poll_ms: Option<u64>) -> JobMachine {
+        assert!(tasks.start(task("t"), "a1".into(), None, "hi".into()));
+        let _ = tasks.saved(task("t"), Ok(()));
+        JobMachine::new("t".into(), Some(request("t")), store_poll_ms)
+    }
+
+    fn save(job: &mut JobMachine, tasks: &mut Tasks, now: u64) -> machine::Due {
+        match job.poll_output(tasks, now, Some(now)) {
+            Some(JobOutput::Save(due)) => due,
+            other => panic!("a save, not {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_job_starts_the_fulfilment_saves_each_state_in_order_and_ends_once_settled() {
+        let mut tasks = Tasks::default();
+        let mut job = job(&mut tasks, None);
+        assert!(matches!(
+            job.poll_output(&mut tasks, 0, None),
+            Some(JobOutput::Fulfil(r)) if r.task_id == "t"
+        ));
+        let due = save(&mut job, &mut tasks, 0);
+        assert_eq!(due.task.state, TaskState::Working);
+        assert!(
+            job.poll_output(&mut tasks, 0, None).is_none(),
+            "one save at a time"
+        );
+        let answer = job.handle_saved(&mut tasks, due, Ok(()), 0);
+        assert!(answer
+            .stored
+            .is_some_and(|(t, renewal)| t.revision.version == 1 && !renewal));
+        assert!(job.poll_output(&mut tasks, 0, None).is_none(), "fulfilling");
+        job.handle_outcome(&mut tasks, Ok("done".into()), "m1".into(), None);
+        let due = save(&mut job, &mut tasks, 0);
+        assert_eq!(due.task.state, TaskState::Completed);
+        let answer = job.handle_saved(&mut tasks, due, Ok(()), 0);
+        assert!(
+            answer.after.is_some_and(|a| a.settled.is_some()),
+            "the hook runs once the terminal state is stored"
+        );
+        assert!(matches!(
+            job.poll_output(&mut tasks, 0, None),
+            Some(JobOutput::Done)
+        ));
+        assert_eq!(job.deadline(), None);
+    }
+
+    /// Fulfilled and answered: the terminal save is due.
+    fn settling(tasks: &mut Tasks) -> (JobMachine, machine::Due) {
+        let mut job = job(tasks, None);
+        let _ = job.poll_output(tasks, 0, None);
+        let due = save(&mut job, tasks, 0);
+        let _ = job.handle_saved(tasks, due, Ok(()), 0);
+        job.handle_outcome(tasks, Ok("done".into()), "m1".into(), None);
+        let due = save(&mut job, tasks, 0);
+        (job, due)
+    }
+
+    #[test]
+    fn a_refused_terminal_save_is_saved_again_at_its_deadline_and_not_before() {
+        let mut tasks = Tasks::default();
+        let (mut job, due) = settling(&mut tasks);
+        let answer = job.handle_saved(&mut tasks, due, Err(StoreError::new("disk full")), 1_000);
+        assert!(answer.stored.is_none());
+        assert!(answer
+            .after
+            .is_some_and(|a| a.problem.is_some() && a.retry == Some(1)));
+        let at = 1_000 + machine::retry_delay_ms(1);
+        assert_eq!(job.deadline(), Some(at));
+        assert!(job.poll_output(&mut tasks, 1_000, None).is_none());
+        job.handle_timeout(&mut tasks, at - 1);
+        assert!(
+            job.poll_output(&mut tasks, at - 1, None).is_none(),
+            "too early"
+        );
+        job.handle_timeout(&mut tasks, at);
+        assert_eq!(job.deadline(), None);
+        assert_eq!(
+            save(&mut job, &mut tasks, at).task.state,
+            TaskState::Completed
+        );
+    }
+
+    #[test]
+    fn without_a_timer_a_refused_save_is_saved_again_at_once() {
+        let mut tasks = Tasks::default();
+        let (mut job, due) = settling(&mut tasks);
+        let _ = job.handle_saved(&mut tasks, due, Err(StoreError::new("disk full")), 0);
+        assert!(job.poll_output(&mut tasks, 0, None).is_none());
+        job.handle_no_timer(&mut tasks);
+        assert_eq!(
+            save(&mut job, &mut tasks, 0).task.state,
+            TaskState::Completed
+        );
+    }
+
+    #[cfg(feature = "replicas")]
+    #[test]
+    fn a_conflict_reads_the_store_and_a_cancel_stored_elsewhere_stops_the_fulfilment() {
+        let mut tasks = Tasks::default();
+        let mut job = job(&mut tasks, None);
+        let _ = job.poll_output(&mut tasks, 0, None);
+        let due = save(&mut job, &mut tasks, 0);
+        let mut canceled = due.task.clone();
+        let conflict = StoreError::conflict("t", Some(1), due.task.revision.version);
+        let answer = job.handle_saved(&mut tasks, due, Err(conflict), 0);
+        assert!(answer.stored.is_none() && answer.after.is_none());
+        assert!(matches!(
+            job.poll_output(&mut tasks, 0, None),
+            Some(JobOutput::Read)
+        ));
+        assert!(
+            job.poll_output(&mut tasks, 0, None).is_none(),
+            "no save while reading"
+        );
+        canceled.state = TaskState::Canceled;
+        canceled.revision.version = 1;
+        assert_eq!(job.handle_read(&mut tasks, Ok(Some(canceled))), None);
+        assert!(matches!(
+            job.poll_output(&mut tasks, 0, None),
+            Some(JobOutput::Stop)
+        ));
+        assert!(matches!(
+            job.poll_output(&mut tasks, 0, None),
+            Some(JobOutput::Done)
+        ));
+    }
+
+    #[cfg(feature = "replicas")]
+    #[test]
+    fn the_lease_is_renewed_a_third_of_the_way_and_the_store_looked_at_every_poll() {
+        let mut tasks = Tasks::default();
+        tasks.set_lease("me".into(), Some(30_000));
+        let mut job = job(&mut tasks, Some(1_000));
+        let _ = job.poll_output(&mut tasks, 0, Some(0));
+        let due = save(&mut job, &mut tasks, 0);
+        let _ = job.handle_saved(&mut tasks, due, Ok(()), 0);
+        assert!(job.poll_output(&mut tasks, 0, Some(0)).is_none());
+        assert_eq!(job.deadline(), Some(1_000), "the store poll comes first");
+        job.handle_timeout(&mut tasks, 1_000);
+        assert!(matches!(
+            job.poll_output(&mut tasks, 1_000, Some(1_000)),
+            Some(JobOutput::Read)
+        ));
+        let stored = tasks.task("t").cloned();
+        assert_eq!(job.handle_read(&mut tasks, Ok(stored)), None);
+        assert!(job.poll_output(&mut tasks, 1_000, Some(1_000)).is_none());
+        assert_eq!(job.deadline(), Some(2_000), "the next poll");
+        job.handle_timeout(&mut tasks, 10_000);
+        assert!(
+            matches!(
+                job.poll_output(&mut tasks, 10_000, Some(10_000)),
+                Some(JobOutput::Read)
+            ),
+            "the poll was due too: the store first"
+        );
+        let stored = tasks.task("t").cloned();
+        assert_eq!(job.handle_read(&mut tasks, Ok(stored)), None);
+        let renewal = save(&mut job, &mut tasks, 10_000);
+        assert!(renewal.renewal, "only the lease changed");
+        assert_eq!(
+            renewal.task.revision.lease.map(|l| l.until_ms),
+            Some(40_000),
+            "taken at the save"
+        );
     }
 }

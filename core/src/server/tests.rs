@@ -183,18 +183,20 @@ async fn yield_once() {
     .await
 }
 
-/// A memory store that records every saved state; with `slow`, each save
-/// takes that many polls (as a file store's does), and with `refuse`, saves
-/// of that state fail (a full disk).
+/// A memory store that records every saved state and counts reads; with
+/// `slow`, each save takes that many polls (as a file store's does), and
+/// with `refuse`, saves of that state fail (a full disk).
 #[derive(Default)]
 struct Recording {
     inner: MemoryStore<TestLocks>,
     saves: Mutex<Vec<(String, TaskState)>>,
+    reads: AtomicU64,
     slow: AtomicU64,
     refuse: Mutex<Option<TaskState>>,
 }
 impl TaskStore for Arc<Recording> {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
+        self.reads.fetch_add(1, Ordering::SeqCst);
         self.inner.get(id)
     }
     fn list(
@@ -796,6 +798,30 @@ fn v10_send_answers_a_wrapped_10_task() {
     assert!(t.get("kind").is_none());
     assert_eq!(t["history"][0]["role"], "ROLE_USER");
     assert_eq!(t["history"][0]["parts"][0], json!({"text": "hello"}));
+}
+
+#[test]
+fn a_job_never_reads_back_the_states_it_saved() {
+    let f = fixture();
+    let v = f.send(Some("1.0"), "SendMessage", "chunks please", false);
+    let id = v["result"]["task"]["id"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    f.settle();
+    let saves = lock(&f.store.saves)
+        .iter()
+        .filter(|(i, _)| *i == id)
+        .count();
+    assert!(
+        saves >= 3,
+        "submitted, working and chunks, completed: {saves}"
+    );
+    assert_eq!(
+        f.store.reads.load(Ordering::SeqCst),
+        0,
+        "its own saves are no change elsewhere"
+    );
 }
 
 #[test]
