@@ -477,25 +477,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Job<S, H, F> {
 mod tests {
     //! The job machine alone: its outputs for given answers and times,
     //! with no store, no fulfiller and no timers.
+    use super::machine::tests::task;
     use super::*;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
-
-    fn task(id: &str) -> Task {
-        Task {
-            id: id.into(),
-            context_id: "c".into(),
-            state: TaskState::Submitted,
-            status_message: None,
-            updated_ms: None,
-            artifacts: Vec::new(),
-            history: Vec::new(),
-            dialect: Shape::V10,
-            owner: None,
-            trace: None,
-            revision: Default::default(),
-        }
-    }
 
     fn request(id: &str) -> FulfilRequest {
         FulfilRequest {

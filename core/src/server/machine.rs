@@ -1056,12 +1056,13 @@ pub(crate) fn status(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
-    fn task(id: &str) -> Task {
+    /// A new task, `submitted`, never saved.
+    pub(in crate::server) fn task(id: &str) -> Task {
         Task {
             id: id.into(),
             context_id: "c".into(),
