@@ -51,16 +51,6 @@ pub(super) enum JobOutput {
     Done,
 }
 
-/// What a save's answer leaves the driver to do beyond the task machine.
-/// A conflict leaves nothing (the task is read again).
-#[derive(Default)]
-pub(super) struct SaveAnswer {
-    /// Stored: the saved task, and whether only its lease changed.
-    pub(super) stored: Option<(Task, bool)>,
-    /// Stored or refused: what the machine says follows (the hook, a problem).
-    pub(super) after: Option<machine::AfterSave>,
-}
-
 impl JobMachine {
     /// The job of task `id`: `request` waits for a place, else the
     /// fulfilment was started with the task (`fulfilling`).
@@ -204,52 +194,41 @@ impl JobMachine {
         }
     }
 
-    /// The answer to [`JobOutput::Save`] of `due`, at `now_ms`.
+    /// The answer to [`JobOutput::Save`] of `due`, at `now_ms`: what
+    /// the task machine says follows (the hook, a problem), `None` after a
+    /// conflict (the task is read again).
     pub(super) fn handle_saved(
         &mut self,
         tasks: &mut Tasks,
         due: machine::Due,
         result: Result<(), StoreError>,
         now_ms: u64,
-    ) -> SaveAnswer {
+    ) -> Option<machine::AfterSave> {
         self.saving = false;
         let task = due.task;
-        if result.is_err() {
-            // Not stored: its events go with the next save.
-            tasks.unlogged(&task.id, due.events);
-        }
-        match result {
-            Err(e) if e.is_conflict() => {
-                // Another replica wrote it: nothing of ours was stored.
-                tasks.conflicted(&task);
-                SaveAnswer::default()
-            }
-            Err(e) => {
-                let after = tasks.saved(task, Err(e.to_string()));
-                self.retry_after(&after, now_ms);
-                SaveAnswer {
-                    stored: None,
-                    after: Some(after),
+        let stored = match result {
+            Ok(()) => Some((task.id.clone(), task.revision.version)),
+            Err(ref e) => {
+                // Not stored: its events go with the next save.
+                tasks.unlogged(&task.id, due.events);
+                if e.is_conflict() {
+                    // Another replica wrote it: nothing of ours was stored.
+                    tasks.conflicted(&task);
+                    return None;
                 }
+                None
             }
-            Ok(()) => {
-                // Saved first: the run then knows the version it wrote, and
-                // the change wakes watchers without reading it back.
-                let after = tasks.saved(task.clone(), Ok(()));
-                tasks.store_changed(&task.id, Some(task.revision.version));
-                self.retry_after(&after, now_ms);
-                SaveAnswer {
-                    stored: Some((task, due.renewal)),
-                    after: Some(after),
-                }
-            }
+        };
+        // Saved first: the run then knows the version it wrote, and the
+        // change wakes watchers without reading it back.
+        let after = tasks.saved(task, result.map_err(|e| e.to_string()));
+        if let Some((id, version)) = stored {
+            tasks.store_changed(&id, Some(version));
         }
-    }
-
-    fn retry_after(&mut self, after: &machine::AfterSave, now_ms: u64) {
         if let Some(n) = after.retry {
             self.retry_at = Some(now_ms.saturating_add(machine::retry_delay_ms(n)));
         }
+        Some(after)
     }
 
     /// The fulfilment's outcome (`Ok(answer)`, `Err(reason)`); its
@@ -375,23 +354,28 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Job<S, H, F> {
         }
     }
 
-    /// What a save's answer leaves to the host: its span, the health, push
-    /// notifications, the `on_task` hook.
-    fn saved(&mut self, answer: SaveAnswer) {
-        let server = &self.server;
-        if let Some((task, renewal)) = answer.stored {
+    /// A save ended: first what its answer means to the host (its span,
+    /// the health, push notifications: `due` as stored), then to the
+    /// machine, then the `on_task` hook and problems the machine reports.
+    fn saved(&mut self, due: machine::Due, result: Result<(), StoreError>) {
+        let server = self.server.clone();
+        if result.is_ok() {
             if let Some(span) = self.span.as_mut() {
-                let state = task.state.as_str();
+                let state = due.task.state.as_str();
                 if span.events.last().is_none_or(|e| e.1 != state) {
                     span.events.push((server.host.now_ms(), state));
                 }
             }
             server.save_worked();
-            if !renewal {
-                server.notify(&task);
+            if !due.renewal {
+                server.notify(&due.task);
             }
         }
-        if let Some(after) = answer.after {
+        let now = server.host.now_ms();
+        let after = self
+            .machine
+            .handle_saved(&mut server.tasks(), due, result, now);
+        if let Some(after) = after {
             server.after_save(after);
         }
     }
@@ -435,11 +419,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Job<S, H, F> {
             if let Some(Poll::Ready((due, result))) = job.save.as_mut().map(|s| s.as_mut().poll(cx))
             {
                 job.save = None;
-                let now = server.host.now_ms();
-                let answer = job
-                    .machine
-                    .handle_saved(&mut server.tasks(), due, result, now);
-                job.saved(answer);
+                job.saved(due, result);
                 continue;
             }
             if let Some(Poll::Ready(outcome)) = job.work.as_mut().map(|w| poll_work(w, cx)) {
@@ -522,17 +502,16 @@ mod tests {
             job.poll_output(&mut tasks, 0, None).is_none(),
             "one save at a time"
         );
-        let answer = job.handle_saved(&mut tasks, due, Ok(()), 0);
-        assert!(answer
-            .stored
-            .is_some_and(|(t, renewal)| t.revision.version == 1 && !renewal));
+        assert_eq!((due.task.revision.version, due.renewal), (1, false));
+        let after = job.handle_saved(&mut tasks, due, Ok(()), 0);
+        assert!(after.is_some_and(|a| a.settled.is_none() && a.problem.is_none()));
         assert!(job.poll_output(&mut tasks, 0, None).is_none(), "fulfilling");
         job.handle_outcome(&mut tasks, Ok("done".into()), "m1".into(), None);
         let due = save(&mut job, &mut tasks, 0);
         assert_eq!(due.task.state, TaskState::Completed);
-        let answer = job.handle_saved(&mut tasks, due, Ok(()), 0);
+        let after = job.handle_saved(&mut tasks, due, Ok(()), 0);
         assert!(
-            answer.after.is_some_and(|a| a.settled.is_some()),
+            after.is_some_and(|a| a.settled.is_some()),
             "the hook runs once the terminal state is stored"
         );
         assert!(matches!(
@@ -557,11 +536,8 @@ mod tests {
     fn a_refused_terminal_save_is_saved_again_at_its_deadline_and_not_before() {
         let mut tasks = Tasks::default();
         let (mut job, due) = settling(&mut tasks);
-        let answer = job.handle_saved(&mut tasks, due, Err(StoreError::new("disk full")), 1_000);
-        assert!(answer.stored.is_none());
-        assert!(answer
-            .after
-            .is_some_and(|a| a.problem.is_some() && a.retry == Some(1)));
+        let after = job.handle_saved(&mut tasks, due, Err(StoreError::new("disk full")), 1_000);
+        assert!(after.is_some_and(|a| a.problem.is_some() && a.retry == Some(1)));
         let at = 1_000 + machine::retry_delay_ms(1);
         assert_eq!(job.deadline(), Some(at));
         assert!(job.poll_output(&mut tasks, 1_000, None).is_none());
@@ -600,8 +576,8 @@ mod tests {
         let due = save(&mut job, &mut tasks, 0);
         let mut canceled = due.task.clone();
         let conflict = StoreError::conflict("t", Some(1), due.task.revision.version);
-        let answer = job.handle_saved(&mut tasks, due, Err(conflict), 0);
-        assert!(answer.stored.is_none() && answer.after.is_none());
+        let after = job.handle_saved(&mut tasks, due, Err(conflict), 0);
+        assert!(after.is_none(), "nothing follows a conflict but the read");
         assert!(matches!(
             job.poll_output(&mut tasks, 0, None),
             Some(JobOutput::Read)
