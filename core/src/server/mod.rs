@@ -10,6 +10,7 @@
 
 pub mod auth;
 mod calls;
+mod cancel;
 mod card;
 mod conversation;
 mod follow;
