@@ -29,16 +29,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let id = call.id.clone();
                 shape = call.shape;
                 let is_get = Method::from_name(&call.method) == Some(Method::Get);
-                let wait = preferred_wait(req).filter(|_| is_get);
                 // Hosts without a timer answer at once, as if no wait was asked.
-                let timer = wait.and_then(|secs| {
-                    let at = self.host.now_ms().saturating_add(secs * 1000);
-                    Some((secs, self.host.sleep_until(at)?))
-                });
-                let outcome = match timer {
-                    Some((secs, timer)) => {
+                let outcome = match self.long_poll(req, is_get) {
+                    Some((secs, at, timer)) => {
                         waited = Some(secs);
-                        Box::pin(self.get_task_waiting(&call, timer, owner))
+                        Box::pin(self.get_task_waiting(&call, at, timer, owner))
                             .await
                             .map(Answered::Task)
                     }

@@ -23,6 +23,7 @@ pub mod jws;
 mod lifecycle;
 mod list;
 mod live;
+mod longpoll;
 mod machine;
 mod policy;
 #[cfg(feature = "push")]

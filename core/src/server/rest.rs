@@ -629,14 +629,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Err(e) => Reply::Full(error_body(&e, v03)),
             };
         }
-        let wait = super::preferred_wait(req).filter(|_| method == Some(Method::Get));
-        let timer = wait.and_then(|secs| {
-            let at = self.host.now_ms().saturating_add(secs * 1000);
-            Some((secs, self.host.sleep_until(at)?))
-        });
-        let (outcome, waited) = match timer {
-            Some((secs, timer)) => (
-                self.get_task_waiting(&call, timer, caller.map(|c| c.owner.as_str()))
+        let (outcome, waited) = match self.long_poll(req, method == Some(Method::Get)) {
+            Some((secs, at, timer)) => (
+                self.get_task_waiting(&call, at, timer, caller.map(|c| c.owner.as_str()))
                     .await
                     .map(Answered::Task),
                 Some(secs),
