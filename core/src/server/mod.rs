@@ -28,6 +28,8 @@ mod machine;
 mod policy;
 #[cfg(feature = "push")]
 pub mod push;
+#[cfg(feature = "replicas")]
+mod remote;
 pub mod rest;
 mod rpc;
 mod store;
