@@ -32,6 +32,7 @@ pub mod push;
 mod remote;
 pub mod rest;
 mod rpc;
+mod start;
 mod store;
 mod stream;
 mod validate;
