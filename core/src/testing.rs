@@ -628,8 +628,18 @@ impl<T: MaybeSend> crate::host::lock::Lock<T> for TestLock<T> {
         TestLock(Mutex::new(value))
     }
 
+    /// Tests drive each server from one thread, so a lock already held is
+    /// held by the caller itself: a guard kept across a call that locks
+    /// again, which would deadlock a host. It fails the test at once
+    /// instead of hanging it.
     fn lock(&self) -> Self::Guard<'_> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        match self.0.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                panic!("locked twice on one thread: a guard is held across a call that locks again")
+            }
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Starting a turn of a task (a new task, or one continued by an answer)
-//! as a machine of the client's shape: [`StartMachine::begin`] and each
-//! `handle_*` return the one next [`StartStep`]; no store, no host, no
-//! futures. [`A2aServer::start`] is its driver.
+//! as a machine: no store, no host, no futures. Its flow is one line, so
+//! each input returns what comes next by type ([`StartMachine`]) rather
+//! than through a step enum. [`A2aServer::start`] is its driver.
 //!
 //! The task enters the task machine before its first save begins, so a
 //! CancelTask arriving at any moment goes through the machine, never
@@ -14,33 +14,23 @@
 
 use super::*;
 
-/// What starting a turn is to do next.
-// Each step is consumed as soon as it is made: boxing the task would only
-// cost an allocation.
-#[allow(clippy::large_enum_variant)]
-#[must_use = "a step is what the start waits for: run it, or the task never starts"]
-#[derive(Debug)]
-pub(super) enum StartStep {
-    /// Store the turn's first state (submitted, or working when continued);
-    /// give the outcome to [`StartMachine::handle_saved`].
-    Save(Task),
-    /// Stored: the driver tells the health and the span, stores the
-    /// send's webhooks, then calls [`StartMachine::handle_ready`].
-    Stored,
-    /// Start the task's job: with its fulfilment (`admitted`), or waiting
-    /// for a place with `request`. `after` is what the save leaves (the
-    /// hook, a problem).
-    Job {
-        request: FulfilRequest,
-        admitted: bool,
-        after: AfterSave,
-    },
-    /// Not started: the answer is this error; a refused save is also a
-    /// problem to report (the server turns unhealthy).
-    Refused(RpcError, Option<String>),
+/// A turn that did not start: the answer's error, and a problem to report
+/// when the store refused the save (the server turns unhealthy).
+pub(super) type Refused = (RpcError, Option<String>);
+
+/// The task is stored: start its job, with its fulfilment (`admitted`) or
+/// waiting for a place with `request`; `after` is what the save leaves
+/// (the hook, a problem).
+#[must_use = "the job must start, or the task stays submitted for ever"]
+pub(super) struct Ready {
+    pub(super) request: FulfilRequest,
+    pub(super) admitted: bool,
+    pub(super) after: AfterSave,
 }
 
-/// Starting one turn of one task.
+/// Starting one turn of one task: [`StartMachine::begin`] gives the task
+/// to store, [`StartMachine::handle_saved`] takes the save's outcome, and
+/// [`StartMachine::handle_ready`] the job to start.
 #[derive(Debug)]
 pub(super) struct StartMachine {
     request: Option<FulfilRequest>,
@@ -61,7 +51,7 @@ impl StartMachine {
         follow: Follow,
         answer_id: String,
         unix_ms: Option<u64>,
-    ) -> Result<(StartMachine, Started, StartStep), RpcError> {
+    ) -> Result<(StartMachine, Started, Task), RpcError> {
         let id = request.task_id.as_str();
         // The version after the one read (a new task: 1), and this
         // replica's lease.
@@ -91,39 +81,41 @@ impl StartMachine {
             request: Some(request),
             task: None,
         };
-        Ok((machine, started, StartStep::Save(task)))
+        // The turn's first state (submitted, or working when continued) to store.
+        Ok((machine, started, task))
     }
 
-    /// The outcome of the [`StartStep::Save`] of `task`.
+    /// The outcome of the save of `task` (from [`StartMachine::begin`]).
     pub(super) fn handle_saved(
         &mut self,
         tasks: &mut Tasks,
         task: Task,
         saved: Result<(), StoreError>,
-    ) -> StartStep {
+    ) -> Result<(), Refused> {
         let Err(e) = saved else {
             self.task = Some(task);
-            return StartStep::Stored;
+            return Ok(());
         };
         tasks.abandon(&task.id);
         if e.is_conflict() {
             // Another replica continued (or settled) it first.
             let running = conversation::running(&task.id, TaskState::Working.as_str());
-            return StartStep::Refused(running, None);
+            return Err((running, None));
         }
         let problem = format!("task {}: saving state submitted failed: {e}", task.id);
         let error = RpcError::internal(format!("the task could not be stored: {e}"));
-        StartStep::Refused(error, Some(problem))
+        Err((error, Some(problem)))
     }
 
     /// The stored task is told to the task machine (at `unix_ms`): its job
     /// starts, with the fulfilment if the task has a place. A continued
     /// task was stored working already; a new one is working once let in.
-    pub(super) fn handle_ready(&mut self, tasks: &mut Tasks, unix_ms: Option<u64>) -> StartStep {
-        let (Some(task), Some(request)) = (self.task.take(), self.request.take()) else {
-            let error = RpcError::internal("the task was not stored".into());
-            return StartStep::Refused(error, None);
-        };
+    pub(super) fn handle_ready(
+        &mut self,
+        tasks: &mut Tasks,
+        unix_ms: Option<u64>,
+    ) -> Option<Ready> {
+        let (task, request) = (self.task.take()?, self.request.take()?);
         let (id, submitted) = (task.id.clone(), task.state == TaskState::Submitted);
         let version = task.revision.version;
         let after = tasks.saved(task, Ok(()));
@@ -132,14 +124,14 @@ impl StartMachine {
         if admitted && submitted {
             tasks.working(&id, unix_ms);
         }
-        StartStep::Job {
+        Some(Ready {
             request,
             admitted,
             after,
-        }
+        })
     }
 
-    /// The task as stored, after [`StartStep::Stored`].
+    /// The task as stored, after [`StartMachine::handle_saved`].
     pub(super) fn stored(&self) -> Option<&Task> {
         self.task.as_ref()
     }
@@ -152,65 +144,56 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         request: FulfilRequest,
         task: Task,
         follow: Follow,
-        mut pending: PendingPush,
+        pending: PendingPush,
         mut span: TaskSpan,
     ) -> Result<Started, RpcError> {
         let (answer_id, unix_ms) = (self.host.new_id(), self.host.unix_ms());
-        let (mut start, started, mut step) =
+        let (mut start, started, task) =
             StartMachine::begin(&mut self.tasks(), request, task, follow, answer_id, unix_ms)?;
-        loop {
-            step = match step {
-                StartStep::Save(task) => {
-                    let saved = self.store.save(&task).await;
-                    start.handle_saved(&mut self.tasks(), task, saved)
-                }
-                StartStep::Stored => {
-                    self.save_worked();
-                    if let Some(task) = start.stored() {
-                        if let Some(span) = span.as_mut() {
-                            span.events.push((self.host.now_ms(), task.state.as_str()));
-                        }
-                        // A new task's webhooks (set on its SendMessage) are
-                        // stored once the task is: a send refused before it
-                        // leaves nothing behind.
-                        #[cfg(feature = "push")]
-                        if let Err(e) = self
-                            .store_new_push(pending.take(), task.owner.as_deref())
-                            .await
-                        {
-                            self.host
-                                .report(&format!("task {}: {}", task.id, e.message));
-                        }
-                    }
-                    #[cfg(not(feature = "push"))]
-                    let _ = pending.take();
-                    start.handle_ready(&mut self.tasks(), self.host.unix_ms())
-                }
-                StartStep::Job {
-                    request,
-                    admitted,
-                    after,
-                } => {
-                    self.after_save(after);
-                    // A task past the cap waits, submitted, for its job to be let in.
-                    let id = request.task_id.clone();
-                    let (work, request) = if admitted {
-                        (Some(self.fulfil(request)), None)
-                    } else {
-                        (None, Some(request))
-                    };
-                    let job = Job::new(self.clone(), id, request, work, span);
-                    self.tasks().start_work(Box::pin(job));
-                    return Ok(started);
-                }
-                StartStep::Refused(error, problem) => {
-                    if let Some(problem) = problem {
-                        self.save_failed(&problem);
-                    }
-                    return Err(error);
-                }
-            };
+        let saved = self.store.save(&task).await;
+        // Its own statement: the lock is let go before a refusal is reported.
+        let saved = start.handle_saved(&mut self.tasks(), task, saved);
+        if let Err((error, problem)) = saved {
+            if let Some(problem) = problem {
+                self.save_failed(&problem);
+            }
+            return Err(error);
         }
+        self.save_worked();
+        if let Some(task) = start.stored() {
+            if let Some(span) = span.as_mut() {
+                span.events.push((self.host.now_ms(), task.state.as_str()));
+            }
+            // A new task's webhooks (set on its SendMessage) are stored once
+            // the task is: a send refused before it leaves nothing behind.
+            #[cfg(feature = "push")]
+            if let Err(e) = self.store_new_push(pending, task.owner.as_deref()).await {
+                self.host
+                    .report(&format!("task {}: {}", task.id, e.message));
+            }
+        }
+        #[cfg(not(feature = "push"))]
+        let _ = pending;
+        let ready = start.handle_ready(&mut self.tasks(), self.host.unix_ms());
+        let Some(Ready {
+            request,
+            admitted,
+            after,
+        }) = ready
+        else {
+            return Err(RpcError::internal("the task was not stored".into()));
+        };
+        self.after_save(after);
+        // A task past the cap waits, submitted, for its job to be let in.
+        let id = request.task_id.clone();
+        let (work, request) = if admitted {
+            (Some(self.fulfil(request)), None)
+        } else {
+            (None, Some(request))
+        };
+        let job = Job::new(self.clone(), id, request, work, span);
+        self.tasks().start_work(Box::pin(job));
+        Ok(started)
     }
 }
 
@@ -235,13 +218,8 @@ mod tests {
     }
 
     fn begin(tasks: &mut Tasks, id: &str, follow: Follow) -> (StartMachine, Started, Task) {
-        let (m, started, step) =
-            StartMachine::begin(tasks, request(id), task(id), follow, "a1".into(), Some(7))
-                .expect("started");
-        let StartStep::Save(saving) = step else {
-            panic!("the first save: {step:?}")
-        };
-        (m, started, saving)
+        StartMachine::begin(tasks, request(id), task(id), follow, "a1".into(), Some(7))
+            .expect("started")
     }
 
     #[test]
@@ -260,17 +238,11 @@ mod tests {
             Some(("me", 30_007))
         );
         assert!(tasks.is_running("t"), "in the task machine before the save");
-        assert!(matches!(
-            m.handle_saved(&mut tasks, saving, Ok(())),
-            StartStep::Stored
-        ));
+        assert!(m.handle_saved(&mut tasks, saving, Ok(())).is_ok());
         assert_eq!(m.stored().map(|t| t.state), Some(TaskState::Submitted));
-        let StartStep::Job {
+        let Ready {
             request, admitted, ..
-        } = m.handle_ready(&mut tasks, Some(8))
-        else {
-            panic!("the job")
-        };
+        } = m.handle_ready(&mut tasks, Some(8)).expect("the job");
         assert!(admitted && request.task_id == "t");
         assert_eq!(tasks.task("t").map(|t| t.state), Some(TaskState::Working));
     }
@@ -279,17 +251,18 @@ mod tests {
     fn a_task_past_the_cap_waits_submitted_and_a_full_server_refuses_before_anything() {
         let mut tasks = Tasks::with_limits(1, 1);
         let (mut first, _, saving) = begin(&mut tasks, "a", Follow::None);
-        let _ = first.handle_saved(&mut tasks, saving, Ok(()));
-        let _ = first.handle_ready(&mut tasks, None);
+        assert!(first.handle_saved(&mut tasks, saving, Ok(())).is_ok());
+        assert!(first
+            .handle_ready(&mut tasks, None)
+            .is_some_and(|r| r.admitted));
         let (mut second, _, saving) = begin(&mut tasks, "b", Follow::Stream);
-        let _ = second.handle_saved(&mut tasks, saving, Ok(()));
-        assert!(matches!(
-            second.handle_ready(&mut tasks, None),
-            StartStep::Job {
-                admitted: false,
-                ..
-            }
-        ));
+        assert!(second.handle_saved(&mut tasks, saving, Ok(())).is_ok());
+        assert!(
+            second
+                .handle_ready(&mut tasks, None)
+                .is_some_and(|r| !r.admitted),
+            "past the cap: queued"
+        );
         assert_eq!(tasks.task("b").map(|t| t.state), Some(TaskState::Submitted));
         let full = StartMachine::begin(
             &mut tasks,
@@ -311,7 +284,7 @@ mod tests {
         assert!(
             matches!(
                 m.handle_saved(&mut tasks, saving, Err(conflict)),
-                StartStep::Refused(_, None)
+                Err((_, None))
             ),
             "another replica continued it first: no problem to report"
         );
@@ -319,7 +292,7 @@ mod tests {
         let (mut m, _, saving) = begin(&mut tasks, "t", Follow::None);
         assert!(matches!(
             m.handle_saved(&mut tasks, saving, Err(StoreError::new("disk full"))),
-            StartStep::Refused(_, Some(problem)) if problem.contains("disk full")
+            Err((_, Some(problem))) if problem.contains("disk full")
         ));
         assert!(!tasks.is_running("t"));
         let (_, _, _) = begin(&mut tasks, "t", Follow::None);

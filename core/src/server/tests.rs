@@ -982,6 +982,34 @@ fn a_refused_terminal_save_is_an_error_to_the_caller_not_a_result() {
     );
 }
 
+/// The store refuses a new task's first save: the caller gets -32603
+/// naming it, nothing starts, the server reports itself unhealthy, and the
+/// next send the store takes works.
+#[test]
+fn a_refused_first_save_is_an_error_and_starts_nothing() {
+    let f = fixture();
+    *lock(&f.store.refuse) = Some(TaskState::Submitted);
+    let v = f.send(Some("1.0"), "SendMessage", "hello", true);
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be stored"), "{message}");
+    assert_eq!(get(&f, HEALTH_PATH, "GET").status, 503);
+    assert!(
+        lock(&f.host.reports)
+            .iter()
+            .any(|r| r.contains("saving state submitted failed")),
+        "reported"
+    );
+    assert!(f.host.jobs.is_empty(), "no job started");
+    *lock(&f.store.refuse) = None;
+    let ok = f.send(Some("1.0"), "SendMessage", "hello", true);
+    assert_eq!(
+        ok["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{ok}"
+    );
+    assert_eq!(get(&f, HEALTH_PATH, "GET").status, 200);
+}
+
 /// A full disk after the first save: the blocking caller gets -32603
 /// naming the failure, the server reports itself unhealthy (the health
 /// check and the host's log), reads go on, and once the store takes saves
