@@ -334,7 +334,6 @@ impl Transport for JsTransport {
         key: &str,
         refused: bool,
     ) -> impl Future<Output = Result<String, toolnexus_core::Error>> + MaybeSend {
-        let key = key.to_string();
-        async move { crate::credentials::host_token(&key, refused).await }
+        crate::credentials::host_token(key.to_string(), refused)
     }
 }
