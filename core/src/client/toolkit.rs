@@ -865,15 +865,18 @@ impl<T: Transport> Toolkit<T> {
     /// [`Toolkit::execute_with_events`] in a trace (W3C trace context): an
     /// A2A tool's call is a span of `trace`, each of its requests carries
     /// it on, and the toolkit's span hook gets their spans.
-    pub async fn execute_traced(
-        &self,
-        name: &str,
+    ///
+    /// A plain function returning the future of the one underneath: as an
+    /// async wrapper, it would nest a state machine of its own.
+    pub fn execute_traced<'a>(
+        &'a self,
+        name: &'a str,
         args: Value,
-        abort: impl Future<Output = ()> + MaybeSend,
-        on_event: impl FnMut(StreamEvent) + MaybeSend,
-        trace: Option<&crate::TraceContext>,
-    ) -> ToolResult {
-        self.execute_on(name, args, abort, on_event, trace).await
+        abort: impl Future<Output = ()> + MaybeSend + 'a,
+        on_event: impl FnMut(StreamEvent) + MaybeSend + 'a,
+        trace: Option<&'a crate::TraceContext>,
+    ) -> impl Future<Output = ToolResult> + 'a {
+        self.execute_on(name, args, abort, on_event, trace)
     }
 
     /// Runs tool `name`, an A2A tool's call in `trace` (the parent of its span).
