@@ -94,8 +94,9 @@ const bySizeClass = (steps, shift = 0, start = false) =>
 // after each function, of the 24 whose bytes look most like its own
 // (min-hashes of their 4-byte strings), the one deflate codes in the fewest
 // bits per byte given the last `window` bytes of the chain as its
-// dictionary (gzip's reach is 32 KB). Which window does best is chaotic
-// (±0.5 KB gzip between neighbours), so several are tried. Deterministic:
+// dictionary (gzip's reach is 32 KB). Which window and start do best is
+// chaotic (±0.5 KB gzip between neighbours, and from one build to the
+// next), so 18 are tried: ~1 min for the full .wasm. Deterministic:
 // no randomness, ties go to the lower index.
 const HASHES = 32;
 const n = bodies.length;
@@ -171,13 +172,11 @@ const orders = {
   'size class (log2 in halves, shifted 1/2), then signature and start': bySizeClass(2, 0.5, true),
   'size class (log2 in halves, shifted 3/4), then signature and start': bySizeClass(2, 0.75, true),
   size: by((a, b) => sizes[a] - sizes[b]),
-  'chained by likeness (27000-byte window)': chained(27000),
-  'chained by likeness (30000-byte window)': chained(30000),
-  'chained by likeness (30500-byte window)': chained(30500),
-  'chained by likeness (32000-byte window)': chained(32000),
-  'chained by likeness (32768-byte window)': chained(32768),
-  'chained by likeness from the smallest (32000-byte window)': chained(32000, true),
 };
+for (const size of [27000, 28000, 29000, 30000, 30500, 31000, 31500, 32000, 32768]) {
+  orders[`chained by likeness (${size}-byte window)`] = chained(size);
+  orders[`chained by likeness from the smallest (${size}-byte window)`] = chained(size, true);
+}
 
 /** gzip -9 of `data` (GNU gzip when there is one: the figure the build prints). */
 function gzipSize(data) {
