@@ -259,7 +259,7 @@ pub(crate) async fn send(req: HttpRequest) -> Result<HttpResponse, TransportErro
     let declared = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+        .and_then(|(_, v)| crate::convert::parse_usize(v.trim()));
     let too_large = || {
         TransportError::new(format!(
             "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
