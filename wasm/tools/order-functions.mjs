@@ -91,7 +91,7 @@ const bySizeClass = (steps, shift = 0, start = false) =>
   );
 
 // A chain built greedily, from the largest function (or the smallest):
-// after each function, of the 24 whose bytes look most like its own
+// after each function, of the 40 whose bytes look most like its own
 // (min-hashes of their 4-byte strings), the one deflate codes in the fewest
 // bits per byte given the last `window` bytes of the chain as its
 // dictionary (gzip's reach is 32 KB). Which window and start do best is
@@ -145,7 +145,7 @@ function chained(windowSize, fromSmallest = false) {
     ranked.sort((a, b) => alike[b] - alike[a] || a - b);
     let best = -1;
     let bestCost = Infinity;
-    for (const j of ranked.slice(0, 24)) {
+    for (const j of ranked.slice(0, 40)) {
       const cost = deflateRawSync(bodies[j], { level: 9, dictionary: window }).length / (sizes[j] + 1);
       if (cost < bestCost) {
         bestCost = cost;
