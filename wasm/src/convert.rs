@@ -77,6 +77,12 @@ pub fn is_absent(v: &JsValue) -> bool {
     v.is_undefined() || v.is_null()
 }
 
+/// `s.parse::<usize>().ok()`, through the `u64` parser the core already
+/// has (a second integer parser would be another copy in the `.wasm`).
+pub fn parse_usize(s: &str) -> Option<usize> {
+    s.parse::<u64>().ok().and_then(|n| usize::try_from(n).ok())
+}
+
 /// The text of a thrown value: an `Error`'s message followed by its
 /// `cause` chain (Node's `fetch failed` hides the reason in `cause`).
 pub fn error_text(e: &JsValue) -> String {

@@ -52,7 +52,7 @@ pub fn get_token_auth(f: Function) -> Auth {
 /// The slot of an agent's `getToken`, when its `auth` is one.
 fn slot(agent: &Agent) -> Option<usize> {
     match &agent.auth {
-        Some(Auth::HostToken(n)) => n.parse().ok(),
+        Some(Auth::HostToken(n)) => crate::convert::parse_usize(n),
         _ => None,
     }
 }
@@ -66,13 +66,11 @@ pub fn get_token_of(agent: &Agent) -> Option<Function> {
 /// A token from `getToken` number `key` (asked with `{retry}`: true after
 /// the agent refused the previous one). A function that throws or gives no
 /// non-empty string fails the call.
-pub async fn host_token(key: &str, retry: bool) -> Result<String, toolnexus_core::Error> {
+pub async fn host_token(key: String, retry: bool) -> Result<String, toolnexus_core::Error> {
     let fail = |why: String| toolnexus_core::Error::Misuse(format!("agent.getToken {why}"));
-    let f = key
-        .parse::<usize>()
-        .ok()
+    let f = crate::convert::parse_usize(&key)
         .and_then(|n| GET_TOKEN.with(|g| g.borrow().get(n).cloned()))
-        .ok_or_else(|| fail(format!("{} is unknown", toolnexus_core::quoted(key))))?;
+        .ok_or_else(|| fail(format!("{} is unknown", toolnexus_core::quoted(&key))))?;
     let hint: JsValue = js_sys::Object::new().into();
     crate::convert::set(&hint, "retry", &retry.into());
     let returned = f

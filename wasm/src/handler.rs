@@ -147,10 +147,10 @@ fn run_work(server: &Arc<Server>, work: BoxFuture<'static, ()>) {
     };
     match ctx {
         Some(ctx) => {
-            let done = crate::bound::promise(Box::pin(async move {
-                job.await;
+            // Mapped, not awaited in an async block (a state machine of its own).
+            let done = crate::bound::promise(Box::pin(futures_util::FutureExt::map(job, |()| {
                 Ok(JsValue::UNDEFINED)
-            }));
+            })));
             let wait_until: Function = get(&ctx, "waitUntil").unchecked_into();
             if let Err(e) = wait_until.call1(&ctx, &done) {
                 report(&format!("ctx.waitUntil failed: {}", error_text(&e)));

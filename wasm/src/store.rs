@@ -7,6 +7,7 @@
 #[cfg(feature = "push")]
 use crate::convert::to_js;
 use crate::convert::{error_text, get, is_absent, ser_to_js, to_json};
+use futures_util::FutureExt;
 use js_sys::{Function, Promise};
 use std::future::Future;
 use toolnexus_core::server::{
@@ -78,37 +79,42 @@ pub struct JsStore(
 #[derive(Default, Clone)]
 pub struct LocalPush(std::rc::Rc<std::cell::RefCell<Vec<(String, serde_json::Value)>>>);
 
-async fn call_store(
+/// `store[method](...args)`, awaited (a promise or a plain value): `None`
+/// when the store has no such function. The one async step of every store
+/// call: each call maps its outcome with a plain function, so the calls
+/// share one state machine.
+async fn call_js(
     store: JsValue,
     method: &'static str,
-    arg: JsValue,
-) -> Result<JsValue, StoreError> {
-    call_raw(store, method, arg)
-        .await
-        .map_err(|e| StoreError::new(error_text(&e)))
+    args: js_sys::Array,
+) -> Result<Option<JsValue>, JsValue> {
+    let Some(f) = get(&store, method).dyn_ref::<Function>().cloned() else {
+        return Ok(None);
+    };
+    let returned = f.apply(&store, &args)?;
+    JsFuture::from(Promise::resolve(&returned)).await.map(Some)
 }
 
-async fn call_raw(store: JsValue, method: &'static str, arg: JsValue) -> Result<JsValue, JsValue> {
-    let f = get(&store, method)
-        .dyn_into::<Function>()
-        .map_err(|_| JsValue::from(format!("the store has no {method} function")))?;
-    JsFuture::from(Promise::resolve(&f.call1(&store, &arg)?)).await
+/// A call's outcome when the function is required (`get`, `save`).
+fn required(outcome: Result<Option<JsValue>, JsValue>, method: &str) -> Result<JsValue, JsValue> {
+    outcome?.ok_or_else(|| JsValue::from(format!("the store has no {method} function")))
+}
+
+fn store_error(e: JsValue) -> StoreError {
+    StoreError::new(error_text(&e))
 }
 
 /// `store.save(task)`: resolving `false`, or rejecting with an error whose
 /// `conflict` is `true`, is a refused compare-and-swap ([`StoreError::conflict`]).
-async fn js_save(
-    store: JsValue,
-    task: JsValue,
-    id: String,
+fn js_saved(
+    outcome: Result<Option<JsValue>, JsValue>,
+    id: &str,
     version: u64,
 ) -> Result<(), StoreError> {
-    match call_raw(store, "save", task).await {
+    match required(outcome, "save") {
         Ok(v) if v.as_bool() != Some(false) => Ok(()),
-        Err(e) if get(&e, "conflict").as_bool() != Some(true) => {
-            Err(StoreError::new(error_text(&e)))
-        }
-        _ => Err(StoreError::conflict(&id, None, version)),
+        Err(e) if get(&e, "conflict").as_bool() != Some(true) => Err(store_error(e)),
+        _ => Err(StoreError::conflict(id, None, version)),
     }
 }
 
@@ -165,12 +171,13 @@ fn tasks_of(v: &JsValue, what: &str) -> Result<Vec<Task>, StoreError> {
     Ok(items.iter().filter_map(Task::from_stored).collect())
 }
 
-async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> {
-    let v = call_store(store, "get", id.as_str().into()).await?;
+/// `store.get(id)`: the task, or `None` (null or undefined).
+fn js_got(outcome: Result<Option<JsValue>, JsValue>, id: &str) -> Result<Option<Task>, StoreError> {
+    let v = required(outcome, "get").map_err(store_error)?;
     if is_absent(&v) {
         return Ok(None);
     }
-    let value = to_json(&v, "the stored task").map_err(|e| StoreError::new(error_text(&e)))?;
+    let value = to_json(&v, "the stored task").map_err(store_error)?;
     Task::from_stored(&value).map(Some).ok_or_else(|| {
         StoreError::new(format!(
             "the store returned something that is not a task for {id}"
@@ -178,185 +185,156 @@ async fn js_get(store: JsValue, id: String) -> Result<Option<Task>, StoreError> 
     })
 }
 
-/// `store.list(query)`, when the store has one: an array of tasks (or a
-/// promise of one). The query is a hint (`{contextId?, status?,
-/// statusTimestampAfter?, owner?}`); the server filters again.
-async fn js_list(store: JsValue, filter: TaskFilter) -> Result<Option<Vec<Task>>, StoreError> {
-    if !get(&store, "list").is_function() {
-        return Ok(None);
-    }
-    let listed = call_store(store, "list", ser_to_js(&query(&filter, None, None))).await?;
-    tasks_of(&listed, "the store's list()").map(Some)
-}
-
-/// `store.listPage(query)`, when the store has one: `{tasks, totalSize}`,
-/// one page in the core's order (see [`TaskStore::list_page`]).
-async fn js_list_page(
-    store: JsValue,
-    arg: JsValue,
-) -> Result<Option<(Vec<Task>, usize)>, StoreError> {
-    if !get(&store, "listPage").is_function() {
-        return Ok(None);
-    }
-    let page = call_store(store, "listPage", arg).await?;
-    let total = get(&page, "totalSize").as_f64().unwrap_or(0.0) as usize;
-    Ok(Some((tasks_of(&page, "the store's listPage()")?, total)))
-}
-
-/// `store.expired({now, limit})`, when the store has one: the active tasks
-/// whose lease ended before `now`.
-async fn js_expired(store: JsValue, now_ms: u64, limit: usize) -> Result<Vec<Task>, StoreError> {
-    if !get(&store, "expired").is_function() {
-        return Ok(Vec::new());
-    }
-    let arg: JsValue = js_sys::Object::new().into();
-    crate::convert::set(&arg, "now", &(now_ms as f64).into());
-    crate::convert::set(&arg, "limit", &(limit as f64).into());
-    tasks_of(
-        &call_store(store, "expired", arg).await?,
-        "the store's expired()",
-    )
-}
-
-/// `store.deleteFinished({before, limit})`, when the store has one: deletes
-/// the terminal tasks whose status is older than `before` (the core's
-/// retention sweep decides `before`); how many went.
-async fn js_delete_finished(
-    store: JsValue,
-    before_ms: u64,
-    limit: usize,
-) -> Result<usize, StoreError> {
-    if !get(&store, "deleteFinished").is_function() {
-        return Ok(0);
-    }
-    let arg: JsValue = js_sys::Object::new().into();
-    crate::convert::set(&arg, "before", &(before_ms as f64).into());
-    crate::convert::set(&arg, "limit", &(limit as f64).into());
-    let gone = call_store(store, "deleteFinished", arg).await?;
-    Ok(gone.as_f64().unwrap_or(0.0) as usize)
-}
-
-/// `store.getPushConfigs(taskId)`, when the store has it: the array last
-/// given to `savePushConfigs` (or null). Without it, the handler's own.
+/// `store.getPushConfigs(taskId)`: the array last given to
+/// `savePushConfigs` (or null).
 #[cfg(feature = "push")]
-async fn js_get_push(
-    store: JsValue,
-    local: LocalPush,
-    task_id: String,
-) -> Result<Option<serde_json::Value>, StoreError> {
-    if !get(&store, "getPushConfigs").is_function() {
-        let kept = local.0.borrow();
-        return Ok(kept
-            .iter()
-            .find(|(id, _)| *id == task_id)
-            .map(|(_, v)| v.clone()));
-    }
-    let v = call_store(store, "getPushConfigs", task_id.as_str().into()).await?;
+fn js_got_push(v: JsValue) -> Result<Option<serde_json::Value>, StoreError> {
     if is_absent(&v) {
         return Ok(None);
     }
     to_json(&v, "the stored push configs")
         .map(Some)
-        .map_err(|e| StoreError::new(error_text(&e)))
+        .map_err(store_error)
 }
 
-/// `store.savePushConfigs(taskId, configs)`, when the store has it;
-/// without it, kept by the handler (for its life).
-#[cfg(feature = "push")]
-async fn js_save_push(
-    store: JsValue,
-    local: LocalPush,
-    task_id: String,
-    configs: serde_json::Value,
-) -> Result<(), StoreError> {
-    let f = get(&store, "savePushConfigs");
-    let Some(f) = f.dyn_ref::<Function>() else {
-        let mut kept = local.0.borrow_mut();
-        kept.retain(|(id, _)| *id != task_id);
-        kept.push((task_id, configs));
-        return Ok(());
-    };
-    let configs = to_js(&configs);
-    let returned = f
-        .call2(&store, &task_id.as_str().into(), &configs)
-        .map_err(|e| StoreError::new(error_text(&e)))?;
-    JsFuture::from(Promise::resolve(&returned))
-        .await
-        .map(|_| ())
-        .map_err(|e| StoreError::new(error_text(&e)))
+/// One argument, as `call_js` takes them.
+fn arg(v: JsValue) -> js_sys::Array {
+    js_sys::Array::of1(&v)
+}
+
+/// `{key1: a, key2: b}` of two numbers.
+fn numbers(key1: &str, a: f64, key2: &str, b: f64) -> js_sys::Array {
+    let o: JsValue = js_sys::Object::new().into();
+    crate::convert::set(&o, key1, &a.into());
+    crate::convert::set(&o, key2, &b.into());
+    arg(o)
 }
 
 impl TaskStore for JsStore {
+    /// `store.getPushConfigs(taskId)` when the store has it; without it, the
+    /// handler's own.
     #[cfg(feature = "push")]
     fn get_push_configs(
         &self,
         task_id: &str,
     ) -> impl Future<Output = Result<Option<serde_json::Value>, StoreError>> + MaybeSend {
-        js_get_push(self.0.clone(), self.1.clone(), task_id.to_string())
+        let (local, task_id) = (self.1.clone(), task_id.to_string());
+        call_js(
+            self.0.clone(),
+            "getPushConfigs",
+            arg(task_id.as_str().into()),
+        )
+        .map(move |outcome| match outcome {
+            Ok(Some(v)) => js_got_push(v),
+            Ok(None) => Ok(local
+                .0
+                .borrow()
+                .iter()
+                .find(|(id, _)| *id == task_id)
+                .map(|(_, v)| v.clone())),
+            Err(e) => Err(store_error(e)),
+        })
     }
 
+    /// `store.savePushConfigs(taskId, configs)` when the store has it;
+    /// without it, kept by the handler (for its life).
     #[cfg(feature = "push")]
     fn save_push_configs(
         &self,
         task_id: &str,
         configs: &serde_json::Value,
     ) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
-        js_save_push(
-            self.0.clone(),
-            self.1.clone(),
-            task_id.to_string(),
-            configs.clone(),
-        )
+        let (local, task_id, configs) = (self.1.clone(), task_id.to_string(), configs.clone());
+        let args = js_sys::Array::of2(&task_id.as_str().into(), &to_js(&configs));
+        call_js(self.0.clone(), "savePushConfigs", args).map(move |outcome| match outcome {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                let mut kept = local.0.borrow_mut();
+                kept.retain(|(id, _)| *id != task_id);
+                kept.push((task_id, configs));
+                Ok(())
+            }
+            Err(e) => Err(store_error(e)),
+        })
     }
 
+    /// `store.list(query)`, when the store has one: an array of tasks (or a
+    /// promise of one). The query is a hint (`{contextId?, status?,
+    /// statusTimestampAfter?, owner?}`); the server filters again.
     fn list(
         &self,
         filter: &TaskFilter,
     ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + MaybeSend {
-        js_list(self.0.clone(), filter.clone())
+        let args = arg(ser_to_js(&query(filter, None, None)));
+        call_js(self.0.clone(), "list", args).map(|outcome| match outcome {
+            Ok(Some(listed)) => tasks_of(&listed, "the store's list()").map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(store_error(e)),
+        })
     }
 
+    /// `store.listPage(query)`, when the store has one: `{tasks, totalSize}`,
+    /// one page in the core's order (see [`TaskStore::list_page`]).
     fn list_page(
         &self,
         filter: &TaskFilter,
         after: Option<(u64, &str)>,
         limit: usize,
     ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + MaybeSend {
-        js_list_page(
-            self.0.clone(),
-            ser_to_js(&query(filter, after, Some(limit))),
-        )
+        let args = arg(ser_to_js(&query(filter, after, Some(limit))));
+        call_js(self.0.clone(), "listPage", args).map(|outcome| match outcome {
+            Ok(Some(page)) => {
+                let total = get(&page, "totalSize").as_f64().unwrap_or(0.0) as usize;
+                Ok(Some((tasks_of(&page, "the store's listPage()")?, total)))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(store_error(e)),
+        })
     }
 
+    /// `store.deleteFinished({before, limit})`, when the store has one:
+    /// deletes the terminal tasks whose status is older than `before` (the
+    /// core's retention sweep decides `before`); how many went.
     fn delete_finished(
         &self,
         before_ms: u64,
         limit: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + MaybeSend {
-        js_delete_finished(self.0.clone(), before_ms, limit)
+        let args = numbers("before", before_ms as f64, "limit", limit as f64);
+        call_js(self.0.clone(), "deleteFinished", args).map(|outcome| match outcome {
+            Ok(Some(gone)) => Ok(gone.as_f64().unwrap_or(0.0) as usize),
+            Ok(None) => Ok(0),
+            Err(e) => Err(store_error(e)),
+        })
     }
 
+    /// `store.expired({now, limit})`, when the store has one: the active
+    /// tasks whose lease ended before `now`.
     fn expired(
         &self,
         now_ms: u64,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + MaybeSend {
-        js_expired(self.0.clone(), now_ms, limit)
+        let args = numbers("now", now_ms as f64, "limit", limit as f64);
+        call_js(self.0.clone(), "expired", args).map(|outcome| match outcome {
+            Ok(Some(v)) => tasks_of(&v, "the store's expired()"),
+            Ok(None) => Ok(Vec::new()),
+            Err(e) => Err(store_error(e)),
+        })
     }
 
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
-        js_get(self.0.clone(), id.to_string())
+        let id = id.to_string();
+        call_js(self.0.clone(), "get", arg(id.as_str().into()))
+            .map(move |outcome| js_got(outcome, &id))
     }
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         // Straight to JSON text, as events are: Task::to_value would
         // compile every task shape a second time, for the value
         // serializer. The stored form keeps the task's owner.
-        js_save(
-            self.0.clone(),
-            ser_to_js(&task.stored()),
-            task.id.clone(),
-            task.revision.version,
-        )
+        let (id, version) = (task.id.clone(), task.revision.version);
+        call_js(self.0.clone(), "save", arg(ser_to_js(&task.stored())))
+            .map(move |outcome| js_saved(outcome, &id, version))
     }
 }

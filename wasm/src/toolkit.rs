@@ -78,10 +78,8 @@ fn host_tool(v: &JsValue, i: usize) -> Result<(ToolSpec, HostFn), JsValue> {
     let this = v.clone();
     // HostFn is an Arc in the core; nothing here is shared across threads.
     #[allow(clippy::arc_with_non_send_sync)]
-    let host: HostFn = Arc::new(move |args: Value| {
-        let (run, this) = (run.clone(), this.clone());
-        Box::pin(async move { call_host(&run, &this, &args).await })
-    });
+    let host: HostFn =
+        Arc::new(move |args: Value| Box::pin(call_host(run.clone(), this.clone(), args)));
     let spec = ToolSpec {
         name,
         description,
@@ -92,8 +90,8 @@ fn host_tool(v: &JsValue, i: usize) -> Result<(ToolSpec, HostFn), JsValue> {
 }
 
 /// Calls a host tool's `execute(args)` and reads what it returned (or threw).
-async fn call_host(run: &Function, this: &JsValue, args: &Value) -> ToolResult {
-    let returned = match run.call1(this, &to_js(args)) {
+async fn call_host(run: Function, this: JsValue, args: Value) -> ToolResult {
+    let returned = match run.call1(&this, &to_js(&args)) {
         Ok(v) => v,
         Err(e) => return ToolResult::error(error_text(&e)),
     };
@@ -195,10 +193,10 @@ fn warn_failures(tk: &CoreToolkit) {
 /// and skipped, never fatal.
 #[wasm_bindgen(js_name = createToolkit)]
 pub fn create_toolkit(options: JsValue) -> Promise {
-    promise(Box::pin(async move { Ok(create(options).await?.into()) }))
+    promise(Box::pin(create(options)))
 }
 
-async fn create(options: JsValue) -> Result<Toolkit, JsValue> {
+async fn create(options: JsValue) -> Result<JsValue, JsValue> {
     let opts = ToolkitOptions::from_js(&options)?;
     let mut tk = CoreToolkit::new(JsTransport).with_token_cells(crate::credentials::token_cell_for);
     if let Some(hook) = opts.on_span.clone() {
@@ -241,7 +239,7 @@ async fn create(options: JsValue) -> Result<Toolkit, JsValue> {
             ));
         }
     }
-    Ok(Toolkit::new(tk))
+    Ok(Toolkit::new(tk).into())
 }
 
 /// Tools from A2A agents, skills and the host behind one `execute(name, args)`.

@@ -173,6 +173,59 @@ impl Drop for Reader {
     }
 }
 
+/// The body as a stream of chunks: one `read()` of the reader at a time.
+/// Written out rather than with `futures_util::stream::unfold`, whose async
+/// step is a state machine of its own.
+struct Body {
+    /// The `read()` under way.
+    pending: Option<JsFuture>,
+    state: Reader,
+}
+
+impl futures_util::Stream for Body {
+    type Item = Result<Vec<u8>, TransportError>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        let Some(reader) = this.state.reader.as_ref() else {
+            // Ended by an error: the fetch is aborted (when still going).
+            this.state.guard = AbortOnDrop(None);
+            return Poll::Ready(None);
+        };
+        let read = match this.pending.as_mut() {
+            Some(p) => std::pin::Pin::new(p).poll(cx),
+            None => match reader.read() {
+                Ok(p) => std::pin::Pin::new(this.pending.insert(JsFuture::from(p))).poll(cx),
+                Err(e) => Poll::Ready(Err(e)),
+            },
+        };
+        let Poll::Ready(read) = read else {
+            return Poll::Pending;
+        };
+        this.pending = None;
+        Poll::Ready(match read {
+            Err(e) => {
+                this.state.reader = None;
+                Some(Err(TransportError::new(format!(
+                    "reading the answer failed: {}",
+                    error_text(&e)
+                ))))
+            }
+            Ok(chunk) if get(&chunk, "done").is_truthy() => {
+                // Ended cleanly: nothing left to cancel or abort.
+                drop(this.state.reader.take());
+                drop(this.state.guard.0.take());
+                None
+            }
+            Ok(chunk) => Some(Ok(Uint8Array::new(&get(&chunk, "value")).to_vec())),
+        })
+    }
+}
+
 async fn send_streaming(req: HttpRequest) -> Result<StreamingResponse, TransportError> {
     let (resp, guard) = fetch_head(req).await?;
     let status = resp.status();
@@ -188,32 +241,10 @@ async fn send_streaming(req: HttpRequest) -> Result<StreamingResponse, Transport
                 .map_err(|e| TransportError::new(error_text(&e)))?,
         )
     };
-    let state = Reader { reader, guard };
-    let body = futures_util::stream::unfold(state, |mut state| async move {
-        let reader = state.reader.as_ref()?;
-        let read = match reader.read() {
-            Ok(p) => JsFuture::from(p).await,
-            Err(e) => Err(e),
-        };
-        match read {
-            Err(e) => {
-                state.reader = None;
-                let err =
-                    TransportError::new(format!("reading the answer failed: {}", error_text(&e)));
-                Some((Err(err), state))
-            }
-            Ok(chunk) if get(&chunk, "done").is_truthy() => {
-                // Ended cleanly: nothing left to cancel or abort.
-                drop(state.reader.take());
-                drop(state.guard.0.take());
-                None
-            }
-            Ok(chunk) => {
-                let bytes = Uint8Array::new(&get(&chunk, "value")).to_vec();
-                Some((Ok(bytes), state))
-            }
-        }
-    });
+    let body = Body {
+        pending: None,
+        state: Reader { reader, guard },
+    };
     Ok(StreamingResponse {
         status,
         headers,
@@ -228,7 +259,7 @@ pub(crate) async fn send(req: HttpRequest) -> Result<HttpResponse, TransportErro
     let declared = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+        .and_then(|(_, v)| crate::convert::parse_usize(v.trim()));
     let too_large = || {
         TransportError::new(format!(
             "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
@@ -334,7 +365,6 @@ impl Transport for JsTransport {
         key: &str,
         refused: bool,
     ) -> impl Future<Output = Result<String, toolnexus_core::Error>> + MaybeSend {
-        let key = key.to_string();
-        async move { crate::credentials::host_token(&key, refused).await }
+        crate::credentials::host_token(key.to_string(), refused)
     }
 }

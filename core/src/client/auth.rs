@@ -818,15 +818,16 @@ async fn fetch_token<T: Transport>(
     stale: Option<&str>,
     deadline_ms: u64,
 ) -> Result<Token, Error> {
-    let fetch = || {
+    // The machine, run where it is made (an async block around its run
+    // would be a state machine of its own).
+    let machine = || {
         let mut source = source.clone();
         source.client_secret =
             crate::model::agent::expand_env(&source.client_secret, |n| transport.env(n));
-        let mut m = TokenMachine::new(source, deadline_ms);
-        async move { m.run(transport).await }
+        TokenMachine::new(source, deadline_ms)
     };
     let Some(cell) = cell else {
-        return fetch().await;
+        return machine().run(transport).await;
     };
     if let Some(stale) = stale {
         cache(cell, |c| c.drop_token(stale));
@@ -841,7 +842,7 @@ async fn fetch_token<T: Transport>(
                     cell,
                     settled: false,
                 };
-                let got = fetch().await;
+                let got = machine().run(transport).await;
                 guard.settled = true;
                 let settled = got.clone().map_err(Some);
                 cache(cell, |c| c.settle(settled.clone()));

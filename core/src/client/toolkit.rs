@@ -680,25 +680,28 @@ impl<T: Transport> Toolkit<T> {
     /// Runs the LLM loop on `prompt` with this toolkit's tools offered and
     /// executed; the skills prompt joins the configured system prompt.
     #[cfg(feature = "server")]
-    pub async fn run_llm(
-        &self,
-        cfg: &crate::llm::LlmConfig,
-        prompt: &str,
-    ) -> Result<crate::llm::RunResult, Error> {
-        self.run_llm_reporting(cfg, prompt, &|_, _| {}).await
+    ///
+    /// This and the two below are plain functions returning the future of
+    /// [`Toolkit::run_llm_traced`]: as async wrappers, each would nest a
+    /// state machine of its own.
+    pub fn run_llm<'a>(
+        &'a self,
+        cfg: &'a crate::llm::LlmConfig,
+        prompt: &'a str,
+    ) -> impl Future<Output = Result<crate::llm::RunResult, Error>> + 'a {
+        self.run_llm_reporting(cfg, prompt, &|_, _| {})
     }
 
     /// [`Toolkit::run_llm`] that tells `before_call` of every tool call, with
     /// the tool's [`ToolSource`] (`None` if unknown), before it runs.
     #[cfg(feature = "server")]
-    pub async fn run_llm_reporting(
-        &self,
-        cfg: &crate::llm::LlmConfig,
-        prompt: &str,
-        before_call: ToolCallHook<'_>,
-    ) -> Result<crate::llm::RunResult, Error> {
+    pub fn run_llm_reporting<'a>(
+        &'a self,
+        cfg: &'a crate::llm::LlmConfig,
+        prompt: &'a str,
+        before_call: ToolCallHook<'a>,
+    ) -> impl Future<Output = Result<crate::llm::RunResult, Error>> + 'a {
         self.run_llm_conversation(cfg, &[], prompt, false, before_call)
-            .await
     }
 
     /// [`Toolkit::run_llm_reporting`] after the earlier turns of a
@@ -706,16 +709,15 @@ impl<T: Transport> Toolkit<T> {
     /// built-in `question` tool (unless a tool of that name is here), which
     /// suspends the run ([`crate::llm::RunResult::pending`]) to ask the user.
     #[cfg(feature = "server")]
-    pub async fn run_llm_conversation(
-        &self,
-        cfg: &crate::llm::LlmConfig,
-        history: &[crate::model::task::Message],
-        prompt: &str,
+    pub fn run_llm_conversation<'a>(
+        &'a self,
+        cfg: &'a crate::llm::LlmConfig,
+        history: &'a [crate::model::task::Message],
+        prompt: &'a str,
         ask_user: bool,
-        before_call: ToolCallHook<'_>,
-    ) -> Result<crate::llm::RunResult, Error> {
+        before_call: ToolCallHook<'a>,
+    ) -> impl Future<Output = Result<crate::llm::RunResult, Error>> + 'a {
         self.run_llm_traced(cfg, history, prompt, ask_user, before_call, None)
-            .await
     }
 
     /// [`Toolkit::run_llm_conversation`] in a trace: each model call and each
@@ -863,15 +865,18 @@ impl<T: Transport> Toolkit<T> {
     /// [`Toolkit::execute_with_events`] in a trace (W3C trace context): an
     /// A2A tool's call is a span of `trace`, each of its requests carries
     /// it on, and the toolkit's span hook gets their spans.
-    pub async fn execute_traced(
-        &self,
-        name: &str,
+    ///
+    /// A plain function returning the future of the one underneath: as an
+    /// async wrapper, it would nest a state machine of its own.
+    pub fn execute_traced<'a>(
+        &'a self,
+        name: &'a str,
         args: Value,
-        abort: impl Future<Output = ()> + MaybeSend,
-        on_event: impl FnMut(StreamEvent) + MaybeSend,
-        trace: Option<&crate::TraceContext>,
-    ) -> ToolResult {
-        self.execute_on(name, args, abort, on_event, trace).await
+        abort: impl Future<Output = ()> + MaybeSend + 'a,
+        on_event: impl FnMut(StreamEvent) + MaybeSend + 'a,
+        trace: Option<&'a crate::TraceContext>,
+    ) -> impl Future<Output = ToolResult> + 'a {
+        self.execute_on(name, args, abort, on_event, trace)
     }
 
     /// Runs tool `name`, an A2A tool's call in `trace` (the parent of its span).

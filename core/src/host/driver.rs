@@ -188,36 +188,40 @@ enum Op<Resp, Head, Worked> {
 /// Runs `machine` to completion over `transport`. `abort` completes when the
 /// caller gives up (pass `std::future::pending()` for never); it is checked
 /// before the work of every step, so an abort stops the call before its next request.
-pub async fn drive<M: Machine<Work = Infallible>, T: Transport>(
-    machine: &mut M,
-    transport: &T,
-    abort: impl Future<Output = ()>,
-) -> M::Output {
-    drive_with_events(machine, transport, abort, |_| {}).await
+///
+/// This and the two below are plain functions returning the future of
+/// [`drive_watched`]: as async wrappers, each would nest a state machine of
+/// its own in every caller's.
+pub fn drive<'a, M: Machine<Work = Infallible>, T: Transport>(
+    machine: &'a mut M,
+    transport: &'a T,
+    abort: impl Future<Output = ()> + 'a,
+) -> impl Future<Output = M::Output> + 'a {
+    drive_with_events(machine, transport, abort, |_| {})
 }
 
 /// [`drive`] that hands every event of the machine to `on_event` as it happens.
-pub async fn drive_with_events<M: Machine<Work = Infallible>, T: Transport>(
-    machine: &mut M,
-    transport: &T,
-    abort: impl Future<Output = ()>,
-    on_event: impl FnMut(M::Event),
-) -> M::Output {
+pub fn drive_with_events<'a, M: Machine<Work = Infallible>, T: Transport>(
+    machine: &'a mut M,
+    transport: &'a T,
+    abort: impl Future<Output = ()> + 'a,
+    on_event: impl FnMut(M::Event) + 'a,
+) -> impl Future<Output = M::Output> + 'a {
     let no_work = |w: Infallible| -> std::future::Ready<M::Worked> { match w {} };
-    drive_with_work(machine, transport, abort, on_event, no_work).await
+    drive_with_work(machine, transport, abort, on_event, no_work)
 }
 
 /// [`drive_with_events`] for a machine that asks for work: each
 /// [`Step::Work`] is handed to `work`, and what its future gives goes back
 /// to [`Machine::handle_work`]. An abort while work runs drops it.
-pub async fn drive_with_work<M: Machine, T: Transport, Fut: Future<Output = M::Worked>>(
-    machine: &mut M,
-    transport: &T,
-    abort: impl Future<Output = ()>,
-    on_event: impl FnMut(M::Event),
-    work: impl FnMut(M::Work) -> Fut,
-) -> M::Output {
-    drive_watched(machine, transport, abort, on_event, work, ()).await
+pub fn drive_with_work<'a, M: Machine, T: Transport, Fut: Future<Output = M::Worked> + 'a>(
+    machine: &'a mut M,
+    transport: &'a T,
+    abort: impl Future<Output = ()> + 'a,
+    on_event: impl FnMut(M::Event) + 'a,
+    work: impl FnMut(M::Work) -> Fut + 'a,
+) -> impl Future<Output = M::Output> + 'a {
+    drive_watched(machine, transport, abort, on_event, work, ())
 }
 
 /// Sees each request a machine sends, and its answer: the spans of an A2A

@@ -166,7 +166,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             step = match step {
                 CancelStep::Wait(slot) => cancel.handle_waited(self.waited(slot).await),
                 CancelStep::Read => {
-                    let read = self.stored(id, owner).await;
+                    let read = self.stored(Ok(id), owner).await;
                     cancel.handle_read(read, self.host.unix_ms())
                 }
                 CancelStep::Save(task, event) => {

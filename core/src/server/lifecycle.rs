@@ -4,18 +4,25 @@
 use super::*;
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    /// The stored task `params.id` names.
-    pub(super) async fn existing(
-        &self,
-        params: &Value,
-        owner: Owner<'_>,
-    ) -> Result<Task, RpcError> {
-        self.stored(task_id(params)?, owner).await
+    /// The stored task `params.id` names. A plain function: an async
+    /// wrapper around [`Self::stored`] would be a state machine of its own.
+    pub(super) fn existing<'a>(
+        &'a self,
+        params: &'a Value,
+        owner: Owner<'a>,
+    ) -> impl Future<Output = Result<Task, RpcError>> + 'a {
+        self.stored(task_id(params), owner)
     }
 
-    /// The stored task `id`: unknown is -32001, and so is another caller's
-    /// (the same answer, so nothing tells that it exists).
-    pub(super) async fn stored(&self, id: &str, owner: Owner<'_>) -> Result<Task, RpcError> {
+    /// The stored task `id` (or the error reading it from the call): unknown
+    /// is -32001, and so is another caller's (the same answer, so nothing
+    /// tells that it exists).
+    pub(super) async fn stored(
+        &self,
+        id: Result<&str, RpcError>,
+        owner: Owner<'_>,
+    ) -> Result<Task, RpcError> {
+        let id = id?;
         match self.store.get(id).await {
             Ok(Some(task)) if !visible(&task, owner) => Err(task_not_found(id)),
             Ok(Some(task)) if self.abandoned(&task) => Box::pin(self.fail_abandoned(task)).await,
@@ -47,7 +54,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 Waited::Released => {}
             }
         }
-        self.stored(id, owner).await
+        self.stored(Ok(id), owner).await
     }
 
     /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of

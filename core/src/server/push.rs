@@ -378,18 +378,15 @@ pub(crate) async fn deliver(
     Err(last)
 }
 
-impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    /// `task_id`'s configs, read from the store now.
-    async fn read_push(&self, task_id: &str) -> Result<Vec<PushConfig>, RpcError> {
-        Ok(self
-            .read_push_dated(task_id)
-            .await?
-            .into_iter()
-            .map(|(config, _)| config)
-            .collect())
-    }
+/// The configs of [`A2aServer::read_push_dated`] without their dates (a
+/// plain function: an async wrapper would be a state machine of its own).
+fn undated(dated: Vec<(PushConfig, Option<u64>)>) -> Vec<PushConfig> {
+    dated.into_iter().map(|(config, _)| config).collect()
+}
 
-    /// [`Self::read_push`], with when each config was set.
+impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
+    /// `task_id`'s configs, read from the store now, with when each was set
+    /// ([`undated`] drops that).
     async fn read_push_dated(
         &self,
         task_id: &str,
@@ -457,7 +454,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         };
         // The task must exist and be the caller's (another's is not found):
         // its configs belong to its owner.
-        let stored = self.stored(&task, owner).await?;
+        let stored = self.stored(Ok(&task), owner).await?;
         let config_id = if v03 {
             text("pushNotificationConfigId")
         } else {
@@ -484,7 +481,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 if !v03 && config_id.is_none() {
                     return Err(RpcError::invalid_field("id", "is required (a string)"));
                 }
-                let list = self.read_push(&task).await?;
+                let list = undated(self.read_push_dated(&task).await?);
                 let found = match config_id {
                     Some(id) => list.into_iter().find(|c| c.id == id),
                     None => list.into_iter().next(),
@@ -513,7 +510,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             _ => {
                 let mut list: Vec<Value> = Vec::new();
                 // A plain loop, not an iterator chain (see ARCHITECTURE.md).
-                for c in self.read_push(&task).await?.iter() {
+                for c in undated(self.read_push_dated(&task).await?).iter() {
                     list.push(c.to_value(shape));
                 }
                 Ok(if v03 {
