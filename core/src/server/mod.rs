@@ -640,15 +640,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Answers one HTTP request: `SendStreamingMessage` / `message/stream`
     /// and `SubscribeToTask` / `tasks/resubscribe` with an SSE stream, the
     /// rest (errors included) with a whole response.
-    /// (A plain function returning one of two futures: an async one would
-    /// be a state machine of its own around them.)
-    pub fn serve<'a>(self: &'a Arc<Self>, req: HttpRequest) -> impl Future<Output = Reply> + 'a {
-        use futures_util::future::Either;
-        match self.host.span_hook() {
+    pub async fn serve(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        if let Some(hook) = self.host.span_hook() {
             // Boxed: the untraced request's future stays as it was.
-            Some(hook) => Either::Left(Box::pin(self.serve_traced(req, hook.clone()))),
-            None => Either::Right(self.serve_untraced(req)),
+            return Box::pin(self.serve_traced(req, hook.clone())).await;
         }
+        self.serve_untraced(req).await
     }
 
     /// [`A2aServer::serve`] as a span of its own (`a2a.server {method}`),
