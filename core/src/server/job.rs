@@ -457,21 +457,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Job<S, H, F> {
 mod tests {
     //! The job machine alone: its outputs for given answers and times,
     //! with no store, no fulfiller and no timers.
-    use super::machine::tests::task;
+    use super::machine::tests::{request, task};
     use super::*;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
-
-    fn request(id: &str) -> FulfilRequest {
-        FulfilRequest {
-            task_id: id.into(),
-            context_id: "c".into(),
-            text: "hi".into(),
-            skill: None,
-            history: Vec::new(),
-            trace: None,
-        }
-    }
 
     /// Task `t` stored as submitted (the caller's save), its job waiting
     /// to be let in.

@@ -1061,6 +1061,18 @@ pub(super) mod tests {
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
+    /// What a job of task `id` fulfils: `hi`, in context `c`.
+    pub(in crate::server) fn request(id: &str) -> crate::server::FulfilRequest {
+        crate::server::FulfilRequest {
+            task_id: id.into(),
+            context_id: "c".into(),
+            text: "hi".into(),
+            skill: None,
+            history: Vec::new(),
+            trace: None,
+        }
+    }
+
     /// A new task, `submitted`, never saved.
     pub(in crate::server) fn task(id: &str) -> Task {
         Task {

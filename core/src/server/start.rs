@@ -201,21 +201,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 mod tests {
     //! The start machine alone: its steps for given saves, with no store
     //! and no host.
-    use super::machine::tests::task;
+    use super::machine::tests::{request, task};
     use super::*;
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
-
-    fn request(id: &str) -> FulfilRequest {
-        FulfilRequest {
-            task_id: id.into(),
-            context_id: "c".into(),
-            text: "hi".into(),
-            skill: None,
-            history: Vec::new(),
-            trace: None,
-        }
-    }
 
     fn begin(tasks: &mut Tasks, id: &str, follow: Follow) -> (StartMachine, Started, Task) {
         StartMachine::begin(tasks, request(id), task(id), follow, "a1".into(), Some(7))
