@@ -88,11 +88,10 @@ impl CancelMachine {
 
     /// The task machine's answer for a task running here.
     pub(super) fn handle_waited(&mut self, waited: Waited) -> CancelStep {
-        match waited {
+        match saved_state(waited) {
             // The answer is the canceled state as stored.
-            Waited::Saved(task) => CancelStep::Answer(Ok(task)),
-            Waited::SaveFailed(e) => CancelStep::Answer(Err(not_stored(&e))),
-            Waited::Released => {
+            Some(answer) => CancelStep::Answer(answer),
+            None => {
                 self.released = true;
                 CancelStep::Read
             }

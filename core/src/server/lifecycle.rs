@@ -48,10 +48,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
         };
         if let Some(slot) = slot {
-            match self.waited(slot).await {
-                Waited::Saved(task) => return Ok(task),
-                Waited::SaveFailed(e) => return Err(not_stored(&e)),
-                Waited::Released => {}
+            if let Some(answer) = saved_state(self.waited(slot).await) {
+                return answer;
             }
         }
         self.stored(Ok(id), owner).await
@@ -144,11 +142,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             .start(request, task.clone(), follow, pending, span)
             .await?;
         let task = match started.wait {
-            Some(slot) => match self.waited(slot).await {
-                Waited::Saved(settled) => settled,
-                Waited::SaveFailed(e) => return Err(not_stored(&e)),
+            Some(slot) => match saved_state(self.waited(slot).await) {
+                Some(settled) => settled?,
                 // Released without settling (the job was dropped): answer what is stored now.
-                Waited::Released => self.store.get(&id).await.ok().flatten().unwrap_or(task),
+                None => self.store.get(&id).await.ok().flatten().unwrap_or(task),
             },
             None => task,
         };
@@ -378,4 +375,15 @@ pub(super) fn push_not_supported() -> RpcError {
 /// The error for a state the store did not take: never acknowledged.
 pub(super) fn not_stored(e: &str) -> RpcError {
     RpcError::internal(format!("the task's new state could not be stored: {e}"))
+}
+
+/// What a waiter heard, as an answer: the task as saved, or the error for
+/// a state the store refused; `None` when the job ended without a saved
+/// outcome (the caller then reads the store).
+pub(super) fn saved_state(waited: Waited) -> Option<Result<Task, RpcError>> {
+    match waited {
+        Waited::Saved(task) => Some(Ok(task)),
+        Waited::SaveFailed(e) => Some(Err(not_stored(&e))),
+        Waited::Released => None,
+    }
 }

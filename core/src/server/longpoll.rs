@@ -108,11 +108,10 @@ impl LongPoll {
     /// The task machine's answer on [`LongPoll::waiter`].
     pub(super) fn handle_waited(&mut self, waited: Waited) -> LongPollStep {
         self.waiter = None;
-        match waited {
-            Waited::Saved(task) => LongPollStep::Answer(Ok(task)),
-            Waited::SaveFailed(e) => LongPollStep::Answer(Err(not_stored(&e))),
+        match saved_state(waited) {
+            Some(answer) => LongPollStep::Answer(answer),
             // The job ended without a saved outcome: the task as stored.
-            Waited::Released => {
+            None => {
                 self.last = true;
                 LongPollStep::Read
             }
