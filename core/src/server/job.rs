@@ -207,7 +207,7 @@ impl JobMachine {
         self.saving = false;
         let task = due.task;
         let stored = match result {
-            Ok(()) => Some((task.id.clone(), task.revision.version)),
+            Ok(()) => Some(task.revision.version),
             Err(ref e) => {
                 // Not stored: its events go with the next save.
                 tasks.unlogged(&task.id, due.events);
@@ -222,8 +222,8 @@ impl JobMachine {
         // Saved first: the run then knows the version it wrote, and the
         // change wakes watchers without reading it back.
         let after = tasks.saved(task, result.map_err(|e| e.to_string()));
-        if let Some((id, version)) = stored {
-            tasks.store_changed(&id, Some(version));
+        if let Some(version) = stored {
+            tasks.store_changed(&self.id, Some(version));
         }
         if let Some(n) = after.retry {
             self.retry_at = Some(now_ms.saturating_add(machine::retry_delay_ms(n)));

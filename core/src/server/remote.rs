@@ -249,18 +249,19 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> futures_util::Stream for FollowS
             } else {
                 let now = server.host.now_ms();
                 let step = me.follow.poll_output(&mut server.tasks(), now);
-                let id = me.follow.last.id.clone();
+                // The id only for a read (not for each event told).
+                let read = || (server.clone(), me.follow.last.id.clone());
                 match step {
                     RemoteStep::Emit(event) => return Poll::Ready(Some(event)),
                     RemoteStep::End => return Poll::Ready(None),
                     RemoteStep::ReadLog { after } => {
-                        let s = server.clone();
+                        let (s, id) = read();
                         me.log = Some(Box::pin(
                             async move { s.store.events_after(&id, after).await },
                         ));
                     }
                     RemoteStep::Read => {
-                        let s = server.clone();
+                        let (s, id) = read();
                         me.read = Some(Box::pin(async move { s.store.get(&id).await }));
                     }
                     RemoteStep::Wait { until_ms } => {
