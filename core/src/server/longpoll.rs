@@ -157,7 +157,10 @@ enum Woke {
     Waited(Waited),
     #[cfg(feature = "replicas")]
     Changed,
-    Time,
+    /// The caller's wait is over.
+    Deadline,
+    /// A look at the store is due.
+    StorePoll,
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
@@ -237,12 +240,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                             if timer.as_mut().poll(cx).is_ready() {
                                 // Done: never polled again.
                                 deadline = None;
-                                return Poll::Ready(Woke::Time);
+                                return Poll::Ready(Woke::Deadline);
                             }
                         }
                         if let Some(timer) = store_poll.as_mut() {
                             if timer.as_mut().poll(cx).is_ready() {
-                                return Poll::Ready(Woke::Time);
+                                return Poll::Ready(Woke::StorePoll);
                             }
                         }
                         Poll::Pending
@@ -253,8 +256,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                         #[cfg(feature = "replicas")]
                         Woke::Changed => held.poll.handle_changed(&mut self.tasks()),
                         // The deadline's timer ends at (or soon after) it.
-                        Woke::Time if deadline.is_none() => held.poll.handle_timeout(u64::MAX),
-                        Woke::Time => held.poll.handle_timeout(self.host.now_ms()),
+                        Woke::Deadline => held.poll.handle_timeout(held.poll.until_ms),
+                        Woke::StorePoll => held.poll.handle_timeout(self.host.now_ms()),
                     }
                 }
             };
