@@ -947,29 +947,40 @@ fn history_length_keeps_the_latest_messages_on_send_message_and_get_task() {
 fn a_webhook_that_never_answers_times_out_on_each_attempt_then_is_given_up() {
     // A2A 1.0 §4.3.3 / §13.2 (SHOULD): a timeout on webhook requests
     // (recommended 10-30 s) and retries with exponential backoff.
-    use crate::server::push::{deliver, DELIVERY_TIMEOUT_MS};
-    use crate::TransportError;
-    let sleeps = Arc::new(Mutex::new(Vec::new()));
-    let z = sleeps.clone();
-    let silent = |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, TransportError>> {
-        Box::pin(std::future::pending())
-    };
-    // Every timer fires at once: each attempt times out, each pause passes.
-    let sleep = move |ms: u64| -> Option<BoxFuture<'static, ()>> {
-        lock(&z).push(ms);
-        Some(Box::pin(std::future::ready(())))
-    };
-    let req = HttpRequest::post_json("https://hooks.example/a2a", b"{}".to_vec());
-    let got = crate::testing::block_on(deliver(req, silent, sleep));
-    assert_eq!(
-        got,
-        Err(format!("no answer within {DELIVERY_TIMEOUT_MS} ms"))
-    );
+    // The delivery machine on virtual time: every attempt's deadline
+    // passes, every pause ends.
+    use crate::host::driver::{Machine, Step};
+    use crate::server::delivery::{PushDelivery, PushWork, PushWorked};
+    use crate::server::push::{DELIVERY_TIMEOUT_MS, RETRY_BACKOFF_MS};
+    let task =
+        Task::from_value(&json!({"id": "t1", "status": {"state": "completed"}})).expect("task");
+    let hook = json!([{"id": "a", "url": "https://hooks.example/a2a", "dialect": "1.0"}]);
+    let mut m = PushDelivery::new("t1".into(), true);
+    assert!(matches!(m.start(0), Step::Work(PushWork::Next)));
+    let _ = m.handle_work(0, PushWorked::Next(Some((task, None))));
+    let mut step = m.handle_work(0, PushWorked::Configs(Ok(Some(hook))));
+    let (mut now, mut timers) = (0, Vec::new());
+    loop {
+        let until = match step {
+            Step::Send { deadline_ms, .. } => deadline_ms,
+            Step::Sleep { until_ms } => until_ms,
+            Step::Work(PushWork::Next) => break,
+            _ => panic!("unexpected step"),
+        };
+        timers.push(until - now);
+        now = until;
+        step = m.handle_timeout(now);
+    }
     assert_eq!(DELIVERY_TIMEOUT_MS, 10_000);
+    assert_eq!(RETRY_BACKOFF_MS, [500, 2_000, 8_000]);
     assert_eq!(
-        *lock(&sleeps),
+        timers,
         [10_000, 500, 10_000, 2_000, 10_000, 8_000, 10_000],
         "four attempts, each bounded, with growing pauses between"
+    );
+    assert_eq!(
+        m.poll_event().as_deref(),
+        Some("push notification for task t1 to https://hooks.example/a2a failed: no answer within 10000 ms")
     );
 }
 

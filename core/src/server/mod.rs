@@ -13,6 +13,8 @@ mod calls;
 mod cancel;
 mod card;
 mod conversation;
+#[cfg(feature = "push")]
+mod delivery;
 mod follow;
 mod fulfil;
 mod http;

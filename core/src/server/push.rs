@@ -7,15 +7,11 @@
 use super::ip::parse_ip;
 use super::rpc::RpcError;
 use super::{push_not_supported, A2aServer, Fulfiller, RpcRequest, ServerHost, TaskStore};
-use crate::error::TransportError;
-use crate::host::lock::Lock;
-use crate::host::transport::BoxFuture;
 use crate::model::task::{Shape, Task};
-use crate::wire::http::{HttpRequest, HttpResponse};
+use crate::wire::http::HttpRequest;
 use crate::wire::json::{object, quoted, with};
 use hashbrown::HashMap;
 use serde_json::Value;
-use std::sync::Arc;
 
 /// How long one delivery attempt may take.
 pub const DELIVERY_TIMEOUT_MS: u64 = 10_000;
@@ -328,7 +324,7 @@ impl PushConfigs {
 
 /// A task's configs as its store keeps them ([`PushConfig::to_stored`]),
 /// with when each was set (Unix ms, `"createdMs"`, when known).
-fn configs_of(stored: Option<Value>, task_id: &str) -> Vec<(PushConfig, Option<u64>)> {
+pub(super) fn configs_of(stored: Option<Value>, task_id: &str) -> Vec<(PushConfig, Option<u64>)> {
     let mut list = Vec::new();
     // A plain loop, not an iterator chain (see ARCHITECTURE.md).
     for c in super::store::push_records(stored).iter() {
@@ -341,41 +337,6 @@ fn configs_of(stored: Option<Value>, task_id: &str) -> Vec<(PushConfig, Option<u
         }
     }
     list
-}
-
-/// Delivers `req` until a 2xx answer: each attempt bounded by
-/// [`DELIVERY_TIMEOUT_MS`], retried after each pause of
-/// [`RETRY_BACKOFF_MS`]. `send` and `sleep(ms)` are the host's.
-pub(crate) async fn deliver(
-    req: HttpRequest,
-    send: impl Fn(HttpRequest) -> BoxFuture<'static, Result<HttpResponse, TransportError>>,
-    sleep: impl Fn(u64) -> Option<BoxFuture<'static, ()>>,
-) -> Result<u32, String> {
-    use futures_util::future::{select, Either};
-    let mut last = String::new();
-    for attempt in 0..=RETRY_BACKOFF_MS.len() {
-        if attempt > 0 {
-            if let Some(pause) = sleep(RETRY_BACKOFF_MS[attempt - 1]) {
-                pause.await;
-            }
-        }
-        let sent = send(req.clone());
-        let outcome = match sleep(DELIVERY_TIMEOUT_MS) {
-            Some(timer) => match select(sent, timer).await {
-                Either::Left((r, _)) => r,
-                Either::Right(_) => Err(TransportError::new(format!(
-                    "no answer within {DELIVERY_TIMEOUT_MS} ms"
-                ))),
-            },
-            None => sent.await,
-        };
-        match outcome {
-            Ok(resp) if (200..300).contains(&resp.status) => return Ok(attempt as u32 + 1),
-            Ok(resp) => last = format!("HTTP {}", resp.status),
-            Err(e) => last = e.to_string(),
-        }
-    }
-    Err(last)
 }
 
 /// The configs of [`A2aServer::read_push_dated`] without their dates (a
@@ -569,62 +530,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(config) => self.put_push(config, owner).await.map(drop),
             None => Ok(()),
         }
-    }
-
-    /// Sends the saved `task` to each of its webhooks (as the store has
-    /// them when it is sent), in the background: one delivery job per task,
-    /// so each webhook gets the states in order.
-    pub(super) fn notify(self: &Arc<Self>, task: &Task) {
-        let Some((_, queues)) = &self.push else {
-            return;
-        };
-        let start = queues.lock().enqueue(task, self.host.unix_ms());
-        if !start {
-            return;
-        }
-        let server = self.clone();
-        let task_id = task.id.clone();
-        self.tasks().start_work(Box::pin(async move {
-            let host = &server.host;
-            let send = |r: HttpRequest| {
-                host.send(r).unwrap_or_else(|| {
-                    Box::pin(std::future::ready(Err(TransportError::new(
-                        "this host cannot send",
-                    ))))
-                })
-            };
-            let sleep = |ms: u64| host.sleep_until(host.now_ms().saturating_add(ms));
-            let next = || {
-                let (_, queues) = server.push.as_ref()?;
-                queues.lock().next(&task_id)
-            };
-            while let Some((task, saved_ms)) = next() {
-                // Read for each state: a webhook deleted (on any replica)
-                // meanwhile gets no more; one set after the state was saved
-                // gets only later ones.
-                let configs = match server.read_push_dated(&task_id).await {
-                    Ok(configs) => configs,
-                    Err(e) => {
-                        host.report(&format!(
-                            "push notifications for task {task_id}: {}",
-                            e.message
-                        ));
-                        continue;
-                    }
-                };
-                let current = configs.into_iter().filter(|(_, created)| {
-                    created.is_none_or(|c| saved_ms.is_none_or(|saved| c <= saved))
-                });
-                for (config, _) in current {
-                    if let Err(e) = deliver(config.request(&task), send, sleep).await {
-                        host.report(&format!(
-                            "push notification for task {task_id} to {} failed: {e}",
-                            config.url
-                        ));
-                    }
-                }
-            }
-        }));
     }
 }
 
@@ -872,55 +777,5 @@ mod tests {
             "https://h/x"
         );
         assert!(PushConfig::from_value(&json!({}), "t1", Shape::V10).is_err());
-    }
-
-    #[test]
-    fn a_failing_webhook_is_retried_with_backoff_then_given_up() {
-        use std::sync::{Arc, Mutex};
-        let sends = Arc::new(Mutex::new(0u32));
-        let sleeps = Arc::new(Mutex::new(Vec::new()));
-        let (s, z) = (sends.clone(), sleeps.clone());
-        let answer = |status: u16| HttpResponse {
-            status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        };
-        let send =
-            move |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, TransportError>> {
-                let mut n = s.lock().unwrap();
-                *n += 1;
-                let r = if *n < 3 {
-                    Ok(answer(503))
-                } else {
-                    Ok(answer(204))
-                };
-                Box::pin(std::future::ready(r))
-            };
-        let sleep = move |ms: u64| -> Option<BoxFuture<'static, ()>> {
-            z.lock().unwrap().push(ms);
-            // Timeouts never fire here; the pauses pass at once.
-            if ms == DELIVERY_TIMEOUT_MS {
-                Some(Box::pin(std::future::pending()))
-            } else {
-                Some(Box::pin(std::future::ready(())))
-            }
-        };
-        let req = HttpRequest::post_json("https://h/x", b"{}".to_vec());
-        let got = crate::testing::block_on(deliver(req.clone(), send.clone(), sleep.clone()));
-        assert_eq!(got, Ok(3), "delivered on the third attempt");
-        let pauses: Vec<u64> = sleeps
-            .lock()
-            .unwrap()
-            .iter()
-            .copied()
-            .filter(|ms| *ms != DELIVERY_TIMEOUT_MS)
-            .collect();
-        assert_eq!(pauses, [500, 2_000]);
-        let never =
-            |_req: HttpRequest| -> BoxFuture<'static, Result<HttpResponse, TransportError>> {
-                Box::pin(std::future::ready(Err(TransportError::new("refused"))))
-            };
-        let got = crate::testing::block_on(deliver(req, never, sleep));
-        assert_eq!(got, Err("refused".into()), "four attempts, then given up");
     }
 }
