@@ -98,9 +98,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let owner = caller.map(|c| c.owner.as_str());
         match Method::from_name(&call.method) {
             // Boxed: see json_rpc.
-            Some(Method::Send) => Box::pin(self.send_message(&call.params, shape, owner, req))
-                .await
-                .map(Answered::Task),
+            Some(Method::Send) => {
+                let sent = Box::pin(self.send(&call.params, shape, owner, req, false)).await?;
+                // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
+                Ok(Answered::Task(Answer {
+                    wrap: shape == Shape::V10,
+                    ..Answer::task(sent.task, shape, sent.history)
+                }))
+            }
             Some(Method::Get) => {
                 let history = validate::history_length(&call.params, "historyLength")?;
                 let task = self.existing(&call.params, owner).await?;

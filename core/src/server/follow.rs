@@ -26,17 +26,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         req: &HttpRequest,
     ) -> Result<Reply, RpcError> {
         let (first, slot) = match Method::from_name(&call.method) {
-            Some(Method::Stream) => {
-                let (task, request, _blocking, pending, span) = self
-                    .create_task(&call.params, call.shape, owner, req)
-                    .await?;
-                let started = self
-                    .start(request, task, Follow::Stream, pending, span)
-                    .await?;
-                started
-                    .stream
-                    .ok_or_else(|| RpcError::internal("the task ended at once".into()))?
-            }
+            Some(Method::Stream) => self
+                .send(&call.params, call.shape, owner, req, true)
+                .await?
+                .started
+                .stream
+                .ok_or_else(|| RpcError::internal("the task ended at once".into()))?,
             _ => self.subscribe(&call.params, owner).await?,
         };
         let shape = answer_shape(&call, &first);

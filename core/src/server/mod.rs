@@ -34,6 +34,7 @@ pub mod push;
 mod remote;
 pub mod rest;
 mod rpc;
+mod send;
 mod start;
 mod store;
 mod stream;

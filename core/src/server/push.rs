@@ -487,16 +487,15 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     }
 
     /// A SendMessage's `configuration.taskPushNotificationConfig` (0.3:
-    /// `pushNotificationConfig`), checked: stored at once for a continued
-    /// task (`stored`, owned by `owner`); for a new one, returned, to be
-    /// stored after the task's first save ([`Self::store_new_push`]), so a
-    /// send refused before it leaves nothing behind.
-    pub(super) async fn push_on_send(
+    /// `pushNotificationConfig`) for task `task`, checked. A continued
+    /// task's is stored at once; a new one's after the task's first save
+    /// ([`Self::store_new_push`]), so a send refused before it leaves
+    /// nothing behind.
+    pub(super) fn push_on_send(
         &self,
         params: &Value,
         task: &str,
         shape: Shape,
-        stored: Option<Option<&str>>,
     ) -> Result<super::PendingPush, RpcError> {
         let config = params.get("configuration").and_then(|c| {
             c.get("taskPushNotificationConfig")
@@ -511,13 +510,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let config = PushConfig::from_value(config, task, shape)?;
         check_webhook_url(&config.url, options.allow_private_webhooks)
             .map_err(|e| RpcError::invalid_field("configuration.pushNotificationConfig.url", &e))?;
-        match stored {
-            Some(owner) => {
-                self.put_push(config, owner).await?;
-                Ok(None)
-            }
-            None => Ok(Some(config)),
-        }
+        Ok(Some(config))
     }
 
     /// Stores the webhook a new task was sent with, if any, once the task is.
