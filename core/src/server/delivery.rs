@@ -253,48 +253,43 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 while let Some(problem) = machine.poll_event() {
                     host.report(&problem);
                 }
-                step = match step {
+                // A request and its deadline, or a pause (nothing sent) and its end.
+                let (sent, until_ms) = match step {
                     Step::Work(PushWork::Next) => {
                         let next = server
                             .push
                             .as_ref()
                             .and_then(|(_, q)| q.lock().next(&task_id));
-                        machine.handle_work(host.now_ms(), PushWorked::Next(next))
+                        step = machine.handle_work(host.now_ms(), PushWorked::Next(next));
+                        continue;
                     }
                     Step::Work(PushWork::Configs) => {
                         let stored = server.store.get_push_configs(&task_id).await;
-                        machine.handle_work(host.now_ms(), PushWorked::Configs(stored))
+                        step = machine.handle_work(host.now_ms(), PushWorked::Configs(stored));
+                        continue;
                     }
                     Step::Send {
                         request,
                         deadline_ms,
-                    } => {
-                        let sent = match host.send(request) {
-                            Some(sent) => sent,
-                            None => Box::pin(std::future::ready(Err(TransportError::new(
+                    } => (
+                        host.send(request).unwrap_or_else(|| {
+                            Box::pin(std::future::ready(Err(TransportError::new(
                                 "this host cannot send",
-                            )))),
-                        };
-                        let answer = match host.sleep_until(deadline_ms) {
-                            Some(timer) => match select(sent, timer).await {
-                                Either::Left((answer, _)) => Some(answer),
-                                Either::Right(_) => None,
-                            },
-                            _ => Some(sent.await),
-                        };
-                        match answer {
-                            Some(answer) => machine.handle_response(host.now_ms(), answer),
-                            None => machine.handle_timeout(host.now_ms()),
-                        }
-                    }
-                    Step::Sleep { until_ms } => {
-                        if let Some(pause) = host.sleep_until(until_ms) {
-                            pause.await;
-                        }
-                        machine.handle_timeout(host.now_ms())
-                    }
+                            ))))
+                        }),
+                        deadline_ms,
+                    ),
+                    Step::Sleep { until_ms } => (Box::pin(std::future::pending()) as _, until_ms),
                     // The machine sends whole requests only.
                     Step::Stream { .. } | Step::Read { .. } | Step::Done(()) => return,
+                };
+                // Without a host timer the machine sets no deadline and no pause.
+                let timer = host
+                    .sleep_until(until_ms)
+                    .unwrap_or_else(|| Box::pin(std::future::pending()));
+                step = match select(sent, timer).await {
+                    Either::Left((answer, _)) => machine.handle_response(host.now_ms(), answer),
+                    Either::Right(_) => machine.handle_timeout(host.now_ms()),
                 };
             }
         }));
