@@ -1,5 +1,6 @@
-//! A task's life in the server: reading it for a caller, creating it,
-//! starting its fulfilment, continuing and canceling it.
+//! A task's life in the server, between its machines: the task a call
+//! names (read by [`super::read`]), whether its fulfilment is gone, its
+//! fulfilment, what a save leaves to do, and the types the flows share.
 
 use super::*;
 
@@ -12,24 +13,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         owner: Owner<'a>,
     ) -> impl Future<Output = Result<Task, RpcError>> + 'a {
         self.stored(task_id(params), owner)
-    }
-
-    /// The stored task `id` (or the error reading it from the call): unknown
-    /// is -32001, and so is another caller's (the same answer, so nothing
-    /// tells that it exists).
-    pub(super) async fn stored(
-        &self,
-        id: Result<&str, RpcError>,
-        owner: Owner<'_>,
-    ) -> Result<Task, RpcError> {
-        let id = id?;
-        match self.store.get(id).await {
-            Ok(Some(task)) if !visible(&task, owner) => Err(task_not_found(id)),
-            Ok(Some(task)) if self.abandoned(&task) => Box::pin(self.fail_abandoned(task)).await,
-            Ok(Some(task)) => Ok(task),
-            Ok(None) => Err(task_not_found(id)),
-            Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
-        }
     }
 
     /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of
@@ -53,50 +36,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             _ => false,
         };
         silent && !self.tasks().is_running(&task.id)
-    }
-
-    /// Fails an [`abandoned`](Self::abandoned) task as [`INTERRUPTED`] and
-    /// saves it so. Boxed where it is awaited: it is rare, and inlined it
-    /// would grow every future that reads a task.
-    ///
-    /// A compare-and-swap: if the task changed meanwhile (its replica
-    /// renewed the lease, another settled it), the stored task is the answer.
-    pub(super) async fn fail_abandoned(&self, mut task: Task) -> Result<Task, RpcError> {
-        let silent_s = task.updated_ms.map_or(0, |u| {
-            self.host.unix_ms().unwrap_or(u).saturating_sub(u) / 1000
-        });
-        let holder = task.revision.lease.take().map(|l| l.holder);
-        mark_interrupted(&mut task, self.host.unix_ms());
-        task.revision.version += 1;
-        let logged = [machine::status(
-            &task,
-            task.state,
-            task.status_message.clone(),
-            task.updated_ms,
-        )];
-        match self.store.save_with_events(&task, &logged).await {
-            Ok(()) => {}
-            Err(e) if e.is_conflict() => {
-                return match self.store.get(&task.id).await {
-                    Ok(Some(stored)) => Ok(stored),
-                    Ok(None) => Err(task_not_found(&task.id)),
-                    Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
-                };
-            }
-            Err(e) => return Err(not_stored(e.message())),
-        }
-        self.store_changed(&task.id, Some(task.revision.version));
-        self.host.report(&match holder {
-            Some(holder) => format!(
-                "task {}: the lease of replica {holder} ran out (no progress for {silent_s} s); marked failed",
-                task.id
-            ),
-            None => format!(
-                "task {} made no progress for {silent_s} s and is not running here; marked failed",
-                task.id
-            ),
-        });
-        Ok(task)
     }
 
     pub(super) fn fulfil(

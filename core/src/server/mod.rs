@@ -30,6 +30,7 @@ mod machine;
 mod policy;
 #[cfg(feature = "push")]
 pub mod push;
+mod read;
 #[cfg(feature = "replicas")]
 mod remote;
 pub mod rest;
@@ -534,7 +535,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             if self.tasks().is_running(&task.id) || !self.lease_expired(&task, now) {
                 continue;
             }
-            if let Ok(task) = self.fail_abandoned(task).await {
+            let id = task.id.clone();
+            let mut read = read::ReadMachine::new(&id, None);
+            let step = read.fail(task, self.host.unix_ms());
+            if let Ok(task) = self.read(read, step).await {
                 if task.state == TaskState::Failed {
                     settled.push(task.id);
                 }
