@@ -113,8 +113,12 @@ impl<'a> SendMachine<'a> {
         streaming: bool,
         env: &impl SendEnv,
     ) -> Result<SendMachine<'a>, RpcError> {
+        // Checks `configuration.historyLength` too: read below without a second check.
         let msg = validate::check_send(params)?;
         let config = params.get("configuration");
+        let history = config
+            .and_then(|c| validate::history_length(c, "configuration.historyLength").ok())
+            .flatten();
         let flag = |k: &str| config.and_then(|c| c.get(k)).and_then(Value::as_bool);
         // 1.0 blocks unless returnImmediately; 0.3 blocks unless blocking:false.
         let follow = if streaming {
@@ -180,7 +184,7 @@ impl<'a> SendMachine<'a> {
             task: None,
             pending: None,
             span: None,
-            history: None,
+            history,
             started: Started::default(),
         })
     }
@@ -358,18 +362,6 @@ impl<'a> SendMachine<'a> {
         let skip = turns.len().saturating_sub(MAX_CONTEXT_MESSAGES);
         turns.drain(..skip);
         let follow = self.follow.take().unwrap_or(Follow::None);
-        if !matches!(follow, Follow::Stream) {
-            let history = self
-                .params
-                .get("configuration")
-                .map(|c| validate::history_length(c, "configuration.historyLength"))
-                .transpose()
-                .map(Option::flatten);
-            match history {
-                Ok(history) => self.history = history,
-                Err(e) => return SendStep::Done(Err(e)),
-            }
-        }
         let request = FulfilRequest {
             task_id: task.id.clone(),
             context_id: task.context_id.clone(),
