@@ -140,17 +140,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         id: Result<&str, RpcError>,
         owner: Owner<'_>,
     ) -> Result<Task, RpcError> {
-        let mut read = ReadMachine::new(id?, owner);
-        // The first read inline; what may follow (a task failed as
-        // interrupted) boxed: every GetTask's future holds this one.
-        let got = self.store.get(read.id()).await;
-        match read.handle_read(got, self.host.unix_ms(), |t| self.abandoned(t)) {
-            ReadStep::Answer(answer) => answer,
-            step => Box::pin(self.read(read, step)).await,
-        }
+        self.read(ReadMachine::new(id?, owner), ReadStep::Read)
+            .await
     }
 
-    /// Runs `read` from `step`.
+    /// Runs `read` from `step`. The machine keeps a failed task boxed and
+    /// the save is boxed: every GetTask's future holds this one.
     pub(super) async fn read(
         &self,
         mut read: ReadMachine<'_>,
