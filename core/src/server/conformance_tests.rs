@@ -955,7 +955,7 @@ fn a_webhook_that_never_answers_times_out_on_each_attempt_then_is_given_up() {
     let task =
         Task::from_value(&json!({"id": "t1", "status": {"state": "completed"}})).expect("task");
     let hook = json!([{"id": "a", "url": "https://hooks.example/a2a", "dialect": "1.0"}]);
-    let mut m = PushDelivery::new("t1".into(), true);
+    let mut m = PushDelivery::new("t1".into());
     assert!(matches!(m.start(0), Step::Work(PushWork::Next)));
     let _ = m.handle_work(0, PushWorked::Next(Some((task, None))));
     let mut step = m.handle_work(0, PushWorked::Configs(Ok(Some(hook))));

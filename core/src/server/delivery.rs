@@ -52,9 +52,6 @@ enum Attempt {
 /// The deliveries of one task's saved states, in order.
 pub(crate) struct PushDelivery {
     task_id: String,
-    /// Whether the host has a timer: without one, attempts have no
-    /// deadline and retries no pause.
-    timers: bool,
     /// The state being delivered, and when it was saved.
     state: Option<Task>,
     saved_ms: Option<u64>,
@@ -72,10 +69,9 @@ pub(crate) struct PushDelivery {
 }
 
 impl PushDelivery {
-    pub(crate) fn new(task_id: String, timers: bool) -> PushDelivery {
+    pub(crate) fn new(task_id: String) -> PushDelivery {
         PushDelivery {
             task_id,
-            timers,
             state: None,
             saved_ms: None,
             configs: Vec::new(),
@@ -94,11 +90,7 @@ impl PushDelivery {
         match &self.request {
             Some(request) => Step::Send {
                 request: request.clone(),
-                deadline_ms: if self.timers {
-                    now_ms.saturating_add(DELIVERY_TIMEOUT_MS)
-                } else {
-                    u64::MAX
-                },
+                deadline_ms: now_ms.saturating_add(DELIVERY_TIMEOUT_MS),
             },
             None => self.next_webhook(now_ms),
         }
@@ -121,13 +113,12 @@ impl PushDelivery {
         self.last = why;
         self.attempt += 1;
         match RETRY_BACKOFF_MS.get(self.attempt - 1) {
-            Some(pause) if self.timers => {
+            Some(pause) => {
                 self.phase = Attempt::Pausing;
                 Step::Sleep {
                     until_ms: now_ms.saturating_add(*pause),
                 }
             }
-            Some(_) => self.send(now_ms),
             None => {
                 self.report = Some(format!(
                     "push notification for task {} to {} failed: {}",
@@ -246,15 +237,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         self.tasks().start_work(Box::pin(async move {
             use futures_util::future::{select, Either};
             let host = &server.host;
-            let timers = host.sleep_until(host.now_ms()).is_some();
-            let mut machine = PushDelivery::new(task_id.clone(), timers);
+            let mut machine = PushDelivery::new(task_id.clone());
             let mut step = machine.start(host.now_ms());
             loop {
                 while let Some(problem) = machine.poll_event() {
                     host.report(&problem);
                 }
                 // A request and its deadline, or a pause (nothing sent) and its end.
-                let (sent, until_ms) = match step {
+                let (sent, until_ms, pause) = match step {
                     Step::Work(PushWork::Next) => {
                         let next = server
                             .push
@@ -278,15 +268,20 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                             ))))
                         }),
                         deadline_ms,
+                        false,
                     ),
-                    Step::Sleep { until_ms } => (Box::pin(std::future::pending()) as _, until_ms),
+                    Step::Sleep { until_ms } => {
+                        (Box::pin(std::future::pending()) as _, until_ms, true)
+                    }
                     // The machine sends whole requests only.
                     Step::Stream { .. } | Step::Read { .. } | Step::Done(()) => return,
                 };
-                // Without a host timer the machine sets no deadline and no pause.
-                let timer = host
-                    .sleep_until(until_ms)
-                    .unwrap_or_else(|| Box::pin(std::future::pending()));
+                // Without a host timer, an attempt has no deadline and a pause
+                // ends at once.
+                let timer = host.sleep_until(until_ms).unwrap_or_else(|| match pause {
+                    true => Box::pin(std::future::ready(())),
+                    false => Box::pin(std::future::pending()),
+                });
                 step = match select(sent, timer).await {
                     Either::Left((answer, _)) => machine.handle_response(host.now_ms(), answer),
                     Either::Right(_) => machine.handle_timeout(host.now_ms()),
@@ -338,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_failing_webhook_is_retried_after_each_pause_then_delivered() {
-        let mut m = PushDelivery::new("t1".into(), true);
+        let mut m = PushDelivery::new("t1".into());
         assert!(matches!(m.start(0), Step::Work(PushWork::Next)));
         let step = m.handle_work(10, PushWorked::Next(Some((task(), Some(100)))));
         assert!(matches!(step, Step::Work(PushWork::Configs)));
@@ -365,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_store_failure_skips_the_state_and_is_reported() {
-        let mut m = PushDelivery::new("t1".into(), true);
+        let mut m = PushDelivery::new("t1".into());
         let _ = m.start(0);
         let _ = m.handle_work(0, PushWorked::Next(Some((task(), None))));
         let step = m.handle_work(0, PushWorked::Configs(Err(StoreError::new("down"))));
@@ -379,26 +374,5 @@ mod tests {
         let _ = m.handle_work(0, PushWorked::Next(Some((task(), None))));
         let step = m.handle_work(0, PushWorked::Configs(Ok(None)));
         assert!(matches!(step, Step::Work(PushWork::Next)));
-    }
-
-    #[test]
-    fn without_a_timer_attempts_have_no_deadline_and_retries_no_pause() {
-        let mut m = PushDelivery::new("t1".into(), false);
-        let _ = m.start(0);
-        let _ = m.handle_work(0, PushWorked::Next(Some((task(), None))));
-        let (_, deadline) = sent(m.handle_work(0, PushWorked::Configs(Ok(stored()))));
-        assert_eq!(deadline, u64::MAX);
-        for _ in 0..3 {
-            assert_eq!(
-                sent(m.handle_response(0, answer(500))).0,
-                "https://a.example/hook"
-            );
-        }
-        // The fourth failure gives that webhook up.
-        assert_eq!(
-            sent(m.handle_response(0, answer(500))).0,
-            "https://b.example/hook"
-        );
-        assert!(m.poll_event().is_some_and(|r| r.ends_with("HTTP 500")));
     }
 }
