@@ -538,7 +538,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let id = task.id.clone();
             let mut read = read::ReadMachine::new(&id, None);
             let step = read.fail(task, self.host.unix_ms());
-            if let Ok(task) = self.read(read, step).await {
+            if let Ok(task) = self.read(Ok(read), step).await {
                 if task.state == TaskState::Failed {
                     settled.push(task.id);
                 }

@@ -55,11 +55,12 @@ impl<'a> ReadMachine<'a> {
     }
 
     /// What the store gave; `gone` says whether a task's fulfilment is
-    /// gone (`A2aServer::abandoned`), `unix_ms` stamps a failure.
+    /// gone (`A2aServer::abandoned`), `unix_ms` the wall clock that stamps a
+    /// failure (asked only then: most reads need no clock).
     pub(super) fn handle_read(
         &mut self,
         read: Result<Option<Task>, StoreError>,
-        unix_ms: Option<u64>,
+        unix_ms: impl FnOnce() -> Option<u64>,
         gone: impl FnOnce(&Task) -> bool,
     ) -> ReadStep {
         match read {
@@ -67,7 +68,7 @@ impl<'a> ReadMachine<'a> {
             Ok(Some(task)) if !visible(&task, self.owner) => {
                 ReadStep::Answer(Err(task_not_found(self.id)))
             }
-            Ok(Some(task)) if gone(&task) => self.fail(task, unix_ms),
+            Ok(Some(task)) if gone(&task) => self.fail(task, unix_ms()),
             Ok(Some(task)) => ReadStep::Answer(Ok(task)),
             Ok(None) => ReadStep::Answer(Err(task_not_found(self.id))),
             Err(e) => ReadStep::Answer(Err(RpcError::internal(format!(
@@ -134,28 +135,29 @@ impl<'a> ReadMachine<'a> {
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The stored task `id` (or the error reading it from the call) as
-    /// `owner` may see it: the driver of a [`ReadMachine`].
-    pub(super) async fn stored(
-        &self,
-        id: Result<&str, RpcError>,
-        owner: Owner<'_>,
-    ) -> Result<Task, RpcError> {
-        self.read(ReadMachine::new(id?, owner), ReadStep::Read)
-            .await
+    /// `owner` may see it: the driver of a [`ReadMachine`]. A plain
+    /// function: an async wrapper would be a state machine of its own.
+    pub(super) fn stored<'a>(
+        &'a self,
+        id: Result<&'a str, RpcError>,
+        owner: Owner<'a>,
+    ) -> impl Future<Output = Result<Task, RpcError>> + 'a {
+        self.read(id.map(|id| ReadMachine::new(id, owner)), ReadStep::Read)
     }
 
     /// Runs `read` from `step`. The machine keeps a failed task boxed and
     /// the save is boxed: every GetTask's future holds this one.
     pub(super) async fn read(
         &self,
-        mut read: ReadMachine<'_>,
+        read: Result<ReadMachine<'_>, RpcError>,
         mut step: ReadStep,
     ) -> Result<Task, RpcError> {
+        let mut read = read?;
         loop {
             step = match step {
                 ReadStep::Read => {
                     let got = self.store.get(read.id()).await;
-                    read.handle_read(got, self.host.unix_ms(), |t| self.abandoned(t))
+                    read.handle_read(got, || self.host.unix_ms(), |t| self.abandoned(t))
                 }
                 ReadStep::Save => {
                     // Boxed: rare, and inlined it would grow every read's future.
@@ -198,22 +200,22 @@ mod tests {
     #[test]
     fn a_stored_task_is_the_answer_and_another_callers_or_a_missing_one_is_not_found() {
         let mut read = ReadMachine::new("t", Some("alice"));
-        let got = read.handle_read(Ok(Some(owned("t", "alice"))), Some(2_000), |_| false);
+        let got = read.handle_read(Ok(Some(owned("t", "alice"))), || Some(2_000), |_| false);
         assert!(matches!(got, ReadStep::Answer(Ok(t)) if t.id == "t"));
         let mut read = ReadMachine::new("t", Some("bob"));
-        let got = read.handle_read(Ok(Some(owned("t", "alice"))), Some(2_000), |_| false);
+        let got = read.handle_read(Ok(Some(owned("t", "alice"))), || Some(2_000), |_| false);
         assert!(matches!(got, ReadStep::Answer(Err(e)) if e.code == rpc::TASK_NOT_FOUND));
         let mut read = ReadMachine::new("t", None);
-        let got = read.handle_read(Ok(None), None, |_| false);
+        let got = read.handle_read(Ok(None), || None, |_| false);
         assert!(matches!(got, ReadStep::Answer(Err(e)) if e.code == rpc::TASK_NOT_FOUND));
-        let got = read.handle_read(Err(StoreError::new("down")), None, |_| false);
+        let got = read.handle_read(Err(StoreError::new("down")), || None, |_| false);
         assert!(matches!(got, ReadStep::Answer(Err(e)) if e.message.contains("down")));
     }
 
     #[test]
     fn an_abandoned_task_is_failed_as_interrupted_over_the_version_read() {
         let mut read = ReadMachine::new("t", Some("alice"));
-        let step = read.handle_read(Ok(Some(owned("t", "alice"))), Some(61_000), |_| true);
+        let step = read.handle_read(Ok(Some(owned("t", "alice"))), || Some(61_000), |_| true);
         assert!(matches!(step, ReadStep::Save));
         let (saving, events) = read.saving().expect("the failed task");
         assert_eq!(
@@ -232,17 +234,17 @@ mod tests {
     #[test]
     fn a_conflicting_failure_answers_the_task_as_read_again() {
         let mut read = ReadMachine::new("t", Some("alice"));
-        let _ = read.handle_read(Ok(Some(owned("t", "alice"))), Some(61_000), |_| true);
+        let _ = read.handle_read(Ok(Some(owned("t", "alice"))), || Some(61_000), |_| true);
         let conflict = StoreError::conflict("t", Some(5), 5);
         assert!(matches!(read.handle_saved(Err(conflict)), ReadStep::Read));
         // Its replica renewed the lease meanwhile: the task as stored, not failed again.
         let mut renewed = owned("t", "alice");
         renewed.revision.version = 5;
-        let got = read.handle_read(Ok(Some(renewed)), Some(61_001), |_| true);
+        let got = read.handle_read(Ok(Some(renewed)), || Some(61_001), |_| true);
         assert!(matches!(got, ReadStep::Answer(Ok(t)) if t.state == TaskState::Working));
         // A refused save (not a conflict) is not acknowledged.
         let mut read = ReadMachine::new("t", None);
-        let _ = read.handle_read(Ok(Some(owned("t", "a"))), None, |_| true);
+        let _ = read.handle_read(Ok(Some(owned("t", "a"))), || None, |_| true);
         let refused = read.handle_saved(Err(StoreError::new("disk full")));
         assert!(matches!(refused, ReadStep::Answer(Err(e)) if e.message.contains("disk full")));
     }
