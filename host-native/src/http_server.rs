@@ -558,8 +558,19 @@ fn with_head(head: HttpResponse, body: Body) -> Option<hyper::Response<Body>> {
     let headers = r.headers_mut();
     headers.reserve(head.headers.len());
     for (k, v) in head.headers {
-        let name = hyper::header::HeaderName::from_bytes(k.as_bytes()).ok()?;
-        let value = hyper::header::HeaderValue::from_maybe_shared(Bytes::from(v)).ok()?;
+        // The header of nearly every answer without parsing its name,
+        // copying its value or checking it.
+        let (name, value) = if k == "Content-Type" && v == "application/json" {
+            (
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            )
+        } else {
+            (
+                hyper::header::HeaderName::from_bytes(k.as_bytes()).ok()?,
+                hyper::header::HeaderValue::from_maybe_shared(Bytes::from(v)).ok()?,
+            )
+        };
         headers.append(name, value);
     }
     Some(r)

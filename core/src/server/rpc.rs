@@ -275,13 +275,13 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
         let mut f = EnvelopeFields::default();
         let mut seen = [false; 4];
         let mut twice = false;
-        while let Some(key) = map.next_key::<String>()? {
-            let (slot, i) = match key.as_str() {
-                "jsonrpc" => (&mut f.jsonrpc, 0),
-                "id" => (&mut f.id, 1),
-                "method" => (&mut f.method, 2),
-                "params" => (&mut f.params, 3),
-                _ => {
+        while let Some(key) = map.next_key::<Member>()? {
+            let (slot, i) = match key {
+                Member::Jsonrpc => (&mut f.jsonrpc, 0),
+                Member::Id => (&mut f.id, 1),
+                Member::Method => (&mut f.method, 2),
+                Member::Params => (&mut f.params, 3),
+                Member::Other => {
                     map.next_value::<Value>()?;
                     continue;
                 }
@@ -290,6 +290,41 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
             *slot = present(map.next_value::<Value>()?);
         }
         Ok(Envelope((!twice).then_some(f)))
+    }
+}
+
+/// The name of an envelope's member, read as the `&str` the JSON reader
+/// hands out (no `String` made for it, as `next_key::<String>` would).
+enum Member {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
+        d.deserialize_identifier(MemberVisitor)
+    }
+}
+
+struct MemberVisitor;
+
+impl serde::de::Visitor<'_> for MemberVisitor {
+    type Value = Member;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a member name")
+    }
+    fn visit_str<E>(self, name: &str) -> Result<Member, E> {
+        Ok(match name {
+            "jsonrpc" => Member::Jsonrpc,
+            "id" => Member::Id,
+            "method" => Member::Method,
+            "params" => Member::Params,
+            _ => Member::Other,
+        })
     }
 }
 

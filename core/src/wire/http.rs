@@ -52,8 +52,12 @@ pub fn find_str(haystack: &str, needle: &str) -> Option<usize> {
 /// at an ASCII byte, so each slice is on a char boundary.
 pub(crate) fn authority(value: &str) -> &str {
     let b = value.as_bytes();
+    // A bare `host:port` (nearly every `Host` header, and every request's
+    // passes here twice) is its own authority: one pass over it.
+    if !b.iter().any(|c| matches!(c, b'/' | b'?' | b'#' | b'@')) {
+        return value;
+    }
     let cut = |c: &u8| matches!(c, b'/' | b'?' | b'#');
-    // A bare `host:port` (nearly every `Host` header) has none of these.
     let start = if b.iter().any(cut) {
         find_str(value, "://").map_or(0, |at| at + 3)
     } else {
