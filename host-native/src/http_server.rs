@@ -30,7 +30,9 @@ pub type Handler = Arc<dyn Fn(HttpRequest) -> BoxFuture<'static, HttpResponse> +
 /// Turns a request into a whole response or an event stream.
 pub type StreamHandler = Arc<dyn Fn(HttpRequest) -> BoxFuture<'static, Reply> + Send + Sync>;
 
-type Body = UnsyncBoxBody<Bytes, std::convert::Infallible>;
+/// A whole answer (most are) as it is, without a box; an event stream boxed.
+type Body = http_body_util::Either<Answering<Full<Bytes>>, BoxedBody>;
+type BoxedBody = UnsyncBoxBody<Bytes, std::convert::Infallible>;
 
 /// Which requests the server reads and how it refuses the rest. The rules
 /// are the core's ([`toolnexus_core::server::A2aServer::admit`]); the HTTP
@@ -518,12 +520,16 @@ async fn handle(
     };
     let (head, body): (HttpResponse, Body) = match response {
         Reply::Full(mut r) => {
-            let body = Full::new(Bytes::from(std::mem::take(&mut r.body)));
+            let mut bytes = std::mem::take(&mut r.body);
+            // Exactly its length: `Bytes` then takes the buffer as it is,
+            // without a shared header of its own to allocate (the shrink
+            // stays in place when the allocator's block still fits).
+            bytes.shrink_to_fit();
             let body = Answering {
-                body,
+                body: Full::new(Bytes::from(bytes)),
                 _serving: serving,
             };
-            (r, body.boxed_unsync())
+            (r, http_body_util::Either::Left(body))
         }
         Reply::Stream { head, body } => {
             // Ends with the server: a stop must not wait on an open stream.
@@ -538,13 +544,13 @@ async fn handle(
                 body: StreamBody::new(frames).boxed_unsync(),
                 _serving: serving,
             };
-            (head, body.boxed_unsync())
+            (head, http_body_util::Either::Right(body.boxed_unsync()))
         }
     };
     with_head(head, body).unwrap_or_else(|| {
-        let mut r = hyper::Response::new(
+        let mut r = hyper::Response::new(http_body_util::Either::Right(
             Full::new(Bytes::from_static(b"invalid response header\n")).boxed_unsync(),
-        );
+        ));
         *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
         r
     })
