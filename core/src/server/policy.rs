@@ -164,7 +164,10 @@ pub fn is_loopback_host(host: &str) -> bool {
     }
     let b = host.as_bytes();
     let suffix = b".localhost";
-    b.eq_ignore_ascii_case(b"localhost")
+    // The loopback address nearly every local client names, before the
+    // general checks (an IPv4 parse).
+    host == "127.0.0.1"
+        || b.eq_ignore_ascii_case(b"localhost")
         || b.len()
             .checked_sub(suffix.len())
             .and_then(|at| b.get(at..))
