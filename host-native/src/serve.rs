@@ -910,14 +910,17 @@ fn start(
             .filter(|_| is_ui_request(&req))
             .cloned()
             .map(|ui| (ui, server.host_allowed(req.header("Host"))));
+        // The UI's files and a traced request are boxed where they are
+        // awaited: this future, moved into its box for every request, stays
+        // the size of the plain call's.
         let serving = async move {
             match ui {
-                Some((ui, true)) => Reply::Full(ui.respond(&req).await),
+                Some((ui, true)) => Reply::Full(Box::pin(ui.respond(&req)).await),
                 Some((_, false)) => Reply::Full(misdirected()),
                 None => {
                     #[cfg(feature = "otel")]
                     if let Some(mut span) = span {
-                        let reply = span.scope(server.serve(req)).await;
+                        let reply = Box::pin(span.scope(server.serve(req))).await;
                         match &reply {
                             Reply::Full(r) => span.finish(r.status, Some(&r.body)),
                             Reply::Stream { head, .. } => span.finish(head.status, None),
