@@ -80,7 +80,7 @@ pub fn is_absent(v: &JsValue) -> bool {
 /// `s.parse::<usize>().ok()`, through the `u64` parser the core already
 /// has (a second integer parser would be another copy in the `.wasm`).
 pub fn parse_usize(s: &str) -> Option<usize> {
-    s.parse::<u64>().ok().and_then(|n| usize::try_from(n).ok())
+    toolnexus_core::parse_u64(s).and_then(|n| usize::try_from(n).ok())
 }
 
 /// The text of a thrown value: an `Error`'s message followed by its
