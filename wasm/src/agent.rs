@@ -181,12 +181,15 @@ pub fn agent_tools(agent: JsValue) -> Promise {
             .await
             .map_err(|e| core_error(&e))?;
         // One token cache for the agent's tools (and its listTasks).
-        let cell = crate::credentials::token_cell_for(&agent);
+        let cell = crate::credentials::tokens_for(&agent);
         Ok(tools
             .into_iter()
             .map(|t| {
                 JsValue::from(Tool {
-                    inner: Rc::new(t.with_tokens(cell.clone())),
+                    inner: Rc::new(match &cell {
+                        Some(cell) => t.with_tokens(cell.clone()),
+                        None => t,
+                    }),
                 })
             })
             .collect::<Array>()
@@ -224,8 +227,8 @@ async fn list_tasks_of(agent: JsValue, filter: JsValue) -> Result<JsValue, JsVal
     }
     let work = Box::pin(async {
         let card = toolnexus_core::fetch_card(&JsTransport, &agent).await?;
-        let tokens = crate::credentials::token_cell_for(&agent);
-        toolnexus_core::list_tasks(&JsTransport, &agent, &card, &wanted, Some(&*tokens)).await
+        let tokens = crate::credentials::tokens_for(&agent);
+        toolnexus_core::list_tasks(&JsTransport, &agent, &card, &wanted, tokens.as_deref()).await
     });
     let ms = agent.timeout_ms();
     let deadline = crate::transport::timer_until(crate::transport::now_ms().saturating_add(ms));

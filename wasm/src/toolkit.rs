@@ -198,7 +198,11 @@ pub fn create_toolkit(options: JsValue) -> Promise {
 
 async fn create(options: JsValue) -> Result<JsValue, JsValue> {
     let opts = ToolkitOptions::from_js(&options)?;
-    let mut tk = CoreToolkit::new(JsTransport).with_token_cells(crate::credentials::token_cell_for);
+    let mut tk = CoreToolkit::new(JsTransport);
+    #[cfg(feature = "oauth2")]
+    {
+        tk = tk.with_token_cells(crate::credentials::token_cell_for);
+    }
     if let Some(hook) = opts.on_span.clone() {
         tk = tk.with_span_hook(hook);
     }
