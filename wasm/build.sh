@@ -162,6 +162,9 @@ build() {
   # The functions in the order, of a few tried, that gzip squeezes best
   # (grouped by size class and signature): ~2 KB gzip of the full .wasm.
   node "$HERE/tools/order-functions.mjs" "$out/${CRATE}_bg.wasm"
+  # Last, the target_features section (read by wasm-opt and binaryen above,
+  # by no runtime): ~100 B gzip of each .wasm.
+  node "$HERE/tools/strip-target-features.mjs" "$out/${CRATE}_bg.wasm"
   entries "$out" "$names" "$stream"
 }
 

@@ -86,7 +86,7 @@ pub use model::task::{
 };
 pub use model::time::{format_rfc3339, millis, parse_rfc3339};
 pub use model::tool::{ToolResult, ToolSource, ToolSpec};
-pub use wire::http::{find_str, HttpRequest, HttpResponse};
+pub use wire::http::{find_str, parse_u64, HttpRequest, HttpResponse};
 pub use wire::json::{object as json_object, quoted, text as json_text};
 pub use wire::rest::Binding;
 pub use wire::rpc::{Dialect, MessageRefs};

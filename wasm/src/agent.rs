@@ -181,12 +181,15 @@ pub fn agent_tools(agent: JsValue) -> Promise {
             .await
             .map_err(|e| core_error(&e))?;
         // One token cache for the agent's tools (and its listTasks).
-        let cell = crate::credentials::token_cell_for(&agent);
+        let cell = crate::credentials::tokens_for(&agent);
         Ok(tools
             .into_iter()
             .map(|t| {
                 JsValue::from(Tool {
-                    inner: Rc::new(t.with_tokens(cell.clone())),
+                    inner: Rc::new(match &cell {
+                        Some(cell) => t.with_tokens(cell.clone()),
+                        None => t,
+                    }),
                 })
             })
             .collect::<Array>()
@@ -224,8 +227,8 @@ async fn list_tasks_of(agent: JsValue, filter: JsValue) -> Result<JsValue, JsVal
     }
     let work = Box::pin(async {
         let card = toolnexus_core::fetch_card(&JsTransport, &agent).await?;
-        let tokens = crate::credentials::token_cell_for(&agent);
-        toolnexus_core::list_tasks(&JsTransport, &agent, &card, &wanted, Some(&*tokens)).await
+        let tokens = crate::credentials::tokens_for(&agent);
+        toolnexus_core::list_tasks(&JsTransport, &agent, &card, &wanted, tokens.as_deref()).await
     });
     let ms = agent.timeout_ms();
     let deadline = crate::transport::timer_until(crate::transport::now_ms().saturating_add(ms));
@@ -269,7 +272,49 @@ pub fn describe_card(card: JsValue, card_url: String) -> Result<JsValue, JsValue
         None => toolnexus_core::AgentCard::from_value(&to_json(&card, "card")?),
     };
     let card = parsed.map_err(|e| core_error(&e))?;
-    Ok(crate::convert::ser_to_js(&card.summary(&card_url)))
+    Ok(summary_to_js(&card.summary(&card_url)))
+}
+
+/// The summary as a plain object, its keys in the order of `CardSummary`'s
+/// fields (camelCase, unset ones `null`). Set one by one, not through
+/// serde: the `.wasm` has no `Serialize` of the summary to carry.
+fn summary_to_js(s: &toolnexus_core::CardSummary) -> JsValue {
+    let o: JsValue = Object::new().into();
+    let opt = |v: &Option<String>| v.as_deref().map_or(JsValue::NULL, JsValue::from);
+    set(&o, "name", &s.name.as_str().into());
+    set(&o, "description", &opt(&s.description));
+    set(&o, "version", &opt(&s.version));
+    set(&o, "provider", &opt(&s.provider));
+    set(&o, "dialect", &s.dialect.into());
+    set(&o, "dialectReason", &s.dialect_reason.into());
+    set(&o, "endpoint", &s.endpoint.as_str().into());
+    set(&o, "requiresCredentials", &s.requires_credentials.into());
+    let schemes = Array::new();
+    for scheme in &s.security_schemes {
+        let so: JsValue = Object::new().into();
+        set(&so, "name", &scheme.name.as_str().into());
+        set(&so, "kind", &scheme.kind.into());
+        schemes.push(&so);
+    }
+    set(&o, "securitySchemes", &schemes);
+    set(&o, "streaming", &s.streaming.into());
+    set(&o, "longPoll", &s.long_poll.into());
+    set(&o, "follow", &s.follow.into());
+    let skills = Array::new();
+    for skill in &s.skills {
+        let so: JsValue = Object::new().into();
+        set(&so, "id", &opt(&skill.id));
+        set(&so, "name", &opt(&skill.name));
+        set(&so, "description", &opt(&skill.description));
+        let tags = Array::new();
+        for t in &skill.tags {
+            tags.push(&t.as_str().into());
+        }
+        set(&so, "tags", &tags);
+        skills.push(&so);
+    }
+    set(&o, "skills", &skills);
+    o
 }
 
 /// One skill of a remote agent, callable as a tool.
@@ -280,14 +325,17 @@ pub struct Tool {
 
 #[wasm_bindgen]
 impl Tool {
+    // The getters return strings as `JsValue`s (`string` in the .d.ts):
+    // made by JS from the bytes in place, not copied out through an
+    // allocation and a return shim each.
     #[wasm_bindgen(getter)]
-    pub fn name(&self) -> String {
-        self.inner.spec.name.clone()
+    pub fn name(&self) -> JsValue {
+        self.inner.spec.name.as_str().into()
     }
 
     #[wasm_bindgen(getter)]
-    pub fn description(&self) -> String {
-        self.inner.spec.description.clone()
+    pub fn description(&self) -> JsValue {
+        self.inner.spec.description.as_str().into()
     }
 
     #[wasm_bindgen(getter, js_name = inputSchema)]
@@ -296,7 +344,7 @@ impl Tool {
     }
 
     #[wasm_bindgen(getter)]
-    pub fn source(&self) -> String {
+    pub fn source(&self) -> JsValue {
         self.inner.spec.source.as_str().into()
     }
 

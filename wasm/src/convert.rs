@@ -80,7 +80,7 @@ pub fn is_absent(v: &JsValue) -> bool {
 /// `s.parse::<usize>().ok()`, through the `u64` parser the core already
 /// has (a second integer parser would be another copy in the `.wasm`).
 pub fn parse_usize(s: &str) -> Option<usize> {
-    s.parse::<u64>().ok().and_then(|n| usize::try_from(n).ok())
+    toolnexus_core::parse_u64(s).and_then(|n| usize::try_from(n).ok())
 }
 
 /// The text of a thrown value: an `Error`'s message followed by its
@@ -147,14 +147,26 @@ pub fn ser_to_js<T: serde::Serialize>(v: &T) -> JsValue {
         .unwrap_or(JsValue::NULL)
 }
 
-/// `{output, isError, metadata?}`.
+/// `{output, isError, metadata?}` (set one by one: no `Serialize` of
+/// the result in the `.wasm` for it).
 pub fn result_to_js(r: &ToolResult) -> JsValue {
-    ser_to_js(r)
+    let o: JsValue = Object::new().into();
+    set(&o, "output", &r.output.as_str().into());
+    set(&o, "isError", &r.is_error.into());
+    if let Some(m) = &r.metadata {
+        set(&o, "metadata", &to_js(m));
+    }
+    o
 }
 
 /// `{name, description, inputSchema, source}`.
 pub fn spec_to_js(s: &ToolSpec) -> JsValue {
-    ser_to_js(s)
+    let o: JsValue = Object::new().into();
+    set(&o, "name", &s.name.as_str().into());
+    set(&o, "description", &s.description.as_str().into());
+    set(&o, "inputSchema", &to_js(&s.input_schema));
+    set(&o, "source", &s.source.as_str().into());
+    o
 }
 
 /// Tool specs as an array.

@@ -12,7 +12,9 @@
 use crate::convert::error_text;
 use js_sys::{Function, Promise};
 use std::cell::RefCell;
-use toolnexus_core::{Agent, Auth, Lock, SharedTokenCell};
+#[cfg(feature = "oauth2")]
+use toolnexus_core::Lock;
+use toolnexus_core::{Agent, Auth, SharedTokenCell};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -109,13 +111,21 @@ pub fn token_cell_for(agent: &Agent) -> SharedTokenCell {
     })
 }
 
-/// The client entry has no OAuth2 client credentials: a fresh cache.
-#[cfg(not(feature = "oauth2"))]
-pub fn token_cell_for(_: &Agent) -> SharedTokenCell {
-    token_cell()
+/// The token cache an agent's tools and `listTasks` share. The client
+/// entry keeps none: it has no OAuth2 client credentials, and `getToken`'s
+/// tokens are asked for each call, never cached.
+pub fn tokens_for(agent: &Agent) -> Option<SharedTokenCell> {
+    #[cfg(feature = "oauth2")]
+    return Some(token_cell_for(agent));
+    #[cfg(not(feature = "oauth2"))]
+    {
+        let _ = agent;
+        None
+    }
 }
 
 /// A fresh token cache cell.
+#[cfg(feature = "oauth2")]
 fn token_cell() -> SharedTokenCell {
     // Nothing crosses threads in the JS host.
     #[allow(clippy::arc_with_non_send_sync)]

@@ -75,6 +75,7 @@ fn start() {
 /// `sanitize(s)`: every character outside `[a-zA-Z0-9_-]` becomes `_`.
 #[cfg(feature = "client")]
 #[wasm_bindgen]
-pub fn sanitize(s: &str) -> String {
-    toolnexus_core::sanitize(s)
+pub fn sanitize(s: &str) -> JsValue {
+    // A `JsValue` (a string, as the .d.ts says): no return shim copying it out.
+    toolnexus_core::sanitize(s).into()
 }

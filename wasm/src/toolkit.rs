@@ -132,6 +132,7 @@ struct ToolkitOptions {
     #[cfg(feature = "server")]
     skills: Option<toolnexus_core::skills::SkillSet>,
     tools: Vec<(ToolSpec, HostFn)>,
+    #[cfg(feature = "server")]
     on_span: Option<toolnexus_core::SpanHook>,
 }
 
@@ -168,14 +169,20 @@ impl ToolkitOptions {
                 "tools must be an array of {name, description, inputSchema, execute}",
             ));
         };
+        let agents = agents_from_js(&get(v, "agents"), "agents")?;
+        // The client entry refuses onSpan (opt_span_hook says so) and has
+        // no hook to keep; checked in the same order as the full entry.
+        #[cfg(not(feature = "server"))]
+        crate::convert::opt_span_hook(v, "createToolkit options")?;
         Ok(ToolkitOptions {
-            agents: agents_from_js(&get(v, "agents"), "agents")?,
+            agents,
             config,
             #[cfg(feature = "server")]
             skills: (!is_absent(&skills))
                 .then(|| crate::skills::skill_set(&skills, "skills"))
                 .transpose()?,
             tools,
+            #[cfg(feature = "server")]
             on_span: crate::convert::opt_span_hook(v, "createToolkit options")?,
         })
     }
@@ -198,7 +205,12 @@ pub fn create_toolkit(options: JsValue) -> Promise {
 
 async fn create(options: JsValue) -> Result<JsValue, JsValue> {
     let opts = ToolkitOptions::from_js(&options)?;
-    let mut tk = CoreToolkit::new(JsTransport).with_token_cells(crate::credentials::token_cell_for);
+    let mut tk = CoreToolkit::new(JsTransport);
+    #[cfg(feature = "oauth2")]
+    {
+        tk = tk.with_token_cells(crate::credentials::token_cell_for);
+    }
+    #[cfg(feature = "server")]
     if let Some(hook) = opts.on_span.clone() {
         tk = tk.with_span_hook(hook);
     }

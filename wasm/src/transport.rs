@@ -52,6 +52,11 @@ extern "C" {
     #[wasm_bindgen(method)]
     fn abort(this: &Controller);
 
+    #[wasm_bindgen(js_name = setTimeout, catch)]
+    fn set_timeout(handler: &js_sys::Function, ms: i32) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(js_name = clearTimeout)]
+    fn clear_timeout(handle: &JsValue);
+
     #[wasm_bindgen(js_namespace = performance, js_name = now, catch)]
     fn performance_now() -> Result<f64, JsValue>;
     #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID, catch)]
@@ -82,7 +87,9 @@ fn check_header(name: &str, value: &str) -> Result<(), TransportError> {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-    let value_ok = !value.contains(['\r', '\n', '\0']);
+    // By bytes: in UTF-8 these three are never part of another character
+    // (and a char-array pattern is its own searcher in the .wasm).
+    let value_ok = !value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0));
     if name_ok && value_ok {
         Ok(())
     } else {
@@ -156,7 +163,7 @@ impl Drop for Reader {
                     }
                 }
             };
-            let timer = gloo_timers::future::TimeoutFuture::new(DRAIN_MS);
+            let timer = Timer::new(DRAIN_MS);
             let ended = match futures_util::future::select(Box::pin(rest), timer).await {
                 futures_util::future::Either::Left((ended, _)) => ended,
                 futures_util::future::Either::Right(_) => false,
@@ -292,9 +299,50 @@ pub(crate) async fn send(req: HttpRequest) -> Result<HttpResponse, TransportErro
 /// signed 32-bit delay; longer waits wake early and the core simply sleeps
 /// again. Dropping the future clears the timer, so an abandoned sleep never
 /// keeps Node's event loop alive.
-pub fn timer_until(at_ms: u64) -> gloo_timers::future::TimeoutFuture {
+pub fn timer_until(at_ms: u64) -> Timer {
     let delay = at_ms.saturating_sub(now_ms()).min(i32::MAX as u64) as u32;
-    gloo_timers::future::TimeoutFuture::new(delay)
+    Timer::new(delay)
+}
+
+/// A `setTimeout` as a future: ready when it fires; dropped, it clears the
+/// timer. It waits on a promise the timer resolves (the `JsFuture` every
+/// fetch already uses), not on a channel and a closure of its own.
+pub struct Timer {
+    id: JsValue,
+    fired: JsFuture,
+}
+
+impl Timer {
+    /// Starts the timer now (`setTimeout(resolve, ms)`).
+    pub fn new(ms: u32) -> Timer {
+        let mut resolve = None;
+        let fired = Promise::new(&mut |res, _rej| resolve = Some(res));
+        // The executor runs synchronously, so `resolve` is set.
+        let id = match &resolve {
+            Some(resolve) => set_timeout(resolve, ms as i32).unwrap_throw(),
+            None => JsValue::UNDEFINED,
+        };
+        Timer {
+            id,
+            fired: JsFuture::from(fired),
+        }
+    }
+}
+
+impl Future for Timer {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        std::pin::Pin::new(&mut self.fired).poll(cx).map(|_| ())
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        clear_timeout(&self.id);
+    }
 }
 
 pub fn now_ms() -> u64 {

@@ -603,7 +603,7 @@ pub fn read_token_response(resp: &HttpResponse, url: &str, now_ms: u64) -> Resul
     // A number, or a string of digits as some servers send.
     let expires_in = match v.get("expires_in") {
         Some(Value::Number(n)) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64)),
-        Some(Value::String(s)) => s.trim().parse::<u64>().ok(),
+        Some(Value::String(s)) => crate::wire::http::parse_u64(s.trim()),
         _ => None,
     };
     Ok(Token {

@@ -1248,10 +1248,7 @@ fn retryable(status: u16) -> bool {
 /// which core does not read: the backoff applies instead.
 fn retry_after(headers: &[(String, String)]) -> Option<u64> {
     let secs = crate::wire::http::find_header(headers, "Retry-After")?;
-    secs.trim()
-        .parse::<u64>()
-        .ok()
-        .map(|s| s.saturating_mul(1000))
+    crate::wire::http::parse_u64(secs.trim()).map(|s| s.saturating_mul(1000))
 }
 
 /// Peer text quoted in a result: cut to [`crate::wire::http::MAX_PEER_TEXT`] chars.

@@ -9,7 +9,7 @@ pub(super) fn preferred_wait(req: &HttpRequest) -> Option<u64> {
     // A plain loop, not an iterator chain (see ARCHITECTURE.md).
     for p in prefer.split([',', ';']) {
         if let Some(n) = p.trim().strip_prefix("wait=") {
-            if let Ok(n) = n.trim().parse::<u64>() {
+            if let Some(n) = crate::wire::http::parse_u64(n.trim()) {
                 return Some(n.min(MAX_WAIT_SECS));
             }
         }

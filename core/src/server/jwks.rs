@@ -372,11 +372,7 @@ pub fn max_age(cache_control: &str) -> Option<Duration> {
             return Some(Duration::ZERO);
         }
         if let Some(v) = lower.strip_prefix("max-age=") {
-            age = v
-                .trim_matches('"')
-                .parse::<u64>()
-                .ok()
-                .map(Duration::from_secs);
+            age = crate::wire::http::parse_u64(v.trim_matches('"')).map(Duration::from_secs);
         }
     }
     age

@@ -334,8 +334,8 @@ pub fn admit(headers: &[(String, String)], limit: usize) -> Admission {
         if !k.eq_ignore_ascii_case("content-length") {
             continue;
         }
-        let n = match v.trim().parse::<u64>() {
-            Ok(n) if declared.is_none_or(|d| d == n) => n,
+        let n = match crate::wire::http::parse_u64(v.trim()) {
+            Some(n) if declared.is_none_or(|d| d == n) => n,
             _ => return Admission::Refuse(malformed_body()),
         };
         declared = Some(n);

@@ -165,9 +165,9 @@ fn query_pairs(url: &str) -> Vec<(String, String)> {
 /// value is refused by the same check as over JSON-RPC).
 fn query_value(key: &str, v: String) -> Value {
     match key {
-        "historyLength" | "pageSize" => match v.parse::<u64>() {
-            Ok(n) => Value::from(n),
-            Err(_) => Value::String(v),
+        "historyLength" | "pageSize" => match crate::wire::http::parse_u64(&v) {
+            Some(n) => Value::from(n),
+            None => Value::String(v),
         },
         "includeArtifacts" => match v.as_str() {
             "true" => Value::Bool(true),

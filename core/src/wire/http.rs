@@ -32,6 +32,13 @@ pub(crate) fn snippet(text: &str, max: usize) -> String {
     }
 }
 
+/// `s.parse::<u64>().ok()`, for every caller: each `parse::<u64>()` site
+/// would inline its own copy of std's parser into the `.wasm`.
+#[inline(never)]
+pub fn parse_u64(s: &str) -> Option<u64> {
+    s.parse().ok()
+}
+
 /// Where `needle` (non-empty) first occurs in `haystack`: `str::find` for a
 /// `&str` pattern, by bytes. The client path neither slices a `str` with
 /// `[..]` nor searches one for a `&str` (use this and `str::get`): either
