@@ -334,7 +334,10 @@ pub fn admit(headers: &[(String, String)], limit: usize) -> Admission {
         if !k.eq_ignore_ascii_case("content-length") {
             continue;
         }
-        let n = match crate::wire::http::parse_u64(v.trim()) {
+        // `1*DIGIT` (RFC 9110 §8.6): no sign, which std's parser would take.
+        let v = v.trim();
+        let digits = v.bytes().all(|b| b.is_ascii_digit());
+        let n = match crate::wire::http::parse_u64(v).filter(|_| digits) {
             Some(n) if declared.is_none_or(|d| d == n) => n,
             _ => return Admission::Refuse(malformed_body()),
         };
@@ -504,6 +507,10 @@ mod tests {
         assert_eq!(admit(&h("10"), 10), Admission::Read { limit: 10 });
         assert!(matches!(admit(&h("11"), 10), Admission::Refuse(r) if r.status == 413));
         assert!(matches!(admit(&h("x"), 10), Admission::Refuse(r) if r.status == 400));
+        // Digits only: std's parser would read `+5` as 5.
+        assert!(matches!(admit(&h("+5"), 10), Admission::Refuse(r) if r.status == 400));
+        assert!(matches!(admit(&h("-0"), 10), Admission::Refuse(r) if r.status == 400));
+        assert_eq!(admit(&h(" 5 "), 10), Admission::Read { limit: 10 });
         let twice = vec![
             ("content-length".to_string(), "1".to_string()),
             ("Content-Length".to_string(), "2".to_string()),
