@@ -100,10 +100,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // Boxed: see json_rpc.
             Some(Method::Send) => {
                 let sent = Box::pin(self.send(&call.params, shape, owner, req, false)).await?;
+                let send::Sent::Task { task, history } = *sent else {
+                    return Err(RpcError::internal("a SendMessage got a stream".into()));
+                };
                 // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
                 Ok(Answered::Task(Answer {
                     wrap: shape == Shape::V10,
-                    ..Answer::task(sent.task, shape, sent.history)
+                    ..Answer::task(task, shape, history)
                 }))
             }
             Some(Method::Get) => {

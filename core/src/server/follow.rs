@@ -26,12 +26,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         req: &HttpRequest,
     ) -> Result<Reply, RpcError> {
         let (first, slot) = match Method::from_name(&call.method) {
-            Some(Method::Stream) => self
-                .send(&call.params, call.shape, owner, req, true)
-                .await?
-                .started
-                .stream
-                .ok_or_else(|| RpcError::internal("the task ended at once".into()))?,
+            Some(Method::Stream) => {
+                match *self
+                    .send(&call.params, call.shape, owner, req, true)
+                    .await?
+                {
+                    send::Sent::Stream { first, slot } => (first, slot),
+                    send::Sent::Task { .. } => {
+                        return Err(RpcError::internal("the stream has no events".into()))
+                    }
+                }
+            }
             _ => self.subscribe(&call.params, owner).await?,
         };
         let shape = answer_shape(&call, &first);

@@ -869,13 +869,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         _task: &str,
         _shape: Shape,
     ) -> Result<PendingPush, RpcError> {
-        let config = params.get("configuration").and_then(|c| {
-            c.get("taskPushNotificationConfig")
-                .or_else(|| c.get("pushNotificationConfig"))
-        });
-        match config {
-            Some(c) if !c.is_null() => Err(push_not_supported()),
-            _ => Ok(None),
+        match send::sent_webhook(params) {
+            Some(_) => Err(push_not_supported()),
+            None => Ok(None),
         }
     }
 

@@ -497,11 +497,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         task: &str,
         shape: Shape,
     ) -> Result<super::PendingPush, RpcError> {
-        let config = params.get("configuration").and_then(|c| {
-            c.get("taskPushNotificationConfig")
-                .or_else(|| c.get("pushNotificationConfig"))
-        });
-        let Some(config) = config.filter(|c| !c.is_null()) else {
+        let Some(config) = super::send::sent_webhook(params) else {
             return Ok(None);
         };
         let Some((options, _)) = &self.push else {

@@ -25,6 +25,16 @@ pub(super) trait SendEnv {
     ) -> Result<PendingPush, RpcError>;
 }
 
+/// The webhook a send's `configuration` names, if any:
+/// `taskPushNotificationConfig` (0.3: `pushNotificationConfig`).
+pub(super) fn sent_webhook(params: &Value) -> Option<&Value> {
+    let config = params.get("configuration")?;
+    config
+        .get("taskPushNotificationConfig")
+        .or_else(|| config.get("pushNotificationConfig"))
+        .filter(|c| !c.is_null())
+}
+
 /// What the machine asks for next.
 #[must_use = "a send's step is what it waits for: run it, or the send stalls"]
 pub(super) enum SendStep {
@@ -41,9 +51,9 @@ pub(super) enum SendStep {
     /// owner, then [`SendMachine::handle_push`].
     #[cfg(feature = "push")]
     PutPush(push::PushConfig, Option<String>),
-    /// The tasks of the context (the caller's earlier turns), then
-    /// [`SendMachine::handle_context`].
-    ReadContext(TaskFilter),
+    /// The tasks of the context (the caller's earlier turns), matching
+    /// [`SendMachine::context`], then [`SendMachine::handle_context`].
+    ReadContext,
     /// Start the turn ([`A2aServer::start`]), then [`SendMachine::handle_started`].
     Start(Box<Turn>),
     /// The task as stored now (a blocking send whose job ended without
@@ -62,12 +72,13 @@ pub(super) struct Turn {
     pub(super) span: TaskSpan,
 }
 
-/// A send's outcome: the task (as the answer of a SendMessage, with the
-/// `historyLength` asked), and what its caller follows.
-pub(super) struct Sent {
-    pub(super) task: Task,
-    pub(super) history: Option<usize>,
-    pub(super) started: Started,
+/// A send's outcome.
+pub(super) enum Sent {
+    /// A SendMessage's answer: the task, with the `historyLength` asked.
+    Task { task: Task, history: Option<usize> },
+    /// A SendStreamingMessage's stream: the task as it started, and the
+    /// slot its events are read from.
+    Stream { first: Task, slot: Option<Slot> },
 }
 
 /// One SendMessage or SendStreamingMessage.
@@ -76,10 +87,12 @@ pub(super) struct SendMachine<'a> {
     shape: Shape,
     owner: Owner<'a>,
     follow: Option<Follow>,
+    streaming: bool,
     /// Awaiting a blocking send's outcome (else, while waiting: the task to continue).
     awaiting: bool,
     /// Whether the caller named a task or a context (which may have
-    /// earlier turns; a fresh one has none), and the filter of those read.
+    /// earlier turns; a fresh one has none), and the filter of those read
+    /// ([`SendStep::ReadContext`]).
     named: bool,
     context: Option<TaskFilter>,
     /// The caller's message (until the task holds it).
@@ -98,7 +111,6 @@ pub(super) struct SendMachine<'a> {
     pending: PendingPush,
     span: TaskSpan,
     history: Option<usize>,
-    started: Started,
 }
 
 impl<'a> SendMachine<'a> {
@@ -170,6 +182,7 @@ impl<'a> SendMachine<'a> {
             shape,
             owner,
             follow: Some(follow),
+            streaming,
             awaiting: false,
             named: task_id.is_some() || context_id.is_some(),
             context: None,
@@ -185,7 +198,6 @@ impl<'a> SendMachine<'a> {
             pending: None,
             span: None,
             history,
-            started: Started::default(),
         })
     }
 
@@ -218,35 +230,35 @@ impl<'a> SendMachine<'a> {
     /// still being saved is waited for; one still working is refused as
     /// such; any other is read from the store.
     pub(super) fn handle_running(&mut self, tasks: &mut Tasks, env: &impl SendEnv) -> SendStep {
-        let id = self.task_id.clone().unwrap_or_default();
-        let slot = match tasks.task(&id) {
+        let id = self.task_id.as_deref().unwrap_or_default();
+        let slot = match tasks.task(id) {
             Some(task) if !visible(task, self.owner) => {
-                return SendStep::Done(Err(task_not_found(&id)))
+                return SendStep::Done(Err(task_not_found(id)))
             }
             Some(task) if !machine::ends_stream(task.state) => {
                 let task = task.clone();
                 return self.handle_stored(Ok(task), env);
             }
-            Some(_) => tasks.wait(&id, Until::Stops),
+            Some(_) => tasks.wait(id, Until::Stops),
             None => None,
         };
         match slot {
             Some(slot) => SendStep::Wait(slot),
-            None => SendStep::Stored(id),
+            None => SendStep::Stored(id.to_string()),
         }
     }
 
     /// What the task's turn running here came to: its save (the task to
     /// continue), or the outcome of a blocking send.
     pub(super) fn handle_waited(&mut self, waited: Waited, env: &impl SendEnv) -> SendStep {
-        let id = self.task_id.clone().unwrap_or_default();
+        let id = || self.task_id.clone().unwrap_or_default();
         match (saved_state(waited), self.awaiting) {
             (Some(task), false) => self.handle_stored(task, env),
             (Some(Ok(task)), true) => self.answer(task),
             (Some(Err(e)), true) => SendStep::Done(Err(e)),
-            (None, false) => SendStep::Stored(id),
+            (None, false) => SendStep::Stored(id()),
             // Released without settling (the job was dropped): answer what is stored now.
-            (None, true) => SendStep::Read(id),
+            (None, true) => SendStep::Read(id()),
         }
     }
 
@@ -340,8 +352,13 @@ impl<'a> SendMachine<'a> {
             owner: task.owner.clone(),
             ..TaskFilter::default()
         };
-        self.context = Some(filter.clone());
-        SendStep::ReadContext(filter)
+        self.context = Some(filter);
+        SendStep::ReadContext
+    }
+
+    /// The context's tasks to read while [`SendStep::ReadContext`] is the step.
+    pub(super) fn context(&self) -> Option<&TaskFilter> {
+        self.context.as_ref()
     }
 
     /// The tasks of the context (`None`: none, or a store that cannot
@@ -370,8 +387,12 @@ impl<'a> SendMachine<'a> {
             history: turns,
             trace: task.trace.as_deref().cloned(),
         };
-        self.task_id = Some(task.id.clone());
-        self.task = Some(task.clone());
+        // A blocking send may answer with the task as the turn began; a
+        // stream answers with the task its start gives.
+        if !self.streaming {
+            self.task_id = Some(task.id.clone());
+            self.task = Some(task.clone());
+        }
         SendStep::Start(Box::new(Turn {
             request,
             task,
@@ -383,21 +404,25 @@ impl<'a> SendMachine<'a> {
 
     /// The turn started (or was refused): a blocking send awaits its outcome.
     pub(super) fn handle_started(&mut self, started: Result<Started, RpcError>) -> SendStep {
-        match started {
-            Ok(started) => {
-                self.started = started;
-                match self.started.wait.take() {
-                    Some(slot) => {
-                        self.awaiting = true;
-                        SendStep::Wait(slot)
-                    }
-                    None => match self.task.take() {
-                        Some(task) => self.answer(task),
-                        None => SendStep::Done(Err(RpcError::internal("no task".into()))),
-                    },
-                }
+        let started = match started {
+            Ok(started) => started,
+            Err(e) => return SendStep::Done(Err(e)),
+        };
+        if self.streaming {
+            return SendStep::Done(match started.stream {
+                Some((first, slot)) => Ok(Box::new(Sent::Stream { first, slot })),
+                None => Err(RpcError::internal("the task ended at once".into())),
+            });
+        }
+        match started.wait {
+            Some(slot) => {
+                self.awaiting = true;
+                SendStep::Wait(slot)
             }
-            Err(e) => SendStep::Done(Err(e)),
+            None => match self.task.take() {
+                Some(task) => self.answer(task),
+                None => SendStep::Done(Err(RpcError::internal("no task".into()))),
+            },
         }
     }
 
@@ -411,10 +436,9 @@ impl<'a> SendMachine<'a> {
     }
 
     fn answer(&mut self, task: Task) -> SendStep {
-        SendStep::Done(Ok(Box::new(Sent {
+        SendStep::Done(Ok(Box::new(Sent::Task {
             task,
             history: self.history,
-            started: std::mem::take(&mut self.started),
         })))
     }
 }
@@ -472,9 +496,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     let put = self.put_push(config, owner.as_deref()).await;
                     send.handle_push(put.map(drop))
                 }
-                SendStep::ReadContext(filter) => {
-                    let found = self.store.list(&filter).await;
-                    send.handle_context(found.ok().flatten())
+                SendStep::ReadContext => {
+                    let found = match send.context() {
+                        Some(filter) => self.store.list(filter).await.ok().flatten(),
+                        None => None,
+                    };
+                    send.handle_context(found)
                 }
                 SendStep::Start(turn) => {
                     let Turn {
@@ -542,10 +569,7 @@ mod tests {
             task: &str,
             shape: Shape,
         ) -> Result<PendingPush, RpcError> {
-            let config = params
-                .get("configuration")
-                .and_then(|c| c.get("pushNotificationConfig"));
-            match config {
+            match sent_webhook(params) {
                 None => Ok(None),
                 #[cfg(feature = "push")]
                 Some(c) if self.push => Ok(Some(
@@ -575,9 +599,13 @@ mod tests {
         }
     }
 
-    fn done(step: SendStep) -> Result<Box<Sent>, RpcError> {
+    /// The task a SendMessage answers with.
+    fn done(step: SendStep) -> Result<Task, RpcError> {
         match step {
-            SendStep::Done(sent) => sent,
+            SendStep::Done(sent) => sent.map(|sent| match *sent {
+                Sent::Task { task, .. } => task,
+                Sent::Stream { .. } => panic!("expected a task, not a stream"),
+            }),
             _ => panic!("expected the answer"),
         }
     }
@@ -622,7 +650,7 @@ mod tests {
         let mut outcome = turn.task.clone();
         outcome.state = TaskState::Completed;
         let sent = done(m.handle_waited(Waited::Saved(outcome), &env)).expect("sent");
-        assert_eq!(sent.task.state, TaskState::Completed);
+        assert_eq!(sent.state, TaskState::Completed);
     }
 
     #[test]
@@ -641,7 +669,7 @@ mod tests {
         };
         assert_eq!(id, "id1");
         let sent = done(m.handle_read(None)).expect("the task as it began");
-        assert_eq!(sent.task.state, TaskState::Submitted);
+        assert_eq!(sent.state, TaskState::Submitted);
     }
 
     #[test]
@@ -654,9 +682,10 @@ mod tests {
             panic!("expected a read of the stored task");
         };
         assert_eq!(id, "t1");
-        let SendStep::ReadContext(filter) = m.handle_stored(Ok(asking("t1")), &env) else {
+        let SendStep::ReadContext = m.handle_stored(Ok(asking("t1")), &env) else {
             panic!("expected the context's turns to be read");
         };
+        let filter = m.context().expect("the context's filter");
         assert_eq!(filter.context_id.as_deref(), Some("c"));
         // An earlier task of the context, another context's, and the task itself.
         let mut earlier = asking("t0");
@@ -678,7 +707,7 @@ mod tests {
             "the context's turn, then the task's question"
         );
         let sent = done(m.handle_started(Ok(Started::default()))).expect("sent");
-        assert_eq!(sent.task.state, TaskState::Working);
+        assert_eq!(sent.state, TaskState::Working);
     }
 
     #[test]
@@ -691,14 +720,10 @@ mod tests {
         let params = json!({"message": message(json!({"taskId": "t1"}))});
         let mut m =
             SendMachine::new(&params, Shape::V03, Some("bob"), &[], false, &env).expect("ok");
-        let refused = done(continuing(&mut m, &mut tasks, &env))
-            .err()
-            .expect("refused");
+        let refused = done(continuing(&mut m, &mut tasks, &env)).expect_err("refused");
         assert_eq!(refused.code, rpc::TASK_NOT_FOUND);
         let mut m = SendMachine::new(&params, Shape::V03, None, &[], false, &env).expect("ok");
-        let refused = done(continuing(&mut m, &mut tasks, &env))
-            .err()
-            .expect("refused");
+        let refused = done(continuing(&mut m, &mut tasks, &env)).expect_err("refused");
         assert!(
             refused.message.contains("takes a message only while"),
             "{}",
@@ -715,7 +740,7 @@ mod tests {
         let hook = json!({"message": message(json!({})),
             "configuration": {"pushNotificationConfig": {"url": "https://h.example/x"}}});
         let mut m = SendMachine::new(&hook, Shape::V03, None, &[], false, &env).expect("ok");
-        let refused = done(m.begin(&env)).err().expect("refused");
+        let refused = done(m.begin(&env)).expect_err("refused");
         assert_eq!(refused.code, rpc::PUSH_NOTIFICATION_NOT_SUPPORTED);
         let history = json!({"message": message(json!({})),
             "configuration": {"historyLength": -1}});
@@ -740,7 +765,7 @@ mod tests {
             (config.task_id.as_str(), owner.as_deref()),
             ("t1", Some("alice"))
         );
-        assert!(matches!(m.handle_push(Ok(())), SendStep::ReadContext(_)));
+        assert!(matches!(m.handle_push(Ok(())), SendStep::ReadContext));
         let params = json!({"message": message(json!({})),
             "configuration": {"pushNotificationConfig": hook}});
         let mut m = SendMachine::new(&params, Shape::V03, None, &[], false, &env).expect("ok");
