@@ -168,34 +168,29 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    /// ListTasks: one page of the stored tasks the params ask for.
+    /// ListTasks: one page of the stored tasks the params ask for; the
+    /// driver of a [`list::ListMachine`].
     pub(super) async fn list(
         &self,
         params: &Value,
         shape: Shape,
         owner: Owner<'_>,
     ) -> Result<list::Page, RpcError> {
-        let mut query = list::ListQuery::parse(params)?;
-        // The caller's tasks only, chosen by the store as it lists.
-        query.filter.owner = owner.map(str::to_string);
-        // A store that pages (in SQL) reads one page and its count.
-        let after = query.after.as_ref().map(|(ms, id)| (*ms, id.as_str()));
-        match self
-            .store
-            .list_page(&query.filter, after, query.page_size + 1)
-            .await
-        {
-            Ok(Some((tasks, total))) => return Ok(query.paged(tasks, total, shape)),
-            Ok(None) => {}
-            Err(e) => return Err(RpcError::internal(format!("the task store failed: {e}"))),
-        }
-        match self.store.list(&query.filter).await {
-            Ok(Some(tasks)) => Ok(query.page(tasks, shape)),
-            Ok(None) => Err(RpcError::new(
-                rpc::UNSUPPORTED_OPERATION,
-                "this agent's task store cannot list tasks",
-            )),
-            Err(e) => Err(RpcError::internal(format!("the task store failed: {e}"))),
+        let mut list = list::ListMachine::new(params, shape, owner)?;
+        let mut step = list::ListStep::Page;
+        loop {
+            step = match step {
+                list::ListStep::Page => {
+                    let (filter, after, limit) = list.page_query();
+                    let read = self.store.list_page(filter, after, limit).await;
+                    list.handle_page(read)
+                }
+                list::ListStep::All => {
+                    let read = self.store.list(list.filter()).await;
+                    list.handle_all(read)
+                }
+                list::ListStep::Answer(answer) => return answer,
+            }
         }
     }
 }

@@ -1,8 +1,10 @@
 //! ListTasks: the params read and checked, and one page of tasks, newest
-//! status change first.
+//! status change first. As a machine ([`ListMachine`]): one page read from a
+//! store that pages, else every match from one that lists, else refused;
+//! no store and no futures in it. [`super::A2aServer::list`] is its driver.
 
-use super::rpc::RpcError;
-use super::store::TaskFilter;
+use super::rpc::{self, RpcError};
+use super::store::{StoreError, TaskFilter};
 use crate::model::task::{Shape, Task, TaskState};
 use crate::wire::json::quoted;
 use serde::ser::SerializeMap;
@@ -175,6 +177,84 @@ impl ListQuery {
     }
 }
 
+/// What a ListTasks asks for next.
+#[must_use = "a list's step is what it waits for: run it, or the call stalls"]
+pub(crate) enum ListStep {
+    /// One page from the store ([`ListMachine::page_query`]), then
+    /// [`ListMachine::handle_page`].
+    Page,
+    /// Every task the filter matches ([`ListMachine::filter`]: a store that
+    /// cannot page), then [`ListMachine::handle_all`].
+    All,
+    /// The answer.
+    Answer(Result<Page, RpcError>),
+}
+
+/// One ListTasks call: its query, the caller's tasks only.
+pub(crate) struct ListMachine {
+    query: ListQuery,
+    shape: Shape,
+}
+
+impl ListMachine {
+    /// A ListTasks of `params` in `shape` for `owner` (`None`: every task,
+    /// nobody being authenticated); malformed params are -32602. Its
+    /// first step is [`ListStep::Page`].
+    pub(crate) fn new(
+        params: &Value,
+        shape: Shape,
+        owner: Option<&str>,
+    ) -> Result<ListMachine, RpcError> {
+        let mut query = ListQuery::parse(params)?;
+        // The caller's tasks only, chosen by the store as it lists.
+        query.filter.owner = owner.map(str::to_string);
+        Ok(ListMachine { query, shape })
+    }
+
+    /// The tasks listed: those [`TaskFilter`] matches.
+    pub(crate) fn filter(&self) -> &TaskFilter {
+        &self.query.filter
+    }
+
+    /// The page read while [`ListStep::Page`] is the step: the filter, the
+    /// cursor to start after, and how many (one more than the page, to
+    /// tell whether more follow).
+    pub(crate) fn page_query(&self) -> (&TaskFilter, Option<(u64, &str)>, usize) {
+        let after = self.query.after.as_ref().map(|(ms, id)| (*ms, id.as_str()));
+        (&self.query.filter, after, self.query.page_size + 1)
+    }
+
+    /// The store's page and total (`None`: it cannot page).
+    pub(crate) fn handle_page(
+        &mut self,
+        read: Result<Option<(Vec<Task>, usize)>, StoreError>,
+    ) -> ListStep {
+        match read {
+            Ok(Some((tasks, total))) => {
+                ListStep::Answer(Ok(self.query.paged(tasks, total, self.shape)))
+            }
+            Ok(None) => ListStep::All,
+            Err(e) => ListStep::Answer(Err(store_failed(e))),
+        }
+    }
+
+    /// Every match (`None`: the store cannot list either).
+    pub(crate) fn handle_all(&mut self, read: Result<Option<Vec<Task>>, StoreError>) -> ListStep {
+        ListStep::Answer(match read {
+            Ok(Some(tasks)) => Ok(self.query.page(tasks, self.shape)),
+            Ok(None) => Err(RpcError::new(
+                rpc::UNSUPPORTED_OPERATION,
+                "this agent's task store cannot list tasks",
+            )),
+            Err(e) => Err(store_failed(e)),
+        })
+    }
+}
+
+fn store_failed(e: StoreError) -> RpcError {
+    RpcError::internal(format!("the task store failed: {e}"))
+}
+
 /// One page of a ListTasks answer.
 pub(crate) struct Page {
     tasks: Vec<Task>,
@@ -266,6 +346,75 @@ mod tests {
             ListQuery::parse(&json!({})).unwrap().page_size,
             DEFAULT_PAGE_SIZE
         );
+    }
+}
+
+#[cfg(test)]
+mod machine_tests {
+    //! The list machine alone: its steps for given store answers.
+    use super::*;
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn task(id: &str, ms: u64) -> Task {
+        let mut t =
+            Task::from_value(&json!({"id": id, "status": {"state": "completed"}})).expect("task");
+        t.updated_ms = Some(ms);
+        t.owner = Some("alice".into());
+        t
+    }
+
+    fn answer(step: ListStep) -> Result<Page, RpcError> {
+        match step {
+            ListStep::Answer(a) => a,
+            _ => panic!("expected the answer"),
+        }
+    }
+
+    #[test]
+    fn a_paging_store_is_asked_one_page_past_the_cursor_for_the_callers_tasks() {
+        let token = encode_token(9, "t9");
+        let params = json!({"pageSize": 2, "pageToken": token});
+        let mut m = ListMachine::new(&params, Shape::V10, Some("alice")).expect("ok");
+        let (filter, after, limit) = m.page_query();
+        assert_eq!(filter.owner.as_deref(), Some("alice"));
+        assert_eq!((after, limit), (Some((9, "t9")), 3));
+        let page = answer(m.handle_page(Ok(Some((
+            vec![task("t8", 8), task("t7", 7), task("t6", 6)],
+            12,
+        )))))
+        .expect("a page");
+        assert_eq!(page.tasks.len(), 2);
+        assert_eq!(page.total_size, 12);
+        assert_eq!(page.next_page_token, encode_token(7, "t7"));
+    }
+
+    #[test]
+    fn a_store_that_cannot_page_is_listed_whole_and_one_that_cannot_list_is_refused() {
+        let mut m = ListMachine::new(&json!({"pageSize": 1}), Shape::V10, None).expect("ok");
+        assert!(matches!(m.handle_page(Ok(None)), ListStep::All));
+        let page =
+            answer(m.handle_all(Ok(Some(vec![task("a", 1), task("b", 2)])))).expect("a page");
+        assert_eq!(page.tasks[0].id, "b", "newest first");
+        assert_eq!((page.tasks.len(), page.total_size), (1, 2));
+        let mut m = ListMachine::new(&json!({}), Shape::V10, None).expect("ok");
+        assert!(matches!(m.handle_page(Ok(None)), ListStep::All));
+        let Err(refused) = answer(m.handle_all(Ok(None))) else {
+            panic!("expected a refusal");
+        };
+        assert_eq!(refused.code, rpc::UNSUPPORTED_OPERATION);
+    }
+
+    #[test]
+    fn a_failed_store_is_an_internal_error_and_bad_params_are_refused_first() {
+        let mut m = ListMachine::new(&json!({}), Shape::V10, None).expect("ok");
+        let Err(failed) = answer(m.handle_page(Err(StoreError::new("down")))) else {
+            panic!("expected a failure");
+        };
+        assert_eq!(failed.code, crate::wire::rpc::INTERNAL_ERROR);
+        assert!(failed.message.contains("down"), "{}", failed.message);
+        assert!(ListMachine::new(&json!({"pageSize": 0}), Shape::V10, None).is_err());
     }
 }
 
