@@ -61,44 +61,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         })
     }
 
-    /// SubscribeToTask: the task as it is now and its later events. A task
-    /// that has already ended cannot be followed (UnsupportedOperationError,
-    /// as the A2A spec asks).
-    pub(super) async fn subscribe(
-        self: &Arc<Self>,
-        params: &Value,
-        owner: Owner<'_>,
-    ) -> Result<(Task, Option<Slot>), RpcError> {
-        let id = task_id(params)?;
-        let live = {
-            let mut tasks = self.tasks();
-            // Another caller's running task is not found, before anything follows it.
-            if tasks.task(id).is_some_and(|t| !visible(t, owner)) {
-                return Err(task_not_found(id));
-            }
-            tasks.subscribe(id)
-        };
-        let (task, slot) = match live {
-            Some(live) => live,
-            // Not running here: the stored task, and nothing to follow.
-            None => (self.existing(params, owner).await?, None),
-        };
-        if task.state.is_terminal() {
-            if let Some(slot) = slot {
-                self.tasks().drop_stream(slot);
-            }
-            return Err(RpcError::new(
-                rpc::UNSUPPORTED_OPERATION,
-                format!(
-                    "Task {} is {}: a task in a terminal state cannot be subscribed to",
-                    task.id,
-                    task.state.as_str()
-                ),
-            ));
-        }
-        Ok((task, slot))
-    }
-
     /// Waits on `slot` (from [`Tasks::wait`]); dropping the future stops waiting.
     pub(super) fn waited(&self, slot: Slot) -> impl Future<Output = Waited> + '_ {
         struct Wait<'a, S: TaskStore, H: ServerHost, F: Fulfiller> {

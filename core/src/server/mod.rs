@@ -12,6 +12,8 @@ pub mod auth;
 mod calls;
 mod cancel;
 mod card;
+#[cfg(feature = "push")]
+mod configs;
 mod conversation;
 #[cfg(feature = "push")]
 mod delivery;
@@ -39,6 +41,7 @@ mod send;
 mod start;
 mod store;
 mod stream;
+mod subscribe;
 mod validate;
 pub mod verify;
 

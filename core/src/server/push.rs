@@ -6,7 +6,7 @@
 
 use super::ip::parse_ip;
 use super::rpc::RpcError;
-use super::{push_not_supported, A2aServer, Fulfiller, RpcRequest, ServerHost, TaskStore};
+use super::{push_not_supported, A2aServer, Fulfiller, ServerHost, TaskStore};
 use crate::model::task::{Shape, Task};
 use crate::wire::http::HttpRequest;
 use crate::wire::json::{object, quoted, with};
@@ -339,153 +339,7 @@ pub(super) fn configs_of(stored: Option<Value>, task_id: &str) -> Vec<(PushConfi
     list
 }
 
-/// The configs of [`A2aServer::read_push_dated`] without their dates (a
-/// plain function: an async wrapper would be a state machine of its own).
-fn undated(dated: Vec<(PushConfig, Option<u64>)>) -> Vec<PushConfig> {
-    dated.into_iter().map(|(config, _)| config).collect()
-}
-
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    /// `task_id`'s configs, read from the store now, with when each was set
-    /// ([`undated`] drops that).
-    async fn read_push_dated(
-        &self,
-        task_id: &str,
-    ) -> Result<Vec<(PushConfig, Option<u64>)>, RpcError> {
-        let stored = self
-            .store
-            .get_push_configs(task_id)
-            .await
-            .map_err(|e| RpcError::internal(format!("the task store failed: {e}")))?;
-        Ok(configs_of(stored, task_id))
-    }
-
-    /// Stores `config` (named with a new id when it has none) for its task,
-    /// owned by `owner`: one record, added or put over the one with its id.
-    pub(super) async fn put_push(
-        &self,
-        mut config: PushConfig,
-        owner: Option<&str>,
-    ) -> Result<PushConfig, RpcError> {
-        if config.id.is_empty() {
-            config.id = self.host.new_id();
-        }
-        let mut record = config.to_stored();
-        if let Some(owner) = owner {
-            record = with(record, "owner", owner.into());
-        }
-        // States saved before it was set are not sent to it.
-        if let Some(now) = self.host.unix_ms() {
-            record = with(record, "createdMs", now.into());
-        }
-        let put = self
-            .store
-            .put_push_config(&config.task_id, &record, MAX_CONFIGS_PER_TASK)
-            .await
-            .map_err(|e| {
-                RpcError::internal(format!(
-                    "the push notification config could not be stored: {e}"
-                ))
-            })?;
-        if !put {
-            return Err(RpcError::invalid_params(&format!(
-                "a task takes at most {MAX_CONFIGS_PER_TASK} push notification configs"
-            )));
-        }
-        Ok(config)
-    }
-
-    /// The four config methods, in either dialect's names and shapes.
-    pub(super) async fn push_config(
-        &self,
-        call: &RpcRequest,
-        owner: super::Owner<'_>,
-    ) -> Result<Value, RpcError> {
-        let Some((options, _)) = &self.push else {
-            return Err(push_not_supported());
-        };
-        let p = &call.params;
-        let v03 = call.method.as_bytes().contains(&b'/');
-        let shape = if v03 { Shape::V03 } else { Shape::V10 };
-        let text = |k: &str| p.get(k).and_then(Value::as_str);
-        // 1.0 names the task `taskId`; 0.3 `taskId` to set, `id` otherwise.
-        let task = match text("taskId").or_else(|| v03.then(|| text("id")).flatten()) {
-            Some(t) => t.to_string(),
-            None => return Err(RpcError::invalid_field("taskId", "is required (a string)")),
-        };
-        // The task must exist and be the caller's (another's is not found):
-        // its configs belong to its owner.
-        let stored = self.stored(Ok(&task), owner).await?;
-        let config_id = if v03 {
-            text("pushNotificationConfigId")
-        } else {
-            text("id")
-        };
-        match (v03, call.method.as_str()) {
-            (_, "tasks/pushNotificationConfig/set")
-            | (_, "CreateTaskPushNotificationConfig" | "SetTaskPushNotificationConfig") => {
-                let body = if v03 {
-                    p.get("pushNotificationConfig").ok_or_else(|| {
-                        RpcError::invalid_field("pushNotificationConfig", "is required")
-                    })?
-                } else {
-                    p.get("config").unwrap_or(p)
-                };
-                let config = PushConfig::from_value(body, &task, shape)?;
-                check_webhook_url(&config.url, options.allow_private_webhooks)
-                    .map_err(|e| RpcError::invalid_field("pushNotificationConfig.url", &e))?;
-                let set = self.put_push(config, stored.owner.as_deref()).await?;
-                Ok(set.to_value(shape))
-            }
-            (_, "tasks/pushNotificationConfig/get" | "GetTaskPushNotificationConfig") => {
-                // 1.0 names the config; 0.3 also takes the bare task id.
-                if !v03 && config_id.is_none() {
-                    return Err(RpcError::invalid_field("id", "is required (a string)"));
-                }
-                let list = undated(self.read_push_dated(&task).await?);
-                let found = match config_id {
-                    Some(id) => list.into_iter().find(|c| c.id == id),
-                    None => list.into_iter().next(),
-                };
-                match found {
-                    Some(c) => Ok(c.to_value(shape)),
-                    None => Err(RpcError::new(
-                        super::rpc::TASK_NOT_FOUND,
-                        format!("No push notification config for task {task}"),
-                    )),
-                }
-            }
-            (_, "tasks/pushNotificationConfig/delete" | "DeleteTaskPushNotificationConfig") => {
-                let id = config_id
-                    .ok_or_else(|| RpcError::invalid_field("id", "is required (a string)"))?;
-                self.store
-                    .delete_push_config(&task, id)
-                    .await
-                    .map_err(|e| {
-                        RpcError::internal(format!(
-                            "the push notification config could not be deleted: {e}"
-                        ))
-                    })?;
-                Ok(if v03 { Value::Null } else { object([]) })
-            }
-            _ => {
-                let mut list: Vec<Value> = Vec::new();
-                // A plain loop, not an iterator chain (see ARCHITECTURE.md).
-                for c in undated(self.read_push_dated(&task).await?).iter() {
-                    list.push(c.to_value(shape));
-                }
-                Ok(if v03 {
-                    Value::Array(list)
-                } else {
-                    object([
-                        ("configs", Value::Array(list)),
-                        ("nextPageToken", "".into()),
-                    ])
-                })
-            }
-        }
-    }
-
     /// A SendMessage's `configuration.taskPushNotificationConfig` (0.3:
     /// `pushNotificationConfig`) for task `task`, checked. A continued
     /// task's is stored at once; a new one's after the task's first save
@@ -516,7 +370,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         owner: Option<&str>,
     ) -> Result<(), RpcError> {
         match pending {
-            Some(config) => self.put_push(config, owner).await.map(drop),
+            Some(config) => self.put_push(config, owner).await,
             None => Ok(()),
         }
     }

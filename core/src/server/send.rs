@@ -494,7 +494,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 #[cfg(feature = "push")]
                 SendStep::PutPush(config, owner) => {
                     let put = self.put_push(config, owner.as_deref()).await;
-                    send.handle_push(put.map(drop))
+                    send.handle_push(put)
                 }
                 SendStep::ReadContext => {
                     let found = match send.context() {
