@@ -48,81 +48,161 @@ impl Refusal {
     }
 }
 
-/// Runs the verifiers `auth` configures on `req`, cheapest first (API keys,
-/// then a bearer JWT through [`ServerHost::verify_jwt`] and the claims
-/// checked here, then the host's own [`ServerHost::authenticate`]): the
-/// first to accept names the caller. When none does, the refusal of the
-/// verifiers that read a credential (a 403 over a 401: that caller did
-/// prove who it is), else "no credentials".
-pub(crate) async fn authenticate<H: ServerHost>(
-    auth: &AuthConfig,
-    host: &H,
-    req: &HttpRequest,
-) -> Result<Principal, Refusal> {
-    let mut refused: Option<Refusal> = None;
-    let mut keep = |r: Refusal| {
-        if refused.as_ref().is_none_or(|kept| kept.status != 403) {
-            refused = Some(r);
-        }
-    };
-    if let Some(keys) = &auth.api_keys {
-        if let Some(given) = api_key(req, keys) {
-            match key_owner(keys, given.as_bytes()) {
-                Some(subject) => {
-                    return Ok(Principal {
-                        subject: subject.to_string(),
-                        ..Principal::default()
-                    })
-                }
-                None => keep(Refusal::unauthenticated(key_place(keys))),
-            }
-        }
-    }
-    if let Some(jwt) = &auth.jwt {
-        if let Some(token) = bearer(req) {
-            match host.verify_jwt(token).await {
-                Ok(claims) => match check_claims(jwt, &claims, host.unix_ms()) {
-                    Ok(principal) => return Ok(principal),
-                    Err(r) => keep(r),
-                },
-                Err(why) => {
-                    // The host's reason, unless it would echo the token.
-                    // `find_str`, not `contains`: no two-way searcher in the `.wasm`.
-                    let why = if crate::wire::http::find_str(&why, token).is_some() {
-                        "its signature or algorithm was not accepted".to_string()
-                    } else {
-                        why
-                    };
-                    keep(Refusal::invalid_token(say(&[
-                        "the bearer token was refused: ",
-                        &why,
-                    ])))
-                }
-            }
+/// What the authentication step asks for next.
+#[must_use = "an authentication's step is what it waits for: run it, or the call stalls"]
+pub(crate) enum AuthStep<'a> {
+    /// Check this bearer token's signature and `alg`
+    /// ([`ServerHost::verify_jwt`]), then [`AuthMachine::handle_jwt`].
+    VerifyJwt(&'a str),
+    /// Ask the host's own verifier ([`ServerHost::authenticate`]), then
+    /// [`AuthMachine::handle_verdict`].
+    Custom,
+    /// The caller, or the refusal.
+    Done(Result<Principal, Refusal>),
+}
+
+/// The verifiers `auth` configures run on one request, cheapest first:
+/// API keys, then a bearer JWT (its signature checked by the host, its
+/// claims here), then the host's own verifier. The first to accept names
+/// the caller. When none does, the refusal of the verifiers that read a
+/// credential (a 403 over a 401: that caller did prove who it is), else "no
+/// credentials". No host and no futures in it; [`authenticate`] is its driver.
+pub(crate) struct AuthMachine<'a> {
+    auth: &'a AuthConfig,
+    req: &'a HttpRequest,
+    /// The bearer token being verified.
+    token: Option<&'a str>,
+    refused: Option<Refusal>,
+}
+
+impl<'a> AuthMachine<'a> {
+    pub(crate) fn new(auth: &'a AuthConfig, req: &'a HttpRequest) -> AuthMachine<'a> {
+        AuthMachine {
+            auth,
+            req,
+            token: None,
+            refused: None,
         }
     }
-    if let Some(verdict) = host.authenticate(req) {
-        match verdict.await {
-            Verdict::Accepted(principal) => return Ok(principal),
-            Verdict::NotMine => {}
-            Verdict::Rejected { status, reason } => keep(Refusal {
+
+    /// Keeps `r` unless a 403 is kept already.
+    fn keep(&mut self, r: Refusal) {
+        if self.refused.as_ref().is_none_or(|kept| kept.status != 403) {
+            self.refused = Some(r);
+        }
+    }
+
+    /// The first step: an API key is checked at once.
+    pub(crate) fn begin(&mut self) -> AuthStep<'a> {
+        if let Some(keys) = &self.auth.api_keys {
+            if let Some(given) = api_key(self.req, keys) {
+                match key_owner(keys, given.as_bytes()) {
+                    Some(subject) => {
+                        return AuthStep::Done(Ok(Principal {
+                            subject: subject.to_string(),
+                            ..Principal::default()
+                        }))
+                    }
+                    None => self.keep(Refusal::unauthenticated(key_place(keys))),
+                }
+            }
+        }
+        if self.auth.jwt.is_some() {
+            if let Some(token) = bearer(self.req) {
+                self.token = Some(token);
+                return AuthStep::VerifyJwt(token);
+            }
+        }
+        AuthStep::Custom
+    }
+
+    /// The host's check of the bearer token: its claims (then checked
+    /// against the policy at `unix_ms`), or why it was refused.
+    pub(crate) fn handle_jwt(
+        &mut self,
+        verified: Result<Claims, String>,
+        unix_ms: Option<u64>,
+    ) -> AuthStep<'a> {
+        let token = self.token.take().unwrap_or_default();
+        match (verified, &self.auth.jwt) {
+            (Ok(claims), Some(jwt)) => match check_claims(jwt, &claims, unix_ms) {
+                Ok(principal) => return AuthStep::Done(Ok(principal)),
+                Err(r) => self.keep(r),
+            },
+            (Ok(_), None) => {}
+            (Err(why), _) => {
+                // The host's reason, unless it would echo the token.
+                // `find_str`, not `contains`: no two-way searcher in the `.wasm`.
+                let why = if !token.is_empty() && crate::wire::http::find_str(&why, token).is_some()
+                {
+                    "its signature or algorithm was not accepted".to_string()
+                } else {
+                    why
+                };
+                self.keep(Refusal::invalid_token(say(&[
+                    "the bearer token was refused: ",
+                    &why,
+                ])))
+            }
+        }
+        AuthStep::Custom
+    }
+
+    /// The host's own verifier's verdict (`None`: it has none); a refusal
+    /// carries its `challenge` ([`ServerHost::authenticate_challenge`])
+    /// when a custom verifier is configured.
+    pub(crate) fn handle_verdict(
+        &mut self,
+        verdict: Option<Verdict>,
+        challenge: impl FnOnce() -> Option<String>,
+    ) -> AuthStep<'a> {
+        match verdict {
+            Some(Verdict::Accepted(principal)) => return AuthStep::Done(Ok(principal)),
+            Some(Verdict::NotMine) | None => {}
+            Some(Verdict::Rejected { status, reason }) => self.keep(Refusal {
                 status: if status == 403 { 403 } else { 401 },
                 reason,
                 bearer_error: None,
                 challenge: None,
             }),
         }
+        let mut refusal = self.refused.take().unwrap_or_else(|| {
+            Refusal::unauthenticated("this agent needs credentials: none were given")
+        });
+        if self.auth.custom {
+            // Not a header's end: the challenge is one header value.
+            refusal.challenge =
+                challenge().filter(|c| !c.trim().is_empty() && !c.contains(['\r', '\n']));
+        }
+        AuthStep::Done(Err(refusal))
     }
-    let mut refusal = refused.unwrap_or_else(|| {
-        Refusal::unauthenticated("this agent needs credentials: none were given")
-    });
-    if auth.custom {
-        // Not a header's end: the challenge is one header value.
-        refusal.challenge = host
-            .authenticate_challenge()
-            .filter(|c| !c.trim().is_empty() && !c.contains(['\r', '\n']));
+}
+
+/// Runs the verifiers `auth` configures on `req` ([`AuthMachine`]): the
+/// caller they name, or the refusal.
+pub(crate) async fn authenticate<H: ServerHost>(
+    auth: &AuthConfig,
+    host: &H,
+    req: &HttpRequest,
+) -> Result<Principal, Refusal> {
+    let mut m = AuthMachine::new(auth, req);
+    let mut step = m.begin();
+    loop {
+        step = match step {
+            AuthStep::VerifyJwt(token) => {
+                let verified = host.verify_jwt(token).await;
+                m.handle_jwt(verified, host.unix_ms())
+            }
+            AuthStep::Custom => {
+                let verdict = match host.authenticate(req) {
+                    Some(verdict) => Some(verdict.await),
+                    None => None,
+                };
+                m.handle_verdict(verdict, || host.authenticate_challenge())
+            }
+            AuthStep::Done(done) => return done,
+        };
     }
-    Err(refusal)
 }
 
 /// The refusal of an unknown API key, naming where it went.
@@ -484,6 +564,157 @@ pub(crate) fn refusal_response(
         resp.headers.push(("WWW-Authenticate".into(), c));
     }
     resp
+}
+
+#[cfg(test)]
+mod machine_tests {
+    //! The authentication machine alone: its steps for given requests,
+    //! host checks and verdicts, with no host.
+    use super::super::auth::JwtConfig;
+    use super::*;
+    use serde_json::json;
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn config(custom: bool) -> AuthConfig {
+        AuthConfig {
+            api_keys: Some(ApiKeys {
+                location: KeyLocation::Header,
+                name: "X-API-Key".into(),
+                keys: vec![("alice".into(), "k-alice".into())],
+            }),
+            jwt: Some(JwtConfig {
+                issuer: Some("https://idp.example".into()),
+                audience: None,
+                jwks_url: None,
+                algorithms: vec!["HS256".into()],
+                secret_env: Some("S".into()),
+                leeway_seconds: 30,
+                required_scopes: vec!["a2a".into()],
+            }),
+            custom,
+        }
+    }
+
+    fn request(headers: &[(&str, &str)]) -> HttpRequest {
+        HttpRequest {
+            method: "POST".into(),
+            url: "/".into(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: Vec::new(),
+        }
+    }
+
+    fn claims(v: Value) -> Claims {
+        match v {
+            Value::Object(map) => map,
+            _ => panic!("claims are an object"),
+        }
+    }
+
+    fn done(step: AuthStep<'_>) -> Result<Principal, Refusal> {
+        match step {
+            AuthStep::Done(done) => done,
+            AuthStep::VerifyJwt(_) => panic!("expected the outcome, not a JWT check"),
+            AuthStep::Custom => panic!("expected the outcome, not the host's verifier"),
+        }
+    }
+
+    #[test]
+    fn a_known_api_key_names_the_caller_at_once() {
+        let (auth, req) = (config(false), request(&[("X-API-Key", "k-alice")]));
+        let mut m = AuthMachine::new(&auth, &req);
+        assert_eq!(done(m.begin()).expect("accepted").subject, "alice");
+    }
+
+    #[test]
+    fn a_bearer_token_is_checked_by_the_host_then_its_claims_here() {
+        let auth = config(false);
+        let req = request(&[("X-API-Key", "wrong"), ("Authorization", "Bearer tok.en")]);
+        let mut m = AuthMachine::new(&auth, &req);
+        let AuthStep::VerifyJwt(token) = m.begin() else {
+            panic!("expected the token to be checked");
+        };
+        assert_eq!(token, "tok.en");
+        let good = claims(json!({"sub": "bob", "iss": "https://idp.example",
+            "exp": 2_000_000_000u64, "scope": "a2a"}));
+        let step = m.handle_jwt(Ok(good), Some(1_000_000_000_000));
+        assert_eq!(done(step).expect("accepted").subject, "bob");
+        // Claims that fail the policy (a missing scope): a 403 that a later
+        // 401 does not replace.
+        let mut m = AuthMachine::new(&auth, &req);
+        let _ = m.begin();
+        let narrow = claims(json!({"sub": "bob", "iss": "https://idp.example",
+            "exp": 2_000_000_000u64, "scope": "other"}));
+        assert!(matches!(
+            m.handle_jwt(Ok(narrow), Some(1_000_000_000_000)),
+            AuthStep::Custom
+        ));
+        let rejected = Verdict::Rejected {
+            status: 401,
+            reason: "no".into(),
+        };
+        let refusal = done(m.handle_verdict(Some(rejected), || None)).expect_err("refused");
+        assert_eq!(refusal.status, 403, "{refusal:?}");
+    }
+
+    #[test]
+    fn a_hosts_reason_that_echoes_the_token_is_not_repeated() {
+        let auth = config(false);
+        let req = request(&[("Authorization", "Bearer s3cret")]);
+        let mut m = AuthMachine::new(&auth, &req);
+        let _ = m.begin();
+        let step = m.handle_jwt(Err("bad token s3cret".into()), None);
+        let refusal = done(m.handle_verdict(None, || None)).expect_err("refused");
+        assert!(matches!(step, AuthStep::Custom));
+        assert!(!refusal.reason.contains("s3cret"), "{}", refusal.reason);
+        assert_eq!(refusal.bearer_error, Some("invalid_token"));
+    }
+
+    #[test]
+    fn the_hosts_verifier_decides_last_and_its_challenge_goes_on_a_refusal() {
+        let req = request(&[]);
+        let auth = config(true);
+        let mut m = AuthMachine::new(&auth, &req);
+        assert!(matches!(m.begin(), AuthStep::Custom));
+        let accepted = Verdict::Accepted(Principal {
+            subject: "carol".into(),
+            ..Principal::default()
+        });
+        let step = m.handle_verdict(Some(accepted), || panic!("no challenge when accepted"));
+        assert_eq!(done(step).expect("accepted").subject, "carol");
+        let mut m = AuthMachine::new(&auth, &req);
+        let _ = m.begin();
+        let challenge = || Some("Session realm=\"corp\"".to_string());
+        let refusal =
+            done(m.handle_verdict(Some(Verdict::NotMine), challenge)).expect_err("no credentials");
+        assert_eq!(refusal.status, 401);
+        assert!(
+            refusal.reason.contains("none were given"),
+            "{}",
+            refusal.reason
+        );
+        assert_eq!(refusal.challenge.as_deref(), Some("Session realm=\"corp\""));
+        // A challenge that would end the header is dropped; without a custom
+        // verifier configured, none is asked.
+        let mut m = AuthMachine::new(&auth, &req);
+        let _ = m.begin();
+        let split = || Some("a\r\nSet-Cookie: x".to_string());
+        assert_eq!(
+            done(m.handle_verdict(None, split))
+                .expect_err("refused")
+                .challenge,
+            None
+        );
+        let plain = config(false);
+        let mut m = AuthMachine::new(&plain, &req);
+        let _ = m.begin();
+        let refusal = done(m.handle_verdict(None, || Some("x".into()))).expect_err("refused");
+        assert_eq!(refusal.challenge, None);
+    }
 }
 
 #[cfg(test)]
