@@ -163,29 +163,47 @@ pub struct ObservedStore {
     on_state: Option<OnState>,
 }
 
+/// A read of a task (owned or shared) through the store, with its span
+/// and metric.
+fn observed_read<T: std::borrow::Borrow<Task>, R>(
+    read: impl FnOnce() -> R,
+) -> impl std::future::Future<Output = Result<Option<T>, StoreError>> + Send
+where
+    R: std::future::Future<Output = Result<Option<T>, StoreError>> + Send,
+{
+    #[cfg(feature = "otel")]
+    let span = crate::otel::store_op("get", None);
+    #[cfg(feature = "metrics")]
+    let started = std::time::Instant::now();
+    let got = read();
+    async move {
+        let got = got.await;
+        #[cfg(feature = "metrics")]
+        crate::metrics::store("get", started, got.is_ok());
+        #[cfg(feature = "otel")]
+        if let Some(span) = span {
+            if let Ok(Some(task)) = &got {
+                crate::otel::task_read(task.borrow());
+            }
+            span.finish(&got);
+        }
+        got
+    }
+}
+
 impl TaskStore for ObservedStore {
     fn get(
         &self,
         id: &str,
     ) -> impl std::future::Future<Output = Result<Option<Task>, StoreError>> + Send {
-        #[cfg(feature = "otel")]
-        let span = crate::otel::store_op("get", None);
-        #[cfg(feature = "metrics")]
-        let started = std::time::Instant::now();
-        let got = self.inner.get(id);
-        async move {
-            let got = got.await;
-            #[cfg(feature = "metrics")]
-            crate::metrics::store("get", started, got.is_ok());
-            #[cfg(feature = "otel")]
-            if let Some(span) = span {
-                if let Ok(Some(task)) = &got {
-                    crate::otel::task_read(task);
-                }
-                span.finish(&got);
-            }
-            got
-        }
+        observed_read(|| self.inner.get(id))
+    }
+
+    fn get_shared(
+        &self,
+        id: &str,
+    ) -> impl std::future::Future<Output = Result<Option<Arc<Task>>, StoreError>> + Send {
+        observed_read(|| self.inner.get_shared(id))
     }
 
     fn list(

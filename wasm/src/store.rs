@@ -38,6 +38,13 @@ impl TaskStore for Memory {
         self.0.get(id)
     }
 
+    fn get_shared(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<std::sync::Arc<Task>>, StoreError>> + MaybeSend {
+        self.0.get_shared(id)
+    }
+
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         self.0.save(task)
     }

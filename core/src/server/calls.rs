@@ -106,7 +106,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 // 1.0 wraps a SendMessage result: `{"task": …}`; 0.3 answers the bare task.
                 Ok(Answered::Task(Answer {
                     wrap: shape == Shape::V10,
-                    ..Answer::task(task, shape, history)
+                    ..Answer::task(Arc::new(task), shape, history)
                 }))
             }
             Some(Method::Get) => {
@@ -216,7 +216,8 @@ pub(super) fn answer_shape(call: &RpcRequest, task: &Task) -> Shape {
 
 /// A JSON-RPC result (always a task here), serialised straight to bytes.
 pub(super) struct Answer {
-    pub(super) task: Task,
+    /// Shared with the store when it is GetTask's, read from a memory store.
+    pub(super) task: Arc<Task>,
     pub(super) shape: Shape,
     pub(super) history_length: Option<usize>,
     /// 1.0 SendMessage results are `{"task": …}`.
@@ -225,12 +226,16 @@ pub(super) struct Answer {
 
 impl Answer {
     /// `task` answering `call`, in the shape [`answer_shape`] picks.
-    pub(super) fn about(call: &RpcRequest, task: Task, history_length: Option<usize>) -> Answer {
+    pub(super) fn about(
+        call: &RpcRequest,
+        task: Arc<Task>,
+        history_length: Option<usize>,
+    ) -> Answer {
         let shape = answer_shape(call, &task);
         Answer::task(task, shape, history_length)
     }
 
-    pub(super) fn task(task: Task, shape: Shape, history_length: Option<usize>) -> Answer {
+    pub(super) fn task(task: Arc<Task>, shape: Shape, history_length: Option<usize>) -> Answer {
         Answer {
             task,
             shape,

@@ -166,7 +166,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 CancelStep::Wait(slot) => cancel.handle_waited(self.waited(slot).await),
                 CancelStep::Read => {
                     let read = self.stored(Ok(id), owner).await;
-                    cancel.handle_read(read, self.host.unix_ms())
+                    cancel.handle_read(read.map(Arc::unwrap_or_clone), self.host.unix_ms())
                 }
                 CancelStep::Save(task, event) => {
                     let saved = self.store.save_with_events(&task, &[event]).await;
@@ -186,7 +186,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 CancelStep::Answer(answer) => break answer?,
             }
         };
-        Ok(Answer::task(task, shape, None))
+        Ok(Answer::task(Arc::new(task), shape, None))
     }
 
     /// A task not running here was stored `canceled`: the health, the

@@ -11,6 +11,7 @@ use super::{push_not_supported, A2aServer, Fulfiller, Owner, ServerHost, TaskSto
 use crate::model::task::{Shape, Task};
 use crate::wire::json::{object, with};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Which config method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +103,7 @@ impl<'a> ConfigMachine<'a> {
     /// `new_id` when it has no id; `unix_ms` dates it.
     pub(super) fn handle_task(
         &mut self,
-        stored: Result<Task, RpcError>,
+        stored: Result<Arc<Task>, RpcError>,
         allow_private: bool,
         new_id: impl FnOnce() -> String,
         unix_ms: impl FnOnce() -> Option<u64>,
@@ -338,10 +339,10 @@ mod tests {
         }
     }
 
-    fn owned(owner: &str) -> Result<Task, RpcError> {
+    fn owned(owner: &str) -> Result<Arc<Task>, RpcError> {
         let mut t = task("t1");
         t.owner = Some(owner.into());
-        Ok(t)
+        Ok(Arc::new(t))
     }
 
     fn answer(step: ConfigStep) -> Result<Value, RpcError> {

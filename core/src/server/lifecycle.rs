@@ -11,7 +11,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         &'a self,
         params: &'a Value,
         owner: Owner<'a>,
-    ) -> impl Future<Output = Result<Task, RpcError>> + 'a {
+    ) -> impl Future<Output = Result<Arc<Task>, RpcError>> + 'a {
         self.stored(task_id(params), owner)
     }
 

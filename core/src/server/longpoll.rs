@@ -211,6 +211,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 LongPollStep::Read => {
                     // Another caller's task is not found.
                     let read = self.existing(&call.params, owner).await;
+                    let read = read.map(Arc::unwrap_or_clone);
                     held.poll.handle_read(read, self.host.now_ms())
                 }
                 LongPollStep::Answer(answer) => break answer?,
@@ -263,7 +264,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             };
         };
         drop(held);
-        Ok(Answer::about(call, task, history))
+        Ok(Answer::about(call, Arc::new(task), history))
     }
 }
 

@@ -543,7 +543,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let step = read.fail(task, self.host.unix_ms());
             if let Ok(task) = self.read(Ok(read), step).await {
                 if task.state == TaskState::Failed {
-                    settled.push(task.id);
+                    settled.push(task.id.clone());
                 }
             }
         }

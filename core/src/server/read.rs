@@ -22,8 +22,8 @@ pub(super) enum ReadStep {
     /// The task was failed as interrupted and stored: the store changed
     /// (at its version), the host hears `report`, and the task is the answer.
     Interrupted { task: Box<Task>, report: String },
-    /// The answer.
-    Answer(Result<Task, RpcError>),
+    /// The answer: the task as the store shares it ([`TaskStore::get_shared`]).
+    Answer(Result<Arc<Task>, RpcError>),
 }
 
 /// One read of task `id` for `owner`.
@@ -59,7 +59,7 @@ impl<'a> ReadMachine<'a> {
     /// failure (asked only then: most reads need no clock).
     pub(super) fn handle_read(
         &mut self,
-        read: Result<Option<Task>, StoreError>,
+        read: Result<Option<Arc<Task>>, StoreError>,
         unix_ms: impl FnOnce() -> Option<u64>,
         gone: impl FnOnce(&Task) -> bool,
     ) -> ReadStep {
@@ -68,7 +68,7 @@ impl<'a> ReadMachine<'a> {
             Ok(Some(task)) if !visible(&task, self.owner) => {
                 ReadStep::Answer(Err(task_not_found(self.id)))
             }
-            Ok(Some(task)) if gone(&task) => self.fail(task, unix_ms()),
+            Ok(Some(task)) if gone(&task) => self.fail(Arc::unwrap_or_clone(task), unix_ms()),
             Ok(Some(task)) => ReadStep::Answer(Ok(task)),
             Ok(None) => ReadStep::Answer(Err(task_not_found(self.id))),
             Err(e) => ReadStep::Answer(Err(RpcError::internal(format!(
@@ -141,7 +141,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         &'a self,
         id: Result<&'a str, RpcError>,
         owner: Owner<'a>,
-    ) -> impl Future<Output = Result<Task, RpcError>> + 'a {
+    ) -> impl Future<Output = Result<Arc<Task>, RpcError>> + 'a {
         self.read(id.map(|id| ReadMachine::new(id, owner)), ReadStep::Read)
     }
 
@@ -151,12 +151,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         &self,
         read: Result<ReadMachine<'_>, RpcError>,
         mut step: ReadStep,
-    ) -> Result<Task, RpcError> {
+    ) -> Result<Arc<Task>, RpcError> {
         let mut read = read?;
         loop {
             step = match step {
                 ReadStep::Read => {
-                    let got = self.store.get(read.id()).await;
+                    let got = self.store.get_shared(read.id()).await;
                     read.handle_read(got, || self.host.unix_ms(), |t| self.abandoned(t))
                 }
                 ReadStep::Save => {
@@ -172,7 +172,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 ReadStep::Interrupted { task, report } => {
                     self.store_changed(&task.id, Some(task.revision.version));
                     self.host.report(&report);
-                    return Ok(*task);
+                    return Ok(Arc::new(*task));
                 }
                 ReadStep::Answer(answer) => return answer,
             };
@@ -197,13 +197,17 @@ mod tests {
         t
     }
 
+    fn shared(id: &str, owner: &str) -> Arc<Task> {
+        Arc::new(owned(id, owner))
+    }
+
     #[test]
     fn a_stored_task_is_the_answer_and_another_callers_or_a_missing_one_is_not_found() {
         let mut read = ReadMachine::new("t", Some("alice"));
-        let got = read.handle_read(Ok(Some(owned("t", "alice"))), || Some(2_000), |_| false);
+        let got = read.handle_read(Ok(Some(shared("t", "alice"))), || Some(2_000), |_| false);
         assert!(matches!(got, ReadStep::Answer(Ok(t)) if t.id == "t"));
         let mut read = ReadMachine::new("t", Some("bob"));
-        let got = read.handle_read(Ok(Some(owned("t", "alice"))), || Some(2_000), |_| false);
+        let got = read.handle_read(Ok(Some(shared("t", "alice"))), || Some(2_000), |_| false);
         assert!(matches!(got, ReadStep::Answer(Err(e)) if e.code == rpc::TASK_NOT_FOUND));
         let mut read = ReadMachine::new("t", None);
         let got = read.handle_read(Ok(None), || None, |_| false);
@@ -215,7 +219,7 @@ mod tests {
     #[test]
     fn an_abandoned_task_is_failed_as_interrupted_over_the_version_read() {
         let mut read = ReadMachine::new("t", Some("alice"));
-        let step = read.handle_read(Ok(Some(owned("t", "alice"))), || Some(61_000), |_| true);
+        let step = read.handle_read(Ok(Some(shared("t", "alice"))), || Some(61_000), |_| true);
         assert!(matches!(step, ReadStep::Save));
         let (saving, events) = read.saving().expect("the failed task");
         assert_eq!(
@@ -234,17 +238,17 @@ mod tests {
     #[test]
     fn a_conflicting_failure_answers_the_task_as_read_again() {
         let mut read = ReadMachine::new("t", Some("alice"));
-        let _ = read.handle_read(Ok(Some(owned("t", "alice"))), || Some(61_000), |_| true);
+        let _ = read.handle_read(Ok(Some(shared("t", "alice"))), || Some(61_000), |_| true);
         let conflict = StoreError::conflict("t", Some(5), 5);
         assert!(matches!(read.handle_saved(Err(conflict)), ReadStep::Read));
         // Its replica renewed the lease meanwhile: the task as stored, not failed again.
         let mut renewed = owned("t", "alice");
         renewed.revision.version = 5;
-        let got = read.handle_read(Ok(Some(renewed)), || Some(61_001), |_| true);
+        let got = read.handle_read(Ok(Some(Arc::new(renewed))), || Some(61_001), |_| true);
         assert!(matches!(got, ReadStep::Answer(Ok(t)) if t.state == TaskState::Working));
         // A refused save (not a conflict) is not acknowledged.
         let mut read = ReadMachine::new("t", None);
-        let _ = read.handle_read(Ok(Some(owned("t", "a"))), || None, |_| true);
+        let _ = read.handle_read(Ok(Some(shared("t", "a"))), || None, |_| true);
         let refused = read.handle_saved(Err(StoreError::new("disk full")));
         assert!(matches!(refused, ReadStep::Answer(Err(e)) if e.message.contains("disk full")));
     }

@@ -489,7 +489,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 }
                 SendStep::Stored(id) => {
                     let stored = self.stored(Ok(&id), owner).await;
-                    send.handle_stored(stored, env)
+                    send.handle_stored(stored.map(Arc::unwrap_or_clone), env)
                 }
                 #[cfg(feature = "push")]
                 SendStep::PutPush(config, owner) => {

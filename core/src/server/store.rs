@@ -10,6 +10,7 @@ use hashbrown::DefaultHashBuilder;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 crate::error::message_error! {
     /// A store failure (disk full, a KV error, the memory store at capacity),
@@ -128,6 +129,17 @@ pub trait TaskStore:
     crate::host::transport::MaybeSend + crate::host::transport::MaybeSync + 'static
 {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend;
+    /// [`get`](TaskStore::get), the task shared rather than owned: every
+    /// read of a task for a caller goes through it. A store that keeps tasks
+    /// in memory hands out its own without copying it (GetTask writes its
+    /// answer from it). The default wraps what `get` reads, which a caller
+    /// that needs its own task then takes without a copy.
+    fn get_shared(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Arc<Task>>, StoreError>> + MaybeSend {
+        futures_util::FutureExt::map(self.get(id), |got| got.map(|t| t.map(Arc::new)))
+    }
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend;
     /// [`save`](TaskStore::save), and `events` (what changed the task since
     /// the stored version, in order) appended to its log under the saved
@@ -352,10 +364,11 @@ pub fn task_bytes(task: &Task) -> usize {
         + task.history.iter().map(message).sum::<usize>()
 }
 
-/// Tasks live boxed in a slab; the index and the eviction queue hold 4-byte
-/// slot numbers, so a task's id is stored once (in the task).
+/// Tasks live in a slab, each behind an `Arc` that readers share
+/// ([`TaskStore::get_shared`]); the index and the eviction queue hold
+/// 4-byte slot numbers, so a task's id is stored once (in the task).
 struct Inner {
-    slots: Vec<Option<Box<Task>>>,
+    slots: Vec<Option<Arc<Task>>>,
     /// [`task_bytes`] of the task in each slot.
     sizes: Vec<usize>,
     /// Their sum over the stored tasks.
@@ -482,6 +495,14 @@ impl<L: Locks> MemoryStore<L> {
         inner.slots[slot as usize].as_deref().cloned()
     }
 
+    /// The task with this id, now, shared: no copy of it is made (a later
+    /// save replaces the stored one; it never changes this one).
+    pub fn get_shared_now(&self, id: &str) -> Option<Arc<Task>> {
+        let inner = self.lock();
+        let slot = inner.find(id)?;
+        inner.slots[slot as usize].clone()
+    }
+
     /// The stored tasks that pass `filter`, now.
     pub fn list_now(&self, filter: &TaskFilter) -> Vec<Task> {
         let inner = self.lock();
@@ -539,8 +560,19 @@ impl<L: Locks> MemoryStore<L> {
                 ));
             }
             let newly_finished = task.state.is_terminal() && !stored.state.is_terminal();
-            (**stored).clone_from(task);
-            stored.revision.version = version + 1;
+            // In place, unless a reader holds the stored task: it keeps
+            // the version it read.
+            match Arc::get_mut(stored) {
+                Some(stored) => {
+                    stored.clone_from(task);
+                    stored.revision.version = version + 1;
+                }
+                None => {
+                    let mut fresh = task.clone();
+                    fresh.revision.version = version + 1;
+                    *stored = Arc::new(fresh);
+                }
+            }
             if newly_finished {
                 inner.finished.push_back(slot);
             }
@@ -571,8 +603,9 @@ impl<L: Locks> MemoryStore<L> {
             };
             inner.remove(old);
         }
-        let mut boxed = Box::new(task.clone());
-        boxed.revision.version = 1;
+        let mut fresh = task.clone();
+        fresh.revision.version = 1;
+        let boxed = Arc::new(fresh);
         let slot = match inner.free.pop() {
             Some(slot) => {
                 inner.slots[slot as usize] = Some(boxed);
@@ -615,6 +648,13 @@ impl<L: Locks> MemoryStore<L> {
 impl<L: Locks> TaskStore for MemoryStore<L> {
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<Task>, StoreError>> + MaybeSend {
         std::future::ready(Ok(self.get_now(id)))
+    }
+
+    fn get_shared(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Arc<Task>>, StoreError>> + MaybeSend {
+        std::future::ready(Ok(self.get_shared_now(id)))
     }
 
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
@@ -796,6 +836,13 @@ impl<M: TaskStore, H: TaskStore> TaskStore for HostStore<M, H> {
         dispatch!(self, s => s.get(id))
     }
 
+    fn get_shared(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Arc<Task>>, StoreError>> + MaybeSend {
+        dispatch!(self, s => s.get_shared(id))
+    }
+
     fn save(&self, task: &Task) -> impl Future<Output = Result<(), StoreError>> + MaybeSend {
         dispatch!(self, s => s.save(task))
     }
@@ -948,6 +995,43 @@ mod tests {
         assert_eq!(block_on(memory.events_after("t", 0)), Ok(Some(vec![])));
         let refused = block_on(memory.save(&t)).expect_err("version 1 again");
         assert!(refused.is_conflict());
+    }
+
+    /// A shared read is the stored task itself, not a copy; a save while a
+    /// reader holds it leaves the reader's version as it was; the default
+    /// of a store without its own shared read wraps what `get` reads.
+    #[test]
+    fn shared_reads_are_the_stored_task_and_keep_their_version_across_saves() {
+        let memory = MemoryStore::<TestLocks>::new(8);
+        let mut t = task("t", TaskState::Working);
+        memory.save_now(&t).expect("saved");
+        let held = memory.get_shared_now("t").expect("stored");
+        assert!(Arc::ptr_eq(
+            &held,
+            &memory.get_shared_now("t").expect("stored")
+        ));
+        t.state = TaskState::Completed;
+        t.revision.version = 2;
+        memory.save_now(&t).expect("saved over a held read");
+        assert_eq!((held.state, held.revision.version), (TaskState::Working, 1));
+        let now = memory.get_shared_now("t").expect("stored");
+        assert_eq!((now.state, now.revision.version), (TaskState::Completed, 2));
+        drop((held, now));
+        // Nobody holds it: saved in place, the same allocation.
+        let before = Arc::as_ptr(&memory.get_shared_now("t").expect("stored"));
+        t.revision.version = 3;
+        memory.save_now(&t).expect("saved");
+        assert_eq!(
+            Arc::as_ptr(&memory.get_shared_now("t").expect("stored")),
+            before
+        );
+        let plain = Plain::default();
+        block_on(plain.save(&t)).expect("saved");
+        let got = block_on(plain.get_shared("t"))
+            .expect("read")
+            .expect("stored");
+        assert_eq!(got.state, TaskState::Completed);
+        assert_eq!(block_on(plain.get_shared("u")), Ok(None));
     }
 
     #[test]

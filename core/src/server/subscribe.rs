@@ -94,7 +94,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             step = match step {
                 SubscribeStep::Stored => {
                     let stored = self.stored(Ok(m.id()), owner).await;
-                    m.handle_stored(stored)
+                    m.handle_stored(stored.map(Arc::unwrap_or_clone))
                 }
                 SubscribeStep::Answer(answer) => return answer,
             };
