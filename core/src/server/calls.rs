@@ -177,21 +177,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         owner: Owner<'_>,
     ) -> Result<list::Page, RpcError> {
         let mut list = list::ListMachine::new(params, shape, owner)?;
-        let mut step = list::ListStep::Page;
-        loop {
-            step = match step {
-                list::ListStep::Page => {
-                    let (filter, after, limit) = list.page_query();
-                    let read = self.store.list_page(filter, after, limit).await;
-                    list.handle_page(read)
-                }
-                list::ListStep::All => {
-                    let read = self.store.list(list.filter()).await;
-                    list.handle_all(read)
-                }
-                list::ListStep::Answer(answer) => return answer,
-            }
+        let (filter, after, limit) = list.page_query();
+        let read = self.store.list_page(filter, after, limit).await;
+        if let Some(page) = list.handle_page(read)? {
+            return Ok(page);
         }
+        let read = self.store.list(list.filter()).await;
+        list.handle_all(read)
     }
 }
 
