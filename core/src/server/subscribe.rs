@@ -3,21 +3,15 @@
 //! the store for its caller; a task in a terminal state cannot be followed
 //! (UnsupportedOperationError, as the A2A spec asks). No store, no host, no
 //! futures in [`SubscribeMachine`]; [`A2aServer::subscribe`] is its driver.
+//! One decision and at most one read, so each input returns what comes
+//! next by type (as the start and list machines).
 
 use super::*;
 
-/// What a subscription asks for next.
-#[must_use = "a subscription's step is what it waits for: run it, or the call stalls"]
-// One per subscription, moved once: boxing its task would cost an allocation.
-#[allow(clippy::large_enum_variant)]
-pub(super) enum SubscribeStep {
-    /// The stored task ([`SubscribeMachine::id`]) as its caller may see it
-    /// ([`A2aServer::stored`]), then [`SubscribeMachine::handle_stored`].
-    Stored,
-    /// The task as it is now, and the slot of its later events when it
-    /// runs here (none: it runs on another replica, or is about to end).
-    Answer(Result<(Task, Option<Slot>), RpcError>),
-}
+/// A subscription's answer: the task as it is now, and the slot of its
+/// later events when it runs here (none: it runs on another replica, or is
+/// about to end).
+pub(super) type Subscribed = Result<(Task, Option<Slot>), RpcError>;
 
 /// One SubscribeToTask.
 pub(super) struct SubscribeMachine<'a> {
@@ -39,32 +33,35 @@ impl<'a> SubscribeMachine<'a> {
         self.id
     }
 
-    /// The first step, under the lock of the tasks running here: a stream
-    /// of the task if it runs here, else a read of the stored task.
-    pub(super) fn begin(&mut self, tasks: &mut Tasks) -> SubscribeStep {
+    /// The first step, under the lock of the tasks running here: the
+    /// answer when the task runs here; `None`: the stored task
+    /// ([`SubscribeMachine::id`]) is read for its caller
+    /// ([`A2aServer::stored`]) for [`SubscribeMachine::handle_stored`].
+    #[must_use = "None asks for the stored task: read it, or the call stalls"]
+    pub(super) fn begin(&mut self, tasks: &mut Tasks) -> Option<Subscribed> {
         // Another caller's running task is not found, before anything follows it.
         if tasks.task(self.id).is_some_and(|t| !visible(t, self.owner)) {
-            return SubscribeStep::Answer(Err(task_not_found(self.id)));
+            return Some(Err(task_not_found(self.id)));
         }
         match tasks.subscribe(self.id) {
             Some((task, slot)) if task.state.is_terminal() => {
                 if let Some(slot) = slot {
                     tasks.drop_stream(slot);
                 }
-                SubscribeStep::Answer(Err(ended(&task)))
+                Some(Err(ended(&task)))
             }
-            Some(live) => SubscribeStep::Answer(Ok(live)),
-            None => SubscribeStep::Stored,
+            Some(live) => Some(Ok(live)),
+            None => None,
         }
     }
 
-    /// The stored task (not running here), as its caller may see it.
-    pub(super) fn handle_stored(&mut self, stored: Result<Task, RpcError>) -> SubscribeStep {
-        SubscribeStep::Answer(match stored {
+    /// The stored task (not running here), as its caller may see it: the answer.
+    pub(super) fn handle_stored(&mut self, stored: Result<Task, RpcError>) -> Subscribed {
+        match stored {
             Ok(task) if task.state.is_terminal() => Err(ended(&task)),
             Ok(task) => Ok((task, None)),
             Err(e) => Err(e),
-        })
+        }
     }
 }
 
@@ -89,16 +86,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         owner: Owner<'_>,
     ) -> Result<(Task, Option<Slot>), RpcError> {
         let mut m = SubscribeMachine::new(params, owner)?;
-        let mut step = m.begin(&mut self.tasks());
-        loop {
-            step = match step {
-                SubscribeStep::Stored => {
-                    let stored = self.stored(Ok(m.id()), owner).await;
-                    m.handle_stored(stored.map(Arc::unwrap_or_clone))
-                }
-                SubscribeStep::Answer(answer) => return answer,
-            };
+        if let Some(answer) = m.begin(&mut self.tasks()) {
+            return answer;
         }
+        let stored = self.stored(Ok(m.id()), owner).await;
+        m.handle_stored(stored.map(Arc::unwrap_or_clone))
     }
 }
 
@@ -111,11 +103,8 @@ mod tests {
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
-    fn answer(step: SubscribeStep) -> Result<(Task, Option<Slot>), RpcError> {
-        match step {
-            SubscribeStep::Answer(a) => a,
-            SubscribeStep::Stored => panic!("expected the answer, not a read"),
-        }
+    fn answer(step: Option<Subscribed>) -> Subscribed {
+        step.expect("expected the answer, not a read")
     }
 
     #[test]
@@ -142,18 +131,18 @@ mod tests {
         let mut tasks = Tasks::default();
         let params = json!({"id": "t1"});
         let mut m = SubscribeMachine::new(&params, None).expect("ok");
-        assert!(matches!(m.begin(&mut tasks), SubscribeStep::Stored));
+        assert!(m.begin(&mut tasks).is_none(), "the stored task is read");
         assert_eq!(m.id(), "t1");
         let mut working = task("t1");
         working.state = TaskState::Working;
-        let (first, slot) = answer(m.handle_stored(Ok(working))).expect("followed");
+        let (first, slot) = m.handle_stored(Ok(working)).expect("followed");
         assert_eq!((first.state, slot), (TaskState::Working, None));
         let mut done = task("t1");
         done.state = TaskState::Completed;
-        let refused = answer(m.handle_stored(Ok(done))).expect_err("ended");
+        let refused = m.handle_stored(Ok(done)).expect_err("ended");
         assert_eq!(refused.code, rpc::UNSUPPORTED_OPERATION);
         let missing = Err(task_not_found("t1"));
-        let refused = answer(m.handle_stored(missing)).expect_err("missing");
+        let refused = m.handle_stored(missing).expect_err("missing");
         assert_eq!(refused.code, rpc::TASK_NOT_FOUND);
         assert!(SubscribeMachine::new(&json!({}), None).is_err());
     }
