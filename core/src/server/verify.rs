@@ -48,25 +48,17 @@ impl Refusal {
     }
 }
 
-/// What the authentication step asks for next.
-#[must_use = "an authentication's step is what it waits for: run it, or the call stalls"]
-pub(crate) enum AuthStep<'a> {
-    /// Check this bearer token's signature and `alg`
-    /// ([`ServerHost::verify_jwt`]), then [`AuthMachine::handle_jwt`].
-    VerifyJwt(&'a str),
-    /// Ask the host's own verifier ([`ServerHost::authenticate`]), then
-    /// [`AuthMachine::handle_verdict`].
-    Custom,
-    /// The caller, or the refusal.
-    Done(Result<Principal, Refusal>),
-}
-
 /// The verifiers `auth` configures run on one request, cheapest first:
 /// API keys, then a bearer JWT (its signature checked by the host, its
 /// claims here), then the host's own verifier. The first to accept names
 /// the caller. When none does, the refusal of the verifiers that read a
 /// credential (a 403 over a 401: that caller did prove who it is), else "no
-/// credentials". No host and no futures in it; [`authenticate`] is its driver.
+/// credentials". No host and no futures in it; [`authenticate`] is its
+/// driver. Each input returns what comes next by type: [`AuthMachine::begin`]
+/// the caller of a known API key; else the bearer token
+/// ([`AuthMachine::token`]) checked by the host for
+/// [`AuthMachine::handle_jwt`]; else the host's own verifier asked for
+/// [`AuthMachine::handle_verdict`], which gives the outcome.
 pub(crate) struct AuthMachine<'a> {
     auth: &'a AuthConfig,
     req: &'a HttpRequest,
@@ -92,41 +84,48 @@ impl<'a> AuthMachine<'a> {
         }
     }
 
-    /// The first step: an API key is checked at once.
-    pub(crate) fn begin(&mut self) -> AuthStep<'a> {
+    /// The first step: an API key is checked at once (`Some`: its caller);
+    /// a bearer token is kept when a JWT verifier is configured.
+    #[must_use = "Some is the caller; None asks for the next verifier"]
+    pub(crate) fn begin(&mut self) -> Option<Principal> {
         if let Some(keys) = &self.auth.api_keys {
             if let Some(given) = api_key(self.req, keys) {
                 match key_owner(keys, given.as_bytes()) {
                     Some(subject) => {
-                        return AuthStep::Done(Ok(Principal {
+                        return Some(Principal {
                             subject: subject.to_string(),
                             ..Principal::default()
-                        }))
+                        })
                     }
                     None => self.keep(Refusal::unauthenticated(key_place(keys))),
                 }
             }
         }
         if self.auth.jwt.is_some() {
-            if let Some(token) = bearer(self.req) {
-                self.token = Some(token);
-                return AuthStep::VerifyJwt(token);
-            }
+            self.token = bearer(self.req);
         }
-        AuthStep::Custom
+        None
+    }
+
+    /// The bearer token for the host to check ([`ServerHost::verify_jwt`]),
+    /// then [`AuthMachine::handle_jwt`]; `None`: on to the host's own verifier.
+    pub(crate) fn token(&self) -> Option<&'a str> {
+        self.token
     }
 
     /// The host's check of the bearer token: its claims (then checked
-    /// against the policy at `unix_ms`), or why it was refused.
+    /// against the policy at `unix_ms`), or why it was refused. `Some`: the
+    /// caller; `None`: on to the host's own verifier.
+    #[must_use = "Some is the caller; None asks for the next verifier"]
     pub(crate) fn handle_jwt(
         &mut self,
         verified: Result<Claims, String>,
         unix_ms: Option<u64>,
-    ) -> AuthStep<'a> {
+    ) -> Option<Principal> {
         let token = self.token.take().unwrap_or_default();
         match (verified, &self.auth.jwt) {
             (Ok(claims), Some(jwt)) => match check_claims(jwt, &claims, unix_ms) {
-                Ok(principal) => return AuthStep::Done(Ok(principal)),
+                Ok(principal) => return Some(principal),
                 Err(r) => self.keep(r),
             },
             (Ok(_), None) => {}
@@ -145,19 +144,20 @@ impl<'a> AuthMachine<'a> {
                 ])))
             }
         }
-        AuthStep::Custom
+        None
     }
 
-    /// The host's own verifier's verdict (`None`: it has none); a refusal
-    /// carries its `challenge` ([`ServerHost::authenticate_challenge`])
-    /// when a custom verifier is configured.
+    /// The host's own verifier's verdict (`None`: it has none): the
+    /// outcome. A refusal carries the `challenge`
+    /// ([`ServerHost::authenticate_challenge`]) when a custom verifier is
+    /// configured.
     pub(crate) fn handle_verdict(
         &mut self,
         verdict: Option<Verdict>,
         challenge: impl FnOnce() -> Option<String>,
-    ) -> AuthStep<'a> {
+    ) -> Result<Principal, Refusal> {
         match verdict {
-            Some(Verdict::Accepted(principal)) => return AuthStep::Done(Ok(principal)),
+            Some(Verdict::Accepted(principal)) => return Ok(principal),
             Some(Verdict::NotMine) | None => {}
             Some(Verdict::Rejected { status, reason }) => self.keep(Refusal {
                 status: if status == 403 { 403 } else { 401 },
@@ -174,7 +174,7 @@ impl<'a> AuthMachine<'a> {
             refusal.challenge =
                 challenge().filter(|c| !c.trim().is_empty() && !c.contains(['\r', '\n']));
         }
-        AuthStep::Done(Err(refusal))
+        Err(refusal)
     }
 }
 
@@ -186,23 +186,20 @@ pub(crate) async fn authenticate<H: ServerHost>(
     req: &HttpRequest,
 ) -> Result<Principal, Refusal> {
     let mut m = AuthMachine::new(auth, req);
-    let mut step = m.begin();
-    loop {
-        step = match step {
-            AuthStep::VerifyJwt(token) => {
-                let verified = host.verify_jwt(token).await;
-                m.handle_jwt(verified, host.unix_ms())
-            }
-            AuthStep::Custom => {
-                let verdict = match host.authenticate(req) {
-                    Some(verdict) => Some(verdict.await),
-                    None => None,
-                };
-                m.handle_verdict(verdict, || host.authenticate_challenge())
-            }
-            AuthStep::Done(done) => return done,
-        };
+    if let Some(caller) = m.begin() {
+        return Ok(caller);
     }
+    if let Some(token) = m.token() {
+        let verified = host.verify_jwt(token).await;
+        if let Some(caller) = m.handle_jwt(verified, host.unix_ms()) {
+            return Ok(caller);
+        }
+    }
+    let verdict = match host.authenticate(req) {
+        Some(verdict) => Some(verdict.await),
+        None => None,
+    };
+    m.handle_verdict(verdict, || host.authenticate_challenge())
 }
 
 /// The refusal of an unknown API key, naming where it went.
@@ -615,19 +612,11 @@ mod machine_tests {
         }
     }
 
-    fn done(step: AuthStep<'_>) -> Result<Principal, Refusal> {
-        match step {
-            AuthStep::Done(done) => done,
-            AuthStep::VerifyJwt(_) => panic!("expected the outcome, not a JWT check"),
-            AuthStep::Custom => panic!("expected the outcome, not the host's verifier"),
-        }
-    }
-
     #[test]
     fn a_known_api_key_names_the_caller_at_once() {
         let (auth, req) = (config(false), request(&[("X-API-Key", "k-alice")]));
         let mut m = AuthMachine::new(&auth, &req);
-        assert_eq!(done(m.begin()).expect("accepted").subject, "alice");
+        assert_eq!(m.begin().expect("accepted").subject, "alice");
     }
 
     #[test]
@@ -635,30 +624,35 @@ mod machine_tests {
         let auth = config(false);
         let req = request(&[("X-API-Key", "wrong"), ("Authorization", "Bearer tok.en")]);
         let mut m = AuthMachine::new(&auth, &req);
-        let AuthStep::VerifyJwt(token) = m.begin() else {
-            panic!("expected the token to be checked");
-        };
-        assert_eq!(token, "tok.en");
+        assert!(m.begin().is_none(), "an unknown key names nobody");
+        assert_eq!(m.token(), Some("tok.en"));
         let good = claims(json!({"sub": "bob", "iss": "https://idp.example",
             "exp": 2_000_000_000u64, "scope": "a2a"}));
-        let step = m.handle_jwt(Ok(good), Some(1_000_000_000_000));
-        assert_eq!(done(step).expect("accepted").subject, "bob");
+        let caller = m.handle_jwt(Ok(good), Some(1_000_000_000_000));
+        assert_eq!(caller.expect("accepted").subject, "bob");
         // Claims that fail the policy (a missing scope): a 403 that a later
         // 401 does not replace.
         let mut m = AuthMachine::new(&auth, &req);
-        let _ = m.begin();
+        assert!(m.begin().is_none());
         let narrow = claims(json!({"sub": "bob", "iss": "https://idp.example",
             "exp": 2_000_000_000u64, "scope": "other"}));
-        assert!(matches!(
-            m.handle_jwt(Ok(narrow), Some(1_000_000_000_000)),
-            AuthStep::Custom
-        ));
+        assert!(m.handle_jwt(Ok(narrow), Some(1_000_000_000_000)).is_none());
         let rejected = Verdict::Rejected {
             status: 401,
             reason: "no".into(),
         };
-        let refusal = done(m.handle_verdict(Some(rejected), || None)).expect_err("refused");
+        let refusal = m
+            .handle_verdict(Some(rejected), || None)
+            .expect_err("refused");
         assert_eq!(refusal.status, 403, "{refusal:?}");
+        // No JWT verifier configured: a bearer token is not for this step.
+        let keys_only = AuthConfig {
+            jwt: None,
+            ..config(false)
+        };
+        let mut m = AuthMachine::new(&keys_only, &req);
+        assert!(m.begin().is_none());
+        assert_eq!(m.token(), None);
     }
 
     #[test]
@@ -666,10 +660,9 @@ mod machine_tests {
         let auth = config(false);
         let req = request(&[("Authorization", "Bearer s3cret")]);
         let mut m = AuthMachine::new(&auth, &req);
-        let _ = m.begin();
-        let step = m.handle_jwt(Err("bad token s3cret".into()), None);
-        let refusal = done(m.handle_verdict(None, || None)).expect_err("refused");
-        assert!(matches!(step, AuthStep::Custom));
+        assert!(m.begin().is_none());
+        assert!(m.handle_jwt(Err("bad token s3cret".into()), None).is_none());
+        let refusal = m.handle_verdict(None, || None).expect_err("refused");
         assert!(!refusal.reason.contains("s3cret"), "{}", refusal.reason);
         assert_eq!(refusal.bearer_error, Some("invalid_token"));
     }
@@ -679,18 +672,20 @@ mod machine_tests {
         let req = request(&[]);
         let auth = config(true);
         let mut m = AuthMachine::new(&auth, &req);
-        assert!(matches!(m.begin(), AuthStep::Custom));
+        assert!(m.begin().is_none());
+        assert_eq!(m.token(), None, "no bearer token given");
         let accepted = Verdict::Accepted(Principal {
             subject: "carol".into(),
             ..Principal::default()
         });
-        let step = m.handle_verdict(Some(accepted), || panic!("no challenge when accepted"));
-        assert_eq!(done(step).expect("accepted").subject, "carol");
+        let caller = m.handle_verdict(Some(accepted), || panic!("no challenge when accepted"));
+        assert_eq!(caller.expect("accepted").subject, "carol");
         let mut m = AuthMachine::new(&auth, &req);
-        let _ = m.begin();
+        assert!(m.begin().is_none());
         let challenge = || Some("Session realm=\"corp\"".to_string());
-        let refusal =
-            done(m.handle_verdict(Some(Verdict::NotMine), challenge)).expect_err("no credentials");
+        let refusal = m
+            .handle_verdict(Some(Verdict::NotMine), challenge)
+            .expect_err("no credentials");
         assert_eq!(refusal.status, 401);
         assert!(
             refusal.reason.contains("none were given"),
@@ -701,18 +696,16 @@ mod machine_tests {
         // A challenge that would end the header is dropped; without a custom
         // verifier configured, none is asked.
         let mut m = AuthMachine::new(&auth, &req);
-        let _ = m.begin();
+        assert!(m.begin().is_none());
         let split = || Some("a\r\nSet-Cookie: x".to_string());
-        assert_eq!(
-            done(m.handle_verdict(None, split))
-                .expect_err("refused")
-                .challenge,
-            None
-        );
+        let refusal = m.handle_verdict(None, split).expect_err("refused");
+        assert_eq!(refusal.challenge, None);
         let plain = config(false);
         let mut m = AuthMachine::new(&plain, &req);
-        let _ = m.begin();
-        let refusal = done(m.handle_verdict(None, || Some("x".into()))).expect_err("refused");
+        assert!(m.begin().is_none());
+        let refusal = m
+            .handle_verdict(None, || Some("x".into()))
+            .expect_err("refused");
         assert_eq!(refusal.challenge, None);
     }
 }
