@@ -66,6 +66,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 }
 
 /// What a new task's caller follows.
+#[derive(Clone, Copy)]
 pub(super) enum Follow {
     None,
     /// Its events (SendStreamingMessage).

@@ -86,8 +86,7 @@ pub(super) struct SendMachine<'a> {
     params: &'a Value,
     shape: Shape,
     owner: Owner<'a>,
-    follow: Option<Follow>,
-    streaming: bool,
+    follow: Follow,
     /// Awaiting a blocking send's outcome (else, while waiting: the task to continue).
     awaiting: bool,
     /// Whether the caller named a task or a context (which may have
@@ -181,8 +180,7 @@ impl<'a> SendMachine<'a> {
             params,
             shape,
             owner,
-            follow: Some(follow),
-            streaming,
+            follow,
             awaiting: false,
             named: task_id.is_some() || context_id.is_some(),
             context: None,
@@ -378,7 +376,7 @@ impl<'a> SendMachine<'a> {
         turns.extend(own.iter().cloned());
         let skip = turns.len().saturating_sub(MAX_CONTEXT_MESSAGES);
         turns.drain(..skip);
-        let follow = self.follow.take().unwrap_or(Follow::None);
+        let follow = self.follow;
         let request = FulfilRequest {
             task_id: task.id.clone(),
             context_id: task.context_id.clone(),
@@ -389,7 +387,7 @@ impl<'a> SendMachine<'a> {
         };
         // A blocking send may answer with the task as the turn began; a
         // stream answers with the task its start gives.
-        if !self.streaming {
+        if !self.streaming() {
             self.task_id = Some(task.id.clone());
             self.task = Some(task.clone());
         }
@@ -408,7 +406,7 @@ impl<'a> SendMachine<'a> {
             Ok(started) => started,
             Err(e) => return SendStep::Done(Err(e)),
         };
-        if self.streaming {
+        if self.streaming() {
             return SendStep::Done(match started.stream {
                 Some((first, slot)) => Ok(Box::new(Sent::Stream { first, slot })),
                 None => Err(RpcError::internal("the task ended at once".into())),
@@ -433,6 +431,11 @@ impl<'a> SendMachine<'a> {
             Some(task) => self.answer(task),
             None => SendStep::Done(Err(RpcError::internal("no task".into()))),
         }
+    }
+
+    /// A SendStreamingMessage: it answers with the stream its start gives.
+    fn streaming(&self) -> bool {
+        matches!(self.follow, Follow::Stream)
     }
 
     fn answer(&mut self, task: Task) -> SendStep {
