@@ -7,7 +7,7 @@
 use super::push::{check_webhook_url, configs_of, PushConfig, MAX_CONFIGS_PER_TASK};
 use super::rpc::{self, RpcError, RpcRequest};
 use super::store::StoreError;
-use super::{push_not_supported, A2aServer, Fulfiller, Owner, ServerHost, TaskStore};
+use super::{push_not_supported, store_failed, A2aServer, Fulfiller, Owner, ServerHost, TaskStore};
 use crate::model::task::{Shape, Task};
 use crate::wire::json::{object, with};
 use serde_json::Value;
@@ -172,11 +172,7 @@ impl<'a> ConfigMachine<'a> {
     pub(super) fn handle_configs(&mut self, read: Result<Option<Value>, StoreError>) -> ConfigStep {
         let stored = match read {
             Ok(stored) => stored,
-            Err(e) => {
-                return ConfigStep::Answer(Err(RpcError::internal(format!(
-                    "the task store failed: {e}"
-                ))))
-            }
+            Err(e) => return ConfigStep::Answer(Err(store_failed(e))),
         };
         let shape = self.shape();
         let configs = configs_of(stored, self.task);

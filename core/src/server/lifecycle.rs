@@ -95,6 +95,11 @@ pub(super) fn push_not_supported() -> RpcError {
     )
 }
 
+/// The error for a store that failed to answer a read or a list.
+pub(super) fn store_failed(e: StoreError) -> RpcError {
+    RpcError::internal(format!("the task store failed: {e}"))
+}
+
 /// The error for a state the store did not take: never acknowledged.
 pub(super) fn not_stored(e: &str) -> RpcError {
     RpcError::internal(format!("the task's new state could not be stored: {e}"))

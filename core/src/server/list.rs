@@ -7,6 +7,7 @@
 
 use super::rpc::{self, RpcError};
 use super::store::{StoreError, TaskFilter};
+use super::store_failed;
 use crate::model::task::{Shape, Task, TaskState};
 use crate::wire::json::quoted;
 use serde::ser::SerializeMap;
@@ -241,10 +242,6 @@ impl ListMachine {
             Err(e) => Err(store_failed(e)),
         }
     }
-}
-
-fn store_failed(e: StoreError) -> RpcError {
-    RpcError::internal(format!("the task store failed: {e}"))
 }
 
 /// One page of a ListTasks answer.

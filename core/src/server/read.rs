@@ -71,9 +71,7 @@ impl<'a> ReadMachine<'a> {
             Ok(Some(task)) if gone(&task) => self.fail(Arc::unwrap_or_clone(task), unix_ms()),
             Ok(Some(task)) => ReadStep::Answer(Ok(task)),
             Ok(None) => ReadStep::Answer(Err(task_not_found(self.id))),
-            Err(e) => ReadStep::Answer(Err(RpcError::internal(format!(
-                "the task store failed: {e}"
-            )))),
+            Err(e) => ReadStep::Answer(Err(store_failed(e))),
         }
     }
 
