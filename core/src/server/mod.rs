@@ -541,10 +541,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let id = task.id.clone();
             let mut read = read::ReadMachine::new(&id, None);
             let step = read.fail(task, self.host.unix_ms());
-            if let Ok(task) = self.read(Ok(read), step).await {
-                if task.state == TaskState::Failed {
-                    settled.push(task.id.clone());
-                }
+            let read = self.read(Ok(read), step).await;
+            if read.is_ok_and(|task| task.state == TaskState::Failed) {
+                settled.push(id);
             }
         }
         Ok(settled)
