@@ -6,21 +6,34 @@ use super::*;
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     pub(super) async fn json_rpc(
         self: &Arc<Self>,
+        io: &Io<H>,
         req: &HttpRequest,
         caller: Option<&Caller>,
+    ) -> Reply {
+        self.json_rpc_call(io, req, caller, RpcRequest::parse(req))
+            .await
+    }
+
+    /// Answers a JSON-RPC request already parsed (`parsed`).
+    pub(super) async fn json_rpc_call(
+        self: &Arc<Self>,
+        io: &Io<H>,
+        req: &HttpRequest,
+        caller: Option<&Caller>,
+        parsed: Result<RpcRequest, (Value, RpcError)>,
     ) -> Reply {
         let owner = caller.map(|c| c.owner.as_str());
         let mut waited = None;
         // The shape errors are written in: 1.0 adds `data` details.
         let mut shape = Shape::V03;
-        let (id, outcome) = match RpcRequest::parse(req) {
+        let (id, outcome) = match parsed {
             Ok(call) if Method::from_name(&call.method).is_some_and(Method::streams) => {
                 let id = call.id.clone();
                 shape = call.shape;
                 // Boxed, as every path but GetTask's below: a request's
                 // future is as large as its largest path, and hosts move it
                 // (a memcpy of all of it) before its first poll.
-                match Box::pin(self.stream_call(call, owner, req)).await {
+                match Box::pin(self.stream_call(io, call, owner, req)).await {
                     Ok(reply) => return reply,
                     Err(e) => (id, Err(e)),
                 }
@@ -31,13 +44,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 let is_get = Method::from_name(&call.method) == Some(Method::Get);
                 // Hosts without a timer answer at once, as if no wait was asked.
                 let outcome = match self.long_poll(req, is_get) {
-                    Some((secs, at, timer)) => {
+                    Some((secs, at)) => {
                         waited = Some(secs);
-                        Box::pin(self.get_task_waiting(&call, at, timer, owner))
+                        Box::pin(self.get_task_waiting(io, &call, at, owner))
                             .await
                             .map(Answered::Task)
                     }
-                    None => self.dispatch(call, caller, req).await,
+                    None => self.dispatch(io, call, caller, req).await,
                 };
                 (id, outcome)
             }
@@ -49,47 +62,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 (id, Err(err))
             }
         };
-        let body = match &outcome {
-            Ok(result) => serde_json::to_vec(&Envelope {
-                jsonrpc: "2.0",
-                id: &id,
-                result: Some(result),
-                error: None,
-            }),
-            Err(e) => serde_json::to_vec(&Envelope {
-                jsonrpc: "2.0",
-                id: &id,
-                result: None,
-                error: Some(ErrorBody {
-                    code: e.code,
-                    message: &e.message,
-                    data: (shape == Shape::V10).then(|| e.details()),
-                }),
-            }),
-        };
-        // Serialising plain data into memory cannot fail; keep a valid answer anyway.
-        let body = body.unwrap_or_else(|_| {
-            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#
-                .to_vec()
-        });
-        let mut resp = HttpResponse::json(200, body);
-        // A client that sends the A2A media type (1.0.1) gets it back;
-        // `application/json` to the others.
-        if req
-            .header("Content-Type")
-            .is_some_and(|t| t.trim_start().starts_with(rest::A2A_JSON))
-        {
-            resp.headers = vec![("Content-Type".into(), rest::A2A_JSON.into())];
-        }
-        if let Some(secs) = waited {
-            resp.headers
-                .push(("Preference-Applied".into(), format!("wait={secs}")));
-        }
-        Reply::Full(resp)
+        Reply::Full(rpc_answer(req, &id, &outcome, shape, waited))
     }
 
     pub(super) async fn dispatch(
         self: &Arc<Self>,
+        io: &Io<H>,
         call: RpcRequest,
         caller: Option<&Caller>,
         req: &HttpRequest,
@@ -99,7 +77,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         match Method::from_name(&call.method) {
             // Boxed: see json_rpc.
             Some(Method::Send) => {
-                let sent = Box::pin(self.send(&call.params, shape, owner, req, false)).await?;
+                let sent = Box::pin(self.send(io, &call.params, shape, owner, req, false)).await?;
                 let send::Sent::Task { task, history } = *sent else {
                     return Err(RpcError::internal("a SendMessage got a stream".into()));
                 };
@@ -111,21 +89,21 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             }
             Some(Method::Get) => {
                 let history = validate::history_length(&call.params, "historyLength")?;
-                let task = self.existing(&call.params, owner).await?;
+                let task = self.existing(io, &call.params, owner).await?;
                 let answer = Answer::about(&call, task, history);
                 Ok(Answered::Task(answer))
             }
             Some(Method::Cancel) => {
-                let mut answer = Box::pin(self.cancel(&call.params, shape, owner)).await?;
+                let mut answer = Box::pin(self.cancel(io, &call.params, shape, owner)).await?;
                 answer.shape = answer_shape(&call, &answer.task);
                 Ok(Answered::Task(answer))
             }
-            Some(Method::List) => Box::pin(self.list(&call.params, shape, owner))
+            Some(Method::List) => Box::pin(self.list(io, &call.params, shape, owner))
                 .await
                 .map(Answered::Page),
             #[cfg(feature = "push")]
             Some(Method::PushConfig) if self.push.is_some() => {
-                Box::pin(self.push_config(&call, owner))
+                Box::pin(self.push_config(io, &call, owner))
                     .await
                     .map(|v| Answered::Value(Box::new(v)))
             }
@@ -172,19 +150,70 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// driver of a [`list::ListMachine`].
     pub(super) async fn list(
         &self,
+        io: &Io<H>,
         params: &Value,
         shape: Shape,
         owner: Owner<'_>,
     ) -> Result<list::Page, RpcError> {
         let mut list = list::ListMachine::new(params, shape, owner)?;
         let (filter, after, limit) = list.page_query();
-        let read = self.store.list_page(filter, after, limit).await;
+        let after = after.map(|(ms, id)| (ms, id.to_string()));
+        let read = io.list_page(filter.clone(), after, limit).await;
         if let Some(page) = list.handle_page(read)? {
             return Ok(page);
         }
-        let read = self.store.list(list.filter()).await;
+        let read = io.list(list.filter().clone()).await;
         list.handle_all(read)
     }
+}
+
+/// The HTTP answer to JSON-RPC call `id`: its result or error in an
+/// envelope (the error's details in `shape`), in the media type the
+/// request was sent in; `waited`: the `Prefer: wait` honoured.
+pub(super) fn rpc_answer(
+    req: &HttpRequest,
+    id: &Value,
+    outcome: &Result<Answered, RpcError>,
+    shape: Shape,
+    waited: Option<u64>,
+) -> HttpResponse {
+    let body = match outcome {
+        Ok(result) => serde_json::to_vec(&Envelope {
+            jsonrpc: "2.0",
+            id,
+            result: Some(result),
+            error: None,
+        }),
+        Err(e) => serde_json::to_vec(&Envelope {
+            jsonrpc: "2.0",
+            id,
+            result: None,
+            error: Some(ErrorBody {
+                code: e.code,
+                message: &e.message,
+                data: (shape == Shape::V10).then(|| e.details()),
+            }),
+        }),
+    };
+    // Serialising plain data into memory cannot fail; keep a valid answer anyway.
+    let body = body.unwrap_or_else(|_| {
+        br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#
+            .to_vec()
+    });
+    let mut resp = HttpResponse::json(200, body);
+    // A client that sends the A2A media type (1.0.1) gets it back;
+    // `application/json` to the others.
+    if req
+        .header("Content-Type")
+        .is_some_and(|t| t.trim_start().starts_with(rest::A2A_JSON))
+    {
+        resp.headers = vec![("Content-Type".into(), rest::A2A_JSON.into())];
+    }
+    if let Some(secs) = waited {
+        resp.headers
+            .push(("Preference-Applied".into(), format!("wait={secs}")));
+    }
+    resp
 }
 
 /// `params.id`, the task a call names.

@@ -154,6 +154,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// CancelTask: the driver of a [`CancelMachine`].
     pub(super) async fn cancel(
         self: &Arc<Self>,
+        io: &Io<H>,
         params: &Value,
         shape: Shape,
         owner: Owner<'_>,
@@ -163,13 +164,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             CancelMachine::start(&mut self.tasks(), id, owner, self.host.unix_ms());
         let task = loop {
             step = match step {
-                CancelStep::Wait(slot) => cancel.handle_waited(self.waited(slot).await),
+                CancelStep::Wait(slot) => cancel.handle_waited(self.waited(io, slot).await),
                 CancelStep::Read => {
-                    let read = self.stored(Ok(id), owner).await;
+                    let read = self.stored(io, Ok(id), owner).await;
                     cancel.handle_read(read.map(Arc::unwrap_or_clone), self.host.unix_ms())
                 }
                 CancelStep::Save(task, event) => {
-                    let saved = self.store.save_with_events(&task, &[event]).await;
+                    let (task, saved) = io.save(task, vec![event]).await;
                     cancel.handle_saved(task, saved)
                 }
                 CancelStep::Stored(task) => {

@@ -7,7 +7,9 @@
 use super::push::{check_webhook_url, configs_of, PushConfig, MAX_CONFIGS_PER_TASK};
 use super::rpc::{self, RpcError, RpcRequest};
 use super::store::StoreError;
-use super::{push_not_supported, store_failed, A2aServer, Fulfiller, Owner, ServerHost, TaskStore};
+use super::{
+    push_not_supported, store_failed, A2aServer, Fulfiller, Io, Owner, ServerHost, TaskStore,
+};
 use crate::model::task::{Shape, Task};
 use crate::wire::json::{object, with};
 use serde_json::Value;
@@ -256,6 +258,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The four config methods: the driver of a [`ConfigMachine`].
     pub(super) async fn push_config(
         &self,
+        io: &Io<H>,
         call: &RpcRequest,
         owner: Owner<'_>,
     ) -> Result<Value, RpcError> {
@@ -267,7 +270,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         loop {
             step = match step {
                 ConfigStep::Task => {
-                    let stored = self.stored(Ok(m.task()), owner).await;
+                    let stored = self.stored(io, Ok(m.task()), owner).await;
                     m.handle_task(
                         stored,
                         options.allow_private_webhooks,
@@ -276,17 +279,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     )
                 }
                 ConfigStep::Put(record) => {
-                    let put = self
-                        .store
-                        .put_push_config(m.task(), &record, MAX_CONFIGS_PER_TASK)
+                    let put = io
+                        .put_push_config(m.task(), record, MAX_CONFIGS_PER_TASK)
                         .await;
                     m.handle_put(put)
                 }
-                ConfigStep::Configs => {
-                    m.handle_configs(self.store.get_push_configs(m.task()).await)
-                }
+                ConfigStep::Configs => m.handle_configs(io.push_configs(m.task()).await),
                 ConfigStep::Delete(id) => {
-                    m.handle_deleted(self.store.delete_push_config(m.task(), &id).await)
+                    m.handle_deleted(io.delete_push_config(m.task(), id).await)
                 }
                 ConfigStep::Answer(answer) => return answer,
             };
@@ -297,6 +297,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// owned by `owner`: one record, added or put over the one with its id.
     pub(super) async fn put_push(
         &self,
+        io: &Io<H>,
         mut config: PushConfig,
         owner: Option<&str>,
     ) -> Result<(), RpcError> {
@@ -306,9 +307,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             || self.host.new_id(),
             self.host.unix_ms(),
         );
-        let put = self
-            .store
-            .put_push_config(&config.task_id, &record, MAX_CONFIGS_PER_TASK)
+        let put = io
+            .put_push_config(&config.task_id, record, MAX_CONFIGS_PER_TASK)
             .await;
         put_outcome(put)
     }

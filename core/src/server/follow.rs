@@ -21,6 +21,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// A streaming method: the stream, or the error to answer before it starts.
     pub(super) async fn stream_call(
         self: &Arc<Self>,
+        io: &Io<H>,
         call: RpcRequest,
         owner: Owner<'_>,
         req: &HttpRequest,
@@ -28,7 +29,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let (first, slot) = match Method::from_name(&call.method) {
             Some(Method::Stream) => {
                 match *self
-                    .send(&call.params, call.shape, owner, req, true)
+                    .send(io, &call.params, call.shape, owner, req, true)
                     .await?
                 {
                     send::Sent::Stream { first, slot } => (first, slot),
@@ -37,7 +38,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     }
                 }
             }
-            _ => self.subscribe(&call.params, owner).await?,
+            _ => self.subscribe(io, &call.params, owner).await?,
         };
         let shape = answer_shape(&call, &first);
         // Not running here but not done: another replica runs it; follow
@@ -61,24 +62,20 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         })
     }
 
-    /// Waits on `slot` (from [`Tasks::wait`]); dropping the future stops waiting.
-    pub(super) fn waited(&self, slot: Slot) -> impl Future<Output = Waited> + '_ {
-        struct Wait<'a, S: TaskStore, H: ServerHost, F: Fulfiller> {
+    /// Waits on `slot` (from [`Tasks::wait`]) through the exchange;
+    /// dropping the future stops waiting.
+    pub(super) async fn waited(&self, io: &Io<H>, slot: Slot) -> Waited {
+        /// Frees the slot however the wait ends.
+        struct Release<'a, S: TaskStore, H: ServerHost, F: Fulfiller> {
             server: &'a A2aServer<S, H, F>,
             slot: Slot,
         }
-        impl<S: TaskStore, H: ServerHost, F: Fulfiller> Future for Wait<'_, S, H, F> {
-            type Output = Waited;
-            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited> {
-                let slot = self.slot;
-                self.server.tasks().poll(slot, cx, |t| t.poll_wait(slot))
-            }
-        }
-        impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Wait<'_, S, H, F> {
+        impl<S: TaskStore, H: ServerHost, F: Fulfiller> Drop for Release<'_, S, H, F> {
             fn drop(&mut self) {
                 self.server.tasks().drop_wait(self.slot);
             }
         }
-        Wait { server: self, slot }
+        let _release = Release { server: self, slot };
+        io.waited(slot).await
     }
 }

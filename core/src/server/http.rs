@@ -132,7 +132,7 @@ pub(super) fn request_origin(req: &HttpRequest) -> String {
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    pub(super) async fn route(self: &Arc<Self>, req: HttpRequest) -> Reply {
+    pub(super) async fn route(self: &Arc<Self>, io: &Io<H>, req: HttpRequest) -> Reply {
         let Some(card) = &self.card else {
             return Reply::Full(plain(404, "not found"));
         };
@@ -145,19 +145,22 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let caller = match &self.auth {
                 None => None,
                 // Boxed: the calls of a server without auth keep a small future.
-                Some(auth) => match Box::pin(verify::authenticate(auth, &self.host, &req)).await {
-                    Ok(principal) => Some(Caller::new(principal)),
-                    Err(refusal) => {
-                        let v10 = rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
-                        return Reply::Full(verify::refusal_response(auth, &refusal, v10));
+                Some(auth) => {
+                    match Box::pin(verify::authenticate(io, auth, &self.host, &req)).await {
+                        Ok(principal) => Some(Caller::new(principal)),
+                        Err(refusal) => {
+                            let v10 =
+                                rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
+                            return Reply::Full(verify::refusal_response(auth, &refusal, v10));
+                        }
                     }
-                },
+                }
             };
-            return self.json_rpc(&req, caller.as_ref()).await;
+            return self.json_rpc(io, &req, caller.as_ref()).await;
         }
         if let Some(under) = self.rest_path(&req) {
             // Boxed: see json_rpc.
-            if let Some(reply) = Box::pin(self.rest(&req, &under)).await {
+            if let Some(reply) = Box::pin(self.rest(io, &req, &under)).await {
                 return reply;
             }
         }

@@ -9,10 +9,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// wrapper around [`Self::stored`] would be a state machine of its own.
     pub(super) fn existing<'a>(
         &'a self,
+        io: &'a Io<H>,
         params: &'a Value,
         owner: Owner<'a>,
     ) -> impl Future<Output = Result<Arc<Task>, RpcError>> + 'a {
-        self.stored(task_id(params), owner)
+        self.stored(io, task_id(params), owner)
     }
 
     /// Whether [`ServerOptions::interrupted_after`] says the fulfilment of

@@ -150,41 +150,25 @@ impl LongPoll {
     }
 }
 
-/// What woke a waiting long-poll.
-// Made and consumed once per wake-up (as `Waited` itself).
-#[allow(clippy::large_enum_variant)]
-enum Woke {
-    Waited(Waited),
-    #[cfg(feature = "replicas")]
-    Changed,
-    /// The caller's wait is over.
-    Deadline,
-    /// A look at the store is due.
-    StorePoll,
-}
-
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// The long-poll a GetTask (`is_get`) asks with `Prefer: wait=N`: N,
-    /// when the wait ends, and the host's timer for it. `None`: answer at
-    /// once (no wait asked, another method, or a host without a timer).
-    pub(super) fn long_poll(
-        &self,
-        req: &HttpRequest,
-        is_get: bool,
-    ) -> Option<(u64, u64, BoxFuture<'static, ()>)> {
+    /// and when the wait ends. `None`: answer at once (no wait asked,
+    /// another method, or a host without a timer).
+    pub(super) fn long_poll(&self, req: &HttpRequest, is_get: bool) -> Option<(u64, u64)> {
         let secs = preferred_wait(req).filter(|_| is_get)?;
         let at = self.host.now_ms().saturating_add(secs * 1000);
-        Some((secs, at, self.host.sleep_until(at)?))
+        // Hosts without a timer answer at once, as if no wait was asked.
+        drop(self.host.sleep_until(at)?);
+        Some((secs, at))
     }
 
-    /// GetTask that holds the answer until `deadline` (a host timer for
-    /// `until_ms`) while the task is still running: the driver of a
-    /// [`LongPoll`].
+    /// GetTask that holds the answer until `until_ms` while the task is
+    /// still running: the driver of a [`LongPoll`].
     pub(super) async fn get_task_waiting(
         self: &Arc<Self>,
+        io: &Io<H>,
         call: &RpcRequest,
         until_ms: u64,
-        deadline: BoxFuture<'static, ()>,
         owner: Owner<'_>,
     ) -> Result<Answer, RpcError> {
         /// Frees the long-poll's slots however the request ends.
@@ -205,60 +189,31 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let (poll, mut step) = LongPoll::start(&mut self.tasks(), id, until_ms, self.store_poll_ms);
         let mut held = Held { server: self, poll };
         let history = validate::history_length(&call.params, "historyLength")?;
-        let mut deadline = Some(deadline);
         let task = loop {
             step = match step {
                 LongPollStep::Read => {
                     // Another caller's task is not found.
-                    let read = self.existing(&call.params, owner).await;
+                    let read = self.existing(io, &call.params, owner).await;
                     let read = read.map(Arc::unwrap_or_clone);
                     held.poll.handle_read(read, self.host.now_ms())
                 }
                 LongPollStep::Answer(answer) => break answer?,
                 LongPollStep::Wait { until_ms } => {
-                    // Before the caller's wait ends: a look at the store.
-                    let mut store_poll = (until_ms < held.poll.until_ms)
-                        .then(|| self.host.sleep_until(until_ms))
-                        .flatten();
-                    let (waiter, watch) = (held.poll.waiter(), held.poll.watch());
-                    let woke = std::future::poll_fn(|cx| {
-                        if let Some(slot) = waiter {
-                            let waited = self.tasks().poll(slot, cx, |t| t.poll_wait(slot));
-                            if let Poll::Ready(waited) = waited {
-                                return Poll::Ready(Woke::Waited(waited));
-                            }
-                        }
-                        #[cfg(feature = "replicas")]
-                        if let Some(slot) = watch {
-                            let changed = self.tasks().poll(slot, cx, |t| t.poll_watch(slot));
-                            if changed.is_ready() {
-                                return Poll::Ready(Woke::Changed);
-                            }
-                        }
-                        #[cfg(not(feature = "replicas"))]
-                        let _ = watch;
-                        if let Some(timer) = deadline.as_mut() {
-                            if timer.as_mut().poll(cx).is_ready() {
-                                // Done: never polled again.
-                                deadline = None;
-                                return Poll::Ready(Woke::Deadline);
-                            }
-                        }
-                        if let Some(timer) = store_poll.as_mut() {
-                            if timer.as_mut().poll(cx).is_ready() {
-                                return Poll::Ready(Woke::StorePoll);
-                            }
-                        }
-                        Poll::Pending
-                    })
-                    .await;
-                    match woke {
+                    let end = held.poll.until_ms;
+                    let wait = exchange::Wait::long_poll(
+                        held.poll.waiter(),
+                        held.poll.watch(),
+                        end,
+                        // Before the caller's wait ends: a look at the store.
+                        (until_ms < end).then_some(until_ms),
+                    );
+                    match io.wait(wait).await {
                         Woke::Waited(waited) => held.poll.handle_waited(waited),
                         #[cfg(feature = "replicas")]
                         Woke::Changed => held.poll.handle_changed(&mut self.tasks()),
-                        // The deadline's timer ends at (or soon after) it.
-                        Woke::Deadline => held.poll.handle_timeout(held.poll.until_ms),
-                        Woke::StorePoll => held.poll.handle_timeout(self.host.now_ms()),
+                        #[cfg(not(feature = "replicas"))]
+                        Woke::Changed => held.poll.handle_timeout(self.host.now_ms()),
+                        Woke::Timeout(now_ms) => held.poll.handle_timeout(now_ms),
                     }
                 }
             };

@@ -17,6 +17,7 @@ mod configs;
 mod conversation;
 #[cfg(feature = "push")]
 mod delivery;
+mod exchange;
 mod follow;
 mod fulfil;
 mod http;
@@ -53,6 +54,7 @@ pub use card::{
     DEFAULT_VERSION, OIDC_SCHEME,
 };
 pub use conversation::{context_turns, MAX_CONTEXT_MESSAGES};
+pub use exchange::{Exchange, Output, StoreCall, StoreDone, Wait, Woken};
 pub use fulfil::{run_reporting, tool_call_status, EchoFulfiller, LlmFulfiller};
 pub use http::CardSpec;
 pub use policy::{
@@ -71,11 +73,13 @@ use crate::model::event::StreamEvent;
 use crate::model::task::{Message, Role, Shape, Task, TaskState};
 use crate::wire::http::{HttpRequest, HttpResponse};
 use calls::*;
+use exchange::{stalled, Io, Woke};
 use follow::*;
 use http::*;
 use job::*;
 use lifecycle::*;
 use machine::{AfterSave, Slot, Tasks, Until, Waited};
+use read::ReadStep;
 use rpc::{Method, RpcError, RpcRequest};
 use serde_json::Value;
 use std::future::Future;
@@ -541,8 +545,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let id = task.id.clone();
             let mut read = read::ReadMachine::new(&id, None);
             let step = read.fail(task, self.host.unix_ms());
-            let read = self.read(Ok(read), step).await;
-            if read.is_ok_and(|task| task.state == TaskState::Failed) {
+            let io = self.io();
+            let port = io.share();
+            let flow = async move { self.read(&port, Ok(read), step).await };
+            let read = self.run(exchange::Coroutine::new(io, flow)).await;
+            if read.is_some_and(|read| read.is_ok_and(|task| task.state == TaskState::Failed)) {
                 settled.push(id);
             }
         }
@@ -648,13 +655,23 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
 
     /// Answers one HTTP request: `SendStreamingMessage` / `message/stream`
     /// and `SubscribeToTask` / `tasks/resubscribe` with an SSE stream, the
-    /// rest (errors included) with a whole response.
+    /// rest (errors included) with a whole response. The driver of the
+    /// request's [`Exchange`] ([`A2aServer::handle_request`], [`A2aServer::drive`]).
     pub async fn serve(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        let exchange = self.handle_request(req);
+        match self.drive(exchange).await {
+            Some(reply) => reply,
+            None => Reply::Full(stalled()),
+        }
+    }
+
+    /// The flow of one request, inside its exchange.
+    async fn answer(self: &Arc<Self>, io: Io<H>, req: HttpRequest) -> Reply {
         if let Some(hook) = self.host.span_hook() {
             // Boxed: the untraced request's future stays as it was.
-            return Box::pin(self.serve_traced(req, hook.clone())).await;
+            return Box::pin(self.serve_traced(&io, req, hook.clone())).await;
         }
-        self.serve_untraced(req).await
+        self.serve_untraced(&io, req).await
     }
 
     /// [`A2aServer::serve`] as a span of its own (`a2a.server {method}`),
@@ -662,7 +679,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// the request goes on with that span as its `traceparent`, so the task
     /// it makes is the span's child. A message on an existing task with no
     /// caller's context keeps the task's own trace.
-    async fn serve_traced(self: &Arc<Self>, mut req: HttpRequest, hook: crate::SpanHook) -> Reply {
+    async fn serve_traced(
+        self: &Arc<Self>,
+        io: &Io<H>,
+        mut req: HttpRequest,
+        hook: crate::SpanHook,
+    ) -> Reply {
         let start_ms = self.host.now_ms();
         let caller = crate::TraceContext::from_headers(&req.headers);
         let id = self.host.new_id();
@@ -717,7 +739,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if caller.is_some() || !continues {
             context.put_on(&mut req.headers);
         }
-        let reply = self.serve_untraced(req).await;
+        let reply = self.serve_untraced(io, req).await;
         let (status, outcome, code) = match &reply {
             Reply::Full(r) => {
                 let code = (r.status < 400)
@@ -743,7 +765,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         reply
     }
 
-    async fn serve_untraced(self: &Arc<Self>, req: HttpRequest) -> Reply {
+    async fn serve_untraced(self: &Arc<Self>, io: &Io<H>, req: HttpRequest) -> Reply {
         if !self.host_allowed(req.header("Host")) {
             return Reply::Full(misdirected());
         }
@@ -753,7 +775,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             self.add_cors_for(origin.as_deref(), &mut resp);
             return Reply::Full(resp);
         }
-        let mut reply = self.route(req).await;
+        let mut reply = self.route(io, req).await;
         self.add_cors_for(origin.as_deref(), reply.head_mut());
         reply
     }
@@ -776,9 +798,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// for host routes beside the agent's (a `/metrics` page).
     pub async fn refuse_caller(&self, req: &HttpRequest) -> Option<HttpResponse> {
         let auth = self.auth.as_ref()?;
-        match Box::pin(verify::authenticate(auth, &self.host, req)).await {
-            Ok(_) => None,
-            Err(refusal) => Some(verify::refusal_response(auth, &refusal, true)),
+        let io = self.io();
+        let port = io.share();
+        let flow = async move { verify::authenticate(&port, auth, &self.host, req).await };
+        match Box::pin(self.run(exchange::Coroutine::new(io, flow))).await {
+            Some(Ok(_)) => None,
+            Some(Err(refusal)) => Some(verify::refusal_response(auth, &refusal, true)),
+            None => Some(stalled()),
         }
     }
 }

@@ -366,11 +366,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Stores the webhook a new task was sent with, if any, once the task is.
     pub(super) async fn store_new_push(
         &self,
+        io: &super::Io<H>,
         pending: super::PendingPush,
         owner: Option<&str>,
     ) -> Result<(), RpcError> {
         match pending {
-            Some(config) => self.put_push(config, owner).await,
+            Some(config) => self.put_push(io, config, owner).await,
             None => Ok(()),
         }
     }

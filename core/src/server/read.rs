@@ -137,16 +137,18 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// function: an async wrapper would be a state machine of its own.
     pub(super) fn stored<'a>(
         &'a self,
+        io: &'a Io<H>,
         id: Result<&'a str, RpcError>,
         owner: Owner<'a>,
     ) -> impl Future<Output = Result<Arc<Task>, RpcError>> + 'a {
-        self.read(id.map(|id| ReadMachine::new(id, owner)), ReadStep::Read)
+        self.read(io, id.map(|id| ReadMachine::new(id, owner)), ReadStep::Read)
     }
 
     /// Runs `read` from `step`. The machine keeps a failed task boxed and
     /// the save is boxed: every GetTask's future holds this one.
     pub(super) async fn read(
         &self,
+        io: &Io<H>,
         read: Result<ReadMachine<'_>, RpcError>,
         mut step: ReadStep,
     ) -> Result<Arc<Task>, RpcError> {
@@ -154,14 +156,15 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         loop {
             step = match step {
                 ReadStep::Read => {
-                    let got = self.store.get_shared(read.id()).await;
+                    let got = io.get_shared(read.id()).await;
                     read.handle_read(got, || self.host.unix_ms(), |t| self.abandoned(t))
                 }
                 ReadStep::Save => {
                     // Boxed: rare, and inlined it would grow every read's future.
                     let saved = match read.saving() {
                         Some((task, events)) => {
-                            Box::pin(self.store.save_with_events(task, events)).await
+                            let (task, events) = (task.clone(), events.to_vec());
+                            Box::pin(io.save(task, events)).await.1
                         }
                         None => Ok(()),
                     };

@@ -11,7 +11,7 @@
 
 use super::rpc::{self, Binding, Method, RpcError, RpcRequest};
 use super::stream::Reply;
-use super::{A2aServer, Answered, Fulfiller, ServerHost, TaskStore};
+use super::{A2aServer, Answered, Fulfiller, Io, ServerHost, TaskStore};
 use crate::model::task::Shape;
 use crate::wire::http::{HttpRequest, HttpResponse};
 pub(crate) use crate::wire::rest::to_v03_stream_response;
@@ -567,15 +567,20 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Answers a request under the REST mount (`rest` is the path below
     /// it); `None` for a path that is no route when the mount is the root
     /// (the card, the health check and the rest are answered as before).
-    pub(super) async fn rest(self: &Arc<Self>, req: &HttpRequest, rest: &str) -> Option<Reply> {
+    pub(super) async fn rest(
+        self: &Arc<Self>,
+        io: &Io<H>,
+        req: &HttpRequest,
+        rest: &str,
+    ) -> Option<Reply> {
         let at_root = self.rest.as_ref().is_some_and(|m| m.path.is_empty());
         if at_root && matches!(parse(req, rest), Err(Refused::NotFound)) {
             return None;
         }
-        Some(self.rest_call(req, rest).await)
+        Some(self.rest_call(io, req, rest).await)
     }
 
-    async fn rest_call(self: &Arc<Self>, req: &HttpRequest, rest: &str) -> Reply {
+    async fn rest_call(self: &Arc<Self>, io: &Io<H>, req: &HttpRequest, rest: &str) -> Reply {
         let call = match parse(req, rest) {
             Ok(call) => call,
             Err(Refused::NotFound) => {
@@ -605,7 +610,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         // google.rpc.Status with the same status and challenges.
         let principal = match &self.auth {
             None => None,
-            Some(auth) => match super::verify::authenticate(auth, &self.host, req).await {
+            Some(auth) => match super::verify::authenticate(io, auth, &self.host, req).await {
                 Ok(principal) => Some(principal.owner()),
                 Err(refusal) => return Reply::Full(refused(auth, &refusal)),
             },
@@ -622,7 +627,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let method = Method::from_name(&call.method);
         if method.is_some_and(Method::streams) {
             return match self
-                .stream_call(call, caller.map(|c| c.owner.as_str()), req)
+                .stream_call(io, call, caller.map(|c| c.owner.as_str()), req)
                 .await
             {
                 Ok(reply) => reply,
@@ -630,13 +635,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             };
         }
         let (outcome, waited) = match self.long_poll(req, method == Some(Method::Get)) {
-            Some((secs, at, timer)) => (
-                self.get_task_waiting(&call, at, timer, caller.map(|c| c.owner.as_str()))
+            Some((secs, at)) => (
+                self.get_task_waiting(io, &call, at, caller.map(|c| c.owner.as_str()))
                     .await
                     .map(Answered::Task),
                 Some(secs),
             ),
-            None => (self.dispatch(call, caller, req).await, None),
+            None => (self.dispatch(io, call, caller, req).await, None),
         };
         let mut resp = match outcome {
             Ok(result) if v03 => {

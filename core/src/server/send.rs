@@ -474,6 +474,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// [`SendMachine`].
     pub(super) async fn send(
         self: &Arc<Self>,
+        io: &Io<H>,
         params: &Value,
         shape: Shape,
         owner: Owner<'_>,
@@ -487,21 +488,21 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             step = match step {
                 SendStep::Running => send.handle_running(&mut self.tasks(), env),
                 SendStep::Wait(slot) => {
-                    let waited = self.waited(slot).await;
+                    let waited = self.waited(io, slot).await;
                     send.handle_waited(waited, env)
                 }
                 SendStep::Stored(id) => {
-                    let stored = self.stored(Ok(&id), owner).await;
+                    let stored = self.stored(io, Ok(&id), owner).await;
                     send.handle_stored(stored.map(Arc::unwrap_or_clone), env)
                 }
                 #[cfg(feature = "push")]
                 SendStep::PutPush(config, owner) => {
-                    let put = self.put_push(config, owner.as_deref()).await;
+                    let put = self.put_push(io, config, owner.as_deref()).await;
                     send.handle_push(put)
                 }
                 SendStep::ReadContext => {
                     let found = match send.context() {
-                        Some(filter) => self.store.list(filter).await.ok().flatten(),
+                        Some(filter) => io.list(filter.clone()).await.ok().flatten(),
                         None => None,
                     };
                     send.handle_context(found)
@@ -514,11 +515,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                         pending,
                         span,
                     } = *turn;
-                    let started = self.start(request, task, follow, pending, span).await;
+                    let started = self.start(io, request, task, follow, pending, span).await;
                     send.handle_started(started)
                 }
                 SendStep::Read(id) => {
-                    let stored = self.store.get(&id).await;
+                    let stored = io.get(&id).await;
                     send.handle_read(stored.ok().flatten())
                 }
                 SendStep::Done(sent) => return sent,

@@ -141,6 +141,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// Starts a turn of `task` for `request`: the driver of a [`StartMachine`].
     pub(super) async fn start(
         self: &Arc<Self>,
+        io: &Io<H>,
         request: FulfilRequest,
         task: Task,
         follow: Follow,
@@ -150,7 +151,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         let (answer_id, unix_ms) = (self.host.new_id(), self.host.unix_ms());
         let (mut start, started, task) =
             StartMachine::begin(&mut self.tasks(), request, task, follow, answer_id, unix_ms)?;
-        let saved = self.store.save(&task).await;
+        let (task, saved) = io.save(task, Vec::new()).await;
         // Its own statement: the lock is let go before a refusal is reported.
         let saved = start.handle_saved(&mut self.tasks(), task, saved);
         if let Err((error, problem)) = saved {
@@ -167,7 +168,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             // A new task's webhooks (set on its SendMessage) are stored once
             // the task is: a send refused before it leaves nothing behind.
             #[cfg(feature = "push")]
-            if let Err(e) = self.store_new_push(pending, task.owner.as_deref()).await {
+            if let Err(e) = self
+                .store_new_push(io, pending, task.owner.as_deref())
+                .await
+            {
                 self.host
                     .report(&format!("task {}: {}", task.id, e.message));
             }

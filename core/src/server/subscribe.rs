@@ -82,6 +82,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// driver of a [`SubscribeMachine`].
     pub(super) async fn subscribe(
         &self,
+        io: &Io<H>,
         params: &Value,
         owner: Owner<'_>,
     ) -> Result<(Task, Option<Slot>), RpcError> {
@@ -89,7 +90,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if let Some(answer) = m.begin(&mut self.tasks()) {
             return answer;
         }
-        let stored = self.stored(Ok(m.id()), owner).await;
+        let stored = self.stored(io, Ok(m.id()), owner).await;
         m.handle_stored(stored.map(Arc::unwrap_or_clone))
     }
 }

@@ -1848,6 +1848,10 @@ mod conformance;
 #[path = "rest_tests.rs"]
 mod rest_tests;
 
+/// The public machine API, driven by hand (issue 19).
+#[path = "exchange_tests.rs"]
+mod exchange_tests;
+
 #[test]
 fn a_post_a_page_may_send_without_a_preflight_starts_nothing() {
     let f = fixture();

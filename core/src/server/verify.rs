@@ -180,7 +180,8 @@ impl<'a> AuthMachine<'a> {
 
 /// Runs the verifiers `auth` configures on `req` ([`AuthMachine`]): the
 /// caller they name, or the refusal.
-pub(crate) async fn authenticate<H: ServerHost>(
+pub(super) async fn authenticate<H: ServerHost>(
+    io: &super::Io<H>,
     auth: &AuthConfig,
     host: &H,
     req: &HttpRequest,
@@ -190,13 +191,13 @@ pub(crate) async fn authenticate<H: ServerHost>(
         return Ok(caller);
     }
     if let Some(token) = m.token() {
-        let verified = host.verify_jwt(token).await;
+        let verified = io.verify_jwt(token).await;
         if let Some(caller) = m.handle_jwt(verified, host.unix_ms()) {
             return Ok(caller);
         }
     }
     let verdict = match host.authenticate(req) {
-        Some(verdict) => Some(verdict.await),
+        Some(verdict) => Some(io.verdict(verdict).await),
         None => None,
     };
     m.handle_verdict(verdict, || host.authenticate_challenge())
