@@ -4,16 +4,6 @@
 use super::*;
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    pub(super) async fn json_rpc(
-        self: &Arc<Self>,
-        io: &Io<H>,
-        req: &HttpRequest,
-        caller: Option<&Caller>,
-    ) -> Reply {
-        self.json_rpc_call(io, req, caller, RpcRequest::parse(req))
-            .await
-    }
-
     /// Answers a JSON-RPC request already parsed (`parsed`).
     pub(super) async fn json_rpc_call(
         self: &Arc<Self>,

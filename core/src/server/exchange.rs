@@ -23,18 +23,18 @@
 
 use super::*;
 use crate::host::lock::Lock;
+use futures_util::FutureExt;
 
 /// One call a request makes on the task store: the host runs it
 /// ([`StoreCall::perform`]) and hands what it gave to
 /// [`Exchange::handle_store`].
 #[derive(Debug)]
 pub enum StoreCall {
-    /// [`TaskStore::get`]: a task the request will change.
-    Get(String),
-    /// [`TaskStore::get_shared`]: a task read for a caller.
+    /// [`TaskStore::get_shared`]: a task read (one the request changes
+    /// is taken from the `Arc` the store gives).
     GetShared(String),
-    /// [`TaskStore::save_with_events`] ([`TaskStore::save`] when `events`
-    /// is empty): a compare-and-swap over the version before the task's.
+    /// [`TaskStore::save_with_events`]: a compare-and-swap over the
+    /// version before the task's, with the events that led to it.
     Save {
         task: Arc<Task>,
         events: Vec<StreamEvent>,
@@ -67,8 +67,6 @@ pub enum StoreCall {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum StoreDone {
-    /// What [`StoreCall::Get`] read.
-    Task(Result<Option<Task>, StoreError>),
     /// What [`StoreCall::GetShared`] read.
     Shared(Result<Option<Arc<Task>>, StoreError>),
     /// Whether [`StoreCall::Save`] stored the task.
@@ -93,40 +91,31 @@ impl StoreCall {
     pub async fn perform<S: TaskStore>(self, store: &S) -> StoreDone {
         match self {
             StoreCall::GetShared(id) => StoreDone::Shared(store.get_shared(&id).await),
-            call => Box::pin(call.perform_rare(store)).await,
-        }
-    }
-
-    async fn perform_rare<S: TaskStore>(self, store: &S) -> StoreDone {
-        match self {
-            StoreCall::Get(id) => StoreDone::Task(store.get(&id).await),
-            StoreCall::GetShared(id) => StoreDone::Shared(store.get_shared(&id).await),
-            StoreCall::Save { task, events } if events.is_empty() => {
-                StoreDone::Saved(store.save(&task).await)
-            }
             StoreCall::Save { task, events } => {
-                StoreDone::Saved(store.save_with_events(&task, &events).await)
+                StoreDone::Saved(Box::pin(store.save_with_events(&task, &events)).await)
             }
-            StoreCall::List(filter) => StoreDone::Tasks(store.list(&filter).await),
+            StoreCall::List(filter) => StoreDone::Tasks(Box::pin(store.list(&filter)).await),
             StoreCall::ListPage {
                 filter,
                 after,
                 limit,
             } => {
                 let after = after.as_ref().map(|(ms, id)| (*ms, id.as_str()));
-                StoreDone::Page(store.list_page(&filter, after, limit).await)
+                StoreDone::Page(Box::pin(store.list_page(&filter, after, limit)).await)
             }
             #[cfg(feature = "push")]
-            StoreCall::GetPushConfigs(id) => StoreDone::Configs(store.get_push_configs(&id).await),
+            StoreCall::GetPushConfigs(id) => {
+                StoreDone::Configs(Box::pin(store.get_push_configs(&id)).await)
+            }
             #[cfg(feature = "push")]
             StoreCall::PutPushConfig {
                 task_id,
                 config,
                 max,
-            } => StoreDone::Changed(store.put_push_config(&task_id, &config, max).await),
+            } => StoreDone::Changed(Box::pin(store.put_push_config(&task_id, &config, max)).await),
             #[cfg(feature = "push")]
             StoreCall::DeletePushConfig { task_id, id } => {
-                StoreDone::Changed(store.delete_push_config(&task_id, &id).await)
+                StoreDone::Changed(Box::pin(store.delete_push_config(&task_id, &id)).await)
             }
         }
     }
@@ -139,13 +128,6 @@ fn mismatch() -> StoreError {
 }
 
 impl StoreDone {
-    fn task(self) -> Result<Option<Task>, StoreError> {
-        match self {
-            StoreDone::Task(read) => read,
-            _ => Err(mismatch()),
-        }
-    }
-
     fn shared(self) -> Result<Option<Arc<Task>>, StoreError> {
         match self {
             StoreDone::Shared(read) => read,
@@ -288,6 +270,30 @@ impl<T> std::fmt::Debug for Output<T> {
     }
 }
 
+impl<T> Output<T> {
+    /// What is asked, or (`Err`) the answer.
+    fn into_ask(self) -> Result<Ask, T> {
+        Ok(match self {
+            Output::Store(call) => Ask::Store(call),
+            Output::VerifyJwt(token) => Ask::Jwt(token),
+            Output::Authenticate(verdict) => Ask::Verdict(verdict),
+            Output::Wait(wait) => Ask::Wait(wait),
+            Output::Respond(answer) => return Err(answer),
+        })
+    }
+}
+
+impl<T> From<Ask> for Output<T> {
+    fn from(ask: Ask) -> Output<T> {
+        match ask {
+            Ask::Store(call) => Output::Store(call),
+            Ask::Jwt(token) => Output::VerifyJwt(token),
+            Ask::Verdict(verdict) => Output::Authenticate(verdict),
+            Ask::Wait(wait) => Output::Wait(wait),
+        }
+    }
+}
+
 /// An output the flow asked for, until the exchange hands it out.
 enum Ask {
     Store(StoreCall),
@@ -336,132 +342,151 @@ impl<H: ServerHost> Io<H> {
         }
     }
 
-    /// Runs `call` on the store.
-    pub(super) async fn store(&self, call: StoreCall) -> StoreDone {
-        match self.ask(Ask::Store(call)).await {
-            Input::Store(done) => done,
-            _ => StoreDone::Saved(Err(mismatch())),
-        }
+    /// Runs `call` on the store; `take` reads its result.
+    fn store<R: 'static>(
+        &self,
+        call: StoreCall,
+        take: fn(StoreDone) -> Result<R, StoreError>,
+    ) -> impl Future<Output = Result<R, StoreError>> + '_ {
+        self.ask(Ask::Store(call)).map(move |input| match input {
+            Input::Store(done) => take(done),
+            _ => Err(mismatch()),
+        })
     }
 
     /// The task `id`, to change.
-    pub(super) async fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        self.store(StoreCall::Get(id.into())).await.task()
+    pub(super) fn get(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Task>, StoreError>> + '_ {
+        self.get_shared(id)
+            .map(|read| read.map(|task| task.map(Arc::unwrap_or_clone)))
     }
 
     /// The task `id`, shared, to read.
-    pub(super) async fn get_shared(&self, id: &str) -> Result<Option<Arc<Task>>, StoreError> {
-        self.store(StoreCall::GetShared(id.into())).await.shared()
+    pub(super) fn get_shared(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Arc<Task>>, StoreError>> + '_ {
+        self.store(StoreCall::GetShared(id.into()), StoreDone::shared)
     }
 
     /// Saves `task` with `events` (compare-and-swap); the task comes back.
-    pub(super) async fn save(
+    pub(super) fn save(
         &self,
         task: Task,
         events: Vec<StreamEvent>,
-    ) -> (Task, Result<(), StoreError>) {
+    ) -> impl Future<Output = (Task, Result<(), StoreError>)> + '_ {
         let task = Arc::new(task);
-        let saved = self
-            .store(StoreCall::Save {
-                task: task.clone(),
-                events,
-            })
-            .await
-            .saved();
-        // The host has let go of its copy: no clone.
-        (Arc::unwrap_or_clone(task), saved)
+        let call = StoreCall::Save {
+            task: task.clone(),
+            events,
+        };
+        // The host has let go of its copy by then: no clone.
+        self.store(call, StoreDone::saved)
+            .map(move |saved| (Arc::unwrap_or_clone(task), saved))
     }
 
-    pub(super) async fn list(&self, filter: TaskFilter) -> Result<Option<Vec<Task>>, StoreError> {
-        self.store(StoreCall::List(filter)).await.tasks()
+    pub(super) fn list(
+        &self,
+        filter: TaskFilter,
+    ) -> impl Future<Output = Result<Option<Vec<Task>>, StoreError>> + '_ {
+        self.store(StoreCall::List(filter), StoreDone::tasks)
     }
 
-    pub(super) async fn list_page(
+    pub(super) fn list_page(
         &self,
         filter: TaskFilter,
         after: Option<(u64, String)>,
         limit: usize,
-    ) -> Result<Option<(Vec<Task>, usize)>, StoreError> {
+    ) -> impl Future<Output = Result<Option<(Vec<Task>, usize)>, StoreError>> + '_ {
         let call = StoreCall::ListPage {
             filter,
             after,
             limit,
         };
-        self.store(call).await.page()
+        self.store(call, StoreDone::page)
     }
 
     #[cfg(feature = "push")]
-    pub(super) async fn push_configs(&self, task_id: &str) -> Result<Option<Value>, StoreError> {
-        self.store(StoreCall::GetPushConfigs(task_id.into()))
-            .await
-            .configs()
+    pub(super) fn push_configs(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<Value>, StoreError>> + '_ {
+        self.store(
+            StoreCall::GetPushConfigs(task_id.into()),
+            StoreDone::configs,
+        )
     }
 
     #[cfg(feature = "push")]
-    pub(super) async fn put_push_config(
+    pub(super) fn put_push_config(
         &self,
         task_id: &str,
         config: Value,
         max: usize,
-    ) -> Result<bool, StoreError> {
+    ) -> impl Future<Output = Result<bool, StoreError>> + '_ {
         let call = StoreCall::PutPushConfig {
             task_id: task_id.into(),
             config,
             max,
         };
-        self.store(call).await.changed()
+        self.store(call, StoreDone::changed)
     }
 
     #[cfg(feature = "push")]
-    pub(super) async fn delete_push_config(
+    pub(super) fn delete_push_config(
         &self,
         task_id: &str,
         id: String,
-    ) -> Result<bool, StoreError> {
+    ) -> impl Future<Output = Result<bool, StoreError>> + '_ {
         let call = StoreCall::DeletePushConfig {
             task_id: task_id.into(),
             id,
         };
-        self.store(call).await.changed()
+        self.store(call, StoreDone::changed)
     }
 
     /// The claims of a JWT whose signature the host checked.
-    pub(super) async fn verify_jwt(&self, token: &str) -> Result<auth::Claims, String> {
-        match self.ask(Ask::Jwt(token.into())).await {
+    pub(super) fn verify_jwt(
+        &self,
+        token: &str,
+    ) -> impl Future<Output = Result<auth::Claims, String>> + '_ {
+        self.ask(Ask::Jwt(token.into())).map(|input| match input {
             Input::Jwt(verified) => verified,
             _ => Err("the host gave no verification of the token".into()),
-        }
+        })
     }
 
     /// The verdict of the host's own verifier.
-    pub(super) async fn verdict(
+    pub(super) fn verdict(
         &self,
         verdict: BoxFuture<'static, auth::Verdict>,
-    ) -> auth::Verdict {
-        match self.ask(Ask::Verdict(verdict)).await {
+    ) -> impl Future<Output = auth::Verdict> + '_ {
+        self.ask(Ask::Verdict(verdict)).map(|input| match input {
             Input::Verdict(verdict) => verdict,
             _ => auth::Verdict::Rejected {
                 status: 401,
                 reason: "the host gave no verdict".into(),
             },
-        }
+        })
     }
 
     /// What ended `wait`.
-    pub(super) async fn wait(&self, wait: Wait) -> Woke {
-        match self.ask(Ask::Wait(wait)).await {
+    pub(super) fn wait(&self, wait: Wait) -> impl Future<Output = Woke> + '_ {
+        self.ask(Ask::Wait(wait)).map(|input| match input {
             Input::Woken(woke) => woke,
             // A wait answered with something else is over: read again.
             _ => Woke::Changed,
-        }
+        })
     }
 
     /// The saved state of the task on `waiter`.
-    pub(super) async fn waited(&self, waiter: Slot) -> Waited {
-        match self.wait(Wait::on(waiter)).await {
+    pub(super) fn waited(&self, waiter: Slot) -> impl Future<Output = Waited> + '_ {
+        self.wait(Wait::on(waiter)).map(|woke| match woke {
             Woke::Waited(waited) => waited,
             _ => Waited::Released,
-        }
+        })
     }
 }
 
@@ -541,21 +566,44 @@ impl<'s, H: ServerHost, T> Coroutine<'s, H, T> {
 pub struct Exchange<'s, S: TaskStore, H: ServerHost, F: Fulfiller> {
     server: &'s Arc<A2aServer<S, H, F>>,
     state: State<'s, H>,
+    /// The answer gets the CORS headers for this `Origin` (every answer
+    /// but a misdirected request's).
+    cors: Option<Option<String>>,
+    /// The request's span, when the host records them.
+    span: Option<Box<Traced>>,
+}
+
+/// A request's span until its answer ends it.
+pub(super) struct Traced {
+    pub(super) span: crate::SpanRecord,
+    pub(super) hook: crate::SpanHook,
 }
 
 // One per request, never moved once driven: boxing GetTask's state would
 // cost every GetTask an allocation.
 #[allow(clippy::large_enum_variant)]
 enum State<'s, H: ServerHost> {
+    /// Answered without waiting for anything.
+    Ready(Reply),
     /// A plain GetTask over JSON-RPC (the hot path), explicit: its read,
     /// then its answer.
     Get(GetTask),
-    /// Any other request.
+    /// A flow that waits (every other call), as a coroutine.
     Flow(Coroutine<'s, H, Reply>),
     Done,
 }
 
-/// A JSON-RPC GetTask with no long-poll, no trace and no verifier to ask.
+/// Where a flow that waits starts.
+enum Entry<'s> {
+    /// A call under the REST mount (the path below it).
+    Rest(String),
+    /// A JSON-RPC call whose caller the host verifies with these.
+    Verify(&'s auth::AuthConfig),
+    /// A JSON-RPC call from this caller, parsed.
+    Call(Option<Caller>, Result<RpcRequest, (Value, RpcError)>),
+}
+
+/// A JSON-RPC GetTask with no long-poll.
 struct GetTask {
     req: HttpRequest,
     call: RpcRequest,
@@ -574,47 +622,48 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Exchange<'_, S, H, F> {
     /// answers the last output, or the exchange is over (its
     /// [`Output::Respond`] was given).
     pub fn poll_output(&mut self) -> Option<Output<Reply>> {
-        let get = match &mut self.state {
-            State::Get(get) => get,
-            State::Flow(flow) => {
-                let output = flow.poll_output();
-                if matches!(output, Some(Output::Respond(_))) {
-                    self.state = State::Done;
-                }
-                return output;
+        let reply = match &mut self.state {
+            State::Ready(_) => match std::mem::replace(&mut self.state, State::Done) {
+                State::Ready(reply) => reply,
+                _ => return None,
+            },
+            State::Get(get) if !get.asked => {
+                get.asked = true;
+                let id = std::mem::take(&mut get.id);
+                return Some(Output::Store(StoreCall::GetShared(id)));
             }
+            State::Get(get) => match self.server.get_task(get.read.take()?, get) {
+                Some(reply) => reply,
+                // The task's fulfilment is gone: the call runs as any
+                // other, which reads the task again and fails it.
+                None => {
+                    let State::Get(get) = std::mem::replace(&mut self.state, State::Done) else {
+                        return None;
+                    };
+                    self.state = self.server.rpc_flow(get);
+                    return self.poll_output();
+                }
+            },
+            State::Flow(flow) => match flow.poll_output()?.into_ask() {
+                Ok(ask) => return Some(ask.into()),
+                Err(reply) => reply,
+            },
             State::Done => return None,
         };
-        if !get.asked {
-            get.asked = true;
-            return Some(Output::Store(StoreCall::GetShared(std::mem::take(
-                &mut get.id,
-            ))));
-        }
-        let read = get.read.take()?;
-        let server = self.server;
-        let id = task_id(&get.call.params).unwrap_or_default();
-        let mut machine = read::ReadMachine::new(id, get.owner.as_deref());
-        let step = machine.handle_read(read, || server.host.unix_ms(), |t| server.abandoned(t));
-        let outcome = match step {
-            ReadStep::Answer(Ok(task)) => {
-                Ok(Answered::Task(Answer::about(&get.call, task, get.history)))
-            }
-            ReadStep::Answer(Err(e)) => Err(e),
-            // The task's fulfilment is gone: the request runs as any other,
-            // which reads the task again and fails it.
-            _ => {
-                let State::Get(get) = std::mem::replace(&mut self.state, State::Done) else {
-                    return None;
-                };
-                self.state = State::Flow(server.flow(get.req));
-                return self.poll_output();
-            }
-        };
-        let mut resp = rpc_answer(&get.req, &get.call.id, &outcome, get.call.shape, None);
-        server.add_cors_for(get.req.header("Origin"), &mut resp);
+        Some(Output::Respond(self.respond(reply)))
+    }
+
+    /// The answer, with its CORS headers and its span ended; the exchange is over.
+    fn respond(&mut self, mut reply: Reply) -> Reply {
         self.state = State::Done;
-        Some(Output::Respond(Reply::Full(resp)))
+        if let Some(origin) = self.cors.take() {
+            self.server
+                .add_cors_for(origin.as_deref(), reply.head_mut());
+        }
+        if let Some(traced) = self.span.take() {
+            self.server.end_span(*traced, &reply);
+        }
+        reply
     }
 
     fn give(&mut self, input: Input) {
@@ -667,47 +716,71 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    /// Takes one HTTP request: the exchange that answers it (what
-    /// [`A2aServer::serve`] drives).
-    pub fn handle_request(self: &Arc<Self>, req: HttpRequest) -> Exchange<'_, S, H, F> {
-        let state = match self.get_task(req) {
-            Ok(get) => State::Get(get),
-            Err(flow) => State::Flow(flow),
-        };
-        Exchange {
-            server: self,
-            state,
-        }
-    }
-
-    /// The flow of any request, as a coroutine.
-    fn flow(self: &Arc<Self>, req: HttpRequest) -> Coroutine<'_, H, Reply> {
+    /// `flow`, given its port, as a coroutine.
+    fn coroutine<'s, T, Fut>(&self, flow: impl FnOnce(Io<H>) -> Fut) -> Coroutine<'s, H, T>
+    where
+        Fut: Future<Output = T> + MaybeSend + 's,
+    {
         let io = self.io();
         let port = io.share();
-        Coroutine::new(io, self.answer(port, req))
+        Coroutine::new(io, flow(port))
     }
 
-    /// `req` as a plain GetTask, if it is one: a JSON-RPC call with no
-    /// trace, no long-poll and no verifier to ask (none configured, or an
-    /// API key). Else its flow, which for a JSON-RPC call goes on from
-    /// what was done here (the caller known, the body parsed).
-    fn get_task(self: &Arc<Self>, req: HttpRequest) -> Result<GetTask, Coroutine<'_, H, Reply>> {
-        let plain_call = self.jsonrpc
-            && self.card.is_some()
-            && req.method == "POST"
-            && path_of(&req.url) == "/"
-            && self.host.span_hook().is_none()
-            && self.host_allowed(req.header("Host"))
-            && policy::call_content_type(req.header("Content-Type"));
-        if !plain_call {
-            return Err(self.flow(req));
+    /// Takes one HTTP request: the exchange that answers it (what
+    /// [`A2aServer::serve`] drives). Routing is done here, at once: the
+    /// answers that need nothing (the card, the health check, a refusal)
+    /// are ready, a plain GetTask is read, any other call runs as a flow.
+    pub fn handle_request(self: &Arc<Self>, mut req: HttpRequest) -> Exchange<'_, S, H, F> {
+        let span = self
+            .host
+            .span_hook()
+            .map(|hook| Box::new(self.begin_span(&mut req, hook.clone())));
+        let mut exchange = Exchange {
+            server: self,
+            state: State::Done,
+            cors: None,
+            span,
+        };
+        if !self.host_allowed(req.header("Host")) {
+            exchange.state = State::Ready(Reply::Full(misdirected()));
+            return exchange;
         }
+        exchange.cors = Some(req.header("Origin").map(str::to_string));
+        exchange.state = self.route(req);
+        exchange
+    }
+
+    /// Where `req` goes.
+    fn route(self: &Arc<Self>, req: HttpRequest) -> State<'_, H> {
+        let ready = |resp| State::Ready(Reply::Full(resp));
+        if req.method == "POST" && !policy::call_content_type(req.header("Content-Type")) {
+            return ready(policy::not_json());
+        }
+        let Some(card) = &self.card else {
+            return ready(http::plain(404, "not found"));
+        };
+        if matches!(req.method.as_str(), "GET" | "HEAD") && path_of(&req.url) == HEALTH_PATH {
+            return ready(self.tasks().health.respond());
+        }
+        if self.jsonrpc && req.method == "POST" && path_of(&req.url) == "/" {
+            return self.json_rpc(req);
+        }
+        if let Some(under) = self.rest_path(&req) {
+            return self.flow(req, Entry::Rest(under));
+        }
+        ready(self.route_plain(&req, card))
+    }
+
+    /// A JSON-RPC call: its caller (the authentication step: only calls
+    /// need credentials), then a plain GetTask read here, any other call
+    /// as a flow.
+    fn json_rpc(self: &Arc<Self>, req: HttpRequest) -> State<'_, H> {
         let caller = match &self.auth {
             None => None,
             Some(auth) => match verify::AuthMachine::new(auth, &req).begin() {
                 Some(principal) => Some(Caller::new(principal)),
-                // A token or the host's verifier to ask: the flow does.
-                None => return Err(self.flow(req)),
+                // A token or the host's own verifier to ask.
+                None => return self.flow(req, Entry::Verify(auth)),
             },
         };
         let parsed = RpcRequest::parse(&req);
@@ -726,7 +799,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             _ => None,
         };
         match (get, parsed) {
-            (Some((history, id)), Ok(call)) => Ok(GetTask {
+            (Some((history, id)), Ok(call)) => State::Get(GetTask {
                 req,
                 call,
                 id,
@@ -735,26 +808,68 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                 asked: false,
                 read: None,
             }),
-            (_, parsed) => Err(self.rpc_flow(req, caller, parsed)),
+            (_, parsed) => self.flow(req, Entry::Call(caller, parsed)),
         }
     }
 
-    /// The flow of a JSON-RPC call whose caller is known and body parsed.
-    fn rpc_flow(
-        self: &Arc<Self>,
-        req: HttpRequest,
-        caller: Option<Caller>,
-        parsed: Result<RpcRequest, (Value, RpcError)>,
-    ) -> Coroutine<'_, H, Reply> {
-        let io = self.io();
-        let port = io.share();
-        Coroutine::new(io, async move {
-            let mut reply = self
-                .json_rpc_call(&port, &req, caller.as_ref(), parsed)
-                .await;
-            self.add_cors_for(req.header("Origin"), reply.head_mut());
-            reply
-        })
+    /// A plain GetTask's answer, given what the store read; `None`
+    /// when the task's fulfilment is gone.
+    fn get_task(
+        &self,
+        read: Result<Option<Arc<Task>>, StoreError>,
+        get: &GetTask,
+    ) -> Option<Reply> {
+        let id = task_id(&get.call.params).unwrap_or_default();
+        let mut machine = read::ReadMachine::new(id, get.owner.as_deref());
+        let outcome = match machine.handle_read(read, || self.host.unix_ms(), |t| self.abandoned(t))
+        {
+            ReadStep::Answer(Ok(task)) => {
+                Ok(Answered::Task(Answer::about(&get.call, task, get.history)))
+            }
+            ReadStep::Answer(Err(e)) => Err(e),
+            _ => return None,
+        };
+        let resp = rpc_answer(&get.req, &get.call.id, &outcome, get.call.shape, None);
+        Some(Reply::Full(resp))
+    }
+
+    /// A plain GetTask as the general flow runs it.
+    fn rpc_flow(self: &Arc<Self>, get: GetTask) -> State<'_, H> {
+        let GetTask {
+            req, call, owner, ..
+        } = get;
+        let caller = owner.map(|owner| Caller { owner });
+        self.flow(req, Entry::Call(caller, Ok(call)))
+    }
+
+    /// The flow of `req` from `entry`, as a coroutine.
+    fn flow<'s>(self: &'s Arc<Self>, req: HttpRequest, entry: Entry<'s>) -> State<'s, H> {
+        State::Flow(self.coroutine(|io| self.run_flow(io, req, entry)))
+    }
+
+    /// Every flow that waits: a call under the REST mount, a JSON-RPC call
+    /// whose caller the host verifies, a JSON-RPC call.
+    async fn run_flow(self: &Arc<Self>, io: Io<H>, req: HttpRequest, entry: Entry<'_>) -> Reply {
+        let (caller, parsed) = match entry {
+            Entry::Rest(under) => {
+                return match Box::pin(self.rest(&io, &req, &under)).await {
+                    Some(reply) => reply,
+                    None => match &self.card {
+                        Some(card) => Reply::Full(self.route_plain(&req, card)),
+                        None => Reply::Full(http::plain(404, "not found")),
+                    },
+                };
+            }
+            Entry::Verify(auth) => match verify::authenticate(&io, auth, &self.host, &req).await {
+                Ok(principal) => (Some(Caller::new(principal)), RpcRequest::parse(&req)),
+                Err(refusal) => {
+                    let v10 = rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
+                    return Reply::Full(verify::refusal_response(auth, &refusal, v10));
+                }
+            },
+            Entry::Call(caller, parsed) => (caller, parsed),
+        };
+        self.json_rpc_call(&io, &req, caller.as_ref(), parsed).await
     }
 
     /// Runs `exchange` to its answer: its store calls on this server's
@@ -763,8 +878,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// nothing, which is a bug).
     pub async fn drive(&self, mut exchange: Exchange<'_, S, H, F>) -> Option<Reply> {
         loop {
-            match self.carry_out(exchange.poll_output()?).await {
-                Ok(input) => exchange.give(input),
+            match exchange.poll_output()?.into_ask() {
+                Ok(ask) => {
+                    let input = self.carry_out(ask).await;
+                    exchange.give(input)
+                }
                 Err(reply) => return Some(reply),
             }
         }
@@ -773,22 +891,24 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// [`A2aServer::drive`] for a flow of its own (a sweep, a check).
     pub(super) async fn run<T>(&self, mut flow: Coroutine<'_, H, T>) -> Option<T> {
         loop {
-            match self.carry_out(flow.poll_output()?).await {
-                Ok(input) => flow.give(input),
+            match flow.poll_output()?.into_ask() {
+                Ok(ask) => {
+                    let input = self.carry_out(ask).await;
+                    flow.give(input)
+                }
                 Err(answer) => return Some(answer),
             }
         }
     }
 
-    /// Carries out `output`: the input that answers it, or (`Err`) the answer.
-    async fn carry_out<T>(&self, output: Output<T>) -> Result<Input, T> {
-        Ok(match output {
-            Output::Respond(answer) => return Err(answer),
-            Output::Store(call) => Input::Store(call.perform(&self.store).await),
-            Output::VerifyJwt(token) => Input::Jwt(self.host.verify_jwt(&token).await),
-            Output::Authenticate(verdict) => Input::Verdict(verdict.await),
-            Output::Wait(wait) => Input::Woken(self.wait(wait).await.0),
-        })
+    /// Carries out what a flow asked: the input that answers it.
+    async fn carry_out(&self, ask: Ask) -> Input {
+        match ask {
+            Ask::Store(call) => Input::Store(call.perform(&self.store).await),
+            Ask::Jwt(token) => Input::Jwt(self.host.verify_jwt(&token).await),
+            Ask::Verdict(verdict) => Input::Verdict(verdict.await),
+            Ask::Wait(wait) => Input::Woken(self.wait(wait).await.0),
+        }
     }
 
     /// Waits for what `wait` names: the first of a running task's saved

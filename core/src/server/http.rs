@@ -132,41 +132,6 @@ pub(super) fn request_origin(req: &HttpRequest) -> String {
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    pub(super) async fn route(self: &Arc<Self>, io: &Io<H>, req: HttpRequest) -> Reply {
-        let Some(card) = &self.card else {
-            return Reply::Full(plain(404, "not found"));
-        };
-        if matches!(req.method.as_str(), "GET" | "HEAD") && path_of(&req.url) == HEALTH_PATH {
-            let answer = self.tasks().health.respond();
-            return Reply::Full(answer);
-        }
-        if self.jsonrpc && req.method == "POST" && path_of(&req.url) == "/" {
-            // The authentication step: only calls need credentials.
-            let caller = match &self.auth {
-                None => None,
-                // Boxed: the calls of a server without auth keep a small future.
-                Some(auth) => {
-                    match Box::pin(verify::authenticate(io, auth, &self.host, &req)).await {
-                        Ok(principal) => Some(Caller::new(principal)),
-                        Err(refusal) => {
-                            let v10 =
-                                rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
-                            return Reply::Full(verify::refusal_response(auth, &refusal, v10));
-                        }
-                    }
-                }
-            };
-            return self.json_rpc(io, &req, caller.as_ref()).await;
-        }
-        if let Some(under) = self.rest_path(&req) {
-            // Boxed: see json_rpc.
-            if let Some(reply) = Box::pin(self.rest(io, &req, &under)).await {
-                return reply;
-            }
-        }
-        Reply::Full(self.route_plain(&req, card))
-    }
-
     /// The path of a request below the HTTP+JSON mount, if it is under it
     /// (preflights excepted).
     pub(super) fn rest_path(&self, req: &HttpRequest) -> Option<String> {

@@ -665,26 +665,12 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         }
     }
 
-    /// The flow of one request, inside its exchange.
-    async fn answer(self: &Arc<Self>, io: Io<H>, req: HttpRequest) -> Reply {
-        if let Some(hook) = self.host.span_hook() {
-            // Boxed: the untraced request's future stays as it was.
-            return Box::pin(self.serve_traced(&io, req, hook.clone())).await;
-        }
-        self.serve_untraced(&io, req).await
-    }
-
-    /// [`A2aServer::serve`] as a span of its own (`a2a.server {method}`),
-    /// the child of the caller's `traceparent` or the root of a new trace;
-    /// the request goes on with that span as its `traceparent`, so the task
-    /// it makes is the span's child. A message on an existing task with no
-    /// caller's context keeps the task's own trace.
-    async fn serve_traced(
-        self: &Arc<Self>,
-        io: &Io<H>,
-        mut req: HttpRequest,
-        hook: crate::SpanHook,
-    ) -> Reply {
+    /// The span of a request ([`ServerHost::span_hook`]): `a2a.server
+    /// {method}`, the child of the caller's `traceparent` or the root of a
+    /// new trace. The request goes on with that span as its `traceparent`,
+    /// so the task it makes is the span's child; a message on an existing
+    /// task with no caller's context keeps the task's own trace.
+    fn begin_span(&self, req: &mut HttpRequest, hook: crate::SpanHook) -> exchange::Traced {
         let start_ms = self.host.now_ms();
         let caller = crate::TraceContext::from_headers(&req.headers);
         let id = self.host.new_id();
@@ -692,7 +678,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             Some(c) => c.child(&id),
             None => crate::TraceContext::root(&id),
         };
-        let rest = self.rest_path(&req).is_some();
+        let rest = self.rest_path(req).is_some();
         let body = (req.method == "POST")
             .then(|| serde_json::from_slice::<Value>(&req.body).ok())
             .flatten();
@@ -739,8 +725,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         if caller.is_some() || !continues {
             context.put_on(&mut req.headers);
         }
-        let reply = self.serve_untraced(io, req).await;
-        let (status, outcome, code) = match &reply {
+        exchange::Traced { span, hook }
+    }
+
+    /// Ends a request's span with what its answer says.
+    fn end_span(&self, traced: exchange::Traced, reply: &Reply) {
+        let exchange::Traced { mut span, hook } = traced;
+        let (status, outcome, code) = match reply {
             Reply::Full(r) => {
                 let code = (r.status < 400)
                     .then(|| crate::wire::trace::rpc_error(&r.body))
@@ -762,22 +753,6 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
         span.set("http.response.status_code", status_text);
         span.set("a2a.outcome", outcome);
         span.end(&hook, self.host.now_ms());
-        reply
-    }
-
-    async fn serve_untraced(self: &Arc<Self>, io: &Io<H>, req: HttpRequest) -> Reply {
-        if !self.host_allowed(req.header("Host")) {
-            return Reply::Full(misdirected());
-        }
-        let origin = req.header("Origin").map(str::to_string);
-        if req.method == "POST" && !policy::call_content_type(req.header("Content-Type")) {
-            let mut resp = policy::not_json();
-            self.add_cors_for(origin.as_deref(), &mut resp);
-            return Reply::Full(resp);
-        }
-        let mut reply = self.route(io, req).await;
-        self.add_cors_for(origin.as_deref(), reply.head_mut());
-        reply
     }
 
     /// `Access-Control-Allow-Private-Network: true` for a Private Network
