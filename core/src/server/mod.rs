@@ -4,7 +4,10 @@
 //!
 //! Every host (the native tokio server, an edge worker's `fetch`, tests)
 //! calls [`A2aServer::serve`] (or [`A2aServer::handle`], which reads a
-//! stream to its end); none re-implements routing. Core spawns nothing:
+//! stream to its end); none re-implements routing. `serve` is itself only a
+//! driver of the public machine API: [`A2aServer::handle_request`] gives an
+//! [`Exchange`] whose outputs (store calls, verifications, waits, the
+//! answer) a host may also carry out by hand. Core spawns nothing:
 //! the host takes the work ([`A2aServer::take_work`], [`A2aServer::poll_work`])
 //! and runs it where it belongs (`tokio::spawn`, the request's `ctx.waitUntil`).
 
