@@ -270,19 +270,6 @@ impl<T> std::fmt::Debug for Output<T> {
     }
 }
 
-impl<T> Output<T> {
-    /// What is asked, or (`Err`) the answer.
-    fn into_ask(self) -> Result<Ask, T> {
-        Ok(match self {
-            Output::Store(call) => Ask::Store(call),
-            Output::VerifyJwt(token) => Ask::Jwt(token),
-            Output::Authenticate(verdict) => Ask::Verdict(verdict),
-            Output::Wait(wait) => Ask::Wait(wait),
-            Output::Respond(answer) => return Err(answer),
-        })
-    }
-}
-
 impl<T> From<Ask> for Output<T> {
     fn from(ask: Ask) -> Output<T> {
         match ask {
@@ -327,13 +314,6 @@ pub(super) struct Io<H: ServerHost> {
 }
 
 impl<H: ServerHost> Io<H> {
-    /// The flow's handle on the same port as this one.
-    pub(super) fn share(&self) -> Io<H> {
-        Io {
-            port: self.port.clone(),
-        }
-    }
-
     /// Asks for `ask` and gives the input that answers it.
     fn ask(&self, ask: Ask) -> Asked<'_, H> {
         Asked {
@@ -523,7 +503,7 @@ pub(super) struct Coroutine<'s, H: ServerHost, T> {
 
 impl<'s, H: ServerHost, T> Coroutine<'s, H, T> {
     /// `flow`, which waits only through `io`'s port.
-    pub(super) fn new<Fut>(io: Io<H>, flow: Fut) -> Self
+    fn new<Fut>(io: Io<H>, flow: Fut) -> Self
     where
         Fut: Future<Output = T> + MaybeSend + 's,
     {
@@ -533,22 +513,19 @@ impl<'s, H: ServerHost, T> Coroutine<'s, H, T> {
         }
     }
 
-    fn poll_output(&mut self) -> Option<Output<T>> {
+    /// Runs the flow to its next ask (`Ok`) or its answer (`Err`);
+    /// `None`: nothing until the last ask's input, or it answered already.
+    fn poll(&mut self) -> Option<Result<Ask, T>> {
         let flow = self.flow.as_mut()?;
         let mut cx = Context::from_waker(std::task::Waker::noop());
         if let Poll::Ready(answer) = flow.as_mut().poll(&mut cx) {
             self.flow = None;
-            return Some(Output::Respond(answer));
+            return Some(Err(answer));
         }
         let mut port = self.io.port.lock();
         let ask = port.ask.take()?;
         port.asked = true;
-        Some(match ask {
-            Ask::Store(call) => Output::Store(call),
-            Ask::Jwt(token) => Output::VerifyJwt(token),
-            Ask::Verdict(verdict) => Output::Authenticate(verdict),
-            Ask::Wait(wait) => Output::Wait(wait),
-        })
+        Some(Ok(ask))
     }
 
     /// Gives the input for the last output; ignored when none is awaited.
@@ -622,6 +599,14 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Exchange<'_, S, H, F> {
     /// answers the last output, or the exchange is over (its
     /// [`Output::Respond`] was given).
     pub fn poll_output(&mut self) -> Option<Output<Reply>> {
+        Some(match self.poll()? {
+            Ok(ask) => ask.into(),
+            Err(reply) => Output::Respond(reply),
+        })
+    }
+
+    /// The next ask (`Ok`) or the answer (`Err`), as [`Exchange::poll_output`].
+    fn poll(&mut self) -> Option<Result<Ask, Reply>> {
         let reply = match &mut self.state {
             State::Ready(_) => match std::mem::replace(&mut self.state, State::Done) {
                 State::Ready(reply) => reply,
@@ -630,7 +615,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Exchange<'_, S, H, F> {
             State::Get(get) if !get.asked => {
                 get.asked = true;
                 let id = std::mem::take(&mut get.id);
-                return Some(Output::Store(StoreCall::GetShared(id)));
+                return Some(Ok(Ask::Store(StoreCall::GetShared(id))));
             }
             State::Get(get) => match self.server.get_task(get.read.take()?, get) {
                 Some(reply) => reply,
@@ -641,16 +626,16 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Exchange<'_, S, H, F> {
                         return None;
                     };
                     self.state = self.server.rpc_flow(get);
-                    return self.poll_output();
+                    return self.poll();
                 }
             },
-            State::Flow(flow) => match flow.poll_output()?.into_ask() {
-                Ok(ask) => return Some(ask.into()),
+            State::Flow(flow) => match flow.poll()? {
+                Ok(ask) => return Some(Ok(ask)),
                 Err(reply) => reply,
             },
             State::Done => return None,
         };
-        Some(Output::Respond(self.respond(reply)))
+        Some(Err(self.respond(reply)))
     }
 
     /// The answer, with its CORS headers and its span ended; the exchange is over.
@@ -709,21 +694,17 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> Exchange<'_, S, H, F> {
 }
 
 impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
-    /// A port for one coroutine.
-    pub(super) fn io(&self) -> Io<H> {
-        Io {
-            port: Arc::new(Lock::new(Port::default())),
-        }
-    }
-
-    /// `flow`, given its port, as a coroutine.
-    fn coroutine<'s, T, Fut>(&self, flow: impl FnOnce(Io<H>) -> Fut) -> Coroutine<'s, H, T>
+    /// `flow`, given its side of a new port, as a coroutine.
+    pub(super) fn coroutine<'s, T, Fut>(
+        &self,
+        flow: impl FnOnce(Io<H>) -> Fut,
+    ) -> Coroutine<'s, H, T>
     where
         Fut: Future<Output = T> + MaybeSend + 's,
     {
-        let io = self.io();
-        let port = io.share();
-        Coroutine::new(io, flow(port))
+        let port: Arc<PortLock<H>> = Arc::new(Lock::new(Port::default()));
+        let flow = flow(Io { port: port.clone() });
+        Coroutine::new(Io { port }, flow)
     }
 
     /// Takes one HTTP request: the exchange that answers it (what
@@ -878,7 +859,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// nothing, which is a bug).
     pub async fn drive(&self, mut exchange: Exchange<'_, S, H, F>) -> Option<Reply> {
         loop {
-            match exchange.poll_output()?.into_ask() {
+            match exchange.poll()? {
                 Ok(ask) => {
                     let input = self.carry_out(ask).await;
                     exchange.give(input)
@@ -891,7 +872,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// [`A2aServer::drive`] for a flow of its own (a sweep, a check).
     pub(super) async fn run<T>(&self, mut flow: Coroutine<'_, H, T>) -> Option<T> {
         loop {
-            match flow.poll_output()?.into_ask() {
+            match flow.poll()? {
                 Ok(ask) => {
                     let input = self.carry_out(ask).await;
                     flow.give(input)

@@ -548,10 +548,8 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             let id = task.id.clone();
             let mut read = read::ReadMachine::new(&id, None);
             let step = read.fail(task, self.host.unix_ms());
-            let io = self.io();
-            let port = io.share();
-            let flow = async move { self.read(&port, Ok(read), step).await };
-            let read = self.run(exchange::Coroutine::new(io, flow)).await;
+            let flow = self.coroutine(|io| async move { self.read(&io, Ok(read), step).await });
+            let read = self.run(flow).await;
             if read.is_some_and(|read| read.is_ok_and(|task| task.state == TaskState::Failed)) {
                 settled.push(id);
             }
@@ -776,10 +774,9 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// for host routes beside the agent's (a `/metrics` page).
     pub async fn refuse_caller(&self, req: &HttpRequest) -> Option<HttpResponse> {
         let auth = self.auth.as_ref()?;
-        let io = self.io();
-        let port = io.share();
-        let flow = async move { verify::authenticate(&port, auth, &self.host, req).await };
-        match Box::pin(self.run(exchange::Coroutine::new(io, flow))).await {
+        let flow = self
+            .coroutine(|io| async move { verify::authenticate(&io, auth, &self.host, req).await });
+        match Box::pin(self.run(flow)).await {
             Some(Ok(_)) => None,
             Some(Err(refusal)) => Some(verify::refusal_response(auth, &refusal, true)),
             None => Some(stalled()),
