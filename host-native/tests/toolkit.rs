@@ -95,9 +95,15 @@ async fn agents_resolve_concurrently() {
             Stub::start(move |_| {
                 arrived.fetch_add(1, Ordering::SeqCst);
                 let until = Instant::now() + Duration::from_secs(3);
-                while arrived.load(Ordering::SeqCst) < 2 && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                // The handler runs on one of the runtime's workers: waiting
+                // in place hands that worker's queued tasks to another
+                // thread, so the toolkit's second fetch is not stuck behind
+                // this wait (a task in a worker's LIFO slot cannot be stolen).
+                tokio::task::block_in_place(|| {
+                    while arrived.load(Ordering::SeqCst) < 2 && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                });
                 if arrived.load(Ordering::SeqCst) >= 2 {
                     saw_both.fetch_add(1, Ordering::SeqCst);
                 }
