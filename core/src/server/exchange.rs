@@ -574,9 +574,8 @@ enum State<'s, H: ServerHost> {
 enum Entry<'s> {
     /// A call under the REST mount (the path below it).
     Rest(String),
-    /// A JSON-RPC call whose caller the host verifies with these, and
-    /// what the API-key check already refused.
-    Verify(&'s auth::AuthConfig, Option<verify::Refusal>),
+    /// A JSON-RPC call whose caller the host verifies with these.
+    Verify(&'s auth::AuthConfig),
     /// A JSON-RPC call from this caller, parsed.
     Call(Option<Caller>, Result<RpcRequest, (Value, RpcError)>),
 }
@@ -759,17 +758,11 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     fn json_rpc(self: &Arc<Self>, req: HttpRequest) -> State<'_, H> {
         let caller = match &self.auth {
             None => None,
-            Some(auth) => {
-                let mut m = verify::AuthMachine::new(auth, &req);
-                match m.begin() {
-                    Some(principal) => Some(Caller::new(principal)),
-                    // A token or the host's own verifier to ask.
-                    None => {
-                        let refused = m.take_refused();
-                        return self.flow(req, Entry::Verify(auth, refused));
-                    }
-                }
-            }
+            Some(auth) => match verify::AuthMachine::new(auth, &req).begin() {
+                Some(principal) => Some(Caller::new(principal)),
+                // A token or the host's own verifier to ask.
+                None => return self.flow(req, Entry::Verify(auth)),
+            },
         };
         let parsed = RpcRequest::parse(&req);
         let get = match &parsed {
@@ -848,16 +841,13 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
                     },
                 };
             }
-            Entry::Verify(auth, refused) => {
-                let m = verify::AuthMachine::begun(auth, &req, refused);
-                match verify::authenticate_begun(&io, m, &self.host, &req).await {
-                    Ok(principal) => (Some(Caller::new(principal)), RpcRequest::parse(&req)),
-                    Err(refusal) => {
-                        let v10 = rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
-                        return Reply::Full(verify::refusal_response(auth, &refusal, v10));
-                    }
+            Entry::Verify(auth) => match verify::authenticate(&io, auth, &self.host, &req).await {
+                Ok(principal) => (Some(Caller::new(principal)), RpcRequest::parse(&req)),
+                Err(refusal) => {
+                    let v10 = rpc::requested_version(&req).is_some_and(|v| v.starts_with('1'));
+                    return Reply::Full(verify::refusal_response(auth, &refusal, v10));
                 }
-            }
+            },
             Entry::Call(caller, parsed) => (caller, parsed),
         };
         self.json_rpc_call(&io, &req, caller.as_ref(), parsed).await

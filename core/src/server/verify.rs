@@ -107,32 +107,6 @@ impl<'a> AuthMachine<'a> {
         None
     }
 
-    /// The machine after a [`AuthMachine::begin`] on `req` that named no
-    /// caller, `refused` what it kept ([`AuthMachine::take_refused`]): a
-    /// flow goes on from there without checking the API key again.
-    pub(crate) fn begun(
-        auth: &'a AuthConfig,
-        req: &'a HttpRequest,
-        refused: Option<Refusal>,
-    ) -> AuthMachine<'a> {
-        let token = if auth.jwt.is_some() {
-            bearer(req)
-        } else {
-            None
-        };
-        AuthMachine {
-            auth,
-            req,
-            token,
-            refused,
-        }
-    }
-
-    /// The refusal kept so far, for [`AuthMachine::begun`].
-    pub(crate) fn take_refused(&mut self) -> Option<Refusal> {
-        self.refused.take()
-    }
-
     /// The bearer token for the host to check ([`ServerHost::verify_jwt`]),
     /// then [`AuthMachine::handle_jwt`]; `None`: on to the host's own verifier.
     pub(crate) fn token(&self) -> Option<&'a str> {
@@ -216,17 +190,6 @@ pub(super) async fn authenticate<H: ServerHost>(
     if let Some(caller) = m.begin() {
         return Ok(caller);
     }
-    authenticate_begun(io, m, host, req).await
-}
-
-/// [`authenticate`] from a machine whose [`AuthMachine::begin`] named no
-/// caller: the bearer token, then the host's own verifier.
-pub(super) async fn authenticate_begun<H: ServerHost>(
-    io: &super::Io<H>,
-    mut m: AuthMachine<'_>,
-    host: &H,
-    req: &HttpRequest,
-) -> Result<Principal, Refusal> {
     if let Some(token) = m.token() {
         let verified = io.verify_jwt(token).await;
         if let Some(caller) = m.handle_jwt(verified, host.unix_ms()) {
@@ -691,41 +654,6 @@ mod machine_tests {
         let mut m = AuthMachine::new(&keys_only, &req);
         assert!(m.begin().is_none());
         assert_eq!(m.token(), None);
-    }
-
-    #[test]
-    fn a_machine_begun_elsewhere_goes_on_as_the_one_that_began() {
-        // An exchange checks the API key when it routes, and its flow goes
-        // on from there: the key's refusal and the token carry over.
-        let auth = config(false);
-        let req = request(&[("X-API-Key", "wrong"), ("Authorization", "Bearer tok.en")]);
-        let mut first = AuthMachine::new(&auth, &req);
-        assert!(first.begin().is_none());
-        let mut m = AuthMachine::begun(&auth, &req, first.take_refused());
-        assert_eq!(m.token(), Some("tok.en"));
-        assert!(m.handle_jwt(Err("expired".into()), None).is_none());
-        let refusal = m.handle_verdict(None, || None).expect_err("refused");
-        assert_eq!(refusal.status, 401);
-        assert!(
-            refusal.reason.contains("bearer token"),
-            "{}",
-            refusal.reason
-        );
-        // Nothing but the wrong key: its refusal, not "no credentials".
-        let req = request(&[("X-API-Key", "wrong")]);
-        let mut first = AuthMachine::new(&auth, &req);
-        assert!(first.begin().is_none());
-        let mut m = AuthMachine::begun(&auth, &req, first.take_refused());
-        assert_eq!(m.token(), None);
-        let refusal = m.handle_verdict(None, || None).expect_err("refused");
-        assert!(refusal.reason.contains("X-API-Key"), "{}", refusal.reason);
-        // Without a JWT verifier, a bearer token is not taken up.
-        let keys_only = AuthConfig {
-            jwt: None,
-            ..config(false)
-        };
-        let req = request(&[("Authorization", "Bearer tok.en")]);
-        assert_eq!(AuthMachine::begun(&keys_only, &req, None).token(), None);
     }
 
     #[test]
