@@ -218,7 +218,10 @@ async fn events_are_logged_with_their_save_and_replayed_from_a_version() {
 }
 
 /// A slow OpenAI-style model: a message `sleep N` is answered after N ms,
-/// `hang` never; each answer is "done". Counts the answers it finished.
+/// `hang` never; each answer is "done". A message `ask …` calls the
+/// built-in `question` tool (the task stops in input-required) and the
+/// caller's reply `answer X` gets "booked X". Counts the answers it
+/// finished.
 async fn slow_model() -> (ServerHandle, Arc<AtomicUsize>) {
     let answered = Arc::new(AtomicUsize::new(0));
     let count = answered.clone();
@@ -246,7 +249,17 @@ async fn slow_model() -> (ServerHandle, Arc<AtomicUsize>) {
                     .unwrap_or(0);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 count.fetch_add(1, Ordering::SeqCst);
-                let answer = json!({"model": "stub", "choices": [{"message": {"role": "assistant", "content": "done"}}],
+                let message = if text.starts_with("ask") {
+                    let asked = json!({"questions": [{"question": "Which city?"}]});
+                    json!({"role": "assistant", "content": null, "tool_calls": [{"id": "q1",
+                        "type": "function", "function": {"name": "question",
+                        "arguments": asked.to_string()}}]})
+                } else if let Some(city) = text.strip_prefix("answer ") {
+                    json!({"role": "assistant", "content": format!("booked {city}")})
+                } else {
+                    json!({"role": "assistant", "content": "done"})
+                };
+                let answer = json!({"model": "stub", "choices": [{"message": message}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}});
                 HttpResponse::json(200, serde_json::to_vec(&answer).expect("json"))
             })
@@ -337,13 +350,183 @@ fn state(v: &Value) -> String {
 
 /// Polls GetTask until the task is `working` (bounded).
 async fn until_working(url: &str, id: &str) {
-    for _ in 0..200 {
-        if state(&post(url, "tasks/get", json!({"id": id}), None).await) == "working" {
-            return;
+    until_state(url, id, "working").await;
+}
+
+/// Polls GetTask on `url` until task `id` is stored as `want` (bounded):
+/// the task as read then.
+async fn until_state(url: &str, id: &str, want: &str) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..300 {
+        last = post(url, "tasks/get", json!({"id": id}), None).await;
+        if state(&last) == want {
+            return last;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("task {id} never started working");
+    panic!("task {id} never stored as {want}: {last}");
+}
+
+/// The caller's reply `text` to task `id`, through `url`.
+async fn reply(url: &str, id: &str, text: &str, blocking: bool) -> Value {
+    post(
+        url,
+        "message/send",
+        json!({"message": {"role": "user", "messageId": uuid(), "taskId": id,
+                "parts": [{"kind": "text", "text": text}]},
+               "configuration": {"blocking": blocking}}),
+        None,
+    )
+    .await
+}
+
+/// The text of a task's first artifact.
+fn answer_text(v: &Value) -> &str {
+    v["result"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// A task that stopped in input-required on one replica is answered
+/// through another, and two replies racing on two other replicas: exactly
+/// one continues the task, the other is refused, and the model hears the
+/// winner only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_on_another_replica_and_of_two_racing_replies_one_wins() {
+    let pg = PgCluster::start();
+    let url = pg.database("answers");
+    let (model, answered) = slow_model().await;
+    let r = replicas(3, &url, &model.url, "30").await;
+
+    let id = send(&r[0].url, "ask where to").await;
+    let asked = until_state(&r[1].url, &id, "input-required").await;
+    assert_eq!(
+        asked["result"]["status"]["message"]["parts"][0]["text"], "Which city?",
+        "{asked}"
+    );
+    let done = reply(&r[1].url, &id, "answer Paris", true).await;
+    assert_eq!(state(&done), "completed", "{done}");
+    assert_eq!(answer_text(&done), "booked Paris", "{done}");
+    let read = post(&r[2].url, "tasks/get", json!({"id": id}), None).await;
+    assert_eq!(answer_text(&read), "booked Paris", "{read}");
+
+    const ROUNDS: usize = 12;
+    let mut refusals = Vec::new();
+    for round in 0..ROUNDS {
+        let asker = round % 3;
+        let (b, c) = ((asker + 1) % 3, (asker + 2) % 3);
+        let id = send(&r[asker].url, "ask again").await;
+        until_state(&r[asker].url, &id, "input-required").await;
+        let (to_b, to_c) = tokio::join!(
+            reply(&r[b].url, &id, "answer Rome", false),
+            reply(&r[c].url, &id, "answer Oslo", false)
+        );
+        let took = |v: &Value| v["result"]["id"] == json!(id);
+        assert!(
+            took(&to_b) != took(&to_c),
+            "round {round}: exactly one reply continues the task: {to_b} {to_c}"
+        );
+        let (winner, lost) = if took(&to_b) {
+            ("booked Rome", &to_c)
+        } else {
+            ("booked Oslo", &to_b)
+        };
+        assert!(lost["error"]["code"].is_i64(), "round {round}: {lost}");
+        refusals.push(lost["error"]["code"].clone());
+        let last = post(&r[asker].url, "tasks/get", json!({"id": id}), Some(20)).await;
+        assert_eq!(state(&last), "completed", "round {round}: {last}");
+        assert_eq!(answer_text(&last), winner, "round {round}: {last}");
+        let history = last["result"]["history"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let replies = history
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter(|m| {
+                let text = m["parts"][0]["text"].as_str().unwrap_or_default();
+                text.starts_with("answer ")
+            })
+            .count();
+        assert_eq!(replies, 1, "round {round}: one reply kept: {last}");
+    }
+    // Each task's question once and its one reply once; Paris's task too.
+    assert_eq!(answered.load(Ordering::SeqCst), 2 * (ROUNDS + 1));
+    eprintln!("racing replies: {ROUNDS} rounds, one winner each, the losers' errors {refusals:?}");
+}
+
+/// ListTasks paged through the three replicas in turn while more tasks
+/// are sent: every task finished before the paging began is listed exactly
+/// once, and no task is listed twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_across_replicas_while_tasks_are_added_miss_and_repeat_nothing() {
+    let pg = PgCluster::start();
+    let url = pg.database("pages");
+    let (model, _) = slow_model().await;
+    let r = replicas(3, &url, &model.url, "30").await;
+    let mut finished = std::collections::BTreeSet::new();
+    for i in 0..30 {
+        let v = post(
+            &r[i % 3].url,
+            "message/send",
+            json!({"message": {"role": "user", "messageId": uuid(),
+                    "parts": [{"kind": "text", "text": "sleep 0"}]},
+                   "configuration": {"blocking": true}}),
+            None,
+        )
+        .await;
+        assert_eq!(state(&v), "completed", "{v}");
+        finished.insert(v["result"]["id"].as_str().expect("id").to_string());
+    }
+    let urls: Vec<String> = r.iter().map(|p| p.url.clone()).collect();
+    let adder = tokio::spawn(async move {
+        let mut added = 0;
+        for i in 0..40 {
+            send(&urls[i % 3], "sleep 30").await;
+            added += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        added
+    });
+    let (mut seen, mut token, mut pages) = (Vec::new(), String::new(), 0);
+    loop {
+        let page = post(
+            &r[pages % 3].url,
+            "ListTasks",
+            json!({"pageSize": 4, "pageToken": token}),
+            None,
+        )
+        .await;
+        pages += 1;
+        let page = &page["result"];
+        let tasks = page["tasks"].as_array().unwrap_or_else(|| panic!("{page}"));
+        seen.extend(
+            tasks
+                .iter()
+                .map(|t| t["id"].as_str().unwrap_or_default().to_string()),
+        );
+        token = page["nextPageToken"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if token.is_empty() {
+            break;
+        }
+        assert!(pages < 100, "the paging ends");
+        // Let the adder interleave with the pages.
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    let added = adder.await.expect("adder");
+    let unique: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "a task listed twice: {seen:?}");
+    let missing: Vec<&String> = finished.iter().filter(|id| !unique.contains(*id)).collect();
+    assert!(missing.is_empty(), "finished tasks not listed: {missing:?}");
+    eprintln!(
+        "ListTasks across replicas: {} pages, {} tasks listed ({} finished before, {added} sent meanwhile)",
+        pages,
+        seen.len(),
+        finished.len()
+    );
 }
 
 /// A GetTask long-poll on replica B returns when the task settles on
