@@ -572,8 +572,9 @@ enum State<'s, H: ServerHost> {
 
 /// Where a flow that waits starts.
 enum Entry<'s> {
-    /// A call under the REST mount (the path below it).
-    Rest(String),
+    /// A call under the REST mount (the path below it), and the card
+    /// whose plain routes answer a path the binding does not take.
+    Rest(String, &'s Card),
     /// A JSON-RPC call whose caller the host verifies with these.
     Verify(&'s auth::AuthConfig),
     /// A JSON-RPC call from this caller, parsed.
@@ -747,7 +748,7 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
             return self.json_rpc(req);
         }
         if let Some(under) = self.rest_path(&req) {
-            return self.flow(req, Entry::Rest(under));
+            return self.flow(req, Entry::Rest(under, card));
         }
         ready(self.route_plain(&req, card))
     }
@@ -832,13 +833,10 @@ impl<S: TaskStore, H: ServerHost, F: Fulfiller> A2aServer<S, H, F> {
     /// whose caller the host verifies, a JSON-RPC call.
     async fn run_flow(self: &Arc<Self>, io: Io<H>, req: HttpRequest, entry: Entry<'_>) -> Reply {
         let (caller, parsed) = match entry {
-            Entry::Rest(under) => {
+            Entry::Rest(under, card) => {
                 return match Box::pin(self.rest(&io, &req, &under)).await {
                     Some(reply) => reply,
-                    None => match &self.card {
-                        Some(card) => Reply::Full(self.route_plain(&req, card)),
-                        None => Reply::Full(http::plain(404, "not found")),
-                    },
+                    None => Reply::Full(self.route_plain(&req, card)),
                 };
             }
             Entry::Verify(auth) => match verify::authenticate(&io, auth, &self.host, &req).await {
